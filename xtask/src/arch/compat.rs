@@ -1,0 +1,1 @@
+//! Binary compatibility: which compiled image a device loads, or why none.

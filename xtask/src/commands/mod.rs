@@ -1,0 +1,18 @@
+//! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "archsmith: build, port and verify PyTorch and CUDA extensions for exactly the GPU archs you need")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {}
+
+/// Runs a parsed command; the returned code is the process exit status.
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {}
+}

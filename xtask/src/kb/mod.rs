@@ -1,0 +1,319 @@
+//! The compatibility knowledge base: every fact that changes with NVIDIA and PyTorch releases.
+//!
+//! The facts live in one data file, `xtask/data/knowledge-base.toml`, each row with its source. It
+//! is compiled into the binary so archsmith answers offline; `cargo xtask kb check` re-verifies the
+//! rows that can be checked against real NVIDIA wheels. Code asks questions through the methods here
+//! and never carries its own copy of a version table.
+
+use crate::arch::{Arch, Cc, Variant};
+use crate::version::Version;
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+pub const KB_PATH: &str = "xtask/data/knowledge-base.toml";
+const KB_TEXT: &str = include_str!("../../data/knowledge-base.toml");
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnowledgeBase {
+    pub releases: Releases,
+    #[serde(rename = "target")]
+    pub targets: Vec<TargetRow>,
+    #[serde(rename = "gpu")]
+    pub gpus: Vec<GpuRow>,
+    #[serde(rename = "cuda")]
+    pub cuda: Vec<CudaRow>,
+    #[serde(rename = "cuda_major")]
+    pub cuda_majors: Vec<CudaMajorRow>,
+    #[serde(rename = "torch")]
+    pub torch: Vec<TorchRow>,
+    #[serde(rename = "torch_arch_list")]
+    pub torch_arch_lists: Vec<TorchArchListRow>,
+    #[serde(rename = "torch_cmake_arch_list")]
+    pub torch_cmake_arch_lists: Vec<TorchCmakeArchListRow>,
+}
+
+/// The newest releases archsmith knows; they apply when the user names none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Releases {
+    pub newest_torch: Version,
+    pub newest_cuda: Version,
+    pub source: String,
+}
+
+/// One nvcc compile target (`sm_XY`, `sm_XYa` or `sm_XYf`) and the CUDA releases whose nvcc accept it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetRow {
+    /// `9.0a` form.
+    pub arch: String,
+    /// The architecture family name NVIDIA uses (`Hopper`).
+    pub family: String,
+    /// First CUDA release (major.minor) whose nvcc compiles this target.
+    pub first_cuda: Version,
+    /// Last CUDA release that compiles it; absent while current.
+    pub last_cuda: Option<Version>,
+    pub source: String,
+}
+
+/// One GPU model, its compute capability and the spellings users type.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuRow {
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub cc: String,
+    /// `data-centre`, `workstation`, `consumer` or `jetson`.
+    pub segment: String,
+    pub source: String,
+}
+
+/// One CUDA toolkit release (major.minor): its driver floor and host-compiler ceiling.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CudaRow {
+    pub version: Version,
+    /// Minimum Linux x86_64 driver of the GA release (the release notes' table).
+    pub min_driver_linux: Option<Version>,
+    pub driver_source: String,
+    /// Newest GCC / Clang major that `crt/host_config.h` accepts without `-allow-unsupported-compiler`.
+    pub max_gcc: Option<u32>,
+    pub max_clang: Option<u32>,
+    pub host_compiler_source: String,
+}
+
+/// Per CUDA major: the minor-version compatibility floor (any driver at or above it runs the whole major).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CudaMajorRow {
+    pub major: u32,
+    pub minor_compat_min_driver: Version,
+    pub source: String,
+}
+
+/// One torch release as published on PyPI.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchRow {
+    pub version: Version,
+    /// torchvision releases built for it (their `Requires-Dist: torch==` pin or compatible range).
+    pub torchvision: Vec<Version>,
+    #[serde(default)]
+    pub torchaudio: Vec<Version>,
+    /// Lowest and highest CPython minor with a Linux x86_64 wheel (`3.11`, `3.15`).
+    pub python_min: Version,
+    pub python_max: Version,
+    /// `-std=` that torch.utils.cpp_extension passes for extensions (`c++17`, `c++20`).
+    pub cxx_std: String,
+    /// `torch.version.cuda` of the default PyPI wheel; absent for CPU-only defaults.
+    pub pypi_cuda: Option<Version>,
+    /// CUDA variants published for this release (cuXYZ indexes), as CUDA versions.
+    #[serde(default)]
+    pub cuda_variants: Vec<Version>,
+    /// SASS archs every kernel of the default PyPI wheel's libtorch_cuda.so carries.
+    pub wheel_sass: Vec<String>,
+    /// PTX archs found in that library (often none, whatever the build script asked for).
+    #[serde(default)]
+    pub wheel_ptx: Vec<String>,
+    /// Extra per-kernel images beyond `wheel_sass` (`sm_90a` for a few kernels, …).
+    #[serde(default)]
+    pub wheel_extra_sass: Vec<String>,
+    /// Minimum CUDA needed to build this torch from source.
+    pub min_cuda_source_build: Option<Version>,
+    pub source: String,
+}
+
+/// What `torch.utils.cpp_extension._get_cuda_arch_flags` accepts, for a range of torch releases.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchArchListRow {
+    /// Inclusive major.minor range of torch releases this row describes.
+    pub from: Version,
+    pub to: Version,
+    /// `named_arches` in torch's order (substring replacement runs in this order).
+    pub named: Vec<(String, String)>,
+    /// `supported_arches`; each is also valid with `+PTX`.
+    pub supported: Vec<String>,
+    /// Whether the literal `native` means "detect visible GPUs" (2.9+).
+    pub native_keyword: bool,
+    pub source: String,
+}
+
+/// What torch's CMake `select_compute_arch.cmake` accepts, for a range of torch releases.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchCmakeArchListRow {
+    pub from: Version,
+    pub to: Version,
+    /// Whether `X.Yf` is accepted (`a` is accepted in every row).
+    pub f_suffix: bool,
+    pub named: Vec<CmakeNamedArch>,
+    pub source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CmakeNamedArch {
+    pub name: String,
+    /// SASS archs the name gives.
+    pub bin: Vec<String>,
+    /// PTX archs it adds, only when written with `+PTX`.
+    pub ptx: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{KB_PATH}: {0}")]
+pub struct KbError(pub String);
+
+/// The knowledge base compiled into this binary. Validated by the `kb_loads_and_is_consistent` test,
+/// so a malformed data file fails `cargo test`, not a user's command.
+pub fn kb() -> &'static KnowledgeBase {
+    static KB: OnceLock<KnowledgeBase> = OnceLock::new();
+    KB.get_or_init(|| match KnowledgeBase::parse(KB_TEXT) {
+        Ok(kb) => kb,
+        // The file is part of the binary and checked by tests; reaching this is a build defect.
+        Err(e) => panic!("the embedded knowledge base is invalid: {e}"),
+    })
+}
+
+impl KnowledgeBase {
+    pub fn parse(text: &str) -> Result<KnowledgeBase, KbError> {
+        let kb: KnowledgeBase = toml::from_str(text).map_err(|e| KbError(e.to_string()))?;
+        kb.validate()?;
+        Ok(kb)
+    }
+
+    fn validate(&self) -> Result<(), KbError> {
+        let bad = |what: String| Err(KbError(what));
+        for t in &self.targets {
+            if t.arch.parse::<Arch>().is_err() {
+                return bad(format!("target row `{}` is not an arch", t.arch));
+            }
+            if t.source.trim().is_empty() {
+                return bad(format!("target row `{}` has no source", t.arch));
+            }
+        }
+        for g in &self.gpus {
+            if g.cc.parse::<Cc>().is_err() {
+                return bad(format!("gpu `{}` has cc `{}`, expected X.Y", g.name, g.cc));
+            }
+            if g.source.trim().is_empty() {
+                return bad(format!("gpu `{}` has no source", g.name));
+            }
+        }
+        for r in &self.torch_arch_lists {
+            for s in &r.supported {
+                if s.parse::<Arch>().is_err() {
+                    return bad(format!("torch_arch_list {}–{}: `{s}` is not an arch", r.from, r.to));
+                }
+            }
+        }
+        for r in &self.torch {
+            for s in r.wheel_sass.iter().chain(&r.wheel_ptx) {
+                if s.parse::<Arch>().is_err() {
+                    return bad(format!("torch {}: `{s}` is not an arch", r.version));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The target row for `arch` (exact variant), if nvcc ever knew it.
+    pub fn target(&self, arch: Arch) -> Option<&TargetRow> {
+        self.targets.iter().find(|t| t.arch.parse::<Arch>().ok() == Some(arch))
+    }
+
+    /// Whether the nvcc of CUDA `cuda` (any precision) compiles `arch`.
+    pub fn cuda_supports(&self, cuda: &Version, arch: Arch) -> bool {
+        let mm = cuda.major_minor();
+        self.target(arch).is_some_and(|t| {
+            t.first_cuda <= mm && t.last_cuda.as_ref().is_none_or(|last| mm <= last.major_minor())
+        })
+    }
+
+    /// Every target the nvcc of `cuda` compiles, in the table's order.
+    pub fn cuda_targets(&self, cuda: &Version) -> Vec<Arch> {
+        self.targets
+            .iter()
+            .filter_map(|t| t.arch.parse::<Arch>().ok())
+            .filter(|a| self.cuda_supports(cuda, *a))
+            .collect()
+    }
+
+    pub fn cuda_row(&self, cuda: &Version) -> Option<&CudaRow> {
+        let mm = cuda.major_minor();
+        self.cuda.iter().find(|c| c.version.major_minor() == mm)
+    }
+
+    pub fn cuda_major(&self, major: u32) -> Option<&CudaMajorRow> {
+        self.cuda_majors.iter().find(|c| c.major == major)
+    }
+
+    pub fn torch_row(&self, torch: &Version) -> Option<&TorchRow> {
+        // Exact release first, then the newest patch of the same major.minor.
+        self.torch.iter().find(|t| t.version == *torch).or_else(|| {
+            let mm = torch.major_minor();
+            self.torch.iter().filter(|t| t.version.major_minor() == mm).max_by(|a, b| a.version.cmp(&b.version))
+        })
+    }
+
+    pub fn torch_arch_list(&self, torch: &Version) -> Option<&TorchArchListRow> {
+        let mm = torch.major_minor();
+        self.torch_arch_lists.iter().find(|r| r.from <= mm && mm <= r.to)
+    }
+
+    pub fn torch_cmake_arch_list(&self, torch: &Version) -> Option<&TorchCmakeArchListRow> {
+        let mm = torch.major_minor();
+        self.torch_cmake_arch_lists.iter().find(|r| r.from <= mm && mm <= r.to)
+    }
+
+    /// Torch release ranges (`2.2–2.15`) whose cpp_extension accepts `arch`, for error messages.
+    pub fn torch_ranges_accepting(&self, arch: Arch) -> Vec<(Version, Version)> {
+        let text = arch.to_string();
+        let mut out: Vec<(Version, Version)> = Vec::new();
+        for r in &self.torch_arch_lists {
+            if r.supported.iter().any(|s| *s == text) {
+                match out.last_mut() {
+                    Some(last) if next_minor(&last.1) == r.from => last.1 = r.to.clone(),
+                    _ => out.push((r.from.clone(), r.to.clone())),
+                }
+            }
+        }
+        out
+    }
+
+    /// Finds a GPU by the name a user types: case, spaces, dashes and the vendor words
+    /// (`NVIDIA`, `GeForce`, `Tesla`, `Quadro`) do not matter.
+    pub fn gpu(&self, query: &str) -> Option<&GpuRow> {
+        let q = normalize_gpu_name(query);
+        if q.is_empty() {
+            return None;
+        }
+        self.gpus.iter().find(|g| std::iter::once(&g.name).chain(&g.aliases).any(|n| normalize_gpu_name(n) == q))
+    }
+
+    /// Arch family name for a compute capability (`Hopper` for 9.0).
+    pub fn family(&self, cc: Cc) -> Option<&str> {
+        self.target(Arch::new(cc.major, cc.minor, Variant::Plain)).map(|t| t.family.as_str())
+    }
+}
+
+fn next_minor(v: &Version) -> Version {
+    Version::new(&[v.major(), v.minor() + 1])
+}
+
+/// `NVIDIA GeForce RTX-4090` → `rtx4090`. Public so tests and `doctor` agree on one spelling rule.
+pub fn normalize_gpu_name(name: &str) -> String {
+    let lower = name.to_lowercase();
+    let mut words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace() || c == '-' || c == '_')
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.retain(|w| !matches!(*w, "nvidia" | "geforce" | "tesla" | "quadro" | "gpu"));
+    words.concat()
+}
+
+#[cfg(test)]
+mod tests;

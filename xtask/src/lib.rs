@@ -1,0 +1,11 @@
+//! archsmith: build, port and verify PyTorch and its C++/CUDA extensions for exactly the GPU
+//! architectures a team needs.
+//!
+//! The library holds all logic; `src/main.rs` is a thin CLI over [`commands`].
+
+pub mod arch;
+pub mod commands;
+pub mod kb;
+pub mod paths;
+pub mod process;
+pub mod version;

@@ -1,0 +1,212 @@
+//! The one process runner: every external program archsmith starts goes through here, so errors
+//! always name the program, its arguments and what it printed.
+//!
+//! Arguments are passed as a vector, never through a shell string. Short commands are captured
+//! ([`Cmd::output`], [`Cmd::read`]); long builds stream through `duct` ([`Cmd::stream_lines`]).
+
+use anyhow::{bail, Context, Result};
+use std::ffi::{OsStr, OsString};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct Cmd {
+    program: OsString,
+    args: Vec<OsString>,
+    envs: Vec<(OsString, Option<OsString>)>,
+    dir: Option<PathBuf>,
+}
+
+/// What a finished command returned.
+#[derive(Debug)]
+pub struct Output {
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.status == Some(0)
+    }
+}
+
+impl Cmd {
+    pub fn new(program: impl AsRef<OsStr>) -> Cmd {
+        Cmd { program: program.as_ref().to_owned(), args: Vec::new(), envs: Vec::new(), dir: None }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
+        self.envs.push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self
+    }
+
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Cmd {
+        self.envs.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    pub fn dir(mut self, dir: impl AsRef<Path>) -> Cmd {
+        self.dir = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// `prog arg1 arg2`, quoted where needed, for messages and logs (never executed).
+    pub fn display(&self) -> String {
+        std::iter::once(&self.program)
+            .chain(&self.args)
+            .map(|a| {
+                let s = a.to_string_lossy();
+                if s.is_empty() || s.contains(|c: char| c.is_whitespace() || "'\"$;&|<>()".contains(c)) {
+                    format!("'{}'", s.replace('\'', r"'\''"))
+                } else {
+                    s.into_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn std_command(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(&self.program);
+        c.args(&self.args);
+        for (k, v) in &self.envs {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        if let Some(d) = &self.dir {
+            c.current_dir(d);
+        }
+        c
+    }
+
+    /// Runs to completion and captures both streams; a non-zero exit is returned, not an error.
+    pub fn output(&self) -> Result<Output> {
+        let out = self
+            .std_command()
+            .stdin(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("could not start `{}`", self.display()))?;
+        Ok(Output {
+            status: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// Runs and returns trimmed stdout; a non-zero exit is an error that quotes stderr.
+    pub fn read(&self) -> Result<String> {
+        let out = self.output()?;
+        if !out.success() {
+            bail!("{}", self.failure_message(&out));
+        }
+        Ok(out.stdout.trim_end().to_string())
+    }
+
+    /// Runs with inherited stdout/stderr (the user sees the tool's own progress); error on failure.
+    pub fn run_inherit(&self) -> Result<()> {
+        let status = self
+            .std_command()
+            .stdin(std::process::Stdio::null())
+            .status()
+            .with_context(|| format!("could not start `{}`", self.display()))?;
+        if !status.success() {
+            bail!("`{}` failed with {}", self.display(), status);
+        }
+        Ok(())
+    }
+
+    /// Streams merged stdout+stderr line by line to `on_line` while the command runs (long builds).
+    /// Returns the exit code; the caller decides what a failure means and which line to show.
+    pub fn stream_lines(&self, mut on_line: impl FnMut(&str)) -> Result<Option<i32>> {
+        let mut expr = duct::cmd(&self.program, &self.args).stderr_to_stdout().stdin_null().unchecked();
+        for (k, v) in &self.envs {
+            expr = match v {
+                Some(v) => expr.env(k, v),
+                None => expr.env_remove(k),
+            };
+        }
+        if let Some(d) = &self.dir {
+            expr = expr.dir(d);
+        }
+        let reader = expr.reader().with_context(|| format!("could not start `{}`", self.display()))?;
+        let mut buf = BufReader::new(&reader);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = buf.read_until(b'\n', &mut line).with_context(|| format!("reading output of `{}`", self.display()))?;
+            if n == 0 {
+                break;
+            }
+            let text = String::from_utf8_lossy(&line);
+            on_line(text.trim_end_matches(['\n', '\r']));
+        }
+        let status = reader.try_wait().context("waiting for child")?.map(|o| o.status.code()).unwrap_or(None);
+        Ok(status)
+    }
+
+    /// The message for a failed command: what ran, its exit code, and the end of stderr.
+    pub fn failure_message(&self, out: &Output) -> String {
+        let code = out.status.map_or("a signal".to_string(), |c| format!("exit code {c}"));
+        let stderr = out.stderr.trim();
+        let tail: Vec<&str> = stderr.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+        if tail.is_empty() {
+            format!("`{}` failed with {code}", self.display())
+        } else {
+            format!("`{}` failed with {code}:\n{}", self.display(), tail.join("\n"))
+        }
+    }
+}
+
+/// Finds `name` on PATH, like `which`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
+}
+
+pub fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_output_and_reports_failures_with_the_command() {
+        assert_eq!(Cmd::new("sh").args(["-c", "echo hi"]).read().unwrap(), "hi");
+        let err = Cmd::new("sh").args(["-c", "echo boom >&2; exit 3"]).read().unwrap_err().to_string();
+        assert!(err.contains("exit code 3") && err.contains("boom") && err.contains("'echo boom >&2; exit 3'"), "{err}");
+    }
+
+    #[test]
+    fn streams_lines_in_order() {
+        let mut lines = Vec::new();
+        let code = Cmd::new("sh").args(["-c", "echo a; echo b >&2; echo c; exit 4"]).stream_lines(|l| lines.push(l.to_string())).unwrap();
+        assert_eq!(code, Some(4));
+        assert_eq!(lines, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn missing_program_is_a_clear_error() {
+        let err = Cmd::new("definitely-not-a-program-xyz").output().unwrap_err().to_string();
+        assert!(err.contains("could not start `definitely-not-a-program-xyz`"), "{err}");
+    }
+}

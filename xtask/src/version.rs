@@ -1,0 +1,167 @@
+//! Dotted release numbers (`2.15.0`, `13.2`, `595.45.04`) as NVIDIA and PyTorch print them.
+//!
+//! Ordering is numeric per component with missing components as zero, so `13.2 == 13.2.0` and
+//! `12.10 > 12.9`. A `+local` suffix (`2.15.0+cu132`) is kept for display but ignored in comparisons,
+//! as torch's own version objects do.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Debug, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Version {
+    parts: Vec<u32>,
+    local: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{input}` is not a version: expected numbers separated by dots, such as 2.15.0 or 13.2")]
+pub struct VersionError {
+    pub input: String,
+}
+
+impl Version {
+    pub fn new(parts: &[u32]) -> Version {
+        Version { parts: parts.to_vec(), local: None }
+    }
+
+    pub fn major(&self) -> u32 {
+        self.parts.first().copied().unwrap_or(0)
+    }
+
+    pub fn minor(&self) -> u32 {
+        self.parts.get(1).copied().unwrap_or(0)
+    }
+
+    /// `major.minor`, the granularity at which CUDA and torch releases differ in what they accept.
+    pub fn major_minor(&self) -> Version {
+        Version::new(&[self.major(), self.minor()])
+    }
+
+    pub fn parts(&self) -> &[u32] {
+        &self.parts
+    }
+
+    /// True when `self` starts with all of `prefix`'s components: `13.2.78` matches `13.2`.
+    pub fn matches_prefix(&self, prefix: &Version) -> bool {
+        prefix.parts.iter().enumerate().all(|(i, p)| self.parts.get(i).copied().unwrap_or(0) == *p)
+    }
+}
+
+impl FromStr for Version {
+    type Err = VersionError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || VersionError { input: s.to_string() };
+        let trimmed = s.trim();
+        let (release, local) = match trimmed.split_once('+') {
+            Some((r, l)) if !l.is_empty() => (r, Some(l.to_string())),
+            Some(_) => return Err(err()),
+            None => (trimmed, None),
+        };
+        let release = release.strip_prefix('v').unwrap_or(release);
+        if release.is_empty() {
+            return Err(err());
+        }
+        let parts = release
+            .split('.')
+            .map(|p| {
+                if p.is_empty() || p.len() > 9 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                    Err(err())
+                } else {
+                    p.parse::<u32>().map_err(|_| err())
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Version { parts, local })
+    }
+}
+
+impl TryFrom<String> for Version {
+    type Error = VersionError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<Version> for String {
+    fn from(v: Version) -> String {
+        v.to_string()
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for p in &self.parts {
+            if !first {
+                f.write_str(".")?;
+            }
+            first = false;
+            write!(f, "{p}")?;
+        }
+        if let Some(local) = &self.local {
+            write!(f, "+{local}")?;
+        }
+        Ok(())
+    }
+}
+
+impl PartialEq for Version {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Version {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let n = self.parts.len().max(other.parts.len());
+        for i in 0..n {
+            let a = self.parts.get(i).copied().unwrap_or(0);
+            let b = other.parts.get(i).copied().unwrap_or(0);
+            match a.cmp(&b) {
+                Ordering::Equal => continue,
+                o => return o,
+            }
+        }
+        Ordering::Equal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn orders_numerically_with_missing_parts_as_zero() {
+        assert!(v("12.10") > v("12.9"));
+        assert_eq!(v("13.2"), v("13.2.0"));
+        assert!(v("2.15.0+cu132") == v("2.15.0"));
+        assert_eq!(v("2.15.0+cu132").to_string(), "2.15.0+cu132");
+        assert!(v("595.45.04") > v("580.65.06"));
+    }
+
+    #[test]
+    fn rejects_garbage_with_a_message() {
+        for bad in ["", "2..1", "a.b", "2.15.0+", "1.2.3.4x", "99999999999"] {
+            let e = bad.parse::<Version>().unwrap_err();
+            assert!(e.to_string().contains("is not a version"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn prefix_matching() {
+        assert!(v("13.2.78").matches_prefix(&v("13.2")));
+        assert!(!v("13.20.1").matches_prefix(&v("13.2")));
+    }
+}
