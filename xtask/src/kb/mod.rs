@@ -206,7 +206,10 @@ impl KnowledgeBase {
         for r in &self.torch_arch_lists {
             for s in &r.supported {
                 if s.parse::<Arch>().is_err() {
-                    return bad(format!("torch_arch_list {}–{}: `{s}` is not an arch", r.from, r.to));
+                    return bad(format!(
+                        "torch_arch_list {}–{}: `{s}` is not an arch",
+                        r.from, r.to
+                    ));
                 }
             }
         }
@@ -222,14 +225,19 @@ impl KnowledgeBase {
 
     /// The target row for `arch` (exact variant), if nvcc ever knew it.
     pub fn target(&self, arch: Arch) -> Option<&TargetRow> {
-        self.targets.iter().find(|t| t.arch.parse::<Arch>().ok() == Some(arch))
+        self.targets
+            .iter()
+            .find(|t| t.arch.parse::<Arch>().ok() == Some(arch))
     }
 
     /// Whether the nvcc of CUDA `cuda` (any precision) compiles `arch`.
     pub fn cuda_supports(&self, cuda: &Version, arch: Arch) -> bool {
         let mm = cuda.major_minor();
         self.target(arch).is_some_and(|t| {
-            t.first_cuda <= mm && t.last_cuda.as_ref().is_none_or(|last| mm <= last.major_minor())
+            t.first_cuda <= mm
+                && t.last_cuda
+                    .as_ref()
+                    .is_none_or(|last| mm <= last.major_minor())
         })
     }
 
@@ -255,18 +263,25 @@ impl KnowledgeBase {
         // Exact release first, then the newest patch of the same major.minor.
         self.torch.iter().find(|t| t.version == *torch).or_else(|| {
             let mm = torch.major_minor();
-            self.torch.iter().filter(|t| t.version.major_minor() == mm).max_by(|a, b| a.version.cmp(&b.version))
+            self.torch
+                .iter()
+                .filter(|t| t.version.major_minor() == mm)
+                .max_by(|a, b| a.version.cmp(&b.version))
         })
     }
 
     pub fn torch_arch_list(&self, torch: &Version) -> Option<&TorchArchListRow> {
         let mm = torch.major_minor();
-        self.torch_arch_lists.iter().find(|r| r.from <= mm && mm <= r.to)
+        self.torch_arch_lists
+            .iter()
+            .find(|r| r.from <= mm && mm <= r.to)
     }
 
     pub fn torch_cmake_arch_list(&self, torch: &Version) -> Option<&TorchCmakeArchListRow> {
         let mm = torch.major_minor();
-        self.torch_cmake_arch_lists.iter().find(|r| r.from <= mm && mm <= r.to)
+        self.torch_cmake_arch_lists
+            .iter()
+            .find(|r| r.from <= mm && mm <= r.to)
     }
 
     /// Torch release ranges (`2.2–2.15`) whose cpp_extension accepts `arch`, for error messages.
@@ -274,7 +289,7 @@ impl KnowledgeBase {
         let text = arch.to_string();
         let mut out: Vec<(Version, Version)> = Vec::new();
         for r in &self.torch_arch_lists {
-            if r.supported.iter().any(|s| *s == text) {
+            if r.supported.contains(&text) {
                 match out.last_mut() {
                     Some(last) if next_minor(&last.1) == r.from => last.1 = r.to.clone(),
                     _ => out.push((r.from.clone(), r.to.clone())),
@@ -291,12 +306,17 @@ impl KnowledgeBase {
         if q.is_empty() {
             return None;
         }
-        self.gpus.iter().find(|g| std::iter::once(&g.name).chain(&g.aliases).any(|n| normalize_gpu_name(n) == q))
+        self.gpus.iter().find(|g| {
+            std::iter::once(&g.name)
+                .chain(&g.aliases)
+                .any(|n| normalize_gpu_name(n) == q)
+        })
     }
 
     /// Arch family name for a compute capability (`Hopper` for 9.0).
     pub fn family(&self, cc: Cc) -> Option<&str> {
-        self.target(Arch::new(cc.major, cc.minor, Variant::Plain)).map(|t| t.family.as_str())
+        self.target(Arch::new(cc.major, cc.minor, Variant::Plain))
+            .map(|t| t.family.as_str())
     }
 }
 
