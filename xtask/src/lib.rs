@@ -9,4 +9,5 @@ pub mod kb;
 pub mod output;
 pub mod paths;
 pub mod process;
+pub mod pyenv;
 pub mod version;

@@ -63,7 +63,19 @@ pub enum SpecError {
 const FORMS: &str = "expected X.Y, X.Ya, X.Yf or sm_XY, optionally with +PTX, or a family name";
 
 impl Plan {
+    /// Parses and validates `spec` against the chosen torch and CUDA.
     pub fn parse(kb: &KnowledgeBase, ctx: &PlanContext, spec: &str) -> Result<Plan, SpecError> {
+        let plan = Plan::parse_unvalidated(kb, ctx, spec)?;
+        plan.validate(kb, ctx)?;
+        Ok(plan)
+    }
+
+    /// Parses `spec` (names expanded for `ctx.torch`) without checking what torch and nvcc accept.
+    pub fn parse_unvalidated(
+        kb: &KnowledgeBase,
+        ctx: &PlanContext,
+        spec: &str,
+    ) -> Result<Plan, SpecError> {
         let tokens: Vec<&str> = spec
             .split(|c: char| c == ',' || c == ';' || c.is_whitespace())
             .filter(|t| !t.is_empty())
@@ -116,9 +128,7 @@ impl Plan {
             });
         }
         targets.sort_by_key(|t| t.arch);
-        let plan = Plan { targets, notes };
-        plan.validate(kb, ctx)?;
-        Ok(plan)
+        Ok(Plan { targets, notes })
     }
 
     fn validate(&self, kb: &KnowledgeBase, ctx: &PlanContext) -> Result<(), SpecError> {
