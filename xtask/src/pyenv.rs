@@ -154,12 +154,37 @@ fn env_packages(torch: &Version) -> Vec<String> {
 }
 
 fn installer() -> Installer {
-    if std::env::var_os("ARCHSMITH_NO_UV").is_none() {
-        if let Some(uv) = which("uv") {
-            return Installer::Uv(uv);
-        }
+    match uv_binary() {
+        Some(uv) => Installer::Uv(uv),
+        None => Installer::Pip,
     }
-    Installer::Pip
+}
+
+/// `uv` for installs: the one on PATH, else one archsmith bootstrapped into its cache with pip
+/// (uv is a single static binary on PyPI). None when `ARCHSMITH_NO_UV` is set or bootstrapping
+/// failed; callers then fall back to pip.
+pub fn uv_binary() -> Option<PathBuf> {
+    if std::env::var_os("ARCHSMITH_NO_UV").is_some() {
+        return None;
+    }
+    if let Some(uv) = which("uv") {
+        return Some(uv);
+    }
+    let dir = paths::cache_dir().join("tools").join("uv");
+    let bin = dir.join("bin").join("uv");
+    if bin.exists() {
+        return Some(bin);
+    }
+    let python = host_python().ok()?;
+    eprintln!("archsmith: bootstrapping uv into {} (pip install --target)", dir.display());
+    let tmp = paths::cache_dir().join("tools").join(format!(".uv-{}", std::process::id()));
+    let ok = Cmd::new(python).args(["-m", "pip", "install", "--quiet", "--target"]).arg(&tmp).arg("uv").run_inherit().is_ok();
+    // Rename into place only when complete, so an interrupted bootstrap is never used.
+    if ok && tmp.join("bin").join("uv").exists() && fs::rename(&tmp, &dir).is_ok() {
+        return Some(bin);
+    }
+    let _ = fs::remove_dir_all(&tmp);
+    bin.exists().then_some(bin)
 }
 
 /// The interpreter new envs are made from: `$ARCHSMITH_PYTHON`, else `python3` on PATH.
