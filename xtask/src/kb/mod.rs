@@ -10,6 +10,9 @@ use crate::version::Version;
 use serde::Deserialize;
 use std::sync::OnceLock;
 
+/// The `segment` values a GPU row may have.
+pub const GPU_SEGMENTS: [&str; 4] = ["data-centre", "workstation", "consumer", "jetson"];
+
 pub const KB_PATH: &str = "xtask/data/knowledge-base.toml";
 const KB_TEXT: &str = include_str!("../../data/knowledge-base.toml");
 
@@ -108,6 +111,8 @@ pub struct CudaRow {
     pub version: Version,
     /// Minimum Linux x86_64 driver of the GA release (the release notes' table).
     pub min_driver_linux: Option<Version>,
+    /// Where the release notes name only a driver branch (`R615`), its number; no exact floor then.
+    pub min_driver_branch: Option<u32>,
     pub driver_source: String,
     /// Newest GCC / Clang major that `crt/host_config.h` accepts without `-allow-unsupported-compiler`.
     pub max_gcc: Option<u32>,
@@ -218,20 +223,63 @@ impl KnowledgeBase {
 
     fn validate(&self) -> Result<(), KbError> {
         let bad = |what: String| Err(KbError(what));
+        let empty = |s: &str| s.trim().is_empty();
+        let mut seen_targets = Vec::new();
         for t in &self.targets {
-            if t.arch.parse::<Arch>().is_err() {
+            let Ok(arch) = t.arch.parse::<Arch>() else {
                 return bad(format!("target row `{}` is not an arch", t.arch));
+            };
+            if seen_targets.contains(&arch) {
+                return bad(format!("target `{}` has two rows", t.arch));
             }
-            if t.source.trim().is_empty() {
-                return bad(format!("target row `{}` has no source", t.arch));
+            seen_targets.push(arch);
+            if empty(&t.source) || empty(&t.family) {
+                return bad(format!(
+                    "target row `{}` has no source or no family",
+                    t.arch
+                ));
+            }
+            if t.last_cuda
+                .as_ref()
+                .is_some_and(|last| *last < t.first_cuda)
+            {
+                return bad(format!(
+                    "target `{}`: last_cuda is older than first_cuda",
+                    t.arch
+                ));
             }
         }
         for g in &self.gpus {
             if g.cc.parse::<Cc>().is_err() {
                 return bad(format!("gpu `{}` has cc `{}`, expected X.Y", g.name, g.cc));
             }
-            if g.source.trim().is_empty() {
+            if empty(&g.source) {
                 return bad(format!("gpu `{}` has no source", g.name));
+            }
+            if !GPU_SEGMENTS.contains(&g.segment.as_str()) {
+                return bad(format!(
+                    "gpu `{}` has segment `{}`, expected one of {GPU_SEGMENTS:?}",
+                    g.name, g.segment
+                ));
+            }
+            if let Some(n) = std::iter::once(&g.name)
+                .chain(&g.aliases)
+                .find(|n| normalize_gpu_name(n).is_empty())
+            {
+                return bad(format!(
+                    "gpu `{}`: name `{n}` normalizes to nothing",
+                    g.name
+                ));
+            }
+        }
+        for c in &self.cuda {
+            if empty(&c.driver_source) || empty(&c.host_compiler_source) {
+                return bad(format!("cuda {} has an empty source", c.version));
+            }
+        }
+        for c in &self.cuda_majors {
+            if empty(&c.source) {
+                return bad(format!("cuda_major {} has no source", c.major));
             }
         }
         for r in &self.torch_arch_lists {
@@ -245,10 +293,18 @@ impl KnowledgeBase {
             }
         }
         for r in &self.torch {
-            for s in r.wheel_sass.iter().chain(&r.wheel_ptx) {
+            for s in r
+                .wheel_sass
+                .iter()
+                .chain(&r.wheel_ptx)
+                .chain(&r.wheel_extra_sass)
+            {
                 if s.parse::<Arch>().is_err() {
                     return bad(format!("torch {}: `{s}` is not an arch", r.version));
                 }
+            }
+            if empty(&r.source) {
+                return bad(format!("torch {} has no source", r.version));
             }
         }
         Ok(())
@@ -356,14 +412,43 @@ fn next_minor(v: &Version) -> Version {
 }
 
 /// `NVIDIA GeForce RTX-4090` → `rtx4090`. Public so tests and `doctor` agree on one spelling rule.
+///
+/// Lowercases and splits on whitespace, `-`, `_` and parentheses, then drops the words that never
+/// tell two GPUs apart: vendor and product-line words (`NVIDIA`, `GeForce`, `Tesla`, `Quadro`, `GPU`,
+/// `Laptop`, Jetson's `nvgpu`), memory sizes (`80GB`, `144G`) and form factors (`SXM4`, `PCIe`,
+/// `HBM3e`), so `nvidia-smi`'s `NVIDIA A100-SXM4-80GB` and `NVIDIA H100 80GB HBM3` match `A100` and
+/// `H100`. Words that do change the chip (`Ti`, `SUPER`, `Ada`, `NVL`, `Max-Q`) are kept.
 pub fn normalize_gpu_name(name: &str) -> String {
     let lower = name.to_lowercase();
-    let mut words: Vec<&str> = lower
-        .split(|c: char| c.is_whitespace() || c == '-' || c == '_')
-        .filter(|w| !w.is_empty())
-        .collect();
-    words.retain(|w| !matches!(*w, "nvidia" | "geforce" | "tesla" | "quadro" | "gpu"));
-    words.concat()
+    lower
+        .split(|c: char| c.is_whitespace() || matches!(c, '-' | '_' | '(' | ')'))
+        .filter(|w| !w.is_empty() && !is_noise_word(w))
+        .collect()
+}
+
+fn is_noise_word(w: &str) -> bool {
+    if matches!(
+        w,
+        "nvidia" | "geforce" | "tesla" | "quadro" | "gpu" | "laptop" | "nvgpu" | "pcie" | "sxm"
+    ) {
+        return true;
+    }
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    // Memory size: `80gb`, `144g`.
+    if w.strip_suffix("gb")
+        .or_else(|| w.strip_suffix('g'))
+        .is_some_and(all_digits)
+    {
+        return true;
+    }
+    // Form factor with a generation: `sxm2`, `sxm5`.
+    if w.strip_prefix("sxm").is_some_and(all_digits) {
+        return true;
+    }
+    // Memory type: `hbm2`, `hbm2e`, `hbm3`, `hbm3e`.
+    w.strip_prefix("hbm")
+        .map(|r| r.strip_suffix('e').unwrap_or(r))
+        .is_some_and(all_digits)
 }
 
 #[cfg(test)]
