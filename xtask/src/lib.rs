@@ -10,4 +10,5 @@ pub mod output;
 pub mod paths;
 pub mod process;
 pub mod pyenv;
+pub mod pypi;
 pub mod version;
