@@ -8,4 +8,5 @@ pub mod commands;
 pub mod kb;
 pub mod paths;
 pub mod process;
+pub mod toolchain;
 pub mod version;
