@@ -6,7 +6,9 @@
 pub mod arch;
 pub mod commands;
 pub mod kb;
+pub mod output;
 pub mod paths;
 pub mod process;
+pub mod pyenv;
 pub mod toolchain;
 pub mod version;

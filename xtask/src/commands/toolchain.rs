@@ -1,5 +1,6 @@
 //! `cargo xtask toolchain install|env|list`: CUDA toolchains from PyPI (13.x) or the system (11.x/12.x).
 
+use crate::output::{print_json, Table};
 use crate::paths::toolchains_dir;
 use crate::toolchain::{self, pypi, system, Source, Toolchain};
 use crate::version::Version;
@@ -61,7 +62,7 @@ fn install(args: &CudaArgs) -> Result<i32> {
             "lock": lock,
             "seconds": seconds,
         });
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        print_json(&value)?;
     } else {
         println!(
             "CUDA {} (nvcc {}) at {}",
@@ -76,12 +77,11 @@ fn install(args: &CudaArgs) -> Result<i32> {
                     lock.installer,
                     path.display()
                 );
-                let rows: Vec<Vec<String>> = lock
-                    .packages
-                    .iter()
-                    .map(|p| vec![format!("  {}", p.name), p.version.clone()])
-                    .collect();
-                print!("{}", table(&rows));
+                let mut t = Table::headerless();
+                for p in &lock.packages {
+                    t.row([format!("  {}", p.name), p.version.clone()]);
+                }
+                print!("{}", t.render());
             }
             (Source::System { found_via }, _) => println!("  system toolkit found via {found_via}"),
             _ => {}
@@ -102,7 +102,7 @@ fn env(args: &CudaArgs) -> Result<i32> {
             .into_iter()
             .map(|(k, v)| (k.to_string(), serde_json::Value::String(v)))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&map)?);
+        print_json(&map)?;
     } else {
         print!("{}", tc.shell_exports());
     }
@@ -180,7 +180,7 @@ fn list(json: bool) -> Result<i32> {
         });
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        print_json(&rows)?;
         return Ok(0);
     }
     if rows.is_empty() {
@@ -192,15 +192,9 @@ fn list(json: bool) -> Result<i32> {
         return Ok(0);
     }
     let opt = |v: &Option<Version>| v.as_ref().map_or("-".to_string(), |v| v.to_string());
-    let mut table_rows = vec![vec![
-        "SOURCE".into(),
-        "CUDA".into(),
-        "NVCC".into(),
-        "CUDA_HOME".into(),
-        "NOTE".into(),
-    ]];
+    let mut t = Table::new(["SOURCE", "CUDA", "NVCC", "CUDA_HOME", "NOTE"]);
     for r in &rows {
-        table_rows.push(vec![
+        t.row([
             r.source.into(),
             opt(&r.cuda),
             opt(&r.nvcc_version),
@@ -208,34 +202,6 @@ fn list(json: bool) -> Result<i32> {
             r.note.clone(),
         ]);
     }
-    print!("{}", table(&table_rows));
+    print!("{}", t.render());
     Ok(0)
-}
-
-/// Left-aligned columns separated by two spaces; the last column is not padded.
-pub fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            if c + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
