@@ -2,6 +2,7 @@
 
 pub mod archs;
 pub mod doctor;
+pub mod toolchain;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +22,8 @@ pub enum Command {
     Archs(archs::ArchsArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
     Doctor(doctor::DoctorArgs),
+    /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
+    Toolchain(toolchain::ToolchainArgs),
 }
 
 /// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
@@ -28,5 +31,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Toolchain(args) => toolchain::run(args),
     }
 }
