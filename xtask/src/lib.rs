@@ -7,6 +7,8 @@ pub mod arch;
 pub mod binary;
 pub mod commands;
 pub mod kb;
+pub mod output;
 pub mod paths;
 pub mod process;
+pub mod pyenv;
 pub mod version;

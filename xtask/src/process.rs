@@ -33,7 +33,12 @@ impl Output {
 
 impl Cmd {
     pub fn new(program: impl AsRef<OsStr>) -> Cmd {
-        Cmd { program: program.as_ref().to_owned(), args: Vec::new(), envs: Vec::new(), dir: None }
+        Cmd {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            envs: Vec::new(),
+            dir: None,
+        }
     }
 
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
@@ -46,12 +51,14 @@ impl Cmd {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
         self
     }
 
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
-        self.envs.push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self.envs
+            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
         self
     }
 
@@ -71,7 +78,9 @@ impl Cmd {
             .chain(&self.args)
             .map(|a| {
                 let s = a.to_string_lossy();
-                if s.is_empty() || s.contains(|c: char| c.is_whitespace() || "'\"$;&|<>()".contains(c)) {
+                if s.is_empty()
+                    || s.contains(|c: char| c.is_whitespace() || "'\"$;&|<>()".contains(c))
+                {
                     format!("'{}'", s.replace('\'', r"'\''"))
                 } else {
                     s.into_owned()
@@ -135,7 +144,10 @@ impl Cmd {
     /// Streams merged stdout+stderr line by line to `on_line` while the command runs (long builds).
     /// Returns the exit code; the caller decides what a failure means and which line to show.
     pub fn stream_lines(&self, mut on_line: impl FnMut(&str)) -> Result<Option<i32>> {
-        let mut expr = duct::cmd(&self.program, &self.args).stderr_to_stdout().stdin_null().unchecked();
+        let mut expr = duct::cmd(&self.program, &self.args)
+            .stderr_to_stdout()
+            .stdin_null()
+            .unchecked();
         for (k, v) in &self.envs {
             expr = match v {
                 Some(v) => expr.env(k, v),
@@ -145,31 +157,52 @@ impl Cmd {
         if let Some(d) = &self.dir {
             expr = expr.dir(d);
         }
-        let reader = expr.reader().with_context(|| format!("could not start `{}`", self.display()))?;
+        let reader = expr
+            .reader()
+            .with_context(|| format!("could not start `{}`", self.display()))?;
         let mut buf = BufReader::new(&reader);
         let mut line = Vec::new();
         loop {
             line.clear();
-            let n = buf.read_until(b'\n', &mut line).with_context(|| format!("reading output of `{}`", self.display()))?;
+            let n = buf
+                .read_until(b'\n', &mut line)
+                .with_context(|| format!("reading output of `{}`", self.display()))?;
             if n == 0 {
                 break;
             }
             let text = String::from_utf8_lossy(&line);
             on_line(text.trim_end_matches(['\n', '\r']));
         }
-        let status = reader.try_wait().context("waiting for child")?.map(|o| o.status.code()).unwrap_or(None);
+        let status = reader
+            .try_wait()
+            .context("waiting for child")?
+            .map(|o| o.status.code())
+            .unwrap_or(None);
         Ok(status)
     }
 
     /// The message for a failed command: what ran, its exit code, and the end of stderr.
     pub fn failure_message(&self, out: &Output) -> String {
-        let code = out.status.map_or("a signal".to_string(), |c| format!("exit code {c}"));
+        let code = out
+            .status
+            .map_or("a signal".to_string(), |c| format!("exit code {c}"));
         let stderr = out.stderr.trim();
-        let tail: Vec<&str> = stderr.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: Vec<&str> = stderr
+            .lines()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         if tail.is_empty() {
             format!("`{}` failed with {code}", self.display())
         } else {
-            format!("`{}` failed with {code}:\n{}", self.display(), tail.join("\n"))
+            format!(
+                "`{}` failed with {code}:\n{}",
+                self.display(),
+                tail.join("\n")
+            )
         }
     }
 }
@@ -177,12 +210,16 @@ impl Cmd {
 /// Finds `name` on PATH, like `which`.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
 }
 
 pub fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -192,21 +229,39 @@ mod tests {
     #[test]
     fn captures_output_and_reports_failures_with_the_command() {
         assert_eq!(Cmd::new("sh").args(["-c", "echo hi"]).read().unwrap(), "hi");
-        let err = Cmd::new("sh").args(["-c", "echo boom >&2; exit 3"]).read().unwrap_err().to_string();
-        assert!(err.contains("exit code 3") && err.contains("boom") && err.contains("'echo boom >&2; exit 3'"), "{err}");
+        let err = Cmd::new("sh")
+            .args(["-c", "echo boom >&2; exit 3"])
+            .read()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("exit code 3")
+                && err.contains("boom")
+                && err.contains("'echo boom >&2; exit 3'"),
+            "{err}"
+        );
     }
 
     #[test]
     fn streams_lines_in_order() {
         let mut lines = Vec::new();
-        let code = Cmd::new("sh").args(["-c", "echo a; echo b >&2; echo c; exit 4"]).stream_lines(|l| lines.push(l.to_string())).unwrap();
+        let code = Cmd::new("sh")
+            .args(["-c", "echo a; echo b >&2; echo c; exit 4"])
+            .stream_lines(|l| lines.push(l.to_string()))
+            .unwrap();
         assert_eq!(code, Some(4));
         assert_eq!(lines, ["a", "b", "c"]);
     }
 
     #[test]
     fn missing_program_is_a_clear_error() {
-        let err = Cmd::new("definitely-not-a-program-xyz").output().unwrap_err().to_string();
-        assert!(err.contains("could not start `definitely-not-a-program-xyz`"), "{err}");
+        let err = Cmd::new("definitely-not-a-program-xyz")
+            .output()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("could not start `definitely-not-a-program-xyz`"),
+            "{err}"
+        );
     }
 }

@@ -13,6 +13,8 @@ use std::str::FromStr;
 pub struct Version {
     parts: Vec<u32>,
     local: Option<String>,
+    /// The text as written, for display: driver versions keep their zeros (`595.45.04`).
+    text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,7 +25,16 @@ pub struct VersionError {
 
 impl Version {
     pub fn new(parts: &[u32]) -> Version {
-        Version { parts: parts.to_vec(), local: None }
+        let text = parts
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(".");
+        Version {
+            parts: parts.to_vec(),
+            local: None,
+            text,
+        }
     }
 
     pub fn major(&self) -> u32 {
@@ -39,20 +50,31 @@ impl Version {
         Version::new(&[self.major(), self.minor()])
     }
 
+    /// The `+local` label (`cu132` in `2.15.0+cu132`), which torch uses for its CUDA variant.
+    pub fn local(&self) -> Option<&str> {
+        self.local.as_deref()
+    }
+
     pub fn parts(&self) -> &[u32] {
         &self.parts
     }
 
     /// True when `self` starts with all of `prefix`'s components: `13.2.78` matches `13.2`.
     pub fn matches_prefix(&self, prefix: &Version) -> bool {
-        prefix.parts.iter().enumerate().all(|(i, p)| self.parts.get(i).copied().unwrap_or(0) == *p)
+        prefix
+            .parts
+            .iter()
+            .enumerate()
+            .all(|(i, p)| self.parts.get(i).copied().unwrap_or(0) == *p)
     }
 }
 
 impl FromStr for Version {
     type Err = VersionError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || VersionError { input: s.to_string() };
+        let err = || VersionError {
+            input: s.to_string(),
+        };
         let trimmed = s.trim();
         let (release, local) = match trimmed.split_once('+') {
             Some((r, l)) if !l.is_empty() => (r, Some(l.to_string())),
@@ -73,7 +95,11 @@ impl FromStr for Version {
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Version { parts, local })
+        Ok(Version {
+            parts,
+            local,
+            text: trimmed.strip_prefix('v').unwrap_or(trimmed).to_string(),
+        })
     }
 }
 
@@ -92,18 +118,7 @@ impl From<Version> for String {
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for p in &self.parts {
-            if !first {
-                f.write_str(".")?;
-            }
-            first = false;
-            write!(f, "{p}")?;
-        }
-        if let Some(local) = &self.local {
-            write!(f, "+{local}")?;
-        }
-        Ok(())
+        f.write_str(&self.text)
     }
 }
 
@@ -149,6 +164,7 @@ mod tests {
         assert!(v("2.15.0+cu132") == v("2.15.0"));
         assert_eq!(v("2.15.0+cu132").to_string(), "2.15.0+cu132");
         assert!(v("595.45.04") > v("580.65.06"));
+        assert_eq!(v("595.45.04").to_string(), "595.45.04");
     }
 
     #[test]

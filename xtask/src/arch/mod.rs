@@ -59,7 +59,11 @@ pub enum ArchParseError {
 
 impl Arch {
     pub const fn new(major: u8, minor: u8, variant: Variant) -> Arch {
-        Arch { major, minor, variant }
+        Arch {
+            major,
+            minor,
+            variant,
+        }
     }
 
     pub const fn plain(major: u8, minor: u8) -> Arch {
@@ -67,7 +71,10 @@ impl Arch {
     }
 
     pub fn cc(self) -> Cc {
-        Cc { major: self.major, minor: self.minor }
+        Cc {
+            major: self.major,
+            minor: self.minor,
+        }
     }
 
     /// `90a` for 9.0a: the number nvcc and CMake use.
@@ -89,7 +96,10 @@ impl Arch {
     /// The number is split as torch and CMake do: the last digit is the minor (`120` → 12.0).
     pub fn from_target_name(name: &str) -> Result<Arch, ArchParseError> {
         let err = || ArchParseError::NotATargetName(name.to_string());
-        let rest = ["sm_", "compute_", "lto_"].iter().find_map(|p| name.strip_prefix(p)).ok_or_else(err)?;
+        let rest = ["sm_", "compute_", "lto_"]
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            .ok_or_else(err)?;
         let (digits, variant) = split_variant(rest);
         if digits.len() < 2 || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(err());
@@ -170,17 +180,28 @@ mod tests {
     #[test]
     fn parses_and_names_targets() {
         let a: Arch = "9.0a".parse().unwrap();
-        assert_eq!((a.sm(), a.compute(), a.to_string()), ("sm_90a".into(), "compute_90a".into(), "9.0a".into()));
+        assert_eq!(
+            (a.sm(), a.compute(), a.to_string()),
+            ("sm_90a".into(), "compute_90a".into(), "9.0a".into())
+        );
         let f: Arch = "12.0f".parse().unwrap();
         assert_eq!(f.sm(), "sm_120f");
         assert_eq!(Arch::from_target_name("sm_120f").unwrap(), f);
-        assert_eq!(Arch::from_target_name("compute_75").unwrap(), Arch::plain(7, 5));
-        assert_eq!(Arch::from_target_name("sm_100").unwrap(), Arch::plain(10, 0));
+        assert_eq!(
+            Arch::from_target_name("compute_75").unwrap(),
+            Arch::plain(7, 5)
+        );
+        assert_eq!(
+            Arch::from_target_name("sm_100").unwrap(),
+            Arch::plain(10, 0)
+        );
     }
 
     #[test]
     fn rejects_what_torch_rejects() {
-        for bad in ["8", "8.", ".6", "8.60", "8.6b", "sm_86", "8,6", "-8.6", "8.6aa", "100.0", "８.６"] {
+        for bad in [
+            "8", "8.", ".6", "8.60", "8.6b", "sm_86", "8,6", "-8.6", "8.6aa", "100.0", "８.６",
+        ] {
             assert!(bad.parse::<Arch>().is_err(), "{bad}");
         }
         for bad in ["sm_", "sm_9", "sm_9x", "gfx90a", "sm_99999"] {

@@ -1,5 +1,7 @@
 //! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
 
+pub mod archs;
+pub mod doctor;
 pub mod verify;
 
 use clap::{Parser, Subcommand};
@@ -16,13 +18,19 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
+    Archs(archs::ArchsArgs),
+    /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
+    Doctor(doctor::DoctorArgs),
     /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
     Verify(verify::VerifyArgs),
 }
 
-/// Runs a parsed command; the returned code is the process exit status.
+/// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Verify(a) => verify::run(a),
+        Command::Archs(args) => archs::run(&args),
+        Command::Doctor(args) => doctor::run(&args),
+        Command::Verify(args) => verify::run(args),
     }
 }

@@ -1,11 +1,13 @@
 //! `cargo xtask verify …`: checks of what was built. `verify binary` audits the SASS and PTX that
 //! ELF files, directories and wheels really carry (see docs/verify-binary.md).
 
-use crate::arch::Arch;
+use crate::arch::compat::{runs_on, Image, PtxJit};
+use crate::arch::spec::{Plan, PlanContext};
+use crate::arch::Cc;
 use crate::binary::expect::{check, Expectation, FileCheck};
 use crate::binary::source::{audit_paths, FileAudit, Options, Outcome};
 use crate::binary::{Compression, ElfAudit, ImageArch, Kind};
-use anyhow::{bail, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde::ser::{SerializeMap, Serializer};
 use std::collections::BTreeMap;
@@ -35,6 +37,12 @@ pub struct BinaryArgs {
     /// With --expect-arch: images beyond the spec fail too.
     #[arg(long, requires = "expect_arch")]
     pub strict: bool,
+    /// A GPU to give a runs-on verdict for (name such as "H100", "RTX 5090"; repeatable).
+    #[arg(long = "gpu", value_name = "NAME")]
+    pub gpus: Vec<String>,
+    /// A compute capability to give a runs-on verdict for, e.g. 8.9 (repeatable).
+    #[arg(long = "cc", value_name = "X.Y")]
+    pub ccs: Vec<Cc>,
     /// Print JSON (schema in docs/verify-binary.md) instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -52,34 +60,28 @@ pub fn run(args: VerifyArgs) -> Result<i32> {
     }
 }
 
-/// Temporary `--expect-arch` grammar until `arch::spec` lands on main: comma/semicolon/space
-/// separated `X.Y[a|f][+PTX]`; `+PTX` asks for PTX of that arch as well as its SASS.
+/// `--expect-arch` uses the `archs --arch` grammar (names, `+PTX`, `sm_XY`…), parsed without the
+/// torch/nvcc acceptance checks: a binary may legitimately carry archs a given torch would refuse.
 fn parse_expectation(spec: &str) -> Result<Expectation> {
-    let mut e = Expectation::default();
-    for item in spec
-        .split([',', ';', ' '])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        let (arch, ptx) = match item
-            .strip_suffix("+PTX")
-            .or_else(|| item.strip_suffix("+ptx"))
-        {
-            Some(a) => (a, true),
-            None => (item, false),
-        };
-        let a: Arch = arch.parse()?;
-        if !e.sass.contains(&a) {
-            e.sass.push(a);
-        }
-        if ptx && !e.ptx.contains(&a) {
-            e.ptx.push(a);
-        }
+    let kb = crate::kb::kb();
+    let ctx = PlanContext::new(kb, None, None);
+    let plan = Plan::parse_unvalidated(kb, &ctx, spec)
+        .with_context(|| format!("invalid --expect-arch `{spec}`"))?;
+    Ok(Expectation {
+        sass: plan.sass(),
+        ptx: plan.ptx(),
+    })
+}
+
+/// The devices named by `--gpu` and `--cc`, resolved through the knowledge base.
+fn devices(args: &BinaryArgs) -> Result<Vec<(String, Cc)>> {
+    let kb = crate::kb::kb();
+    let mut out = Vec::new();
+    for g in &args.gpus {
+        out.push(super::archs::resolve_gpu(kb, g)?);
     }
-    if e.sass.is_empty() {
-        bail!("--expect-arch `{spec}` names no arch");
-    }
-    Ok(e)
+    out.extend(args.ccs.iter().map(|cc| (format!("CC {cc}"), *cc)));
+    Ok(out)
 }
 
 fn binary(args: BinaryArgs) -> Result<i32> {
@@ -88,12 +90,13 @@ fn binary(args: BinaryArgs) -> Result<i32> {
         .as_deref()
         .map(parse_expectation)
         .transpose()?;
+    let devices = devices(&args)?;
     let opts = Options {
         extract: args.extract.clone(),
         threads: args.threads,
     };
     let files = audit_paths(&args.paths, &opts);
-    let report = Report::new(&files, expectation.as_ref(), args.strict);
+    let report = Report::new(&files, expectation.as_ref(), args.strict, &devices);
     if args.json {
         println!(
             "{}",
@@ -114,12 +117,99 @@ fn binary(args: BinaryArgs) -> Result<i32> {
 pub struct Report<'a> {
     files: &'a [FileAudit],
     checks: Vec<Option<FileCheck>>,
+    /// Per file, one verdict per device (empty for files without device code).
+    verdicts: Vec<Vec<DeviceVerdict>>,
+    devices: Vec<(String, Cc)>,
     strict: bool,
     pub exit_code: i32,
 }
 
+/// Whether one file's kernels load on one device.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceVerdict {
+    pub device: String,
+    pub cc: Cc,
+    pub runs: bool,
+    /// The image most containers would load.
+    pub via: Option<String>,
+    pub reason: String,
+    /// Containers with loadable code, and how many of them have an image for this device.
+    pub containers: usize,
+    pub containers_running: usize,
+}
+
+/// Applies the runs-on rules per container: a file runs only if every container (compilation
+/// unit) has an image for the device, since a kernel in a container without one cannot launch.
+pub fn file_verdict(audit: &ElfAudit, device: &str, cc: Cc) -> Option<DeviceVerdict> {
+    let sec = audit.counted()?;
+    let mut per: BTreeMap<usize, Vec<Image>> = BTreeMap::new();
+    for img in &sec.images {
+        let Some(arch) = img.arch.arch() else {
+            continue;
+        };
+        let image = match img.kind {
+            Kind::Elf => Image::sass(arch),
+            Kind::Ptx => Image::ptx(arch),
+            _ => continue,
+        };
+        per.entry(img.container).or_default().push(image);
+    }
+    if per.is_empty() {
+        return None;
+    }
+    let jit = PtxJit::default();
+    let verdicts: Vec<_> = per.values().map(|imgs| runs_on(imgs, cc, &jit)).collect();
+    let running = verdicts.iter().filter(|v| v.runs).count();
+    let mut via_counts: BTreeMap<String, usize> = BTreeMap::new();
+    for v in verdicts.iter().filter_map(|v| v.via) {
+        *via_counts.entry(v.name()).or_insert(0) += 1;
+    }
+    let via = via_counts
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(name, _)| name.clone());
+    let n = verdicts.len();
+    let reason = match verdicts.iter().find(|v| !v.runs) {
+        None => verdicts
+            .first()
+            .map(|v| v.reason.clone())
+            .unwrap_or_default(),
+        Some(bad) if n == 1 => bad.reason.clone(),
+        Some(bad) => format!(
+            "{} of {n} containers have no image for CC {cc}: {}",
+            n - running,
+            bad.reason
+        ),
+    };
+    Some(DeviceVerdict {
+        device: device.to_string(),
+        cc,
+        runs: running == n,
+        via,
+        reason,
+        containers: n,
+        containers_running: running,
+    })
+}
+
 impl<'a> Report<'a> {
-    pub fn new(files: &'a [FileAudit], expect: Option<&Expectation>, strict: bool) -> Report<'a> {
+    pub fn new(
+        files: &'a [FileAudit],
+        expect: Option<&Expectation>,
+        strict: bool,
+        devices: &[(String, Cc)],
+    ) -> Report<'a> {
+        let verdicts: Vec<Vec<DeviceVerdict>> = files
+            .iter()
+            .map(|f| match &f.outcome {
+                Outcome::Audited(a) => devices
+                    .iter()
+                    .filter_map(|(name, cc)| file_verdict(a, name, *cc))
+                    .collect(),
+                Outcome::Failed(_) => Vec::new(),
+            })
+            .collect();
+        let failed_device = verdicts.iter().flatten().any(|v| !v.runs);
         let checks: Vec<Option<FileCheck>> = files
             .iter()
             .map(|f| match (&f.outcome, expect) {
@@ -130,10 +220,11 @@ impl<'a> Report<'a> {
         let failed_read = files
             .iter()
             .any(|f| matches!(f.outcome, Outcome::Failed(_)));
-        let failed_check = checks
-            .iter()
-            .flatten()
-            .any(|c| c.missing_any() || (strict && c.extra_any()));
+        let failed_check = failed_device
+            || checks
+                .iter()
+                .flatten()
+                .any(|c| c.missing_any() || (strict && c.extra_any()));
         let exit_code = if failed_read {
             2
         } else if failed_check {
@@ -144,6 +235,8 @@ impl<'a> Report<'a> {
         Report {
             files,
             checks,
+            verdicts,
+            devices: devices.to_vec(),
             strict,
             exit_code,
         }
@@ -255,6 +348,44 @@ impl<'a> Report<'a> {
                 out.push_str("  (no file with device code)\n");
             }
         }
+        for (name, cc) in &self.devices {
+            let mine: Vec<(&FileAudit, &DeviceVerdict)> = self
+                .files
+                .iter()
+                .zip(&self.verdicts)
+                .filter_map(|(f, vs)| {
+                    vs.iter()
+                        .find(|v| &v.device == name && v.cc == *cc)
+                        .map(|v| (f, v))
+                })
+                .collect();
+            let failing = mine.iter().filter(|(_, v)| !v.runs).count();
+            let summary = if mine.is_empty() {
+                "no file has device code".to_string()
+            } else if failing == 0 {
+                format!("yes, all {} files with device code", mine.len())
+            } else {
+                format!(
+                    "NO, {failing} of {} files with device code cannot load",
+                    mine.len()
+                )
+            };
+            let label = if name.starts_with("CC ") {
+                name.clone()
+            } else {
+                format!("{name} (CC {cc})")
+            };
+            out.push_str(&format!("\nruns on {label}: {summary}\n"));
+            for (f, v) in mine {
+                let verdict = if v.runs { "ok" } else { "FAIL" };
+                let via = v
+                    .via
+                    .as_deref()
+                    .map(|s| format!(" via {s}"))
+                    .unwrap_or_default();
+                out.push_str(&format!("  {verdict:<4} {}{via}: {}\n", f.path, v.reason));
+            }
+        }
         let errors = self
             .files
             .iter()
@@ -281,7 +412,8 @@ impl<'a> Report<'a> {
             .files
             .iter()
             .zip(&self.checks)
-            .map(|(f, c)| match &f.outcome {
+            .zip(&self.verdicts)
+            .map(|((f, c), vs)| match &f.outcome {
                 Outcome::Failed(e) => serde_json::json!({
                     "path": f.path,
                     "status": "error",
@@ -294,6 +426,9 @@ impl<'a> Report<'a> {
                     {
                         obj.extend(rest);
                     }
+                    if !self.devices.is_empty() {
+                        v["runs_on"] = serde_json::to_value(vs).unwrap_or_default();
+                    }
                     if let Some(c) = c {
                         v["expect"] = serde_json::to_value(c).unwrap_or_default();
                     }
@@ -301,10 +436,30 @@ impl<'a> Report<'a> {
                 }
             })
             .collect();
+        let devices: Vec<serde_json::Value> = self
+            .devices
+            .iter()
+            .map(|(name, cc)| {
+                let vs: Vec<&DeviceVerdict> = self
+                    .verdicts
+                    .iter()
+                    .flatten()
+                    .filter(|v| &v.device == name && v.cc == *cc)
+                    .collect();
+                serde_json::json!({
+                    "device": name,
+                    "cc": cc,
+                    "runs": vs.iter().all(|v| v.runs),
+                    "files_with_device_code": vs.len(),
+                    "files_failing": vs.iter().filter(|v| !v.runs).count(),
+                })
+            })
+            .collect();
         serde_json::json!({
             "schema": 1,
             "files": files,
             "expect_arch": spec,
+            "devices": devices,
             "exit_code": self.exit_code,
         })
     }

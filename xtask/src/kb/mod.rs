@@ -10,6 +10,9 @@ use crate::version::Version;
 use serde::Deserialize;
 use std::sync::OnceLock;
 
+/// The `segment` values a GPU row may have.
+pub const GPU_SEGMENTS: [&str; 4] = ["data-centre", "workstation", "consumer", "jetson"];
+
 pub const KB_PATH: &str = "xtask/data/knowledge-base.toml";
 const KB_TEXT: &str = include_str!("../../data/knowledge-base.toml");
 
@@ -31,6 +34,37 @@ pub struct KnowledgeBase {
     pub torch_arch_lists: Vec<TorchArchListRow>,
     #[serde(rename = "torch_cmake_arch_list")]
     pub torch_cmake_arch_lists: Vec<TorchCmakeArchListRow>,
+    #[serde(rename = "torch_variant")]
+    pub torch_variants: Vec<TorchVariantRow>,
+}
+
+/// One official torch wheel variant (a `cuXYZ` build) for a range of torch releases.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchVariantRow {
+    /// Inclusive major.minor range of torch releases.
+    pub from: Version,
+    pub to: Version,
+    /// The CUDA release of the variant (`12.8` for cu128).
+    pub cuda: Version,
+    /// SASS archs the variant's kernels carry.
+    pub sass: Vec<String>,
+    /// PTX archs (often none in practice).
+    #[serde(default)]
+    pub ptx: Vec<String>,
+    pub source: String,
+}
+
+impl TorchVariantRow {
+    /// `cu128`.
+    pub fn tag(&self) -> String {
+        format!("cu{}{}", self.cuda.major(), self.cuda.minor())
+    }
+
+    pub fn covers(&self, torch: &Version) -> bool {
+        let mm = torch.major_minor();
+        self.from <= mm && mm <= self.to
+    }
 }
 
 /// The newest releases archsmith knows; they apply when the user names none.
@@ -77,6 +111,8 @@ pub struct CudaRow {
     pub version: Version,
     /// Minimum Linux x86_64 driver of the GA release (the release notes' table).
     pub min_driver_linux: Option<Version>,
+    /// Where the release notes name only a driver branch (`R615`), its number; no exact floor then.
+    pub min_driver_branch: Option<u32>,
     pub driver_source: String,
     /// Newest GCC / Clang major that `crt/host_config.h` accepts without `-allow-unsupported-compiler`.
     pub max_gcc: Option<u32>,
@@ -187,34 +223,88 @@ impl KnowledgeBase {
 
     fn validate(&self) -> Result<(), KbError> {
         let bad = |what: String| Err(KbError(what));
+        let empty = |s: &str| s.trim().is_empty();
+        let mut seen_targets = Vec::new();
         for t in &self.targets {
-            if t.arch.parse::<Arch>().is_err() {
+            let Ok(arch) = t.arch.parse::<Arch>() else {
                 return bad(format!("target row `{}` is not an arch", t.arch));
+            };
+            if seen_targets.contains(&arch) {
+                return bad(format!("target `{}` has two rows", t.arch));
             }
-            if t.source.trim().is_empty() {
-                return bad(format!("target row `{}` has no source", t.arch));
+            seen_targets.push(arch);
+            if empty(&t.source) || empty(&t.family) {
+                return bad(format!(
+                    "target row `{}` has no source or no family",
+                    t.arch
+                ));
+            }
+            if t.last_cuda
+                .as_ref()
+                .is_some_and(|last| *last < t.first_cuda)
+            {
+                return bad(format!(
+                    "target `{}`: last_cuda is older than first_cuda",
+                    t.arch
+                ));
             }
         }
         for g in &self.gpus {
             if g.cc.parse::<Cc>().is_err() {
                 return bad(format!("gpu `{}` has cc `{}`, expected X.Y", g.name, g.cc));
             }
-            if g.source.trim().is_empty() {
+            if empty(&g.source) {
                 return bad(format!("gpu `{}` has no source", g.name));
+            }
+            if !GPU_SEGMENTS.contains(&g.segment.as_str()) {
+                return bad(format!(
+                    "gpu `{}` has segment `{}`, expected one of {GPU_SEGMENTS:?}",
+                    g.name, g.segment
+                ));
+            }
+            if let Some(n) = std::iter::once(&g.name)
+                .chain(&g.aliases)
+                .find(|n| normalize_gpu_name(n).is_empty())
+            {
+                return bad(format!(
+                    "gpu `{}`: name `{n}` normalizes to nothing",
+                    g.name
+                ));
+            }
+        }
+        for c in &self.cuda {
+            if empty(&c.driver_source) || empty(&c.host_compiler_source) {
+                return bad(format!("cuda {} has an empty source", c.version));
+            }
+        }
+        for c in &self.cuda_majors {
+            if empty(&c.source) {
+                return bad(format!("cuda_major {} has no source", c.major));
             }
         }
         for r in &self.torch_arch_lists {
             for s in &r.supported {
                 if s.parse::<Arch>().is_err() {
-                    return bad(format!("torch_arch_list {}–{}: `{s}` is not an arch", r.from, r.to));
+                    return bad(format!(
+                        "torch_arch_list {}–{}: `{s}` is not an arch",
+                        r.from, r.to
+                    ));
                 }
             }
         }
         for r in &self.torch {
-            for s in r.wheel_sass.iter().chain(&r.wheel_ptx) {
+            for s in r
+                .wheel_sass
+                .iter()
+                .chain(&r.wheel_ptx)
+                .chain(&r.wheel_extra_sass)
+            {
                 if s.parse::<Arch>().is_err() {
                     return bad(format!("torch {}: `{s}` is not an arch", r.version));
                 }
+            }
+            if empty(&r.source) {
+                return bad(format!("torch {} has no source", r.version));
             }
         }
         Ok(())
@@ -222,14 +312,19 @@ impl KnowledgeBase {
 
     /// The target row for `arch` (exact variant), if nvcc ever knew it.
     pub fn target(&self, arch: Arch) -> Option<&TargetRow> {
-        self.targets.iter().find(|t| t.arch.parse::<Arch>().ok() == Some(arch))
+        self.targets
+            .iter()
+            .find(|t| t.arch.parse::<Arch>().ok() == Some(arch))
     }
 
     /// Whether the nvcc of CUDA `cuda` (any precision) compiles `arch`.
     pub fn cuda_supports(&self, cuda: &Version, arch: Arch) -> bool {
         let mm = cuda.major_minor();
         self.target(arch).is_some_and(|t| {
-            t.first_cuda <= mm && t.last_cuda.as_ref().is_none_or(|last| mm <= last.major_minor())
+            t.first_cuda <= mm
+                && t.last_cuda
+                    .as_ref()
+                    .is_none_or(|last| mm <= last.major_minor())
         })
     }
 
@@ -255,18 +350,25 @@ impl KnowledgeBase {
         // Exact release first, then the newest patch of the same major.minor.
         self.torch.iter().find(|t| t.version == *torch).or_else(|| {
             let mm = torch.major_minor();
-            self.torch.iter().filter(|t| t.version.major_minor() == mm).max_by(|a, b| a.version.cmp(&b.version))
+            self.torch
+                .iter()
+                .filter(|t| t.version.major_minor() == mm)
+                .max_by(|a, b| a.version.cmp(&b.version))
         })
     }
 
     pub fn torch_arch_list(&self, torch: &Version) -> Option<&TorchArchListRow> {
         let mm = torch.major_minor();
-        self.torch_arch_lists.iter().find(|r| r.from <= mm && mm <= r.to)
+        self.torch_arch_lists
+            .iter()
+            .find(|r| r.from <= mm && mm <= r.to)
     }
 
     pub fn torch_cmake_arch_list(&self, torch: &Version) -> Option<&TorchCmakeArchListRow> {
         let mm = torch.major_minor();
-        self.torch_cmake_arch_lists.iter().find(|r| r.from <= mm && mm <= r.to)
+        self.torch_cmake_arch_lists
+            .iter()
+            .find(|r| r.from <= mm && mm <= r.to)
     }
 
     /// Torch release ranges (`2.2–2.15`) whose cpp_extension accepts `arch`, for error messages.
@@ -274,7 +376,7 @@ impl KnowledgeBase {
         let text = arch.to_string();
         let mut out: Vec<(Version, Version)> = Vec::new();
         for r in &self.torch_arch_lists {
-            if r.supported.iter().any(|s| *s == text) {
+            if r.supported.contains(&text) {
                 match out.last_mut() {
                     Some(last) if next_minor(&last.1) == r.from => last.1 = r.to.clone(),
                     _ => out.push((r.from.clone(), r.to.clone())),
@@ -291,12 +393,17 @@ impl KnowledgeBase {
         if q.is_empty() {
             return None;
         }
-        self.gpus.iter().find(|g| std::iter::once(&g.name).chain(&g.aliases).any(|n| normalize_gpu_name(n) == q))
+        self.gpus.iter().find(|g| {
+            std::iter::once(&g.name)
+                .chain(&g.aliases)
+                .any(|n| normalize_gpu_name(n) == q)
+        })
     }
 
     /// Arch family name for a compute capability (`Hopper` for 9.0).
     pub fn family(&self, cc: Cc) -> Option<&str> {
-        self.target(Arch::new(cc.major, cc.minor, Variant::Plain)).map(|t| t.family.as_str())
+        self.target(Arch::new(cc.major, cc.minor, Variant::Plain))
+            .map(|t| t.family.as_str())
     }
 }
 
@@ -305,14 +412,43 @@ fn next_minor(v: &Version) -> Version {
 }
 
 /// `NVIDIA GeForce RTX-4090` → `rtx4090`. Public so tests and `doctor` agree on one spelling rule.
+///
+/// Lowercases and splits on whitespace, `-`, `_` and parentheses, then drops the words that never
+/// tell two GPUs apart: vendor and product-line words (`NVIDIA`, `GeForce`, `Tesla`, `Quadro`, `GPU`,
+/// `Laptop`, Jetson's `nvgpu`), memory sizes (`80GB`, `144G`) and form factors (`SXM4`, `PCIe`,
+/// `HBM3e`), so `nvidia-smi`'s `NVIDIA A100-SXM4-80GB` and `NVIDIA H100 80GB HBM3` match `A100` and
+/// `H100`. Words that do change the chip (`Ti`, `SUPER`, `Ada`, `NVL`, `Max-Q`) are kept.
 pub fn normalize_gpu_name(name: &str) -> String {
     let lower = name.to_lowercase();
-    let mut words: Vec<&str> = lower
-        .split(|c: char| c.is_whitespace() || c == '-' || c == '_')
-        .filter(|w| !w.is_empty())
-        .collect();
-    words.retain(|w| !matches!(*w, "nvidia" | "geforce" | "tesla" | "quadro" | "gpu"));
-    words.concat()
+    lower
+        .split(|c: char| c.is_whitespace() || matches!(c, '-' | '_' | '(' | ')'))
+        .filter(|w| !w.is_empty() && !is_noise_word(w))
+        .collect()
+}
+
+fn is_noise_word(w: &str) -> bool {
+    if matches!(
+        w,
+        "nvidia" | "geforce" | "tesla" | "quadro" | "gpu" | "laptop" | "nvgpu" | "pcie" | "sxm"
+    ) {
+        return true;
+    }
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    // Memory size: `80gb`, `144g`.
+    if w.strip_suffix("gb")
+        .or_else(|| w.strip_suffix('g'))
+        .is_some_and(all_digits)
+    {
+        return true;
+    }
+    // Form factor with a generation: `sxm2`, `sxm5`.
+    if w.strip_prefix("sxm").is_some_and(all_digits) {
+        return true;
+    }
+    // Memory type: `hbm2`, `hbm2e`, `hbm3`, `hbm3e`.
+    w.strip_prefix("hbm")
+        .map(|r| r.strip_suffix('e').unwrap_or(r))
+        .is_some_and(all_digits)
 }
 
 #[cfg(test)]
