@@ -4,6 +4,7 @@
 //! The library holds all logic; `src/main.rs` is a thin CLI over [`commands`].
 
 pub mod arch;
+pub mod binary;
 pub mod commands;
 pub mod kb;
 pub mod output;
