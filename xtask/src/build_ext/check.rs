@@ -1,0 +1,175 @@
+//! After a build: what the wheel really carries (the binary reader, against the plan) and whether
+//! its extension modules import in the env.
+
+use crate::arch::spec::Plan;
+use crate::binary::expect::{check, Expectation};
+use crate::binary::source::{audit_paths, Options, Outcome};
+use crate::binary::Kind;
+use crate::process::Cmd;
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::Path;
+
+/// One shared object with device code.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SoAudit {
+    pub path: String,
+    pub sass: Vec<String>,
+    pub ptx: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct AuditSummary {
+    pub ok: bool,
+    pub files: Vec<SoAudit>,
+    /// Missing images, unreadable files, or no device code at all.
+    pub problems: Vec<String>,
+    /// Images beyond the plan (not a failure: nvcc flags of the extension may add some).
+    pub extra: Vec<String>,
+}
+
+/// Audits every shared object in `wheel` against the plan: each file with device code must carry
+/// the planned SASS and PTX in every container; at least one file must have device code.
+pub fn audit_wheel(wheel: &Path, plan: &Plan) -> AuditSummary {
+    let expect = Expectation {
+        sass: plan.sass(),
+        ptx: plan.ptx(),
+    };
+    let mut s = AuditSummary::default();
+    for f in audit_paths(&[wheel.to_path_buf()], &Options::default()) {
+        let short = f.path.rsplit('!').next().unwrap_or(&f.path).to_string();
+        match &f.outcome {
+            Outcome::Failed(e) => s.problems.push(format!("{short}: unreadable: {e}")),
+            Outcome::Audited(a) => {
+                if !a.has_device_code() {
+                    continue;
+                }
+                let names =
+                    |k: Kind| -> Vec<String> { a.counts(k).keys().map(|x| x.name(k)).collect() };
+                s.files.push(SoAudit {
+                    path: short.clone(),
+                    sass: names(Kind::Elf),
+                    ptx: names(Kind::Ptx),
+                });
+                let c = check(a, &expect);
+                for m in c.missing_sass.iter().chain(&c.missing_ptx) {
+                    s.problems.push(format!(
+                        "{short}: missing {} ({} of {} compilation units have it)",
+                        m.name, m.containers_with, m.containers
+                    ));
+                }
+                for x in c.extra_sass.iter().chain(&c.extra_ptx) {
+                    s.extra.push(format!("{short}: {} beyond the plan", x.name));
+                }
+            }
+        }
+    }
+    if s.files.is_empty() && s.problems.is_empty() {
+        s.problems.push(
+            "no shared object in the wheel has device code: the extension was built without CUDA (does its setup.py need an env variable to build CUDA, e.g. WITH_CUDA=1?)"
+                .into(),
+        );
+    }
+    s.ok = s.problems.is_empty();
+    s
+}
+
+/// Python module names of the extension modules (`pkg/mod.cpython-311-x86_64-linux-gnu.so` →
+/// `pkg.mod`) among zip member names.
+pub fn extension_modules<'a>(members: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut mods: Vec<String> = members
+        .into_iter()
+        .filter(|m| !m.contains(".data/") && !m.contains(".libs/"))
+        .filter_map(|m| {
+            let stem = m.strip_suffix(".so")?;
+            let (dir, file) = stem.rsplit_once('/').unwrap_or(("", stem));
+            let name = file.split('.').next()?;
+            // `libfoo.so` is a plain library, not a module (those carry a tag: `foo.cpython-311-….so`).
+            if name.is_empty() || (name.starts_with("lib") && file == name) {
+                return None;
+            }
+            Some(if dir.is_empty() {
+                name.to_string()
+            } else {
+                format!("{}.{name}", dir.replace('/', "."))
+            })
+        })
+        .collect();
+    mods.sort();
+    mods.dedup();
+    mods
+}
+
+const IMPORT_PY: &str = r#"
+import importlib, sys
+import torch
+bad = []
+for m in sys.argv[1:]:
+    try:
+        importlib.import_module(m)
+    except BaseException as e:
+        bad.append(f"import {m}: {type(e).__name__}: {e}")
+if bad:
+    print("\n".join(bad), file=sys.stderr)
+    sys.exit(1)
+"#;
+
+/// Unpacks the wheel into `target` and imports each extension module there (after `import torch`,
+/// as users do), in a clean process without archsmith's CUDA on any path. Returns the modules.
+pub fn import_wheel(wheel: &Path, python: &Path, target: &Path) -> Result<Vec<String>> {
+    let _ = fs::remove_dir_all(target);
+    fs::create_dir_all(target)?;
+    let file = fs::File::open(wheel).with_context(|| format!("opening {}", wheel.display()))?;
+    let mut zip =
+        zip::ZipArchive::new(file).with_context(|| format!("reading {}", wheel.display()))?;
+    let mods = extension_modules(zip.file_names());
+    // `extract` refuses members that would land outside `target`.
+    zip.extract(target)
+        .with_context(|| format!("unpacking {}", wheel.display()))?;
+    if mods.is_empty() {
+        bail!("the wheel holds no extension module (.so)");
+    }
+    let out = Cmd::new(python)
+        .args(["-c", IMPORT_PY])
+        .args(&mods)
+        .env("PYTHONPATH", target)
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .env_remove("LD_LIBRARY_PATH")
+        .dir(target)
+        .output()?;
+    if !out.success() {
+        let msg = out.stderr.trim();
+        let lines: Vec<&str> = msg.lines().filter(|l| l.starts_with("import ")).collect();
+        bail!(
+            "{}",
+            if lines.is_empty() {
+                msg.to_string()
+            } else {
+                lines.join("\n")
+            }
+        );
+    }
+    Ok(mods)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_extension_modules() {
+        let members = [
+            "torchsort/__init__.py",
+            "torchsort/isotonic_cpu.cpython-311-x86_64-linux-gnu.so",
+            "torchsort/isotonic_cuda.cpython-311-x86_64-linux-gnu.so",
+            "_C.abi3.so",
+            "pkg.libs/libfoo-1234.so.1",
+            "pkg-1.0.data/data/lib/x.so",
+        ];
+        assert_eq!(
+            extension_modules(members),
+            ["_C", "torchsort.isotonic_cpu", "torchsort.isotonic_cuda"]
+        );
+    }
+}

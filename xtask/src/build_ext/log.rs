@@ -1,0 +1,155 @@
+//! Reading a build's output: ninja's `[N/M]` progress and the first real compiler error.
+
+use regex::Regex;
+use std::sync::OnceLock;
+
+/// `[3/7]` at the start of a line: ninja finished step 3 of 7 (ninja prints a step when it ends
+/// when its output is not a terminal).
+pub fn ninja_step(line: &str) -> Option<(u32, u32)> {
+    let rest = line.strip_prefix('[')?;
+    let (nums, _) = rest.split_once(']')?;
+    let (n, m) = nums.split_once('/')?;
+    let (n, m) = (n.trim().parse().ok()?, m.trim().parse().ok()?);
+    (m > 0 && n <= m).then_some((n, m))
+}
+
+/// The file a ninja step compiled (`-c X.cu` / `-c X.cpp`), shortened to its name.
+pub fn step_file(line: &str) -> Option<&str> {
+    let mut it = line.split_whitespace();
+    while let Some(tok) = it.next() {
+        if tok == "-c" {
+            if let Some(f) = it.clone().next().filter(|f| !f.starts_with('-')) {
+                return Some(f.rsplit('/').next().unwrap_or(f));
+            }
+        }
+    }
+    None
+}
+
+/// A compiler error found in the log.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CompilerError {
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub message: String,
+    /// The log line number (1-based) it was found on.
+    pub log_line: usize,
+}
+
+fn patterns() -> &'static [Regex; 3] {
+    static P: OnceLock<[Regex; 3]> = OnceLock::new();
+    P.get_or_init(|| {
+        [
+            // gcc / clang / nvcc host side: file:line[:col]: [fatal ]error: message
+            Regex::new(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?:\s+(?:fatal )?error:\s*(?P<msg>.*)$")
+                .expect("gcc error regex"),
+            // nvcc front end (cudafe/EDG): file(line): [catastrophic ]error: message
+            Regex::new(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\):\s+(?:catastrophic )?error\b[^:]*:\s*(?P<msg>.*)$")
+                .expect("nvcc error regex"),
+            // nvcc driver / ptxas / linker without a location
+            Regex::new(r"^(?:nvcc fatal|ptxas fatal|ptxas error|ld: error|/usr/bin/ld: .*error|collect2: error)\s*:?\s*(?P<msg>.*)$")
+                .expect("tool error regex"),
+        ]
+    })
+}
+
+/// The first compiler error in `lines`, if any. Python tracebacks and pip's summary are not
+/// compiler errors; see [`last_python_error`] for those.
+pub fn first_compiler_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<CompilerError> {
+    for (i, line) in lines.into_iter().enumerate() {
+        let line = line.trim_end();
+        for (k, re) in patterns().iter().enumerate() {
+            if let Some(c) = re.captures(line) {
+                let msg = c.name("msg").map_or("", |m| m.as_str()).trim();
+                let msg = if k == 2 { line.trim() } else { msg };
+                return Some(CompilerError {
+                    file: c.name("file").map(|m| m.as_str().trim().to_string()),
+                    line: c.name("line").and_then(|m| m.as_str().parse().ok()),
+                    message: msg.to_string(),
+                    log_line: i + 1,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// The last `SomethingError: message` line of a Python traceback (setup.py failing before any
+/// compiler ran), if there is one.
+pub fn last_python_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception):\s")
+            .expect("py error regex")
+    });
+    lines
+        .into_iter()
+        .filter(|l| re.is_match(l))
+        .last()
+        .map(|l| l.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ninja_steps() {
+        assert_eq!(
+            ninja_step("[2/5] /cuda/bin/nvcc -c a.cu -o a.o"),
+            Some((2, 5))
+        );
+        assert_eq!(ninja_step("[0/5]"), Some((0, 5)));
+        assert_eq!(ninja_step("[6/5] x"), None);
+        assert_eq!(ninja_step("[a/b] x"), None);
+        assert_eq!(ninja_step("building 'x' extension"), None);
+        assert_eq!(
+            step_file(
+                "[1/2] /x/nvcc --generate-dependencies-with-compile -c /t/src/k.cu -o /t/k.o"
+            ),
+            Some("k.cu")
+        );
+    }
+
+    #[test]
+    fn finds_the_first_gcc_and_nvcc_errors() {
+        let log = [
+            "[1/2] c++ -c a.cpp",
+            "/t/src/a.cpp:12:5: warning: unused variable 'x'",
+            "/t/src/k.cu(41): error: identifier \"undefined_thing\" is undefined",
+            "/t/src/a.cpp:7:1: error: expected ';' before '}' token",
+        ];
+        let e = first_compiler_error(log).unwrap();
+        assert_eq!(e.file.as_deref(), Some("/t/src/k.cu"));
+        assert_eq!(e.line, Some(41));
+        assert_eq!(e.log_line, 3);
+        assert!(e.message.contains("undefined_thing"), "{e:?}");
+
+        let e = first_compiler_error(["x.cpp:3:10: fatal error: foo.h: No such file or directory"])
+            .unwrap();
+        assert_eq!((e.file.as_deref(), e.line), (Some("x.cpp"), Some(3)));
+        assert_eq!(e.message, "foo.h: No such file or directory");
+
+        let e = first_compiler_error(["nvcc fatal   : Unsupported gpu architecture 'compute_50'"])
+            .unwrap();
+        assert_eq!(e.file, None);
+        assert!(e.message.contains("compute_50"));
+        assert_eq!(
+            first_compiler_error(["all good", "error: subprocess-exited-with-error"]),
+            None
+        );
+    }
+
+    #[test]
+    fn python_errors() {
+        let log = [
+            "Traceback (most recent call last):",
+            "  File \"setup.py\", line 3",
+            "ModuleNotFoundError: No module named 'foo'",
+        ];
+        assert_eq!(
+            last_python_error(log).as_deref(),
+            Some("ModuleNotFoundError: No module named 'foo'")
+        );
+    }
+}

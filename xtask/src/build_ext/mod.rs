@@ -1,0 +1,709 @@
+//! `build-ext`: build a torch C++/CUDA extension for exactly the planned archs, audit the wheel,
+//! import it, and remember the result.
+//!
+//! The steps, in order (each fails with a message that says what to do):
+//! 1. the Python env (archsmith's torch env, or `--python`) and its torch, read from
+//!    `torch/version.py` without importing torch;
+//! 2. CUDA: torch's own release unless `--cuda`; a different major is an error before anything
+//!    is compiled (torch's cpp_extension would refuse it later, after minutes of work);
+//! 3. the arch plan, validated for this torch and CUDA;
+//! 4. the source (directory, sdist, `pypi:NAME==VER`) and its hash → the stamp. An output dir
+//!    that already holds a wheel with this stamp returns it at once ([`stamp`]);
+//! 5. a private copy of the source in a scratch dir under the cache, `pip wheel
+//!    --no-build-isolation --no-deps` (or `uv build --no-build-isolation` when the env has no pip)
+//!    with `TORCH_CUDA_ARCH_LIST`, `CUDA_HOME`, `MAX_JOBS` and nvcc `--threads` ([`plan`]); output
+//!    streamed to a log under the output dir and to a progress bar ([`progress`]);
+//! 6. the wheel audited with the binary reader against the plan, then unpacked into a scratch
+//!    dir and imported in the env ([`check`]);
+//! 7. only then is the wheel moved into the output dir, with its record next to it.
+//!
+//! Nothing is written into the output dir before step 7 except the log, so an interrupted build
+//! leaves no partial wheel there.
+
+pub mod cache;
+pub mod check;
+pub mod log;
+pub mod plan;
+pub mod progress;
+pub mod source;
+pub mod stamp;
+
+use crate::arch::spec::{Plan, PlanContext};
+use crate::kb::kb;
+use crate::paths;
+use crate::process::Cmd;
+use crate::pyenv;
+use crate::toolchain::{self, Toolchain};
+use crate::version::Version;
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub use cache::CacheKind;
+pub use source::SourceSpec;
+
+/// What to build and how.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub source: SourceSpec,
+    pub arch: String,
+    pub torch: Option<Version>,
+    pub cuda: Option<Version>,
+    pub python: Option<PathBuf>,
+    pub out: PathBuf,
+    pub cache: Option<CacheKind>,
+    pub jobs: Option<u32>,
+    pub progress: progress::Mode,
+}
+
+/// A finished (or reused) build.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Outcome {
+    pub wheel: PathBuf,
+    /// True when the stamp matched and nothing was built.
+    pub reused: bool,
+    pub stamp: String,
+    pub source: String,
+    pub torch: String,
+    pub cuda: String,
+    pub nvcc: String,
+    pub torch_cuda_arch_list: String,
+    pub jobs: u32,
+    pub nvcc_threads: u32,
+    pub builder: String,
+    pub log: Option<PathBuf>,
+    pub build_seconds: f64,
+    pub total_seconds: f64,
+    pub audit: check::AuditSummary,
+    pub imported: Vec<String>,
+    pub warnings: Vec<String>,
+    pub cache_stats: Option<String>,
+}
+
+/// Why a build failed, with what the user needs to act: the first compiler error and the log.
+#[derive(Debug, serde::Serialize)]
+pub struct BuildFailure {
+    /// `compile`, `audit` or `import`.
+    pub stage: &'static str,
+    pub message: String,
+    pub first_error: Option<log::CompilerError>,
+    pub log: Option<PathBuf>,
+}
+
+impl std::fmt::Display for BuildFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)?;
+        if let Some(e) = &self.first_error {
+            let loc = match (&e.file, e.line) {
+                (Some(file), Some(line)) => format!("{file}:{line}: "),
+                (Some(file), None) => format!("{file}: "),
+                _ => String::new(),
+            };
+            write!(f, "\nfirst error: {loc}{}", e.message)?;
+            if let Some(log) = &self.log {
+                write!(f, " (log line {})", e.log_line)?;
+                let _ = log;
+            }
+        }
+        if let Some(log) = &self.log {
+            write!(f, "\nfull log: {}", log.display())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BuildFailure {}
+
+/// What the env holds, read without importing torch.
+#[derive(Debug, Clone)]
+pub struct EnvInfo {
+    pub python: PathBuf,
+    pub python_version: String,
+    pub purelib: PathBuf,
+    pub has_pip: bool,
+    /// `torch.__version__`, e.g. `2.15.0+cu132`.
+    pub torch: Version,
+    /// `torch.version.cuda`; None for CPU-only torch.
+    pub torch_cuda: Option<Version>,
+}
+
+const PROBE_PY: &str = r#"
+import sys, sysconfig, importlib.util
+print(sysconfig.get_paths()["purelib"])
+print("%d.%d.%d" % sys.version_info[:3])
+print(importlib.util.find_spec("pip") is not None)
+"#;
+
+/// Reads the env's Python version, site-packages and torch version (from `torch/version.py`).
+pub fn probe_env(python: &Path) -> Result<EnvInfo> {
+    let out = Cmd::new(python)
+        .args(["-I", "-c", PROBE_PY])
+        .read()
+        .with_context(|| format!("{} is not a working Python", python.display()))?;
+    let mut lines = out.lines();
+    let purelib = PathBuf::from(lines.next().unwrap_or_default());
+    let python_version = lines.next().unwrap_or_default().to_string();
+    let has_pip = lines.next() == Some("True");
+    let version_py = purelib.join("torch").join("version.py");
+    let text = fs::read_to_string(&version_py).with_context(|| {
+        format!(
+            "{} has no torch (no {}): install torch there, or drop --python to let archsmith make an env",
+            python.display(),
+            version_py.display()
+        )
+    })?;
+    let (torch, cuda) = parse_torch_version_py(&text)
+        .with_context(|| format!("could not read {}", version_py.display()))?;
+    Ok(EnvInfo {
+        python: python.to_path_buf(),
+        python_version,
+        purelib,
+        has_pip,
+        torch,
+        torch_cuda: cuda,
+    })
+}
+
+/// `__version__` and `cuda` from torch's generated `version.py`.
+pub fn parse_torch_version_py(text: &str) -> Result<(Version, Option<Version>)> {
+    let value = |key: &str| -> Option<Option<String>> {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            let k = k.split(':').next()?.trim();
+            if k != key {
+                return None;
+            }
+            let v = v.trim();
+            if v == "None" {
+                return Some(None);
+            }
+            Some(Some(v.trim_matches(|c| c == '\'' || c == '"').to_string()))
+        })
+    };
+    let Some(Some(version)) = value("__version__") else {
+        bail!("no __version__ in torch/version.py");
+    };
+    let torch: Version = version.parse()?;
+    let cuda = match value("cuda") {
+        Some(Some(c)) => Some(c.parse()?),
+        _ => None,
+    };
+    Ok((torch, cuda))
+}
+
+/// The CUDA to build with: `requested` if given, else torch's own; a different major is an error.
+pub fn choose_cuda(
+    torch: &Version,
+    torch_cuda: Option<&Version>,
+    requested: Option<&Version>,
+) -> Result<Version> {
+    let Some(tc) = torch_cuda else {
+        bail!(
+            "torch {torch} in this env is a CPU-only build (torch.version.cuda is None): CUDA extensions need a CUDA torch; use archsmith's env (drop --python) or install a +cuXYZ torch"
+        );
+    };
+    match requested {
+        None => Ok(tc.major_minor()),
+        Some(r) if r.major() != tc.major() => bail!(
+            "--cuda {r} does not match torch {torch}, which was built with CUDA {tc}: an extension must be compiled with the same CUDA major as torch (torch's cpp_extension refuses a mismatch). Use --cuda {} or a torch built for CUDA {}",
+            tc.major_minor(),
+            r.major()
+        ),
+        Some(r) => Ok(r.clone()),
+    }
+}
+
+fn base_version(v: &Version) -> Version {
+    Version::new(v.parts())
+}
+
+/// Builds (or reuses) the wheel for `req`.
+pub fn run(req: &Request) -> Result<Outcome> {
+    let started = Instant::now();
+    // 1. env
+    let python = match &req.python {
+        Some(p) => p.clone(),
+        None => {
+            let torch = req
+                .torch
+                .clone()
+                .unwrap_or_else(|| kb().releases.newest_torch.clone());
+            pyenv::ensure_torch_env(&torch)?.python
+        }
+    };
+    let env = probe_env(&python)?;
+    if let Some(want) = &req.torch {
+        if !env.torch.matches_prefix(want) {
+            bail!(
+                "--torch {want} but {} has torch {}: drop one of --torch/--python",
+                python.display(),
+                env.torch
+            );
+        }
+    }
+    // 2. CUDA, checked before anything slow.
+    let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), req.cuda.as_ref())?;
+    // 3. plan
+    let ctx = PlanContext::new(kb(), Some(base_version(&env.torch)), Some(cuda.clone()));
+    let plan =
+        Plan::parse(kb(), &ctx, &req.arch).with_context(|| format!("--arch {}", req.arch))?;
+    let arch_list = plan.torch_cuda_arch_list();
+    // 4. source and stamp
+    let src = source::resolve(&req.source, &python)?;
+    let tc = toolchain::ensure(&cuda)?;
+    let builder = if env.has_pip { "pip wheel" } else { "uv build" };
+    let stamp_inputs = stamp::Inputs::new(&src.hash, &env, &tc, &arch_list, builder);
+    let key = stamp_inputs.key();
+    if let Some(mut hit) = stamp::lookup(&req.out, &key) {
+        hit.reused = true;
+        hit.total_seconds = started.elapsed().as_secs_f64();
+        hit.log = None;
+        hit.cache_stats = None;
+        return Ok(hit);
+    }
+    build(req, &env, &tc, &plan, &src, stamp_inputs, builder, started)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build(
+    req: &Request,
+    env: &EnvInfo,
+    tc: &Toolchain,
+    plan: &Plan,
+    src: &source::Resolved,
+    inputs: stamp::Inputs,
+    builder: &str,
+    started: Instant,
+) -> Result<Outcome> {
+    let key = inputs.key();
+    let scratch = Scratch::new(&key)?;
+    let tree = source::materialize(src, &scratch.path.join("src"), &env.python)?;
+    let mut warnings = Vec::new();
+    for o in plan::scan_arch_overrides(&tree) {
+        let archs = if o.archs.is_empty() {
+            "archs it names".to_string()
+        } else {
+            o.archs.join(", ")
+        };
+        warnings.push(format!(
+            "{}:{}: `{}` — torch ignores TORCH_CUDA_ARCH_LIST when an nvcc flag contains `arch`; this build will carry {archs}, not {}",
+            o.file,
+            o.line,
+            o.text,
+            plan.torch_cuda_arch_list()
+        ));
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let files = source::tree_files(&tree)?;
+    let (units, cu) = plan::count_sources(&files);
+    let images = (plan.sass().len() + plan.ptx().len()) as u32;
+    let par = plan::parallelism(
+        plan::cores(),
+        plan::mem_available_gib(),
+        units,
+        cu,
+        images,
+        req.jobs,
+    );
+
+    fs::create_dir_all(&req.out)
+        .with_context(|| format!("creating the output dir {}", req.out.display()))?;
+    let out = req.out.canonicalize()?;
+    let log_path = out.join(format!("{}-{}.log", src.spec.label(), &key[..12]));
+    let mut log_file = fs::File::create(&log_path)
+        .with_context(|| format!("creating the log {}", log_path.display()))?;
+
+    let wheel_dir = scratch.path.join("wheel");
+    fs::create_dir_all(&wheel_dir)?;
+    let compiler_cache = match req.cache {
+        Some(kind) => Some(cache::CompilerCache::prepare(kind, tc)?),
+        None => None,
+    };
+    let cmd = build_command(
+        env,
+        tc,
+        plan,
+        &par,
+        builder,
+        &tree,
+        &wheel_dir,
+        compiler_cache.as_ref(),
+    );
+    writeln!(
+        log_file,
+        "# archsmith build-ext {}\n# TORCH_CUDA_ARCH_LIST={} MAX_JOBS={} nvcc --threads={}\n# {}\n",
+        src.spec.label(),
+        plan.torch_cuda_arch_list(),
+        par.jobs,
+        par.nvcc_threads,
+        cmd.display()
+    )?;
+    eprintln!(
+        "archsmith: building {} for {} with torch {} / CUDA {} ({} jobs ({}), nvcc --threads {}); log: {}",
+        src.spec.label(),
+        plan.torch_cuda_arch_list(),
+        env.torch,
+        tc.nvcc_version,
+        par.jobs,
+        par.reason,
+        par.nvcc_threads,
+        log_path.display()
+    );
+    let build_started = Instant::now();
+    let mut ui = progress::Progress::new(req.progress);
+    let mut lines: Vec<String> = Vec::new();
+    let mut write_err = None;
+    let status = cmd.stream_lines(|line| {
+        if let Err(e) = writeln!(log_file, "{line}") {
+            write_err.get_or_insert(e);
+        }
+        ui.line(line);
+        lines.push(line.to_string());
+    })?;
+    ui.finish();
+    if let Some(e) = write_err {
+        return Err(e).with_context(|| format!("writing {}", log_path.display()));
+    }
+    let build_seconds = build_started.elapsed().as_secs_f64();
+    let tree_str = tree.display().to_string();
+    if status != Some(0) {
+        let mut first = log::first_compiler_error(lines.iter().map(String::as_str));
+        if let Some(e) = first.as_mut() {
+            // Point at the user's file, not the scratch copy.
+            if let Some(f) = &e.file {
+                if let Some(rel) = f.strip_prefix(&tree_str) {
+                    let rel = rel.trim_start_matches('/');
+                    e.file = Some(match &src.spec {
+                        SourceSpec::Dir(d) => d.join(rel).display().to_string(),
+                        _ => rel.to_string(),
+                    });
+                }
+            }
+        }
+        let message =
+            match (
+                &first,
+                log::last_python_error(lines.iter().map(String::as_str)),
+            ) {
+                (Some(_), _) => format!("building {} failed", src.spec.label()),
+                (None, Some(py)) => format!(
+                    "building {} failed before compiling: {py}",
+                    src.spec.label()
+                ),
+                (None, None) => {
+                    format!(
+                "building {} failed ({}), with no compiler error in the output; its end:\n{}",
+                src.spec.label(),
+                status.map_or("killed by a signal".into(), |c| format!("exit code {c}")),
+                lines.iter().rev().take(15).rev().cloned().collect::<Vec<_>>().join("\n")
+            )
+                }
+            };
+        return Err(BuildFailure {
+            stage: "compile",
+            message,
+            first_error: first,
+            log: Some(log_path),
+        }
+        .into());
+    }
+    let cache_stats = compiler_cache.as_ref().map(|c| c.stats()).transpose()?;
+    let built = find_wheel(&wheel_dir)?;
+    // 6. audit and import
+    let audit = check::audit_wheel(&built, plan);
+    if !audit.ok {
+        return Err(BuildFailure {
+            stage: "audit",
+            message: format!(
+                "the wheel does not carry what was planned ({}):\n{}",
+                plan.torch_cuda_arch_list(),
+                audit.problems.join("\n")
+            ),
+            first_error: None,
+            log: Some(log_path),
+        }
+        .into());
+    }
+    let imported = match check::import_wheel(&built, &env.python, &scratch.path.join("import")) {
+        Ok(mods) => mods,
+        Err(e) => {
+            return Err(BuildFailure {
+                stage: "import",
+                message: format!("the wheel built but does not import: {e:#}"),
+                first_error: None,
+                log: Some(log_path),
+            }
+            .into())
+        }
+    };
+    // 7. deliver
+    let wheel = stamp::deliver(&built, &out)?;
+    let outcome = Outcome {
+        wheel,
+        reused: false,
+        stamp: key.clone(),
+        source: src.spec.label(),
+        torch: env.torch.to_string(),
+        cuda: tc.cuda.to_string(),
+        nvcc: tc.nvcc_version.to_string(),
+        torch_cuda_arch_list: plan.torch_cuda_arch_list(),
+        jobs: par.jobs,
+        nvcc_threads: par.nvcc_threads,
+        builder: builder.to_string(),
+        log: Some(log_path),
+        build_seconds,
+        total_seconds: started.elapsed().as_secs_f64(),
+        audit,
+        imported,
+        warnings,
+        cache_stats,
+    };
+    stamp::record(&out, &inputs, &outcome)?;
+    drop(scratch);
+    Ok(outcome)
+}
+
+/// The build command with its environment. No shell: every value is one argument or variable.
+#[allow(clippy::too_many_arguments)]
+pub fn build_command(
+    env: &EnvInfo,
+    tc: &Toolchain,
+    plan: &Plan,
+    par: &plan::Parallelism,
+    builder: &str,
+    tree: &Path,
+    wheel_dir: &Path,
+    cache: Option<&cache::CompilerCache>,
+) -> Cmd {
+    let mut cmd = if builder == "pip wheel" {
+        Cmd::new(&env.python)
+            .args([
+                "-m",
+                "pip",
+                "wheel",
+                "-v",
+                "--no-build-isolation",
+                "--no-deps",
+                "--no-cache-dir",
+                "-w",
+            ])
+            .arg(wheel_dir)
+            .arg(tree)
+    } else {
+        let uv = pyenv::uv_binary().unwrap_or_else(|| PathBuf::from("uv"));
+        Cmd::new(uv)
+            .args(["build", "--wheel", "--no-build-isolation", "--python"])
+            .arg(&env.python)
+            .arg("--out-dir")
+            .arg(wheel_dir)
+            .arg(tree)
+            .env("UV_CACHE_DIR", paths::cache_dir().join("uv"))
+    };
+    for (k, v) in build_env(env, tc, plan, par, cache) {
+        cmd = cmd.env(k, v);
+    }
+    cmd.dir(tree)
+}
+
+/// The variables a build gets (on top of the caller's environment).
+pub fn build_env(
+    env: &EnvInfo,
+    tc: &Toolchain,
+    plan: &Plan,
+    par: &plan::Parallelism,
+    cache: Option<&cache::CompilerCache>,
+) -> Vec<(String, String)> {
+    let prepend = |name: &str, first: Vec<String>| {
+        let mut parts = first;
+        if let Ok(old) = std::env::var(name) {
+            if !old.is_empty() {
+                parts.push(old);
+            }
+        }
+        parts.join(":")
+    };
+    let env_bin = env
+        .python
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    // Compiler-cache wrappers first, then the toolkit, then the env's bin dir (ninja: torch's
+    // BuildExtension runs `ninja` from PATH), then the caller's PATH.
+    let mut path_head: Vec<String> = cache
+        .map(|c| vec![c.wrappers.display().to_string()])
+        .unwrap_or_default();
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for (k, v) in tc.env_vars() {
+        match k {
+            "PATH" => path_head.push(v),
+            "LD_LIBRARY_PATH" => vars.push((k.to_string(), prepend("LD_LIBRARY_PATH", vec![v]))),
+            _ => vars.push((k.to_string(), v)),
+        }
+    }
+    path_head.push(env_bin);
+    vars.push(("PATH".into(), prepend("PATH", path_head)));
+    vars.push(("TORCH_CUDA_ARCH_LIST".into(), plan.torch_cuda_arch_list()));
+    vars.push(("MAX_JOBS".into(), par.jobs.to_string()));
+    // Extensions that gate CUDA on torch.cuda.is_available() build it anyway on a GPU-less host.
+    vars.push(("FORCE_CUDA".into(), "1".into()));
+    vars.push(("PYTHONUNBUFFERED".into(), "1".into()));
+    if par.nvcc_threads > 1 {
+        let mut flags = std::env::var("NVCC_APPEND_FLAGS").unwrap_or_default();
+        if !flags.is_empty() {
+            flags.push(' ');
+        }
+        flags.push_str(&format!("--threads={}", par.nvcc_threads));
+        vars.push(("NVCC_APPEND_FLAGS".into(), flags));
+    }
+    // Library headers (cuBLAS, cuSPARSE, cuSOLVER, cuDNN, NCCL…): a CUDA_HOME made of the compiler
+    // wheels lacks them, but the torch env holds NVIDIA's wheels of the very libraries torch loads
+    // at run time, headers included. CPATH is searched after every -I, so CUDA_HOME still wins for
+    // the toolkit's own headers.
+    let (inc, lib) = nvidia_wheel_dirs(&env.purelib, tc.cuda.major());
+    if !inc.is_empty() {
+        vars.push(("CPATH".into(), append("CPATH", inc)));
+    }
+    if !lib.is_empty() {
+        vars.push(("LIBRARY_PATH".into(), append("LIBRARY_PATH", lib)));
+    }
+    if let Some(c) = cache {
+        vars.extend(c.env());
+    }
+    vars
+}
+
+fn append(name: &str, dirs: Vec<String>) -> String {
+    let mut parts = Vec::new();
+    if let Ok(old) = std::env::var(name) {
+        if !old.is_empty() {
+            parts.push(old);
+        }
+    }
+    parts.extend(dirs);
+    parts.join(":")
+}
+
+/// `include` and `lib` dirs of the NVIDIA wheels in site-packages: `nvidia/cuXY` (the CUDA
+/// libraries of this major) first, then the others (`cudnn`, `nccl`, …), in name order.
+pub fn nvidia_wheel_dirs(purelib: &Path, cuda_major: u32) -> (Vec<String>, Vec<String>) {
+    let root = purelib.join("nvidia");
+    let mut names: Vec<String> = fs::read_dir(&root)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let own = format!("cu{cuda_major}");
+    names.retain(|n| {
+        !(n.starts_with("cu") && n[2..].chars().all(|c| c.is_ascii_digit()) && *n != own)
+    });
+    names.sort_by_key(|n| (*n != own, n.clone()));
+    let pick = |sub: &str| {
+        names
+            .iter()
+            .map(|n| root.join(n).join(sub))
+            .filter(|d| d.is_dir())
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+    };
+    (pick("include"), pick("lib"))
+}
+
+fn find_wheel(dir: &Path) -> Result<PathBuf> {
+    let mut wheels: Vec<PathBuf> = fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    match wheels.len() {
+        1 => Ok(wheels.pop().unwrap_or_default()),
+        0 => bail!(
+            "the build reported success but wrote no wheel into {}",
+            dir.display()
+        ),
+        n => bail!(
+            "the build wrote {n} wheels into {}; expected one",
+            dir.display()
+        ),
+    }
+}
+
+/// A private build directory under the cache, removed when dropped (also after a failure);
+/// leftovers of killed runs are removed by the next run.
+struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    fn new(key: &str) -> Result<Scratch> {
+        let base = paths::cache_dir().join("builds").join("ext");
+        fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+        for e in fs::read_dir(&base)?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let path = base.join(format!("{}-{}", std::process::id(), &key[..12]));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path)?;
+        Ok(Scratch { path })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::env::var_os("ARCHSMITH_KEEP_SCRATCH").is_none() {
+            let _ = fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_torch_version_py() {
+        let text = "from typing import Optional\n__all__ = ['__version__']\n__version__ = '2.15.0+cu132'\ndebug = False\ncuda: Optional[str] = '13.2'\nhip: Optional[str] = None\n";
+        let (t, c) = parse_torch_version_py(text).unwrap();
+        assert_eq!(t.to_string(), "2.15.0+cu132");
+        assert_eq!(c.unwrap().to_string(), "13.2");
+        let (_, c) =
+            parse_torch_version_py("__version__ = '2.15.0+cpu'\ncuda: Optional[str] = None\n")
+                .unwrap();
+        assert!(c.is_none());
+    }
+
+    #[test]
+    fn cuda_must_match_torchs_major() {
+        let t: Version = "2.15.0+cu132".parse().unwrap();
+        let tc: Version = "13.2".parse().unwrap();
+        assert_eq!(
+            choose_cuda(&t, Some(&tc), None).unwrap().to_string(),
+            "13.2"
+        );
+        let r: Version = "13.0".parse().unwrap();
+        assert_eq!(
+            choose_cuda(&t, Some(&tc), Some(&r)).unwrap().to_string(),
+            "13.0"
+        );
+        let r: Version = "12.8".parse().unwrap();
+        let e = choose_cuda(&t, Some(&tc), Some(&r))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("same CUDA major") && e.contains("--cuda 13.2"),
+            "{e}"
+        );
+        let e = choose_cuda(&t, None, None).unwrap_err().to_string();
+        assert!(e.contains("CPU-only"), "{e}");
+    }
+}

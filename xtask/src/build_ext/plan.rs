@@ -1,0 +1,198 @@
+//! Decisions made before compiling: how many jobs, how many nvcc threads, and whether the
+//! extension's own flags override `TORCH_CUDA_ARCH_LIST`.
+
+use regex::Regex;
+use std::path::Path;
+
+/// Memory one nvcc job on torch headers needs, per nvcc thread (measured 1.5–3 GB; the model
+/// takes 2.5 GiB so that the peak of two heavy translation units still fits).
+pub const GIB_PER_NVCC_JOB: f64 = 2.5;
+/// Memory kept free for the rest of the machine.
+pub const RESERVE_GIB: f64 = 1.0;
+
+/// Parallelism for one build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Parallelism {
+    /// `MAX_JOBS`: concurrent compiler processes (ninja `-j`).
+    pub jobs: u32,
+    /// nvcc `--threads`: per-job threads, one arch each (1 = not set).
+    pub nvcc_threads: u32,
+    /// Why, in a few words.
+    pub reason: &'static str,
+}
+
+/// The model:
+/// * `jobs = min(cores, cu_files max 1, floor((MemAvailable − 1 GiB) / 2.5 GiB))`, at least 1;
+///   C++ files are cheaper than .cu files, but torch headers make them 1–2 GB too, so the same
+///   figure is used for both. There is no point in more jobs than translation units.
+/// * `nvcc --threads = min(images, cores / jobs, memory left per job)`: nvcc compiles the device
+///   code of each arch (cicc + ptxas) in its own thread, so when jobs leave cores idle — few .cu
+///   files, many archs — threads fill them. With as many .cu files as cores, threads only add
+///   memory and contention, and are not set.
+///
+/// `jobs_override` (`--jobs`) replaces the computed job count; threads are then derived from it.
+pub fn parallelism(
+    cores: u32,
+    mem_available_gib: f64,
+    translation_units: u32,
+    cu_files: u32,
+    images: u32,
+    jobs_override: Option<u32>,
+) -> Parallelism {
+    let cores = cores.max(1);
+    let by_mem = ((mem_available_gib - RESERVE_GIB) / GIB_PER_NVCC_JOB)
+        .floor()
+        .max(1.0) as u32;
+    let (jobs, reason) = match jobs_override {
+        Some(j) => (j.max(1), "--jobs"),
+        None => {
+            let units = translation_units.max(1);
+            let j = cores.min(by_mem).min(units);
+            let why = if j == units && units < cores.min(by_mem) {
+                "one job per translation unit"
+            } else if by_mem < cores {
+                "limited by available memory"
+            } else {
+                "one job per core"
+            };
+            (j.max(1), why)
+        }
+    };
+    // Concurrent nvcc processes: the .cu files that can run at once.
+    let nvcc_jobs = jobs.min(cu_files.max(1));
+    let spare = (cores / nvcc_jobs).max(1);
+    let mem_threads = (by_mem / nvcc_jobs).max(1);
+    let threads = if cu_files == 0 {
+        1
+    } else {
+        images.max(1).min(spare).min(mem_threads)
+    };
+    Parallelism {
+        jobs,
+        nvcc_threads: threads,
+        reason,
+    }
+}
+
+/// `MemAvailable` from /proc/meminfo in GiB (8 GiB when unreadable, a cautious guess).
+pub fn mem_available_gib() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map(|kb| kb / (1024.0 * 1024.0))
+        .unwrap_or(8.0)
+}
+
+pub fn cores() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1)
+}
+
+/// A place in the extension's build files that overrides `TORCH_CUDA_ARCH_LIST`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ArchOverride {
+    pub file: String,
+    pub line: usize,
+    pub text: String,
+    /// The archs (`sm_80`, `compute_90`) the line names.
+    pub archs: Vec<String>,
+}
+
+/// Scans `setup.py` (and `CMakeLists.txt`) for nvcc flags that make torch ignore
+/// `TORCH_CUDA_ARCH_LIST`: `_get_cuda_arch_flags` returns nothing when any nvcc flag contains
+/// `arch` (`-gencode arch=…`, `-arch=sm_80`, `--gpu-architecture`), so such a build carries the
+/// archs its own flags name, not the plan's. Comment lines are skipped.
+pub fn scan_arch_overrides(root: &Path) -> Vec<ArchOverride> {
+    let flag = Regex::new(
+        r#"-gencode|--generate-code|-arch[=\s"']|--gpu-architecture|arch=compute_|arch=sm_"#,
+    )
+    .expect("arch flag regex");
+    let arch = Regex::new(r"\b(?:sm|compute)_\d+[af]?\b").expect("arch regex");
+    let mut out = Vec::new();
+    for name in ["setup.py", "CMakeLists.txt"] {
+        let Ok(text) = std::fs::read_to_string(root.join(name)) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.starts_with('#') || !flag.is_match(t) {
+                continue;
+            }
+            let mut archs: Vec<String> =
+                arch.find_iter(t).map(|m| m.as_str().to_string()).collect();
+            archs.dedup();
+            out.push(ArchOverride {
+                file: name.to_string(),
+                line: i + 1,
+                text: t.chars().take(160).collect(),
+                archs,
+            });
+        }
+    }
+    out
+}
+
+/// Counts `.cu` files and C++/CUDA translation units under `root` (skipping build outputs).
+pub fn count_sources(files: &[std::path::PathBuf]) -> (u32, u32) {
+    let ext = |p: &std::path::PathBuf| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let cu = files.iter().filter(|p| ext(p) == "cu").count() as u32;
+    let units = files
+        .iter()
+        .filter(|p| matches!(ext(p).as_str(), "cu" | "cpp" | "cc" | "cxx" | "c"))
+        .count() as u32;
+    (units, cu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_follow_memory_cores_and_units() {
+        // 2 cores, plenty of memory, one .cu + one .cpp, 3 archs: 2 jobs, and threads fill the
+        // core the single nvcc job leaves idle.
+        let p = parallelism(2, 20.0, 2, 1, 3, None);
+        assert_eq!((p.jobs, p.nvcc_threads), (2, 2));
+        // 16 cores but 6 GiB: memory caps jobs at 2.
+        let p = parallelism(16, 6.0, 40, 30, 3, None);
+        assert_eq!(p.jobs, 2);
+        assert_eq!(p.reason, "limited by available memory");
+        // As many .cu files as cores: no threads.
+        let p = parallelism(4, 64.0, 8, 8, 3, None);
+        assert_eq!((p.jobs, p.nvcc_threads), (4, 1));
+        // No CUDA at all: never threads.
+        assert_eq!(parallelism(8, 64.0, 3, 0, 3, None).nvcc_threads, 1);
+        // --jobs wins; threads derive from it.
+        let p = parallelism(8, 64.0, 8, 8, 4, Some(2));
+        assert_eq!((p.jobs, p.nvcc_threads, p.reason), (2, 4, "--jobs"));
+        // Tiny memory still gives one job.
+        assert_eq!(parallelism(8, 0.5, 8, 8, 3, None).jobs, 1);
+    }
+
+    #[test]
+    fn finds_flags_that_defeat_the_arch_list() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("setup.py"),
+            "nvcc = ['-O3',\n  '-gencode', 'arch=compute_80,code=sm_80',\n# '-arch=sm_70'\n '--use_fast_math']\n",
+        )
+        .unwrap();
+        let found = scan_arch_overrides(d.path());
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].line, 2);
+        assert_eq!(found[0].archs, ["compute_80", "sm_80"]);
+        std::fs::write(d.path().join("setup.py"), "CUDAExtension('x', ['a.cu'])\n").unwrap();
+        assert!(scan_arch_overrides(d.path()).is_empty());
+    }
+}

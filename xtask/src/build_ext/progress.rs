@@ -1,0 +1,108 @@
+//! Progress for a running build, from ninja's `[N/M]` lines: a bar with elapsed time and ETA on a
+//! terminal, one plain line per finished step otherwise, nothing in quiet mode.
+//!
+//! setuptools builds one extension after another, each with its own ninja run, so the bar starts
+//! over at each `building 'pkg.mod' extension` line and names the extension.
+
+use super::log::{ninja_step, step_file};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A bar when stderr is a terminal, plain lines when it is not.
+    Auto,
+    Plain,
+    Quiet,
+}
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    plain: bool,
+    started: Instant,
+    step_started: Instant,
+    extension: Option<String>,
+}
+
+fn fmt_secs(s: f64) -> String {
+    let s = s.round() as u64;
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+impl Progress {
+    pub fn new(mode: Mode) -> Progress {
+        let tty = std::io::stderr().is_terminal();
+        let bar = (mode == Mode::Auto && tty).then(|| {
+            let b = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} (eta {eta}) {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            b.set_position(0);
+            b.set_message("preparing");
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        Progress {
+            bar,
+            plain: mode == Mode::Plain || (mode == Mode::Auto && !tty),
+            started: Instant::now(),
+            step_started: Instant::now(),
+            extension: None,
+        }
+    }
+
+    pub fn line(&mut self, line: &str) {
+        if let Some(rest) = line.strip_prefix("building '") {
+            let name = rest.split('\'').next().unwrap_or(rest).to_string();
+            if let Some(b) = &self.bar {
+                b.reset();
+                b.set_length(1);
+                b.set_message(format!("{name}: starting"));
+            }
+            if self.plain {
+                eprintln!(
+                    "  [{}] building {name}",
+                    fmt_secs(self.started.elapsed().as_secs_f64())
+                );
+            }
+            self.extension = Some(name);
+            self.step_started = Instant::now();
+            return;
+        }
+        let Some((n, m)) = ninja_step(line) else {
+            return;
+        };
+        let what = step_file(line).unwrap_or("link");
+        let ext = self.extension.as_deref().unwrap_or("extension");
+        if let Some(b) = &self.bar {
+            b.set_length(m as u64);
+            b.set_position(n as u64);
+            b.set_message(format!("{ext}: {what} done"));
+        }
+        if self.plain {
+            let step_elapsed = self.step_started.elapsed().as_secs_f64();
+            let eta = if n > 0 {
+                format!(
+                    ", ~{} left",
+                    fmt_secs(step_elapsed / n as f64 * (m - n) as f64)
+                )
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "  [{}] {ext} [{n}/{m}] {what}{eta}",
+                fmt_secs(self.started.elapsed().as_secs_f64())
+            );
+        }
+    }
+
+    pub fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}

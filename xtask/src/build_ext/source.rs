@@ -1,0 +1,377 @@
+//! SOURCE → a directory to build and a content hash for the stamp.
+//!
+//! * a directory: hashed file by file (build outputs, VCS and caches skipped) and copied into the
+//!   scratch dir, so the build never writes into the user's tree;
+//! * a local sdist (`.tar.gz`, `.zip`): hashed as a file and unpacked into the scratch dir;
+//! * `pypi:NAME==VER`: the sdist is fetched once into `downloads_dir()` through PyPI's JSON simple
+//!   API (PEP 691), its sha256 checked against the index, then handled as a local sdist. This does
+//!   not use `pip download --no-binary`, which runs the sdist's `setup.py` to read its metadata and
+//!   so fails for every extension that imports torch in `setup.py`.
+
+use crate::paths;
+use crate::process::Cmd;
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceSpec {
+    Dir(PathBuf),
+    Sdist(PathBuf),
+    Pypi { name: String, version: String },
+}
+
+impl SourceSpec {
+    pub fn parse(s: &str) -> Result<SourceSpec> {
+        if let Some(rest) = s.strip_prefix("pypi:") {
+            let Some((name, version)) = rest.split_once("==") else {
+                bail!(
+                    "`{s}`: write a PyPI source as pypi:NAME==VERSION, e.g. pypi:torchsort==0.1.10"
+                );
+            };
+            let ok = |t: &str| {
+                !t.is_empty()
+                    && t.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._-+!".contains(c))
+            };
+            if !ok(name) || !ok(version) {
+                bail!("`{s}`: NAME and VERSION may hold only letters, digits and . _ - + !");
+            }
+            return Ok(SourceSpec::Pypi {
+                name: name.to_string(),
+                version: version.to_string(),
+            });
+        }
+        let p = PathBuf::from(s);
+        if p.is_dir() {
+            if !p.join("setup.py").exists() && !p.join("pyproject.toml").exists() {
+                bail!(
+                    "{} has neither setup.py nor pyproject.toml: give the extension's root directory",
+                    p.display()
+                );
+            }
+            return Ok(SourceSpec::Dir(p));
+        }
+        if p.is_file() {
+            if is_sdist_name(s) {
+                return Ok(SourceSpec::Sdist(p));
+            }
+            bail!("{s}: a file SOURCE must be an sdist (.tar.gz, .tgz or .zip)");
+        }
+        bail!("{s}: no such directory or file (for a PyPI package write pypi:NAME==VERSION)")
+    }
+
+    /// A short name for logs and messages.
+    pub fn label(&self) -> String {
+        match self {
+            SourceSpec::Dir(p) => p
+                .canonicalize()
+                .unwrap_or_else(|_| p.clone())
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "source".into()),
+            SourceSpec::Sdist(p) => sdist_stem(p),
+            SourceSpec::Pypi { name, version } => format!("{name}-{version}"),
+        }
+    }
+}
+
+fn is_sdist_name(s: &str) -> bool {
+    s.ends_with(".tar.gz") || s.ends_with(".tgz") || s.ends_with(".zip")
+}
+
+fn sdist_stem(p: &Path) -> String {
+    let f = p
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for ext in [".tar.gz", ".tgz", ".zip"] {
+        if let Some(s) = f.strip_suffix(ext) {
+            return s.to_string();
+        }
+    }
+    f
+}
+
+/// A source ready for hashing: a directory, or an sdist file on disk.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub spec: SourceSpec,
+    /// The directory or the sdist file.
+    pub path: PathBuf,
+    /// sha256 of the tree (directory) or of the archive (sdist).
+    pub hash: String,
+}
+
+/// Downloads (pypi), then hashes. Fast for everything already on disk.
+pub fn resolve(spec: &SourceSpec, python: &Path) -> Result<Resolved> {
+    let path = match spec {
+        SourceSpec::Dir(p) | SourceSpec::Sdist(p) => p.clone(),
+        SourceSpec::Pypi { name, version } => download_sdist(python, name, version)?,
+    };
+    let hash = match spec {
+        SourceSpec::Dir(p) => hash_tree(p)?,
+        _ => hash_file(&path)?,
+    };
+    Ok(Resolved {
+        spec: spec.clone(),
+        path,
+        hash,
+    })
+}
+
+pub fn hash_file(p: &Path) -> Result<String> {
+    let mut f = fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Names a source walk skips: build outputs, VCS data, caches. What is left is what a build reads.
+fn skipped(name: &str) -> bool {
+    matches!(
+        name,
+        ".git" | ".hg" | ".svn" | "build" | "dist" | "__pycache__" | ".eggs" | ".tox" | ".venv"
+    ) || name.ends_with(".egg-info")
+        || name.ends_with(".pyc")
+        || name.ends_with(".so")
+        || name.ends_with(".o")
+}
+
+/// Relative paths of the files a directory build reads, sorted.
+pub fn tree_files(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = root.join(&rel);
+        for entry in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let name_s = name.to_string_lossy();
+            if skipped(&name_s) {
+                continue;
+            }
+            let ft = entry.file_type()?;
+            let child = rel.join(&name);
+            if ft.is_dir() {
+                stack.push(child);
+            } else if ft.is_file() {
+                out.push(child);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// sha256 over (path, length, contents) of every file [`tree_files`] lists.
+pub fn hash_tree(root: &Path) -> Result<String> {
+    let mut h = Sha256::new();
+    for rel in tree_files(root)? {
+        let data = fs::read(root.join(&rel))
+            .with_context(|| format!("reading {}", root.join(&rel).display()))?;
+        h.update(rel.to_string_lossy().as_bytes());
+        h.update([0]);
+        h.update((data.len() as u64).to_le_bytes());
+        h.update(&data);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+/// Copies the files [`tree_files`] lists (not build leftovers) into `dest`.
+pub fn copy_tree(root: &Path, dest: &Path) -> Result<()> {
+    for rel in tree_files(root)? {
+        let to = dest.join(&rel);
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::copy(root.join(&rel), &to)
+            .with_context(|| format!("copying {} to {}", rel.display(), to.display()))?;
+    }
+    Ok(())
+}
+
+/// Puts the source into `dest` (a fresh directory) and returns the directory holding its
+/// `setup.py`/`pyproject.toml`.
+pub fn materialize(src: &Resolved, dest: &Path, python: &Path) -> Result<PathBuf> {
+    fs::create_dir_all(dest)?;
+    match &src.spec {
+        SourceSpec::Dir(p) => {
+            copy_tree(p, dest)?;
+            Ok(dest.to_path_buf())
+        }
+        _ => {
+            // Python's tarfile with the `data` filter refuses absolute paths, `..`, links out of
+            // the tree and device files.
+            Cmd::new(python)
+                .args(["-c", UNPACK_PY])
+                .arg(&src.path)
+                .arg(dest)
+                .read()
+                .with_context(|| format!("unpacking {}", src.path.display()))?;
+            let mut roots: Vec<PathBuf> = fs::read_dir(dest)?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect();
+            if dest.join("setup.py").exists() || dest.join("pyproject.toml").exists() {
+                return Ok(dest.to_path_buf());
+            }
+            if roots.len() == 1 {
+                return Ok(roots.pop().unwrap_or_default());
+            }
+            bail!(
+                "{} does not unpack to one top-level directory with setup.py or pyproject.toml",
+                src.path.display()
+            )
+        }
+    }
+}
+
+const UNPACK_PY: &str = r#"
+import sys, tarfile, zipfile
+src, dest = sys.argv[1], sys.argv[2]
+if src.endswith(".zip"):
+    with zipfile.ZipFile(src) as z:
+        for n in z.namelist():
+            if n.startswith("/") or ".." in n.split("/"):
+                sys.exit(f"unsafe member {n!r}")
+        z.extractall(dest)
+else:
+    with tarfile.open(src) as t:
+        t.extractall(dest, filter="data")
+"#;
+
+/// Finds the sdist of NAME==VERSION in PyPI's simple index, downloads it into the cache and checks
+/// its sha256. The index URL honours `PIP_INDEX_URL` / `UV_INDEX_URL` (a mirror that speaks PEP 691).
+const FETCH_PY: &str = r#"
+import hashlib, json, os, re, sys, urllib.request
+name, version, dest_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+index = (os.environ.get("PIP_INDEX_URL") or os.environ.get("UV_INDEX_URL") or "https://pypi.org/simple").rstrip("/")
+norm = re.sub(r"[-_.]+", "-", name).lower()
+req = urllib.request.Request(f"{index}/{norm}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+try:
+    files = json.load(urllib.request.urlopen(req, timeout=60))["files"]
+except Exception as e:
+    sys.exit(f"could not read the index page for {name!r} at {index}/{norm}/: {e}")
+fname = re.sub(r"[-_.]+", "_", name).lower()
+def is_sdist(f):
+    fn = f["filename"]
+    stem = fn[:-7] if fn.endswith(".tar.gz") else fn[:-4] if fn.endswith(".zip") else None
+    if stem is None or f.get("yanked"):
+        return False
+    n, _, v = stem.rpartition("-")
+    return re.sub(r"[-_.]+", "_", n).lower() == fname and v == version
+hits = [f for f in files if is_sdist(f)]
+if not hits:
+    have = sorted({f["filename"] for f in files if f["filename"].endswith((".tar.gz", ".zip"))})[-5:]
+    sys.exit(f"PyPI has no sdist for {name}=={version} (latest sdists: {', '.join(have) or 'none'})")
+f = hits[0]
+data = urllib.request.urlopen(f["url"], timeout=300).read()
+want = f.get("hashes", {}).get("sha256")
+got = hashlib.sha256(data).hexdigest()
+if want and want != got:
+    sys.exit(f"sha256 mismatch for {f['filename']}: index says {want}, got {got}")
+tmp = os.path.join(dest_dir, f".partial-{os.getpid()}-{f['filename']}")
+with open(tmp, "wb") as out:
+    out.write(data)
+os.replace(tmp, os.path.join(dest_dir, f["filename"]))
+print(f["filename"])
+"#;
+
+pub fn download_sdist(python: &Path, name: &str, version: &str) -> Result<PathBuf> {
+    let dir = paths::downloads_dir();
+    if let Some(hit) = cached_sdist(&dir, name, version) {
+        return Ok(hit);
+    }
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    eprintln!(
+        "archsmith: downloading the sdist of {name}=={version} from PyPI into {}",
+        dir.display()
+    );
+    let file = Cmd::new(python)
+        .args(["-c", FETCH_PY, name, version])
+        .arg(&dir)
+        .read()
+        .with_context(|| format!("could not download the sdist of {name}=={version}"))?;
+    Ok(dir.join(file.trim()))
+}
+
+fn normalize(name: &str) -> String {
+    name.to_ascii_lowercase().replace(['-', '.'], "_")
+}
+
+fn cached_sdist(dir: &Path, name: &str, version: &str) -> Option<PathBuf> {
+    let want = normalize(name);
+    fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let f = p.file_name().and_then(|f| f.to_str()).unwrap_or("");
+            let stem = sdist_stem(p);
+            let Some((n, v)) = stem.rsplit_once('-') else {
+                return false;
+            };
+            !f.starts_with('.') && is_sdist_name(f) && normalize(n) == want && v == version
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_pypi_specs_and_rejects_bad_ones() {
+        assert_eq!(
+            SourceSpec::parse("pypi:torchsort==0.1.10").unwrap(),
+            SourceSpec::Pypi {
+                name: "torchsort".into(),
+                version: "0.1.10".into()
+            }
+        );
+        let e = SourceSpec::parse("pypi:torchsort").unwrap_err().to_string();
+        assert!(e.contains("pypi:NAME==VERSION"), "{e}");
+        let e = SourceSpec::parse("pypi:a==1;rm").unwrap_err().to_string();
+        assert!(e.contains("may hold only"), "{e}");
+        let e = SourceSpec::parse("/no/such/dir").unwrap_err().to_string();
+        assert!(e.contains("no such directory"), "{e}");
+    }
+
+    #[test]
+    fn tree_hash_ignores_build_outputs_but_not_sources() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("setup.py"), "x").unwrap();
+        fs::create_dir(d.path().join("src")).unwrap();
+        fs::write(d.path().join("src/a.cu"), "kernel").unwrap();
+        let h1 = hash_tree(d.path()).unwrap();
+        fs::create_dir(d.path().join("build")).unwrap();
+        fs::write(d.path().join("build/a.o"), "obj").unwrap();
+        fs::create_dir(d.path().join("pkg.egg-info")).unwrap();
+        assert_eq!(hash_tree(d.path()).unwrap(), h1);
+        fs::write(d.path().join("src/a.cu"), "kernel2").unwrap();
+        assert_ne!(hash_tree(d.path()).unwrap(), h1);
+    }
+
+    #[test]
+    fn finds_cached_sdists_by_normalized_name() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("torch_scatter-2.1.2.tar.gz"), "").unwrap();
+        fs::write(d.path().join(".partial-1-torch_scatter-2.1.3.tar.gz"), "").unwrap();
+        assert!(cached_sdist(d.path(), "torch-scatter", "2.1.2").is_some());
+        assert!(cached_sdist(d.path(), "torch-scatter", "2.1.3").is_none());
+    }
+}

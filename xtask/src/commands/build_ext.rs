@@ -1,0 +1,132 @@
+//! `cargo xtask build-ext SOURCE --arch SPEC`: thin CLI over [`crate::build_ext`].
+
+use crate::build_ext::{
+    self, progress::Mode, BuildFailure, CacheKind, Outcome, Request, SourceSpec,
+};
+use crate::output::{print_json, Table};
+use crate::version::Version;
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct BuildExtArgs {
+    /// A directory with setup.py/pyproject.toml, a local sdist (.tar.gz/.zip), or pypi:NAME==VERSION.
+    pub source: String,
+    /// Archs to build, e.g. `7.5,8.9,9.0` or `8.0,9.0+PTX` (the `archs --arch` grammar).
+    #[arg(long, value_name = "SPEC")]
+    pub arch: String,
+    /// torch release for archsmith's env (default: the newest known). Ignored with --python
+    /// except as a check.
+    #[arg(long, value_name = "VER")]
+    pub torch: Option<Version>,
+    /// CUDA release to compile with (default: the one torch was built with; must share its major).
+    #[arg(long, value_name = "VER")]
+    pub cuda: Option<Version>,
+    /// Use this Python (with torch installed) instead of archsmith's env.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Where the wheel, its record and the build log go.
+    #[arg(long, value_name = "DIR", default_value = "dist")]
+    pub out: PathBuf,
+    /// Compiler cache for the C++ and nvcc steps (installed from PyPI when not on PATH).
+    #[arg(long, value_enum)]
+    pub cache: Option<CacheKind>,
+    /// Concurrent compile jobs (MAX_JOBS); default from cores and available memory (2.5 GiB a job).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<u32>,
+    /// Print the result as JSON on stdout (progress still goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: BuildExtArgs) -> Result<i32> {
+    let req = Request {
+        source: SourceSpec::parse(&args.source)?,
+        arch: args.arch.clone(),
+        torch: args.torch.clone(),
+        cuda: args.cuda.clone(),
+        python: args.python.clone(),
+        out: args.out.clone(),
+        cache: args.cache,
+        jobs: args.jobs,
+        progress: Mode::Auto,
+    };
+    match build_ext::run(&req) {
+        Ok(o) => {
+            if args.json {
+                print_json(&serde_json::json!({ "ok": true, "result": o }))?;
+            } else {
+                print!("{}", summary(&o));
+            }
+            Ok(0)
+        }
+        Err(e) => match e.downcast_ref::<BuildFailure>() {
+            Some(f) => {
+                if args.json {
+                    print_json(&serde_json::json!({ "ok": false, "failure": f }))?;
+                }
+                eprintln!("error: {f}");
+                Ok(1)
+            }
+            None => Err(e),
+        },
+    }
+}
+
+/// The aligned summary people read.
+pub fn summary(o: &Outcome) -> String {
+    let mut t = Table::headerless();
+    let verdict = if o.reused {
+        format!(
+            "up to date (stamp {}), {:.2} s",
+            &o.stamp[..12],
+            o.total_seconds
+        )
+    } else {
+        format!(
+            "built in {:.0} s (compile {:.0} s)",
+            o.total_seconds, o.build_seconds
+        )
+    };
+    t.row(["wheel".to_string(), o.wheel.display().to_string()]);
+    t.row(["result".to_string(), verdict]);
+    t.row(["source".to_string(), o.source.clone()]);
+    t.row([
+        "torch / CUDA".to_string(),
+        format!("{} / nvcc {}", o.torch, o.nvcc),
+    ]);
+    t.row([
+        "TORCH_CUDA_ARCH_LIST".to_string(),
+        o.torch_cuda_arch_list.clone(),
+    ]);
+    t.row([
+        "jobs".to_string(),
+        format!(
+            "MAX_JOBS={}, nvcc --threads={} ({})",
+            o.jobs, o.nvcc_threads, o.builder
+        ),
+    ]);
+    for f in &o.audit.files {
+        let mut images = f.sass.clone();
+        images.extend(f.ptx.iter().cloned());
+        t.row([
+            "audit".to_string(),
+            format!("{}: {}", f.path, images.join(" ")),
+        ]);
+    }
+    for x in &o.audit.extra {
+        t.row(["note".to_string(), x.clone()]);
+    }
+    t.row(["imports".to_string(), o.imported.join(", ")]);
+    if let Some(s) = &o.cache_stats {
+        t.row(["compiler cache".to_string(), s.clone()]);
+    }
+    if let Some(l) = &o.log {
+        t.row(["log".to_string(), l.display().to_string()]);
+    }
+    for w in &o.warnings {
+        t.row(["warning".to_string(), w.clone()]);
+    }
+    t.render()
+}
