@@ -20,6 +20,7 @@
 //! Nothing is written into the output dir before step 7 except the log, so an interrupted build
 //! leaves no partial wheel there.
 
+pub mod bench;
 pub mod cache;
 pub mod check;
 pub mod log;
@@ -219,22 +220,32 @@ fn base_version(v: &Version) -> Version {
     Version::new(v.parts())
 }
 
-/// Builds (or reuses) the wheel for `req`.
-pub fn run(req: &Request) -> Result<Outcome> {
-    let started = Instant::now();
-    // 1. env
-    let python = match &req.python {
-        Some(p) => p.clone(),
+/// The env, toolchain and plan for a request: steps 1–3, before anything is built.
+pub struct Prepared {
+    pub env: EnvInfo,
+    pub tc: Toolchain,
+    pub plan: Plan,
+}
+
+/// Resolves the env (archsmith's for `torch`, or `python`), the CUDA (checked against torch's
+/// major before the toolchain is touched) and the arch plan.
+pub fn prepare(
+    python: Option<&Path>,
+    torch: Option<&Version>,
+    cuda: Option<&Version>,
+    arch: &str,
+) -> Result<Prepared> {
+    let python = match python {
+        Some(p) => p.to_path_buf(),
         None => {
-            let torch = req
-                .torch
-                .clone()
+            let torch = torch
+                .cloned()
                 .unwrap_or_else(|| kb().releases.newest_torch.clone());
             pyenv::ensure_torch_env(&torch)?.python
         }
     };
     let env = probe_env(&python)?;
-    if let Some(want) = &req.torch {
+    if let Some(want) = torch {
         if !env.torch.matches_prefix(want) {
             bail!(
                 "--torch {want} but {} has torch {}: drop one of --torch/--python",
@@ -243,17 +254,35 @@ pub fn run(req: &Request) -> Result<Outcome> {
             );
         }
     }
-    // 2. CUDA, checked before anything slow.
-    let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), req.cuda.as_ref())?;
-    // 3. plan
+    let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), cuda)?;
     let ctx = PlanContext::new(kb(), Some(base_version(&env.torch)), Some(cuda.clone()));
-    let plan =
-        Plan::parse(kb(), &ctx, &req.arch).with_context(|| format!("--arch {}", req.arch))?;
-    let arch_list = plan.torch_cuda_arch_list();
-    // 4. source and stamp
-    let src = source::resolve(&req.source, &python)?;
+    let plan = Plan::parse(kb(), &ctx, arch).with_context(|| format!("--arch {arch}"))?;
     let tc = toolchain::ensure(&cuda)?;
-    let builder = if env.has_pip { "pip wheel" } else { "uv build" };
+    Ok(Prepared { env, tc, plan })
+}
+
+/// The front end: pip when the env has it, else uv's PEP 517 `uv build` (archsmith's own envs are
+/// made by uv and carry no pip).
+pub fn front_end(env: &EnvInfo) -> &'static str {
+    if env.has_pip {
+        "pip wheel"
+    } else {
+        "uv build"
+    }
+}
+
+/// Builds (or reuses) the wheel for `req`.
+pub fn run(req: &Request) -> Result<Outcome> {
+    let started = Instant::now();
+    let Prepared { env, tc, plan } = prepare(
+        req.python.as_deref(),
+        req.torch.as_ref(),
+        req.cuda.as_ref(),
+        &req.arch,
+    )?;
+    let arch_list = plan.torch_cuda_arch_list();
+    let src = source::resolve(&req.source, &env.python)?;
+    let builder = front_end(&env);
     let stamp_inputs = stamp::Inputs::new(&src.hash, &env, &tc, &arch_list, builder);
     let key = stamp_inputs.key();
     if let Some(mut hit) = stamp::lookup(&req.out, &key) {
@@ -313,6 +342,7 @@ fn build(
     fs::create_dir_all(&req.out)
         .with_context(|| format!("creating the output dir {}", req.out.display()))?;
     let out = req.out.canonicalize()?;
+    stamp::remove_stale_partials(&out);
     let log_path = out.join(format!("{}-{}.log", src.spec.label(), &key[..12]));
     let mut log_file = fs::File::create(&log_path)
         .with_context(|| format!("creating the log {}", log_path.display()))?;

@@ -25,10 +25,12 @@ pub struct Parallelism {
 /// * `jobs = min(cores, cu_files max 1, floor((MemAvailable − 1 GiB) / 2.5 GiB))`, at least 1;
 ///   C++ files are cheaper than .cu files, but torch headers make them 1–2 GB too, so the same
 ///   figure is used for both. There is no point in more jobs than translation units.
-/// * `nvcc --threads = min(images, cores / jobs, memory left per job)`: nvcc compiles the device
-///   code of each arch (cicc + ptxas) in its own thread, so when jobs leave cores idle — few .cu
-///   files, many archs — threads fill them. With as many .cu files as cores, threads only add
-///   memory and contention, and are not set.
+/// * `nvcc --threads = min(images, max(2, cores / nvcc jobs), memory per nvcc job / 2.5 GiB)`:
+///   nvcc compiles the device code of each arch (cicc + ptxas) in its own thread. When jobs leave
+///   cores idle — few .cu files, many archs — threads fill them; and even with as many .cu files
+///   as cores, a build ends with one or two long translation units running alone while the other
+///   cores wait, so two threads per nvcc fill that tail. Memory caps it (each thread holds a
+///   device compile of the same headers).
 ///
 /// `jobs_override` (`--jobs`) replaces the computed job count; threads are then derived from it.
 pub fn parallelism(
@@ -60,7 +62,7 @@ pub fn parallelism(
     };
     // Concurrent nvcc processes: the .cu files that can run at once.
     let nvcc_jobs = jobs.min(cu_files.max(1));
-    let spare = (cores / nvcc_jobs).max(1);
+    let spare = (cores / nvcc_jobs).max(2);
     let mem_threads = (by_mem / nvcc_jobs).max(1);
     let threads = if cu_files == 0 {
         1
@@ -168,9 +170,11 @@ mod tests {
         let p = parallelism(16, 6.0, 40, 30, 3, None);
         assert_eq!(p.jobs, 2);
         assert_eq!(p.reason, "limited by available memory");
-        // As many .cu files as cores: no threads.
+        // As many .cu files as cores: two threads fill the tail of the build.
         let p = parallelism(4, 64.0, 8, 8, 3, None);
-        assert_eq!((p.jobs, p.nvcc_threads), (4, 1));
+        assert_eq!((p.jobs, p.nvcc_threads), (4, 2));
+        // One arch: nothing for threads to split.
+        assert_eq!(parallelism(4, 64.0, 8, 8, 1, None).nvcc_threads, 1);
         // No CUDA at all: never threads.
         assert_eq!(parallelism(8, 64.0, 3, 0, 3, None).nvcc_threads, 1);
         // --jobs wins; threads derive from it.

@@ -117,6 +117,28 @@ pub fn lookup(out: &Path, key: &str) -> Option<Outcome> {
     None
 }
 
+/// Removes `.NAME.partial-PID` files that a killed run (Ctrl-C during the final copy) left in `out`.
+pub fn remove_stale_partials(out: &Path) {
+    let Ok(rd) = fs::read_dir(out) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') {
+            continue;
+        }
+        let Some((_, pid)) = name.rsplit_once(".partial-") else {
+            continue;
+        };
+        if pid
+            .parse::<u32>()
+            .is_ok_and(|p| !Path::new(&format!("/proc/{p}")).exists())
+        {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Moves the built wheel into `out` atomically (a same-directory rename of a complete copy).
 pub fn deliver(built: &Path, out: &Path) -> Result<PathBuf> {
     let name = built
@@ -157,4 +179,75 @@ pub fn record(out: &Path, inputs: &Inputs, outcome: &Outcome) -> Result<()> {
     fs::write(&tmp, serde_json::to_vec_pretty(&rec)?)?;
     fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(arch: &str) -> Inputs {
+        Inputs {
+            schema: SCHEMA,
+            source_sha256: "ab".into(),
+            torch: "2.15.0+cu132".into(),
+            python: "3.11.7".into(),
+            nvcc: "13.2.86".into(),
+            torch_cuda_arch_list: arch.into(),
+            builder: "pip wheel".into(),
+            flags: BTreeMap::new(),
+        }
+    }
+
+    fn outcome(wheel: PathBuf, stamp: &str) -> Outcome {
+        Outcome {
+            wheel,
+            reused: false,
+            stamp: stamp.into(),
+            source: "x".into(),
+            torch: "2.15.0+cu132".into(),
+            cuda: "13.2".into(),
+            nvcc: "13.2.86".into(),
+            torch_cuda_arch_list: "7.5".into(),
+            jobs: 1,
+            nvcc_threads: 1,
+            builder: "pip wheel".into(),
+            log: None,
+            build_seconds: 1.0,
+            total_seconds: 1.0,
+            audit: Default::default(),
+            imported: vec![],
+            warnings: vec![],
+            cache_stats: None,
+        }
+    }
+
+    #[test]
+    fn a_record_counts_only_for_its_stamp_and_its_unchanged_wheel() {
+        let scratch = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let built = scratch.path().join("x-1.0-cp311-cp311-linux_x86_64.whl");
+        fs::write(&built, b"wheel bytes").unwrap();
+        let wheel = deliver(&built, out.path()).unwrap();
+        let i = inputs("7.5");
+        record(out.path(), &i, &outcome(wheel.clone(), &i.key())).unwrap();
+        assert_eq!(lookup(out.path(), &i.key()).unwrap().wheel, wheel);
+        assert_ne!(inputs("7.5;8.9").key(), i.key());
+        assert!(lookup(out.path(), &inputs("7.5;8.9").key()).is_none());
+        // Only the wheel, its record and nothing half-written.
+        let mut names: Vec<String> = fs::read_dir(out.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "x-1.0-cp311-cp311-linux_x86_64.whl",
+                "x-1.0-cp311-cp311-linux_x86_64.whl.archsmith.json"
+            ]
+        );
+        fs::write(&wheel, b"replaced by someone else").unwrap();
+        assert!(lookup(out.path(), &i.key()).is_none());
+    }
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
 
 pub mod archs;
+pub mod bench;
 pub mod build_ext;
 pub mod doctor;
 pub mod toolchain;
@@ -22,6 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
+    /// Measurements behind archsmith's claims: `bench build-ext`.
+    Bench(bench::BenchArgs),
     /// Build a torch C++/CUDA extension for exactly the chosen archs, audit the wheel, import it.
     BuildExt(build_ext::BuildExtArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
@@ -36,6 +39,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
+        Command::Bench(args) => bench::run(args),
         Command::BuildExt(args) => build_ext::run(args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Toolchain(args) => toolchain::run(args),

@@ -1,0 +1,89 @@
+//! `cargo xtask bench …`: measurements that are part of archsmith's claims.
+
+use crate::build_ext::bench::{self, BenchRequest};
+use crate::output::{print_json, Table};
+use crate::version::Version;
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// archsmith's clean build vs the plain front end (same TORCH_CUDA_ARCH_LIST and MAX_JOBS),
+    /// and the no-op rebuild of each, in one run.
+    BuildExt(BuildExtBench),
+}
+
+#[derive(Debug, Args)]
+pub struct BuildExtBench {
+    /// Extension source directory (default: the multi-file fixture xtask/tests/fixtures/benchext).
+    #[arg(long)]
+    pub source: Option<PathBuf>,
+    #[arg(long, default_value = "7.5,8.9,9.0")]
+    pub arch: String,
+    #[arg(long, value_name = "VER")]
+    pub torch: Option<Version>,
+    /// MAX_JOBS for both builds (default: archsmith's model).
+    #[arg(long)]
+    pub jobs: Option<u32>,
+    /// Working dir for the builds and their logs (wiped first).
+    #[arg(long, default_value = "target/bench-build-ext")]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: BenchArgs) -> Result<i32> {
+    match args.what {
+        BenchCommand::BuildExt(a) => build_ext(a),
+    }
+}
+
+fn build_ext(a: BuildExtBench) -> Result<i32> {
+    let source = a.source.unwrap_or_else(|| {
+        crate::paths::repo_root()
+            .join("xtask")
+            .join("tests")
+            .join("fixtures")
+            .join("benchext")
+    });
+    let r = bench::run(&BenchRequest {
+        source,
+        arch: a.arch,
+        torch: a.torch,
+        jobs: a.jobs,
+        out: a.out,
+    })?;
+    if a.json {
+        print_json(&r)?;
+        return Ok(0);
+    }
+    let mut t = Table::new(["build", "clean", "no-op"]);
+    t.row([
+        format!("plain {}", r.front_end),
+        format!("{:.1} s", r.plain_clean_s),
+        format!("{:.2} s", r.plain_noop_s),
+    ]);
+    t.row([
+        "archsmith build-ext".to_string(),
+        format!("{:.1} s", r.archsmith_clean_s),
+        format!("{:.2} s", r.archsmith_noop_s),
+    ]);
+    t.row([
+        "ratio (plain / archsmith)".to_string(),
+        format!("{:.2}x", r.clean_speedup),
+        format!("{:.0}x", r.noop_speedup),
+    ]);
+    print!("{}", t.render());
+    println!(
+        "{} for {}; MAX_JOBS={} both; archsmith adds nvcc --threads={}; {} cores, {:.1} GiB available",
+        r.source, r.torch_cuda_arch_list, r.max_jobs, r.nvcc_threads, r.cores, r.mem_available_gib
+    );
+    Ok(0)
+}

@@ -1,0 +1,348 @@
+//! `cargo xtask build-ext` end to end, with no GPU and no system CUDA: torch 2.15 from PyPI,
+//! CUDA 13.2 from NVIDIA's PyPI wheels (both cached under archsmith's cache dir).
+//!
+//! * a real third-party sdist from PyPI (torchsort 0.1.10, unmodified) for 7.5, 8.9 and 9.0:
+//!   audited (SASS per arch read from the wheel) and imported;
+//! * a small multi-file CUDA extension (tests/fixtures/tinyext) for the same archs, then the
+//!   no-op rebuild (< 1 s);
+//! * a source with a compile error: the first error with file and line, the log path, no wheel;
+//! * a CUDA major that differs from torch's: refused before anything compiles.
+//!
+//! The builds share two cores with everything else, so they run one at a time.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static HEAVY: Mutex<()> = Mutex::new(());
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    wall: Duration,
+}
+
+fn xtask(args: &[&str]) -> Run {
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .output()
+        .expect("run xtask");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        wall: t.elapsed(),
+    }
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("fixtures")
+        .join(name)
+}
+
+fn json(run: &Run) -> serde_json::Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr:\n{}", run.stdout, run.stderr))
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|s| s.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The audited shared objects of a result: path → SASS archs.
+fn audited_sass(result: &serde_json::Value) -> Vec<(String, Vec<String>)> {
+    result["audit"]["files"]
+        .as_array()
+        .expect("audit.files")
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap_or("").to_string(),
+                strings(&f["sass"]),
+            )
+        })
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn real_pypi_sdist_torchsort_builds_audits_and_imports_for_three_archs() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let run = xtask(&[
+        "build-ext",
+        "pypi:torchsort==0.1.10",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--torch",
+        "2.15.0",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+    ]);
+    eprintln!("torchsort build: {:.0} s", run.wall.as_secs_f64());
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let v = json(&run);
+    let r = &v["result"];
+    assert_eq!(r["torch_cuda_arch_list"], "7.5;8.9;9.0");
+    assert_eq!(r["audit"]["ok"], true);
+    // torchsort builds a CPU module and a CUDA module; only the CUDA one has device code, and it
+    // carries exactly the planned SASS (read from the wheel, not taken from the build flags).
+    assert_eq!(
+        audited_sass(r),
+        [(
+            "torchsort/isotonic_cuda.cpython-311-x86_64-linux-gnu.so".to_string(),
+            vec![
+                "sm_75".to_string(),
+                "sm_89".to_string(),
+                "sm_90".to_string()
+            ]
+        )]
+    );
+    assert_eq!(
+        strings(&r["imported"]),
+        ["torchsort.isotonic_cpu", "torchsort.isotonic_cuda"]
+    );
+    let wheel = PathBuf::from(r["wheel"].as_str().unwrap());
+    assert!(wheel.starts_with(out.path()) && wheel.exists(), "{wheel:?}");
+}
+
+#[test]
+fn tiny_multi_file_extension_builds_then_rebuilds_as_a_no_op_in_under_a_second() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let src = fixture("tinyext");
+    let args = [
+        "build-ext",
+        src.to_str().unwrap(),
+        "--arch",
+        "7.5,8.9,9.0+PTX",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+    ];
+    let first = xtask(&args);
+    eprintln!("tinyext clean build: {:.0} s", first.wall.as_secs_f64());
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    let v = json(&first);
+    let r = &v["result"];
+    assert_eq!(r["reused"], false);
+    assert_eq!(
+        audited_sass(r),
+        [(
+            "tinyext/_C.cpython-311-x86_64-linux-gnu.so".to_string(),
+            vec![
+                "sm_75".to_string(),
+                "sm_89".to_string(),
+                "sm_90".to_string()
+            ]
+        )]
+    );
+    assert_eq!(strings(&r["audit"]["files"][0]["ptx"]), ["compute_90"]);
+    assert_eq!(strings(&r["imported"]), ["tinyext._C"]);
+    // Progress came from ninja's [N/M] lines (stderr is not a terminal here: plain lines).
+    assert!(first.stderr.contains("[3/3]"), "{}", first.stderr);
+    let log = PathBuf::from(r["log"].as_str().unwrap());
+    assert!(log.starts_with(out.path()), "{log:?}");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("scale.cu"));
+
+    let second = xtask(&args);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let v2 = json(&second);
+    assert_eq!(v2["result"]["reused"], true);
+    assert_eq!(v2["result"]["wheel"], r["wheel"]);
+    assert!(
+        second.wall < Duration::from_secs(1),
+        "no-op rebuild took {:?}",
+        second.wall
+    );
+
+    // Another arch list is another stamp: built, not reused (the wheel has the same name).
+    let third = xtask(&[
+        "build-ext",
+        src.to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+        "--jobs",
+        "2",
+    ]);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    let v3 = json(&third);
+    assert_eq!(v3["result"]["reused"], false);
+    assert_eq!(v3["result"]["jobs"], 2);
+    assert_eq!(
+        strings(&v3["result"]["audit"]["files"][0]["sass"]),
+        ["sm_75"]
+    );
+}
+
+#[test]
+fn a_compile_error_shows_the_first_error_with_file_and_line_and_the_log() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let src = tempfile::tempdir().unwrap();
+    copy_dir(&fixture("tinyext"), src.path());
+    let axpy = src.path().join("csrc").join("axpy.cu");
+    let text = std::fs::read_to_string(&axpy).unwrap();
+    // Line 6 of the kernel gets a second, later error too: only the first is reported.
+    let broken = text.replacen(
+        "  if (i < n) y[i] += a * x[i];",
+        "  if (i < n) y[i] += a * x[i] * undefined_factor;\n  also_undefined();",
+        1,
+    );
+    std::fs::write(&axpy, broken).unwrap();
+    // Without the binding file (torch headers, a minute of C++), ninja has nothing slow to wait
+    // for after the failure.
+    let setup = src.path().join("setup.py");
+    let text = std::fs::read_to_string(&setup).unwrap();
+    std::fs::write(&setup, text.replace("\"csrc/bind.cpp\", ", "")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = xtask(&[
+        "build-ext",
+        src.path().to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let expected = format!("first error: {}:6: ", axpy.display());
+    assert!(
+        run.stderr.contains(&expected),
+        "want {expected:?} in:\n{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("undefined_factor"), "{}", run.stderr);
+    let log_line = run
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("full log: "))
+        .unwrap_or_else(|| panic!("no log path in:\n{}", run.stderr));
+    let log = std::fs::read_to_string(log_line).unwrap();
+    assert!(log.contains("also_undefined"), "the log is the full output");
+    let wheels: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".whl"))
+        .collect();
+    assert!(wheels.is_empty(), "a failed build delivers no wheel");
+}
+
+#[test]
+fn a_cuda_major_that_differs_from_torchs_is_refused_before_compiling() {
+    let out = tempfile::tempdir().unwrap();
+    let run = xtask(&[
+        "build-ext",
+        fixture("tinyext").to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--torch",
+        "2.15.0",
+        "--cuda",
+        "12.8",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--cuda 12.8 does not match torch 2.15.0+cu132")
+            && run.stderr.contains("Use --cuda 13.2"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.wall < Duration::from_secs(20), "took {:?}", run.wall);
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[test]
+fn ctrl_c_leaves_no_wheel_or_partial_file_in_the_output_dir() {
+    use std::os::unix::process::CommandExt;
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "build-ext",
+            fixture("tinyext").to_str().unwrap(),
+            "--arch",
+            "8.0",
+            "--out",
+            out.path().to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // Wait until the compilers run (the log exists), then Ctrl-C the whole group as a terminal does.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(120) {
+        let log = std::fs::read_dir(out.path())
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with(".log"));
+        if let Some(log) = log {
+            if std::fs::read_to_string(log.path())
+                .unwrap_or_default()
+                .contains("building 'tinyext._C'")
+            {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Signal only a group that is the child's own.
+    let pid = child.id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let pgid: u32 = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(2))
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert!(pid > 1 && pgid == pid, "pid {pid} pgid {pgid}");
+    // `-s INT -- -PGID`: the group, and nothing else (`kill -INT -PGID` is parsed differently
+    // by some kill implementations).
+    let status = Command::new("kill")
+        .args(["-s", "INT", "--", &format!("-{pgid}")])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = child.wait().unwrap();
+    assert!(!code.success());
+    let names: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| n.ends_with(".log")),
+        "only the log may be there: {names:?}"
+    );
+}
