@@ -44,6 +44,16 @@ pub struct BenchReport {
     /// plain no-op / archsmith no-op.
     pub noop_speedup: f64,
     pub plain_log: PathBuf,
+    /// 1-minute load average at the start of each phase (plain clean, plain no-op, archsmith
+    /// clean, archsmith no-op): other work on the machine makes timings noisy.
+    pub load_1min: Vec<f64>,
+}
+
+fn load_1min() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(f64::NAN)
 }
 
 fn timed_plain(cmd: &crate::process::Cmd, log: &Path) -> Result<f64> {
@@ -91,9 +101,11 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         p.plan.torch_cuda_arch_list(),
         par.jobs
     );
+    let mut load = vec![load_1min()];
     let plain_log = out.join("plain-clean.log");
     let plain_clean = timed_plain(&cmd, &plain_log)?;
     eprintln!("bench: plain clean {plain_clean:.1} s; plain rebuild (no change)…");
+    load.push(load_1min());
     let plain_noop = timed_plain(&cmd, &out.join("plain-noop.log"))?;
     eprintln!("bench: plain no-op {plain_noop:.1} s; archsmith clean…");
 
@@ -108,6 +120,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         jobs: req.jobs,
         progress: Mode::Quiet,
     };
+    load.push(load_1min());
     let t = Instant::now();
     let first = super::run(&req_a)?;
     let archsmith_clean = t.elapsed().as_secs_f64();
@@ -115,6 +128,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         bail!("archsmith's clean build found a stamp in a fresh output dir");
     }
     eprintln!("bench: archsmith clean {archsmith_clean:.1} s; archsmith rebuild (no change)…");
+    load.push(load_1min());
     let t = Instant::now();
     let second = super::run(&req_a)?;
     let archsmith_noop = t.elapsed().as_secs_f64();
@@ -136,5 +150,6 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         clean_speedup: plain_clean / archsmith_clean,
         noop_speedup: plain_noop / archsmith_noop,
         plain_log,
+        load_1min: load,
     })
 }

@@ -102,11 +102,11 @@ impl std::fmt::Display for BuildFailure {
                 (Some(file), None) => format!("{file}: "),
                 _ => String::new(),
             };
-            write!(f, "\nfirst error: {loc}{}", e.message)?;
-            if let Some(log) = &self.log {
-                write!(f, " (log line {})", e.log_line)?;
-                let _ = log;
-            }
+            write!(
+                f,
+                "\nfirst error: {loc}{} (log line {})",
+                e.message, e.log_line
+            )?;
         }
         if let Some(log) = &self.log {
             write!(f, "\nfull log: {}", log.display())?;

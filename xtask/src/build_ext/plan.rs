@@ -25,12 +25,13 @@ pub struct Parallelism {
 /// * `jobs = min(cores, cu_files max 1, floor((MemAvailable − 1 GiB) / 2.5 GiB))`, at least 1;
 ///   C++ files are cheaper than .cu files, but torch headers make them 1–2 GB too, so the same
 ///   figure is used for both. There is no point in more jobs than translation units.
-/// * `nvcc --threads = min(images, max(2, cores / nvcc jobs), memory per nvcc job / 2.5 GiB)`:
-///   nvcc compiles the device code of each arch (cicc + ptxas) in its own thread. When jobs leave
-///   cores idle — few .cu files, many archs — threads fill them; and even with as many .cu files
-///   as cores, a build ends with one or two long translation units running alone while the other
-///   cores wait, so two threads per nvcc fill that tail. Memory caps it (each thread holds a
-///   device compile of the same headers).
+/// * `nvcc --threads = min(images, memory per nvcc job / 2.5 GiB)`: nvcc compiles each arch's
+///   device code (cicc + ptxas) in its own thread; the host compile waits for all of them. So a
+///   unit's device phase takes `ceil(images / threads)` rounds when it runs alone — and every build
+///   ends with one or two long units running alone while other cores wait — and with one thread per
+///   image the kernel's scheduler spreads them over whatever cores are free. Threads are bounded by
+///   memory (each holds a device compile of the same headers), not by cores: an idle core costs
+///   more than a few runnable threads too many.
 ///
 /// `jobs_override` (`--jobs`) replaces the computed job count; threads are then derived from it.
 pub fn parallelism(
@@ -62,12 +63,11 @@ pub fn parallelism(
     };
     // Concurrent nvcc processes: the .cu files that can run at once.
     let nvcc_jobs = jobs.min(cu_files.max(1));
-    let spare = (cores / nvcc_jobs).max(2);
     let mem_threads = (by_mem / nvcc_jobs).max(1);
     let threads = if cu_files == 0 {
         1
     } else {
-        images.max(1).min(spare).min(mem_threads)
+        images.max(1).min(mem_threads)
     };
     Parallelism {
         jobs,
@@ -162,17 +162,18 @@ mod tests {
 
     #[test]
     fn jobs_follow_memory_cores_and_units() {
-        // 2 cores, plenty of memory, one .cu + one .cpp, 3 archs: 2 jobs, and threads fill the
-        // core the single nvcc job leaves idle.
+        // 2 cores, plenty of memory, one .cu + one .cpp, 3 archs: 2 jobs, one thread per arch.
         let p = parallelism(2, 20.0, 2, 1, 3, None);
-        assert_eq!((p.jobs, p.nvcc_threads), (2, 2));
-        // 16 cores but 6 GiB: memory caps jobs at 2.
+        assert_eq!((p.jobs, p.nvcc_threads), (2, 3));
+        // 16 cores but 6 GiB: memory caps jobs at 2, and leaves one thread each.
         let p = parallelism(16, 6.0, 40, 30, 3, None);
-        assert_eq!(p.jobs, 2);
+        assert_eq!((p.jobs, p.nvcc_threads), (2, 1));
         assert_eq!(p.reason, "limited by available memory");
-        // As many .cu files as cores: two threads fill the tail of the build.
+        // As many .cu files as cores, memory to spare: one thread per arch fills the tail.
         let p = parallelism(4, 64.0, 8, 8, 3, None);
-        assert_eq!((p.jobs, p.nvcc_threads), (4, 2));
+        assert_eq!((p.jobs, p.nvcc_threads), (4, 3));
+        // 4 jobs, 16 GiB: 6 slots of 2.5 GiB, 1 thread per job.
+        assert_eq!(parallelism(4, 16.0, 8, 8, 3, None).nvcc_threads, 1);
         // One arch: nothing for threads to split.
         assert_eq!(parallelism(4, 64.0, 8, 8, 1, None).nvcc_threads, 1);
         // No CUDA at all: never threads.
@@ -180,6 +181,8 @@ mod tests {
         // --jobs wins; threads derive from it.
         let p = parallelism(8, 64.0, 8, 8, 4, Some(2));
         assert_eq!((p.jobs, p.nvcc_threads, p.reason), (2, 4, "--jobs"));
+        // --jobs in memory's way: threads shrink, jobs do not.
+        assert_eq!(parallelism(8, 11.0, 8, 8, 4, Some(4)).nvcc_threads, 1);
         // Tiny memory still gives one job.
         assert_eq!(parallelism(8, 0.5, 8, 8, 3, None).jobs, 1);
     }

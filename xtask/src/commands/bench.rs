@@ -85,5 +85,9 @@ fn build_ext(a: BuildExtBench) -> Result<i32> {
         "{} for {}; MAX_JOBS={} both; archsmith adds nvcc --threads={}; {} cores, {:.1} GiB available",
         r.source, r.torch_cuda_arch_list, r.max_jobs, r.nvcc_threads, r.cores, r.mem_available_gib
     );
+    println!(
+        "1-minute load average at the start of each phase: {:?}",
+        r.load_1min
+    );
     Ok(0)
 }
