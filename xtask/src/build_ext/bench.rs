@@ -7,6 +7,10 @@
 //! fresh copy of the source, and its no-op rebuild is the same command again in that tree (its
 //! `build/` dir kept, so ninja has nothing to compile). archsmith's clean build starts from an
 //! empty output dir and includes the audit and the import; its no-op rebuild is the stamp check.
+//!
+//! On a shared machine other work shifts timings by more than the effect measured, so `rounds`
+//! alternate the order (plain first in even rounds, archsmith first in odd ones: ABBA) and the
+//! ratios use each side's fastest run, the one least disturbed; every sample is reported.
 
 use super::progress::Mode;
 use super::{build_command, front_end, plan, prepare, source, Request, SourceSpec};
@@ -24,6 +28,7 @@ pub struct BenchRequest {
     pub torch: Option<Version>,
     pub jobs: Option<u32>,
     pub out: PathBuf,
+    pub rounds: u32,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -35,18 +40,19 @@ pub struct BenchReport {
     pub mem_available_gib: f64,
     pub max_jobs: u32,
     pub nvcc_threads: u32,
-    pub plain_clean_s: f64,
-    pub plain_noop_s: f64,
-    pub archsmith_clean_s: f64,
-    pub archsmith_noop_s: f64,
-    /// plain clean / archsmith clean.
+    /// Samples in run order, seconds.
+    pub plain_clean_s: Vec<f64>,
+    pub plain_noop_s: Vec<f64>,
+    pub archsmith_clean_s: Vec<f64>,
+    pub archsmith_noop_s: Vec<f64>,
+    /// fastest plain clean / fastest archsmith clean.
     pub clean_speedup: f64,
-    /// plain no-op / archsmith no-op.
+    /// fastest plain no-op / slowest archsmith no-op.
     pub noop_speedup: f64,
     pub plain_log: PathBuf,
-    /// 1-minute load average at the start of each phase (plain clean, plain no-op, archsmith
-    /// clean, archsmith no-op): other work on the machine makes timings noisy.
-    pub load_1min: Vec<f64>,
+    /// 1-minute load average before each clean build, in run order (`plain`/`archsmith`, value):
+    /// other work on the machine makes timings noisy.
+    pub load_1min: Vec<(String, f64)>,
 }
 
 fn load_1min() -> f64 {
@@ -70,6 +76,14 @@ fn timed_plain(cmd: &crate::process::Cmd, log: &Path) -> Result<f64> {
     Ok(secs)
 }
 
+fn min(v: &[f64]) -> f64 {
+    v.iter().cloned().fold(f64::INFINITY, f64::min)
+}
+
+fn max(v: &[f64]) -> f64 {
+    v.iter().cloned().fold(0.0, f64::max)
+}
+
 pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     let p = prepare(None, req.torch.as_ref(), None, &req.arch)?;
     let builder = front_end(&p.env);
@@ -87,69 +101,84 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         nvcc_threads: 1,
         ..par
     };
-
-    // Plain: a fresh copy, the front end with the arch list and MAX_JOBS set by hand.
-    let tree = out.join("plain-src");
-    source::copy_tree(&req.source, &tree)?;
-    let wheels = out.join("plain-wheels");
-    fs::create_dir_all(&wheels)?;
-    let cmd = build_command(
-        &p.env, &p.tc, &p.plan, &plain_par, builder, &tree, &wheels, None,
-    );
-    eprintln!(
-        "bench: plain {builder}, TORCH_CUDA_ARCH_LIST={} MAX_JOBS={} (clean)…",
-        p.plan.torch_cuda_arch_list(),
-        par.jobs
-    );
-    let mut load = vec![load_1min()];
-    let plain_log = out.join("plain-clean.log");
-    let plain_clean = timed_plain(&cmd, &plain_log)?;
-    eprintln!("bench: plain clean {plain_clean:.1} s; plain rebuild (no change)…");
-    load.push(load_1min());
-    let plain_noop = timed_plain(&cmd, &out.join("plain-noop.log"))?;
-    eprintln!("bench: plain no-op {plain_noop:.1} s; archsmith clean…");
-
-    let req_a = Request {
-        source: SourceSpec::Dir(req.source.clone()),
-        arch: req.arch.clone(),
-        torch: req.torch.clone(),
-        cuda: None,
-        python: None,
-        out: out.join("archsmith"),
-        cache: None,
-        jobs: req.jobs,
-        progress: Mode::Quiet,
-    };
-    load.push(load_1min());
-    let t = Instant::now();
-    let first = super::run(&req_a)?;
-    let archsmith_clean = t.elapsed().as_secs_f64();
-    if first.reused {
-        bail!("archsmith's clean build found a stamp in a fresh output dir");
-    }
-    eprintln!("bench: archsmith clean {archsmith_clean:.1} s; archsmith rebuild (no change)…");
-    load.push(load_1min());
-    let t = Instant::now();
-    let second = super::run(&req_a)?;
-    let archsmith_noop = t.elapsed().as_secs_f64();
-    if !second.reused {
-        bail!("archsmith's rebuild of an unchanged source was not a no-op");
-    }
-    Ok(BenchReport {
+    let mut r = BenchReport {
         source: req.source.display().to_string(),
         torch_cuda_arch_list: p.plan.torch_cuda_arch_list(),
         front_end: builder.to_string(),
         cores,
         mem_available_gib: (mem * 10.0).round() / 10.0,
         max_jobs: par.jobs,
-        nvcc_threads: first.nvcc_threads,
-        plain_clean_s: plain_clean,
-        plain_noop_s: plain_noop,
-        archsmith_clean_s: archsmith_clean,
-        archsmith_noop_s: archsmith_noop,
-        clean_speedup: plain_clean / archsmith_clean,
-        noop_speedup: plain_noop / archsmith_noop,
-        plain_log,
-        load_1min: load,
-    })
+        nvcc_threads: par.nvcc_threads,
+        plain_clean_s: vec![],
+        plain_noop_s: vec![],
+        archsmith_clean_s: vec![],
+        archsmith_noop_s: vec![],
+        clean_speedup: 0.0,
+        noop_speedup: 0.0,
+        plain_log: out.join("plain-clean-0.log"),
+        load_1min: vec![],
+    };
+    eprintln!(
+        "bench: {} rounds; TORCH_CUDA_ARCH_LIST={} MAX_JOBS={} for both, archsmith adds nvcc --threads={}",
+        req.rounds.max(1),
+        p.plan.torch_cuda_arch_list(),
+        par.jobs,
+        par.nvcc_threads
+    );
+    for round in 0..req.rounds.max(1) {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for archsmith in order {
+            let load = load_1min();
+            if archsmith {
+                r.load_1min.push(("archsmith".into(), load));
+                let req_a = Request {
+                    source: SourceSpec::Dir(req.source.clone()),
+                    arch: req.arch.clone(),
+                    torch: req.torch.clone(),
+                    cuda: None,
+                    python: None,
+                    out: out.join(format!("archsmith-{round}")),
+                    cache: None,
+                    jobs: req.jobs,
+                    progress: Mode::Quiet,
+                };
+                let t = Instant::now();
+                let first = super::run(&req_a)?;
+                let clean = t.elapsed().as_secs_f64();
+                if first.reused {
+                    bail!("archsmith's clean build found a stamp in a fresh output dir");
+                }
+                let t = Instant::now();
+                let second = super::run(&req_a)?;
+                let noop = t.elapsed().as_secs_f64();
+                if !second.reused {
+                    bail!("archsmith's rebuild of an unchanged source was not a no-op");
+                }
+                eprintln!("bench: round {round}: archsmith clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})");
+                r.archsmith_clean_s.push(clean);
+                r.archsmith_noop_s.push(noop);
+            } else {
+                r.load_1min.push(("plain".into(), load));
+                let tree = out.join(format!("plain-src-{round}"));
+                source::copy_tree(&req.source, &tree)?;
+                let wheels = out.join(format!("plain-wheels-{round}"));
+                fs::create_dir_all(&wheels)?;
+                let cmd = build_command(
+                    &p.env, &p.tc, &p.plan, &plain_par, builder, &tree, &wheels, None,
+                );
+                let clean = timed_plain(&cmd, &out.join(format!("plain-clean-{round}.log")))?;
+                let noop = timed_plain(&cmd, &out.join(format!("plain-noop-{round}.log")))?;
+                eprintln!("bench: round {round}: plain {builder} clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})");
+                r.plain_clean_s.push(clean);
+                r.plain_noop_s.push(noop);
+            }
+        }
+    }
+    r.clean_speedup = min(&r.plain_clean_s) / min(&r.archsmith_clean_s);
+    r.noop_speedup = min(&r.plain_noop_s) / max(&r.archsmith_noop_s);
+    Ok(r)
 }

@@ -108,11 +108,12 @@ pub struct ArchOverride {
 
 /// Scans `setup.py` (and `CMakeLists.txt`) for nvcc flags that make torch ignore
 /// `TORCH_CUDA_ARCH_LIST`: `_get_cuda_arch_flags` returns nothing when any nvcc flag contains
-/// `arch` (`-gencode arch=…`, `-arch=sm_80`, `--gpu-architecture`), so such a build carries the
+/// `arch` (`-gencode arch=…`, `-arch=sm_80`, `--gpu-architecture`, and also `-Xcompiler
+/// -march=native`, which then leaves nvcc at its default arch), so such a build carries the
 /// archs its own flags name, not the plan's. Comment lines are skipped.
 pub fn scan_arch_overrides(root: &Path) -> Vec<ArchOverride> {
     let flag = Regex::new(
-        r#"-gencode|--generate-code|-arch[=\s"']|--gpu-architecture|arch=compute_|arch=sm_"#,
+        r#"-gencode|--generate-code|-arch[=\s"']|--gpu-architecture|arch=compute_|arch=sm_|Xcompiler.{0,4}-march"#,
     )
     .expect("arch flag regex");
     let arch = Regex::new(r"\b(?:sm|compute)_\d+[af]?\b").expect("arch regex");
@@ -199,6 +200,16 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].line, 2);
         assert_eq!(found[0].archs, ["compute_80", "sm_80"]);
+        std::fs::write(
+            d.path().join("setup.py"),
+            "cxx = ['-march=native']\nnvcc = ['-Xcompiler', '-march=native']\nnvcc2 = ['-Xcompiler=-march=native']\n",
+        )
+        .unwrap();
+        let lines: Vec<usize> = scan_arch_overrides(d.path())
+            .iter()
+            .map(|o| o.line)
+            .collect();
+        assert_eq!(lines, [2, 3]);
         std::fs::write(d.path().join("setup.py"), "CUDAExtension('x', ['a.cu'])\n").unwrap();
         assert!(scan_arch_overrides(d.path()).is_empty());
     }
