@@ -5,6 +5,7 @@
 
 pub mod arch;
 pub mod binary;
+pub mod codemod;
 pub mod commands;
 pub mod kb;
 pub mod output;

@@ -1,6 +1,7 @@
 //! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
 
 pub mod archs;
+pub mod codemod;
 pub mod doctor;
 pub mod toolchain;
 pub mod verify;
@@ -21,6 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
+    /// Port legacy PyTorch C++/CUDA extension sources (AT_CHECK, THC, `.type()` dispatch, ...) to modern torch.
+    Codemod(codemod::CodemodArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
     Doctor(doctor::DoctorArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
@@ -33,6 +36,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
+        Command::Codemod(args) => codemod::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),

@@ -1,0 +1,148 @@
+//! `cargo xtask codemod PATH… [--dry-run|--check] [--force] [--json]`: port legacy PyTorch
+//! extension sources with the rule catalogue (see `crate::codemod`).
+//!
+//! Exit status: 0 done (or nothing to do); 1 with `--check` when a file would change or a review
+//! item remains; 2 on errors (unreadable file, dirty git tree without `--force`, bad catalogue).
+
+use crate::codemod::{self, Catalogue, Mode, Report};
+use crate::output::{print_json, Table};
+use crate::process::Cmd;
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, clap::Args)]
+pub struct CodemodArgs {
+    /// Files or directories (walked for .c .cc .cpp .cxx .h .hh .hpp .cu .cuh and setup.py).
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Print a unified diff of what would change; write nothing.
+    #[arg(long, conflicts_with = "check")]
+    pub dry_run: bool,
+    /// Write nothing; exit 1 if a file would change or a review item remains.
+    #[arg(long)]
+    pub check: bool,
+    /// Write even when the files have uncommitted changes or are not in a git work tree.
+    #[arg(long)]
+    pub force: bool,
+    /// Rule catalogue to use instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &CodemodArgs) -> Result<i32> {
+    let owned;
+    let cat: &Catalogue = match &args.rules {
+        Some(p) => {
+            owned = Catalogue::load(p)?;
+            &owned
+        }
+        None => codemod::builtin(),
+    };
+    let files = codemod::discover(&args.paths)?;
+    let apply = !args.dry_run && !args.check;
+    // Compute first; only a run that would write needs a clean tree.
+    let preview = codemod::run(cat, &files, Mode::DryRun)?;
+    let report = if apply && preview.files_changed > 0 {
+        if !args.force {
+            let changed: Vec<&Path> = preview
+                .files
+                .iter()
+                .filter(|f| f.changed)
+                .map(|f| f.path.as_path())
+                .collect();
+            ensure_clean(&changed)?;
+        }
+        codemod::run(cat, &files, Mode::Apply)?
+    } else {
+        preview
+    };
+    if args.json {
+        print_json(&report)?;
+    } else {
+        if args.dry_run {
+            for f in &report.files {
+                if let Some(d) = &f.diff {
+                    print!("{d}");
+                }
+            }
+        }
+        print!("{}", render(&report, apply));
+    }
+    if args.check && (report.files_changed > 0 || report.review_items > 0) {
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// Refuses when any of `files` has uncommitted changes or is outside a git work tree.
+fn ensure_clean(files: &[&Path]) -> Result<()> {
+    for f in files {
+        let dir = f
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = f.file_name().unwrap_or_default();
+        let out = Cmd::new("git")
+            .args(["status", "--porcelain", "--untracked-files=all", "--"])
+            .arg(name)
+            .dir(dir)
+            .output()?;
+        if !out.success() {
+            bail!(
+                "{}: not inside a git work tree, so the rewrite could not be reviewed or undone with git; commit it first or pass --force",
+                f.display()
+            );
+        }
+        if !out.stdout.trim().is_empty() {
+            bail!(
+                "{}: has uncommitted changes (`git status`: {}); commit or stash them first, or pass --force",
+                f.display(),
+                out.stdout.trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn render(report: &Report, applied: bool) -> String {
+    let mut out = String::new();
+    let verb = if applied { "changed" } else { "would change" };
+    out.push_str(&format!(
+        "{} file(s) scanned, {} {verb}, {} rewrite(s), {} review item(s) [{}]\n",
+        report.files_scanned,
+        report.files_changed,
+        report.total_rewrites(),
+        report.review_items,
+        report.catalogue
+    ));
+    if !report.rewrites.is_empty() {
+        let mut t = Table::new(["RULE", "REWRITES"]);
+        for (rule, n) in &report.rewrites {
+            t.row([rule.clone(), n.to_string()]);
+        }
+        out.push('\n');
+        out.push_str(&t.render());
+    }
+    let items: Vec<_> = report
+        .files
+        .iter()
+        .flat_map(|f| f.review.iter().map(move |r| (f, r)))
+        .collect();
+    if !items.is_empty() {
+        out.push_str("\nreview (not changed; line numbers are those of the rewritten file):\n");
+        for (f, r) in items {
+            out.push_str(&format!(
+                "{}:{}: [{}] {}\n    {}\n    suggestion: {}\n",
+                f.path.display(),
+                r.line,
+                r.rule,
+                r.message,
+                r.code,
+                r.suggestion
+            ));
+        }
+    }
+    out
+}
