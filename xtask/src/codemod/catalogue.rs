@@ -98,6 +98,9 @@ struct RuleSpec {
     to: Option<String>,
     regex: Option<String>,
     action: Option<String>,
+    /// Review rules only: quiet on lines that another rule already reports.
+    #[serde(default)]
+    secondary: bool,
     #[serde(default)]
     test: Vec<RuleTest>,
 }
@@ -155,6 +158,8 @@ pub struct Rule {
     pub action: Action,
     /// Regexes on the captured text of holes.
     pub wheres: Vec<(String, Regex)>,
+    /// A catch-all review rule, quiet where a more specific rule reports the same line.
+    pub secondary: bool,
     pub tests: Vec<RuleTest>,
 }
 
@@ -312,6 +317,9 @@ impl Rule {
                 }
             }
         };
+        if r.secondary && r.kind != RuleKind::Review {
+            return Err(err("`secondary` applies only to review rules"));
+        }
         let mut wheres = Vec::new();
         for (hole, re) in &r.where_ {
             let pat = match &action {
@@ -343,6 +351,7 @@ impl Rule {
             why: r.why.trim().to_string(),
             action,
             wheres,
+            secondary: r.secondary,
             tests: r.test,
         })
     }

@@ -87,9 +87,21 @@ pub fn apply_rules<'r>(
     }
     let toks = lex(&text);
     let mut review = Vec::new();
-    for rule in rules {
+    for rule in rules.clone() {
         review_items(rule, &text, &toks, &mut review)?;
     }
+    // A catch-all rule stays quiet on a line that a specific rule already reports.
+    let secondary: Vec<&str> = rules
+        .clone()
+        .filter(|r| r.secondary)
+        .map(|r| r.id.as_str())
+        .collect();
+    let primary_lines: Vec<usize> = review
+        .iter()
+        .filter(|r| !secondary.contains(&r.rule.as_str()))
+        .map(|r| r.line)
+        .collect();
+    review.retain(|r| !secondary.contains(&r.rule.as_str()) || !primary_lines.contains(&r.line));
     review.sort_by_key(|r| r.line);
     Ok(Outcome {
         output: text,
@@ -183,7 +195,15 @@ fn change_edits(rule: &Rule, text: &[u8], toks: &[Token]) -> Result<Vec<Edit>> {
                 if toks[a..b].iter().filter(|t| t.is_opaque()).count() != inside_holes {
                     continue;
                 }
-                edits.push((s, e, expand(replace, &m, &caps)?));
+                let rep = expand(replace, &m, &caps)?;
+                edits.push(minimal_edit(
+                    rule.lang.lexer(),
+                    text,
+                    &toks[a..b],
+                    &rep,
+                    s,
+                    e,
+                ));
             }
         }
         Action::Remove { pat, unless_used } => {
@@ -251,6 +271,59 @@ fn change_edits(rule: &Rule, text: &[u8], toks: &[Token]) -> Result<Vec<Edit>> {
         _ => {}
     }
     Ok(edits)
+}
+
+/// Narrows the replacement of `span` (tokens `orig`) by `rep` to the tokens that differ, so
+/// the original layout around and inside unchanged tokens survives: `AT_DISPATCH_X(\n  x.type(),`
+/// becomes `AT_DISPATCH_X(\n  x.scalar_type(),`, not a re-joined line.
+fn minimal_edit(
+    lex: fn(&[u8]) -> Vec<Token>,
+    text: &[u8],
+    orig: &[Token],
+    rep: &[u8],
+    s: usize,
+    e: usize,
+) -> Edit {
+    let rtoks = lex(rep);
+    let same = |o: &Token, r: &Token| o.kind == r.kind && o.text(text) == r.text(rep);
+    let (lo, lr) = (orig.len(), rtoks.len());
+    let mut p = 0;
+    while p < lo && p < lr && same(&orig[p], &rtoks[p]) {
+        p += 1;
+    }
+    let mut q = 0;
+    while q < lo - p && q < lr - p && same(&orig[lo - 1 - q], &rtoks[lr - 1 - q]) {
+        q += 1;
+    }
+    if p == lo && p == lr {
+        return (s, e, text[s..e].to_vec()); // identical tokens (only layout differs): keep
+    }
+    if p < lo - q && p < lr - q {
+        // Both sides keep at least one differing token: replace token run by token run. The
+        // blanks next to the run come from the replacement where they differ (a dropped `state,`
+        // must not leave its trailing space behind).
+        let (mut os, mut oe) = (orig[p].start, orig[lo - 1 - q].end);
+        let (mut rs, mut re) = (rtoks[p].start, rtoks[lr - 1 - q].end);
+        if p > 0 && text[orig[p - 1].end..os] != rep[rtoks[p - 1].end..rs] {
+            os = orig[p - 1].end;
+            rs = rtoks[p - 1].end;
+        }
+        if q > 0 && text[oe..orig[lo - q].start] != rep[re..rtoks[lr - q].start] {
+            oe = orig[lo - q].start;
+            re = rtoks[lr - q].start;
+        }
+        return (os, oe, rep[rs..re].to_vec());
+    }
+    // One side is empty: replace the gap between the common prefix and suffix.
+    let os = if p > 0 { orig[p - 1].end } else { s };
+    let oe = if q > 0 { orig[lo - q].start } else { e };
+    let rs = if p > 0 { rtoks[p - 1].end } else { 0 };
+    let re = if q > 0 {
+        rtoks[lr - q].start
+    } else {
+        rep.len()
+    };
+    (os, oe, rep[rs..re].to_vec())
 }
 
 fn holes_in(template: &str) -> Vec<&str> {
@@ -380,22 +453,31 @@ pub fn ensure_include(text: &[u8], header: &str) -> Option<Vec<u8>> {
             _ => {}
         }
     }
-    let line = format!("#include <{header}>\n");
-    let mut out = Vec::with_capacity(text.len() + line.len() + 1);
+    // Match the file's line endings (CRLF files stay CRLF).
+    let crlf = text
+        .iter()
+        .position(|&c| c == b'\n')
+        .is_some_and(|p| p > 0 && text[p - 1] == b'\r');
+    let eol: &[u8] = if crlf { b"\r\n" } else { b"\n" };
+    let directive = format!("#include <{header}>");
+    let mut out = Vec::with_capacity(text.len() + directive.len() + 2);
     match best.map(|b| b.1).or(pragma_once_end) {
-        Some(at) => {
-            out.extend_from_slice(&text[..at]);
-            if at < text.len() {
-                out.push(b'\n'); // the directive's own newline, then ours
-                out.extend_from_slice(line.trim_end().as_bytes());
-                out.extend_from_slice(&text[at..]);
-            } else {
-                out.push(b'\n');
-                out.extend_from_slice(line.as_bytes());
-            }
+        Some(at) if at < text.len() => {
+            // `at` is the directive's own newline: ours goes right after it.
+            out.extend_from_slice(&text[..=at]);
+            out.extend_from_slice(directive.as_bytes());
+            out.extend_from_slice(if crlf { b"\r" } else { b"" });
+            out.extend_from_slice(&text[at..]);
+        }
+        Some(_) => {
+            out.extend_from_slice(text);
+            out.extend_from_slice(eol);
+            out.extend_from_slice(directive.as_bytes());
+            out.extend_from_slice(eol);
         }
         None => {
-            out.extend_from_slice(line.as_bytes());
+            out.extend_from_slice(directive.as_bytes());
+            out.extend_from_slice(eol);
             out.extend_from_slice(text);
         }
     }
