@@ -61,7 +61,8 @@ pub fn apply_rules<'r>(
         // reach the fixed point. Rules are tested to be idempotent, so this never loops.
         for _round in 0..8 {
             let toks = lex(&text);
-            let edits = change_edits(rule, &text, &toks)?;
+            let mut edits = change_edits(rule, &text, &toks)?;
+            edits.retain(|(s, e, rep)| keeps_boundaries(&text, *s, *e, rep));
             if edits.is_empty() {
                 break;
             }
@@ -108,6 +109,60 @@ pub fn apply_rules<'r>(
         counts,
         review,
     })
+}
+
+/// Whether replacing `[s, e)` by `rep` keeps every token boundary it touches: an edit must not
+/// glue two identifiers together, start a comment (`/` + `*`), turn an identifier into a literal
+/// prefix (`L` + `"`) or move a `#` to where it would start a directive. Edits that would are
+/// skipped (and their matches reported where the rule has a phase-2 report).
+fn keeps_boundaries(text: &[u8], s: usize, e: usize, rep: &[u8]) -> bool {
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$';
+    let joins = |a: u8, b: u8| {
+        (ident(a) && (ident(b) || b == b'"' || b == b'\''))
+            || (a == b'/' && (b == b'/' || b == b'*'))
+            || (a == b'*' && b == b'/')
+            || (a == b'\\')
+            || (a == b'<' && b == b'<')
+            || (a == b'>' && b == b'>')
+            || (a == b':' && b == b':')
+            || (a == b'-' && b == b'>')
+    };
+    let left = s.checked_sub(1).map(|i| text[i]);
+    let right = text.get(e).copied();
+    match (rep.first(), rep.last()) {
+        (Some(&first), Some(&last)) => {
+            // New neighbours only: a pair that was already adjacent in the original is fine.
+            if left.is_some_and(|l| joins(l, first) && text.get(s) != Some(&first)) {
+                return false;
+            }
+            if right.is_some_and(|r| joins(last, r) && (e == s || text[e - 1] != last)) {
+                return false;
+            }
+        }
+        _ => {
+            if let (Some(l), Some(r)) = (left, right) {
+                if joins(l, r) {
+                    return false;
+                }
+            }
+        }
+    }
+    // A `#` that would become the first non-blank byte of its line.
+    if rep.is_empty() && right == Some(b'#') {
+        let blank_before = |at: usize| {
+            let ls = text[..at]
+                .iter()
+                .rposition(|&c| c == b'\n')
+                .map_or(0, |p| p + 1);
+            text[ls..at]
+                .iter()
+                .all(|c| matches!(c, b' ' | b'\t' | b'\r'))
+        };
+        if blank_before(s) && !blank_before(e) {
+            return false;
+        }
+    }
+    true
 }
 
 fn splice(text: &[u8], mut edits: Vec<Edit>) -> Vec<u8> {
@@ -461,7 +516,19 @@ pub fn ensure_include(text: &[u8], header: &str) -> Option<Vec<u8>> {
     let eol: &[u8] = if crlf { b"\r\n" } else { b"\n" };
     let directive = format!("#include <{header}>");
     let mut out = Vec::with_capacity(text.len() + directive.len() + 2);
-    match best.map(|b| b.1).or(pragma_once_end) {
+    let mut place = best.map(|b| b.1).or(pragma_once_end);
+    // Never insert into a comment or literal (an unterminated one may run to the end of the
+    // file): fall back to the top of the file.
+    if let Some(at) = place {
+        let ins = if at < text.len() { at + 1 } else { at };
+        if toks
+            .iter()
+            .any(|t| t.is_opaque() && t.start < ins && t.end >= ins)
+        {
+            place = None;
+        }
+    }
+    match place {
         Some(at) if at < text.len() => {
             // `at` is the directive's own newline: ours goes right after it.
             out.extend_from_slice(&text[..=at]);
@@ -585,6 +652,8 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
                 lines.dedup();
                 let why = if has_opaque(toks, a, b) {
                     "it contains a comment or literal".to_string()
+                } else if lines.is_empty() {
+                    "deleting it would join the tokens around it".to_string()
                 } else {
                     format!("`{var}` is still used on line(s) {}", lines.join(", "))
                 };

@@ -238,7 +238,13 @@ pub fn expand(template: &str, m: &Matcher, caps: &Captures) -> Result<Vec<u8>> {
             let Some(&(a, b)) = caps.get(name) else {
                 bail!("template `{template}` uses `${name}`, which the pattern does not capture");
             };
-            let (s, e) = m.span(a, b);
+            let (s, mut e) = m.span(a, b);
+            // A capture followed by a line break keeps it: after a line comment or an
+            // unterminated literal, the template's next token would otherwise be swallowed.
+            let next = m.toks.get(b).map_or(m.src.len(), |t| t.start).max(e);
+            if m.src[e..next].contains(&b'\n') {
+                e = next;
+            }
             out.extend_from_slice(&m.src[s..e]);
             i = j;
         } else {
