@@ -206,3 +206,24 @@ fn errors_name_the_path_and_what_was_expected() {
     assert_eq!(code, 2);
     assert!(err.contains("r.toml: not a rule catalogue"), "{err}");
 }
+
+#[test]
+fn list_rules_shows_the_catalogue_with_breaking_releases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, out, err) = xtask(tmp.path(), &["codemod", "--list-rules", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rules = v.as_array().unwrap();
+    assert_eq!(rules.len(), archsmith::codemod::builtin().rules.len());
+    let at_check = rules.iter().find(|r| r["id"] == "at-check").unwrap();
+    assert_eq!(at_check["broke_in"], "1.5");
+    assert_eq!(at_check["kind"], "rewrite");
+    let (code, out, _) = xtask(tmp.path(), &["codemod", "--list-rules"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines().any(|l| l.starts_with("setup-std-cxx")
+            && l.contains("py-string")
+            && l.contains("2.1")),
+        "{out}"
+    );
+}

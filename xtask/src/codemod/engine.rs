@@ -367,6 +367,13 @@ fn minimal_edit(
             oe = orig[lo - q].start;
             re = rtoks[lr - q].start;
         }
+        // Blanks at the template's ends belong to it (`AT_X(` → `AT_Y(at::kHalf, `).
+        if p == 0 {
+            rs = 0;
+        }
+        if q == 0 {
+            re = rep.len();
+        }
         return (os, oe, rep[rs..re].to_vec());
     }
     // One side is empty: replace the gap between the common prefix and suffix.

@@ -4,17 +4,22 @@
 //! Exit status: 0 done (or nothing to do); 1 with `--check` when a file would change or a review
 //! item remains; 2 on errors (unreadable file, dirty git tree without `--force`, bad catalogue).
 
-use crate::codemod::{self, Catalogue, Mode, Report};
+use crate::codemod::catalogue::RuleKind;
+use crate::codemod::{self, Catalogue, Lang, Mode, Report};
 use crate::output::{print_json, Table};
 use crate::process::Cmd;
 use anyhow::{bail, Result};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct CodemodArgs {
     /// Files or directories (walked for .c .cc .cpp .cxx .h .hh .hpp .cu .cuh and setup.py).
-    #[arg(required = true, value_name = "PATH")]
+    #[arg(required_unless_present = "list_rules", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// List the catalogue's rules (id, kind, torch release where the old form broke) and exit.
+    #[arg(long)]
+    pub list_rules: bool,
     /// Print a unified diff of what would change; write nothing.
     #[arg(long, conflicts_with = "check")]
     pub dry_run: bool,
@@ -40,6 +45,9 @@ pub fn run(args: &CodemodArgs) -> Result<i32> {
         }
         None => codemod::builtin(),
     };
+    if args.list_rules {
+        return list_rules(cat, args.json);
+    }
     let files = codemod::discover(&args.paths)?;
     let apply = !args.dry_run && !args.check;
     // Compute first; only a run that would write needs a clean tree.
@@ -73,6 +81,53 @@ pub fn run(args: &CodemodArgs) -> Result<i32> {
     if args.check && (report.files_changed > 0 || report.review_items > 0) {
         return Ok(1);
     }
+    Ok(0)
+}
+
+#[derive(Debug, Serialize)]
+struct RuleRow<'a> {
+    id: &'a str,
+    kind: RuleKind,
+    lang: Lang,
+    broke_in: Option<String>,
+    deprecated_in: Option<String>,
+    replacement_since: Option<String>,
+    why: &'a str,
+}
+
+fn list_rules(cat: &Catalogue, json: bool) -> Result<i32> {
+    let v = |v: &Option<crate::version::Version>| v.as_ref().map(ToString::to_string);
+    let rows: Vec<RuleRow> = cat
+        .rules
+        .iter()
+        .map(|r| RuleRow {
+            id: &r.id,
+            kind: r.kind,
+            lang: r.lang,
+            broke_in: v(&r.broke_in),
+            deprecated_in: v(&r.deprecated_in),
+            replacement_since: v(&r.replacement_since),
+            why: &r.why,
+        })
+        .collect();
+    if json {
+        print_json(&rows)?;
+        return Ok(0);
+    }
+    let mut t = Table::new(["RULE", "KIND", "BROKE IN", "REPLACEMENT SINCE"]);
+    for r in &rows {
+        t.row([
+            r.id.to_string(),
+            serde_json::to_value(r.kind)?
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            r.broke_in.clone().unwrap_or_else(|| "never (warns)".into()),
+            r.replacement_since.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    print!("{}", t.render());
+    println!("{} rules [{}]", rows.len(), cat.name);
     Ok(0)
 }
 
