@@ -634,8 +634,7 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
     };
     match &rule.action {
         Action::Review { pat, suggest } => {
-            for (a, b, caps) in pattern_matches(rule, pat, &m) {
-                let _ = b;
+            for (a, _, caps) in pattern_matches(rule, pat, &m) {
                 let sug = String::from_utf8_lossy(&expand(suggest, &m, &caps)?).into_owned();
                 push(toks[a].start, rule.why.clone(), sug);
             }
@@ -694,14 +693,13 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
             drop,
             suggest,
         } => {
-            for (i, t) in toks.iter().enumerate() {
+            for t in toks {
                 if t.kind == Kind::Str && regex.is_match(py_content(t.text(text))) {
                     let why = if *drop {
                         format!("{} Not removed: it is not a plain list element.", rule.why)
                     } else {
                         rule.why.clone()
                     };
-                    let _ = i;
                     push(t.start, why, suggest.clone());
                 }
             }

@@ -358,14 +358,12 @@ fn py_string_len(src: &[u8], i: usize) -> Option<usize> {
     if q != b'"' && q != b'\'' {
         return None;
     }
-    let raw = src[i..j].iter().any(|c| c.eq_ignore_ascii_case(&b'r'));
     let triple = src[j..].starts_with(&[q, q, q]);
     let mut k = j + if triple { 3 } else { 1 };
     while k < src.len() {
         let c = src[k];
         if c == b'\\' {
-            // In raw strings a backslash still protects the quote from ending the string.
-            let _ = raw;
+            // Even in raw strings a backslash keeps the next quote from ending the string.
             k += 2;
             continue;
         }
