@@ -1,6 +1,7 @@
 //! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
 
 pub mod archs;
+pub mod kb;
 
 use clap::{Parser, Subcommand};
 
@@ -15,14 +16,19 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process; boxing the big argument structs would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
+    /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
+    Kb(kb::KbArgs),
 }
 
 /// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
+        Command::Kb(args) => kb::run(&args),
     }
 }
