@@ -512,3 +512,30 @@ fn torch_rows_are_ordered_and_complete() {
     assert_eq!(kb.torch_row(&v("2.12.0")).unwrap().cxx_std, "c++20");
     assert!(kb.torch_row(&v("2.12.0")).unwrap().torchaudio.is_empty());
 }
+
+#[test]
+fn host_compiler_limits_per_patch_release() {
+    let kb = kb();
+    let limits = |cuda: &str| {
+        let l = kb
+            .cuda_row(&v(cuda))
+            .unwrap()
+            .host_compiler_limits(&v(cuda));
+        (l.max_gcc, l.max_clang)
+    };
+    // 12.2 GA (12.2.91) stops at clang 15; 12.2.128 and later accept 16.
+    assert_eq!(limits("12.2"), (Some(12), Some(15)));
+    assert_eq!(limits("12.2.91"), (Some(12), Some(15)));
+    assert_eq!(limits("12.2.128"), (Some(12), Some(16)));
+    assert_eq!(limits("12.2.140"), (Some(12), Some(16)));
+    // 11.4.0 rejects gcc 11; 11.4.1 and later accept it.
+    assert_eq!(limits("11.4.0"), (Some(10), Some(12)));
+    assert_eq!(limits("11.4.4"), (Some(11), Some(12)));
+    assert_eq!(limits("13.4.59"), (Some(16), Some(22)));
+    // An update must be a patch of its own minor.
+    let bad = KB_TEXT.replacen("from = \"12.2.128\"", "from = \"12.3.1\"", 1);
+    assert!(KnowledgeBase::parse(&bad)
+        .unwrap_err()
+        .0
+        .contains("not a patch release"));
+}
