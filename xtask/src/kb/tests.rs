@@ -150,7 +150,16 @@ fn gpu_lookup_by_many_spellings() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    for unknown in ["", "   ", "NVIDIA", "80GB", "RTX 9999", "Radeon RX 7900"] {
+    // "Grace Blackwell" names both GB200 (10.0) and DGX Spark's GB10 (12.1): it must not guess.
+    for unknown in [
+        "",
+        "   ",
+        "NVIDIA",
+        "80GB",
+        "RTX 9999",
+        "Radeon RX 7900",
+        "Grace Blackwell",
+    ] {
         assert!(
             kb.gpu(unknown).is_none(),
             "{unknown:?} should not match a GPU"
@@ -538,4 +547,67 @@ fn host_compiler_limits_per_patch_release() {
         .unwrap_err()
         .0
         .contains("not a patch release"));
+}
+
+#[test]
+fn target_bounds_are_real_cuda_releases() {
+    let kb = kb();
+    let known = |ver: &Version| kb.cuda_row(ver).is_some();
+    let tracked_from = v("10.2");
+    for t in &kb.targets {
+        // A typo such as 12.7 (never released) would silently shift the range.
+        assert!(
+            t.first_cuda < tracked_from || known(&t.first_cuda),
+            "{}: first_cuda {} has no [[cuda]] row",
+            t.arch,
+            t.first_cuda
+        );
+        if let Some(last) = &t.last_cuda {
+            assert!(
+                known(last),
+                "{}: last_cuda {last} has no [[cuda]] row",
+                t.arch
+            );
+        }
+    }
+    for c in &kb.cuda {
+        assert!(
+            !kb.cuda_targets(&c.version).is_empty(),
+            "CUDA {} compiles nothing",
+            c.version
+        );
+    }
+}
+
+#[test]
+fn every_arch_torch_names_has_a_target_row() {
+    let kb = kb();
+    let mut named: Vec<(String, &str)> = Vec::new();
+    for r in &kb.torch_arch_lists {
+        named.extend(r.supported.iter().map(|s| (s.clone(), "torch_arch_list")));
+    }
+    for r in &kb.torch_cmake_arch_lists {
+        for n in &r.named {
+            named.extend(
+                n.bin
+                    .iter()
+                    .chain(&n.ptx)
+                    .map(|s| (s.clone(), "torch_cmake_arch_list")),
+            );
+        }
+    }
+    for t in &kb.torch {
+        named.extend(
+            t.wheel_sass
+                .iter()
+                .chain(&t.wheel_ptx)
+                .chain(&t.wheel_extra_sass)
+                .map(|s| (s.clone(), "torch")),
+        );
+    }
+    let missing: Vec<_> = named
+        .iter()
+        .filter(|(s, _)| kb.target(a(s)).is_none())
+        .collect();
+    assert!(missing.is_empty(), "{missing:?}");
 }
