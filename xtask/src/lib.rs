@@ -4,10 +4,13 @@
 //! The library holds all logic; `src/main.rs` is a thin CLI over [`commands`].
 
 pub mod arch;
+pub mod binary;
 pub mod commands;
 pub mod kb;
 pub mod output;
 pub mod paths;
 pub mod process;
 pub mod pyenv;
+pub mod pypi;
+pub mod toolchain;
 pub mod version;

@@ -59,7 +59,8 @@ pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
         root: root.clone(),
         torch: torch.clone(),
     };
-    if is_complete(&root) {
+    let packages = env_packages(torch);
+    if stamped_packages(&root).as_ref() == Some(&packages) {
         return Ok(env);
     }
     fs::create_dir_all(paths::envs_dir())
@@ -70,17 +71,24 @@ pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
     lock.lock()
         .with_context(|| format!("locking {}", lock_path.display()))?;
     // Another process may have finished while we waited for the lock.
-    if is_complete(&root) {
+    let stamped = stamped_packages(&root);
+    if stamped.as_ref() == Some(&packages) {
         return Ok(env);
     }
-    if root.exists() {
+    // A complete env with an older package set is topped up; anything else is rebuilt from scratch.
+    let top_up = stamped.is_some();
+    if !top_up && root.exists() {
         eprintln!("archsmith: removing incomplete env {}", root.display());
         fs::remove_dir_all(&root)
             .with_context(|| format!("removing incomplete env {}", root.display()))?;
     }
-    let packages = env_packages(torch);
+    if top_up {
+        fs::remove_file(root.join(STAMP))
+            .with_context(|| format!("un-stamping {}", root.display()))?;
+    }
     eprintln!(
-        "archsmith: creating {} with {} (one-time; cached in {})",
+        "archsmith: {} {} with {} (one-time; cached in {})",
+        if top_up { "updating" } else { "creating" },
         root.display(),
         packages.join(" "),
         paths::cache_dir().display()
@@ -92,27 +100,37 @@ pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
                     .args(args)
                     .env("UV_CACHE_DIR", paths::cache_dir().join("uv"))
             };
-            uv_cmd(&["venv", "--quiet", "--python"])
-                .arg(&python)
-                .arg(&root)
-                .run_inherit()
-                .and_then(|_| {
-                    uv_cmd(&["pip", "install", "--python"])
-                        .arg(&env.python)
-                        .args(&packages)
-                        .run_inherit()
-                })
+            let venv = if top_up {
+                Ok(())
+            } else {
+                uv_cmd(&["venv", "--quiet", "--python"])
+                    .arg(&python)
+                    .arg(&root)
+                    .run_inherit()
+            };
+            venv.and_then(|_| {
+                uv_cmd(&["pip", "install", "--python"])
+                    .arg(&env.python)
+                    .args(&packages)
+                    .run_inherit()
+            })
         }
-        Installer::Pip => Cmd::new(&python)
-            .args(["-m", "venv"])
-            .arg(&root)
-            .run_inherit()
-            .and_then(|_| {
+        Installer::Pip => {
+            let venv = if top_up {
+                Ok(())
+            } else {
+                Cmd::new(&python)
+                    .args(["-m", "venv"])
+                    .arg(&root)
+                    .run_inherit()
+            };
+            venv.and_then(|_| {
                 Cmd::new(&env.python)
                     .args(["-m", "pip", "install", "--progress-bar", "on"])
                     .args(&packages)
                     .run_inherit()
-            }),
+            })
+        }
     };
     if let Err(e) = result {
         let _ = fs::remove_dir_all(&root);
@@ -133,12 +151,19 @@ pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
     Ok(env)
 }
 
-fn is_complete(root: &Path) -> bool {
-    root.join(STAMP).is_file() && root.join("bin").join("python").exists()
+/// The package list a complete env was stamped with; None when the env is missing or incomplete.
+fn stamped_packages(root: &Path) -> Option<Vec<String>> {
+    if !root.join("bin").join("python").exists() {
+        return None;
+    }
+    let text = fs::read(root.join(STAMP)).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    serde_json::from_value(v.get("packages")?.clone()).ok()
 }
 
 /// torch plus what the commands that use the env need: numpy (torch warns without it), the build
-/// front end for extensions, and the torchvision paired with this torch (ports compare against it).
+/// front end for extensions (setuptools, wheel, ninja, cmake), and the torchvision paired with
+/// this torch (ports compare against it).
 fn env_packages(torch: &Version) -> Vec<String> {
     let mut p = vec![
         format!("torch=={torch}"),
@@ -146,6 +171,7 @@ fn env_packages(torch: &Version) -> Vec<String> {
         "setuptools".into(),
         "wheel".into(),
         "ninja".into(),
+        "cmake".into(),
     ];
     if let Some(tv) = kb().torch_row(torch).and_then(|r| r.torchvision.last()) {
         p.push(format!("torchvision=={tv}"));
@@ -176,9 +202,19 @@ pub fn uv_binary() -> Option<PathBuf> {
         return Some(bin);
     }
     let python = host_python().ok()?;
-    eprintln!("archsmith: bootstrapping uv into {} (pip install --target)", dir.display());
-    let tmp = paths::cache_dir().join("tools").join(format!(".uv-{}", std::process::id()));
-    let ok = Cmd::new(python).args(["-m", "pip", "install", "--quiet", "--target"]).arg(&tmp).arg("uv").run_inherit().is_ok();
+    eprintln!(
+        "archsmith: bootstrapping uv into {} (pip install --target)",
+        dir.display()
+    );
+    let tmp = paths::cache_dir()
+        .join("tools")
+        .join(format!(".uv-{}", std::process::id()));
+    let ok = Cmd::new(python)
+        .args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(&tmp)
+        .arg("uv")
+        .run_inherit()
+        .is_ok();
     // Rename into place only when complete, so an interrupted bootstrap is never used.
     if ok && tmp.join("bin").join("uv").exists() && fs::rename(&tmp, &dir).is_ok() {
         return Some(bin);

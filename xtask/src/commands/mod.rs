@@ -1,7 +1,10 @@
 //! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
 
 pub mod archs;
+pub mod doctor;
 pub mod kb;
+pub mod toolchain;
+pub mod verify;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +24,12 @@ pub struct Cli {
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
+    /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
+    Doctor(doctor::DoctorArgs),
+    /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
+    Toolchain(toolchain::ToolchainArgs),
+    /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
+    Verify(verify::VerifyArgs),
     /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
     Kb(kb::KbArgs),
 }
@@ -29,6 +38,9 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
+        Command::Doctor(args) => doctor::run(&args),
+        Command::Toolchain(args) => toolchain::run(args),
+        Command::Verify(args) => verify::run(args),
         Command::Kb(args) => kb::run(&args),
     }
 }

@@ -34,6 +34,37 @@ pub struct KnowledgeBase {
     pub torch_arch_lists: Vec<TorchArchListRow>,
     #[serde(rename = "torch_cmake_arch_list")]
     pub torch_cmake_arch_lists: Vec<TorchCmakeArchListRow>,
+    #[serde(rename = "torch_variant")]
+    pub torch_variants: Vec<TorchVariantRow>,
+}
+
+/// One official torch wheel variant (a `cuXYZ` build) for a range of torch releases.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchVariantRow {
+    /// Inclusive major.minor range of torch releases.
+    pub from: Version,
+    pub to: Version,
+    /// The CUDA release of the variant (`12.8` for cu128).
+    pub cuda: Version,
+    /// SASS archs the variant's kernels carry.
+    pub sass: Vec<String>,
+    /// PTX archs (often none in practice).
+    #[serde(default)]
+    pub ptx: Vec<String>,
+    pub source: String,
+}
+
+impl TorchVariantRow {
+    /// `cu128`.
+    pub fn tag(&self) -> String {
+        format!("cu{}{}", self.cuda.major(), self.cuda.minor())
+    }
+
+    pub fn covers(&self, torch: &Version) -> bool {
+        let mm = torch.major_minor();
+        self.from <= mm && mm <= self.to
+    }
 }
 
 /// The newest releases archsmith knows; they apply when the user names none.
