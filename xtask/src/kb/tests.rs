@@ -605,9 +605,70 @@ fn every_arch_torch_names_has_a_target_row() {
                 .map(|s| (s.clone(), "torch")),
         );
     }
+    for r in &kb.torch_variants {
+        named.extend(
+            r.sass
+                .iter()
+                .chain(&r.ptx)
+                .map(|s| (s.clone(), "torch_variant")),
+        );
+        // A variant's archs must be compilable by its own CUDA release.
+        for s in r.sass.iter().chain(&r.ptx) {
+            assert!(
+                kb.cuda_supports(&r.cuda, a(s)),
+                "torch_variant {}–{} {}: CUDA {} cannot compile {s}",
+                r.from,
+                r.to,
+                r.tag(),
+                r.cuda
+            );
+        }
+    }
     let missing: Vec<_> = named
         .iter()
         .filter(|(s, _)| kb.target(a(s)).is_none())
         .collect();
     assert!(missing.is_empty(), "{missing:?}");
+}
+
+#[test]
+fn torch_rows_and_variant_rows_agree() {
+    let kb = kb();
+    let mut wrong = Vec::new();
+    for t in &kb.torch {
+        let mut from_variants: Vec<String> = kb
+            .torch_variants
+            .iter()
+            .filter(|r| r.covers(&t.version))
+            .map(|r| r.cuda.to_string())
+            .collect();
+        from_variants.sort_by_key(|x| v(x));
+        from_variants.dedup();
+        let listed: Vec<String> = t.cuda_variants.iter().map(|c| c.to_string()).collect();
+        if from_variants != listed {
+            wrong.push(format!(
+                "torch {}: cuda_variants {listed:?}, torch_variant rows {from_variants:?}",
+                t.version
+            ));
+        }
+        // The PyPI default variant's arch list is the one measured in the wheel.
+        if let Some(pypi) = &t.pypi_cuda {
+            if let Some(r) = kb
+                .torch_variants
+                .iter()
+                .find(|r| r.covers(&t.version) && r.cuda == *pypi)
+            {
+                if r.sass != t.wheel_sass {
+                    wrong.push(format!(
+                        "torch {} {}: wheel_sass {:?}, torch_variant sass {:?}",
+                        t.version,
+                        r.tag(),
+                        t.wheel_sass,
+                        r.sass
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
