@@ -91,6 +91,7 @@ pub struct CheckArgs {
     /// `12` every CUDA 12 wheel (ptxas only). Repeatable. Default: every 13.x.
     #[arg(long = "cuda", value_name = "VER")]
     pub cuda: Vec<Version>,
+    /// Print one JSON document (every fact as the tool and the knowledge base have it) instead of the table.
     #[arg(long)]
     pub json: bool,
 }
@@ -176,6 +177,12 @@ fn run_check(args: &CheckArgs) -> Result<i32> {
 
 /// Lists PyPI for the CUDA majors `filters` name (13 when none) and keeps the matching releases.
 pub fn releases_to_check(filters: &[Version]) -> Result<Vec<Version>> {
+    if let Some(f) = filters
+        .iter()
+        .find(|f| Toolset::for_major(f.major()).is_none())
+    {
+        bail!("--cuda {f}: PyPI has compiler wheels only for CUDA 11.7–11.8 and 12.x (ptxas) and 13.x (nvcc), so only those can be checked");
+    }
     let mut majors: Vec<u32> = filters.iter().map(Version::major).collect();
     if majors.is_empty() {
         majors.push(13);
@@ -183,10 +190,7 @@ pub fn releases_to_check(filters: &[Version]) -> Result<Vec<Version>> {
     majors.sort_unstable();
     majors.dedup();
     let mut available = Vec::new();
-    for major in majors {
-        let toolset = Toolset::for_major(major).ok_or_else(|| {
-            anyhow!("--cuda {major}…: PyPI has compiler wheels only for CUDA 11.7–11.8 (ptxas), 12.x (ptxas) and 13.x (nvcc), so only those can be checked")
-        })?;
+    for toolset in majors.into_iter().filter_map(Toolset::for_major) {
         available.extend(list_pypi_versions(toolset.package())?);
     }
     select_versions(&available, filters)
