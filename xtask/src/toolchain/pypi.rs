@@ -15,18 +15,17 @@
 //! It is built in `.cuda-X.Y.partial-PID/` while holding `.cuda-X.Y.lock`, and renamed into place only after
 //! `nvcc --version` reported the requested release and a kernel compiled and linked.
 
+use super::provision::{is_complete, provision, remove_path};
 use super::{nvcc_version, release_matches, smoke_test, Source, Toolchain};
 use crate::process::{which, Cmd};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The lock file written next to each toolchain.
 pub const LOCK_FILE: &str = "archsmith-toolchain.lock.json";
-/// Written last: a directory without it is not a toolchain.
-pub const COMPLETE_STAMP: &str = ".archsmith-complete";
 const LOCK_SCHEMA: u32 = 1;
 
 /// The `cuda-toolkit` extras archsmith installs: compiler, runtime, headers, and `cuobjdump` where it exists
@@ -346,63 +345,20 @@ pub fn ensure(
     installer: &Installer,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Toolchain> {
-    let name = format!("cuda-{cuda}");
-    let home = home(toolchains_dir, cuda);
-    if let Some(tc) = load(&home)? {
-        return Ok(tc);
-    }
-    fs::create_dir_all(toolchains_dir)
-        .with_context(|| format!("creating {}", toolchains_dir.display()))?;
-    let lock_path = toolchains_dir.join(format!(".{name}.lock"));
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening lock file {}", lock_path.display()))?;
-    if fs4::FileExt::try_lock(&lock).is_err() {
-        progress(&format!(
-            "waiting for another archsmith process installing CUDA {cuda} (lock {})",
-            lock_path.display()
-        ));
-        fs4::FileExt::lock(&lock).with_context(|| format!("locking {}", lock_path.display()))?;
-    }
-    // Someone else may have finished while we waited.
-    if let Some(tc) = load(&home)? {
-        return Ok(tc);
-    }
-    if home.exists() || home.symlink_metadata().is_ok() {
-        progress(&format!("removing incomplete toolchain {}", home.display()));
-        remove_path(&home)?;
-    }
-    let partial_prefix = format!(".{name}.partial-");
-    for entry in fs::read_dir(toolchains_dir)? {
-        let entry = entry?;
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(&partial_prefix)
-        {
-            // Only the lock holder builds, so any staging directory seen now was left by a dead process.
-            remove_path(&entry.path())?;
-        }
-    }
-    let staging = toolchains_dir.join(format!("{partial_prefix}{}", std::process::id()));
-    let built = build(&staging, cuda, installer, progress);
-    if let Err(e) = built {
-        let _ = remove_path(&staging);
-        return Err(e);
-    }
-    fs::rename(&staging, &home)
-        .with_context(|| format!("moving {} to {}", staging.display(), home.display()))?;
-    load(&home)?
-        .with_context(|| format!("{} is incomplete right after installing it", home.display()))
+    provision(
+        toolchains_dir,
+        &format!("cuda-{cuda}"),
+        &format!("CUDA {cuda}"),
+        &load,
+        &mut |staging, progress| build(staging, cuda, installer, progress),
+        progress,
+    )
 }
 
 /// The toolchain at `home` when it is complete (stamp, lock file and nvcc present); `None` otherwise.
 /// Runs no program, so a warm call costs a few file reads.
 pub fn load(home: &Path) -> Result<Option<Toolchain>> {
-    if !home.join(COMPLETE_STAMP).is_file() {
+    if !is_complete(home) {
         return Ok(None);
     }
     let lock_path = home.join(LOCK_FILE);
@@ -494,10 +450,6 @@ fn build(
         serde_json::to_string_pretty(&lock)? + "\n",
     )?;
     remove_path(&work)?;
-    fs::write(
-        staging.join(COMPLETE_STAMP),
-        format!("archsmith toolchain schema {LOCK_SCHEMA}\n"),
-    )?;
     progress(&format!(
         "CUDA {cuda} ready in {:.1}s",
         start.elapsed().as_secs_f64()
@@ -566,19 +518,6 @@ pub fn unversioned_name(file: &str) -> Option<String> {
 fn symlink(target: &Path, link: &Path) -> Result<()> {
     std::os::unix::fs::symlink(target, link)
         .with_context(|| format!("linking {} -> {}", link.display(), target.display()))
-}
-
-fn remove_path(path: &Path) -> Result<()> {
-    let meta = match path.symlink_metadata() {
-        Ok(m) => m,
-        Err(_) => return Ok(()),
-    };
-    let r = if meta.is_dir() {
-        fs::remove_dir_all(path)
-    } else {
-        fs::remove_file(path)
-    };
-    r.with_context(|| format!("removing {}", path.display()))
 }
 
 #[cfg(test)]
@@ -659,7 +598,7 @@ mod tests {
         let home = dir.path().join("cuda-13.2");
         fs::create_dir_all(home.join("bin")).unwrap();
         assert!(load(&home).unwrap().is_none(), "no stamp");
-        fs::write(home.join(COMPLETE_STAMP), "x").unwrap();
+        fs::write(home.join(crate::toolchain::provision::COMPLETE_STAMP), "x").unwrap();
         assert!(load(&home).unwrap().is_none(), "stamp but no lock file");
         fs::write(home.join(LOCK_FILE), "{not json").unwrap();
         assert!(load(&home).unwrap().is_none(), "unreadable lock file");
