@@ -12,6 +12,7 @@
 //! * CUDA 11.x/12.x: the `-cu12`/`-cu11` wheels ship `ptxas` but no `nvcc` (research arch.md §9), so
 //!   [`system`] looks for an installed toolkit and explains how to get one when there is none.
 
+pub mod buildtools;
 pub mod provision;
 pub mod pypi;
 pub mod system;

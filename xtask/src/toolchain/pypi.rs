@@ -167,15 +167,15 @@ impl Installer {
         cmd
     }
 
-    /// Resolves `requirement` for this machine to exact versions with hashes. `scratch` holds the
+    /// Resolves `requirement` (requirements-file lines) for this machine to exact versions with hashes. `scratch` holds the
     /// resolver's input/output files.
     pub fn resolve(&self, requirement: &str, scratch: &Path) -> Result<Vec<Pinned>> {
         fs::create_dir_all(scratch)?;
         let input = scratch.join("requirements.in");
         fs::write(&input, format!("{requirement}\n"))?;
+        let input = input.to_string_lossy();
         match &self.kind {
             InstallerKind::Uv(_) => {
-                let input = input.to_string_lossy();
                 let cmd = self.cmd(
                     &[
                         "compile",
@@ -205,7 +205,8 @@ impl Installer {
                         "--quiet",
                         "--report",
                         &report_arg,
-                        requirement,
+                        "-r",
+                        &input,
                     ],
                 );
                 let out = cmd.output()?;
