@@ -292,37 +292,32 @@ fn no_network_fails_with_a_clear_error_and_leaves_nothing() {
 }
 
 #[test]
-fn pip_resolves_the_same_pinned_set_as_uv() {
-    let Some(python) = archsmith::process::which("python3") else {
-        panic!("python3 is required")
-    };
-    let Some(uv) = archsmith::process::which("uv") else {
-        eprintln!("uv not on PATH: comparing pip with itself is pointless; the install tests already used pip");
-        return;
-    };
-    let req = pypi::requirement(&v("13.2"));
+fn pip_fallback_installs_the_same_pinned_set_and_a_working_toolchain() {
+    let shared = cuda_13_2();
+    let python = archsmith::process::which("python3").expect("python3 is required");
     let dir = tempfile::tempdir().unwrap();
-    let by_pip = pypi::Installer::pip(&python)
-        .unwrap()
-        .resolve(&req, &dir.path().join("pip"))
-        .unwrap();
-    let by_uv = pypi::Installer::uv(&uv)
-        .unwrap()
-        .resolve(&req, &dir.path().join("uv"))
-        .unwrap();
-    let names = |pins: &[pypi::Pinned]| {
-        pins.iter()
+    let installer = pypi::Installer::pip(&python).unwrap();
+    assert!(!installer.is_uv());
+    let tc = pypi::ensure(dir.path(), &v("13.2"), &installer, &mut |_| {}).unwrap();
+    let reported = toolchain::nvcc_version(&tc.nvcc()).unwrap();
+    assert_eq!(reported.release, v("13.2"));
+    let by_pip = pypi::read_lock(tc.cuda_home()).unwrap();
+    assert!(by_pip.installer.starts_with("pip "), "{}", by_pip.installer);
+    let by_shared = pypi::read_lock(shared.cuda_home()).unwrap();
+    let names = |lock: &pypi::LockFile| {
+        lock.packages
+            .iter()
             .map(|p| format!("{}=={}", p.name, p.version))
             .collect::<Vec<_>>()
     };
-    assert_eq!(names(&by_pip), names(&by_uv));
-    for (p, u) in by_pip.iter().zip(&by_uv) {
+    assert_eq!(names(&by_pip), names(&by_shared));
+    for (p, s) in by_pip.packages.iter().zip(&by_shared.packages) {
         assert!(
-            p.sha256.iter().all(|h| u.sha256.contains(h)),
-            "{}: pip {:?} not among uv {:?}",
+            p.sha256.iter().all(|h| s.sha256.contains(h)),
+            "{}: {:?} not among {:?}",
             p.name,
             p.sha256,
-            u.sha256
+            s.sha256
         );
     }
 }
