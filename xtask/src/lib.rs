@@ -4,6 +4,7 @@
 //! The library holds all logic; `src/main.rs` is a thin CLI over [`commands`].
 
 pub mod arch;
+pub mod binary;
 pub mod commands;
 pub mod kb;
 pub mod kernels;
@@ -11,5 +12,6 @@ pub mod output;
 pub mod paths;
 pub mod process;
 pub mod pyenv;
+pub mod pypi;
 pub mod toolchain;
 pub mod version;

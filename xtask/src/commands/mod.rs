@@ -4,6 +4,7 @@ pub mod archs;
 pub mod doctor;
 pub mod kernels;
 pub mod toolchain;
+pub mod verify;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,8 @@ pub enum Command {
     Kernels(kernels::KernelsArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
+    /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
+    Verify(verify::VerifyArgs),
 }
 
 /// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
@@ -36,5 +39,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Doctor(args) => doctor::run(&args),
         Command::Kernels(args) => kernels::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
+        Command::Verify(args) => verify::run(args),
     }
 }

@@ -1,0 +1,275 @@
+//! From paths to audited files: ELF files, directories (walked), and wheels (every shared object
+//! read from the zip in memory, members inflated in parallel, nothing extracted to disk).
+
+use super::error::Error;
+use super::extract::{extract_elf, safe_component};
+use super::{audit_elf, elf, ElfAudit};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// How to read.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Write decompressed images under this directory (one subdirectory per file).
+    pub extract: Option<PathBuf>,
+    /// Worker threads for wheel members; 0 means the number of CPUs.
+    pub threads: usize,
+}
+
+/// One file and what reading it gave.
+#[derive(Debug)]
+pub struct FileAudit {
+    /// The path as given or walked; wheel members are `WHEEL!member/path`.
+    pub path: String,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug)]
+pub enum Outcome {
+    /// An ELF file (with or without device code).
+    Audited(ElfAudit),
+    /// Unreadable or malformed.
+    Failed(FileError),
+}
+
+/// Why a file could not be audited.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{0}")]
+    Malformed(#[from] Error),
+    #[error("cannot read: {0}")]
+    Io(String),
+    #[error("expected an ELF file (7f 45 4c 46), a directory or a .whl wheel")]
+    Unsupported,
+    #[error("not a readable wheel (zip): {0}")]
+    Zip(String),
+    #[error("extracting: {0}")]
+    Extract(String),
+}
+
+impl FileError {
+    /// The byte offset where reading failed, when the failure is in the file's contents.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            FileError::Malformed(e) => Some(e.offset),
+            _ => None,
+        }
+    }
+}
+
+fn threads(opts: &Options) -> usize {
+    if opts.threads > 0 {
+        opts.threads
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    }
+}
+
+/// Audits every path: files, directories (recursively, ELF files and wheels only, symlinks not
+/// followed) and wheels. Results come in path order, then walk order, then wheel member order.
+pub fn audit_paths(paths: &[PathBuf], opts: &Options) -> Vec<FileAudit> {
+    let mut out = Vec::new();
+    for p in paths {
+        match std::fs::metadata(p) {
+            Err(e) => out.push(failed(
+                p.display().to_string(),
+                FileError::Io(e.to_string()),
+            )),
+            Ok(m) if m.is_dir() => {
+                let mut files = Vec::new();
+                walk(p, &mut files, &mut out);
+                for f in files {
+                    audit_file(&f, opts, &mut out, false);
+                }
+            }
+            Ok(_) => audit_file(p, opts, &mut out, true),
+        }
+    }
+    out
+}
+
+fn failed(path: String, e: FileError) -> FileAudit {
+    FileAudit {
+        path,
+        outcome: Outcome::Failed(e),
+    }
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>, out: &mut Vec<FileAudit>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok()).collect::<Vec<_>>(),
+        Err(e) => {
+            out.push(failed(
+                dir.display().to_string(),
+                FileError::Io(e.to_string()),
+            ));
+            return;
+        }
+    };
+    let mut entries: Vec<_> = entries.into_iter().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.is_dir() {
+            walk(&p, files, out);
+        } else if m.is_file() && (is_wheel_name(&p) || has_elf_magic(&p)) {
+            files.push(p);
+        }
+    }
+}
+
+fn is_wheel_name(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e.eq_ignore_ascii_case("whl"))
+}
+
+fn has_elf_magic(p: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    File::open(p)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && elf::is_elf(&magic)
+}
+
+/// Maps a file read-only. The map is only read; a file truncated underneath us while mapped
+/// would fault, which is the same risk every mmap-based reader (and the CUDA loader) accepts.
+fn map(p: &Path) -> Result<memmap2::Mmap, FileError> {
+    let f = File::open(p).map_err(|e| FileError::Io(e.to_string()))?;
+    // SAFETY: read-only private mapping of a regular file we opened; we never write through it.
+    unsafe { memmap2::Mmap::map(&f) }.map_err(|e| FileError::Io(e.to_string()))
+}
+
+fn audit_file(p: &Path, opts: &Options, out: &mut Vec<FileAudit>, explicit: bool) {
+    let display = p.display().to_string();
+    if is_wheel_name(p) {
+        audit_wheel(p, &display, opts, out);
+        return;
+    }
+    let data = match std::fs::metadata(p) {
+        Ok(m) if m.len() == 0 => None,
+        _ => match map(p) {
+            Ok(m) => Some(m),
+            Err(e) => return out.push(failed(display, e)),
+        },
+    };
+    let bytes: &[u8] = data.as_deref().unwrap_or(&[]);
+    if !elf::is_elf(bytes) && explicit {
+        return out.push(failed(display, FileError::Unsupported));
+    }
+    let stem = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    out.push(FileAudit {
+        outcome: audit_bytes(bytes, opts, &stem, &stem),
+        path: display,
+    });
+}
+
+/// Audits one ELF image in memory and extracts it when asked. `subdir` names its extract folder.
+fn audit_bytes(bytes: &[u8], opts: &Options, file_name: &str, subdir: &str) -> Outcome {
+    let audit = match audit_elf(bytes) {
+        Ok(a) => a,
+        Err(e) => return Outcome::Failed(e.into()),
+    };
+    if let Some(dir) = &opts.extract {
+        if audit.has_device_code() {
+            let stem = file_name.split('.').next().unwrap_or(file_name);
+            if let Err(e) = extract_elf(
+                bytes,
+                &dir.join(safe_component(subdir)),
+                &safe_component(stem),
+            ) {
+                return Outcome::Failed(FileError::Extract(e.to_string()));
+            }
+        }
+    }
+    Outcome::Audited(audit)
+}
+
+/// Wheel members that are shared objects: `*.so` and versioned `*.so.N…`.
+pub fn is_shared_object_name(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    base.ends_with(".so") || base.contains(".so.")
+}
+
+fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>) {
+    let map = match map(p) {
+        Ok(m) => m,
+        Err(e) => return out.push(failed(display.to_string(), e)),
+    };
+    let mut archive = match zip::ZipArchive::new(std::io::Cursor::new(&map[..])) {
+        Ok(a) => a,
+        Err(e) => return out.push(failed(display.to_string(), FileError::Zip(e.to_string()))),
+    };
+    // Members to read, largest first so the long inflates start early and threads finish together.
+    let mut jobs: Vec<(usize, String, u64)> = Vec::new();
+    for i in 0..archive.len() {
+        let Some(name) = archive.name_for_index(i).map(str::to_string) else {
+            continue;
+        };
+        if name.ends_with('/') || !is_shared_object_name(&name) {
+            continue;
+        }
+        let size = archive
+            .by_index_raw(i)
+            .map(|f| f.compressed_size())
+            .unwrap_or(0);
+        jobs.push((i, name, size));
+    }
+    jobs.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let wheel_name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, FileAudit)>> = Mutex::new(Vec::with_capacity(jobs.len()));
+    let workers = threads(opts).min(jobs.len()).max(1);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                let mut archive = archive.clone();
+                loop {
+                    let j = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((index, name, _)) = jobs.get(j) else {
+                        break;
+                    };
+                    let path = format!("{display}!{name}");
+                    let outcome = match read_member(&mut archive, *index) {
+                        Err(e) => Outcome::Failed(e),
+                        Ok(bytes) if !elf::is_elf(&bytes) => Outcome::Audited(ElfAudit::default()),
+                        Ok(bytes) => {
+                            let file_name = name.rsplit('/').next().unwrap_or(name);
+                            audit_bytes(&bytes, opts, file_name, &format!("{wheel_name}!{name}"))
+                        }
+                    };
+                    let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
+                    r.push((*index, FileAudit { path, outcome }));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|(i, _)| *i);
+    out.extend(results.into_iter().map(|(_, f)| f));
+}
+
+fn read_member<R: Read + std::io::Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    index: usize,
+) -> Result<Vec<u8>, FileError> {
+    let mut f = archive
+        .by_index(index)
+        .map_err(|e| FileError::Zip(e.to_string()))?;
+    // The declared size is only a hint (a hostile zip may lie); cap the up-front reservation.
+    let mut buf = Vec::with_capacity(f.size().min(4 << 30) as usize);
+    f.read_to_end(&mut buf)
+        .map_err(|e| FileError::Zip(e.to_string()))?;
+    Ok(buf)
+}
