@@ -7,6 +7,7 @@
 use crate::arch::compat::{self, Image, ImageKind};
 use crate::arch::spec::{Plan, Target};
 use crate::arch::{Arch, Cc, Variant};
+use crate::binary::Kind as BinKind;
 use crate::process::{which, Cmd};
 use crate::toolchain::buildtools::BuildTools;
 use crate::toolchain::Toolchain;
@@ -232,17 +233,78 @@ pub fn build(b: &Build<'_>, selections: &[Selection]) -> Result<()> {
     Ok(())
 }
 
-/// What a binary carries, read with the toolchain's `cuobjdump --list-elf/--list-ptx`.
-///
-/// TODO(binary): switch to `archsmith::binary` (the fatbin reader) once it is on main; cuobjdump is the
-/// interim reader, and a real one: it is NVIDIA's own listing of the embedded images.
-pub fn audit_images(toolchain: &Toolchain, binary: &Path) -> Result<BTreeSet<Image>> {
+/// What a binary carries, read from its fatbin headers with archsmith's binary reader (the counted
+/// section, as the CUDA runtime loads it). A file without device code, or with images that are neither
+/// SASS nor PTX, is an error.
+pub fn audit_images(binary: &Path) -> Result<BTreeSet<Image>> {
+    let data = std::fs::read(binary).with_context(|| format!("reading {}", binary.display()))?;
+    let audit = crate::binary::audit_elf(&data)
+        .with_context(|| format!("reading the fatbin of {}", binary.display()))?;
+    let Some(section) = audit.counted().filter(|s| !s.images.is_empty()) else {
+        bail!("{} does not contain device code", binary.display());
+    };
+    let mut images = BTreeSet::new();
+    for image in &section.images {
+        let arch = image.arch.arch().with_context(|| {
+            format!(
+                "{}: image arch number {} is not a CUDA arch",
+                binary.display(),
+                image.arch.number
+            )
+        })?;
+        match image.kind {
+            BinKind::Elf => images.insert(Image::sass(arch)),
+            BinKind::Ptx => images.insert(Image::ptx(arch)),
+            other => bail!(
+                "{}: unexpected {other:?} image for {} (test kernels carry only SASS and PTX)",
+                binary.display(),
+                arch
+            ),
+        };
+    }
+    Ok(images)
+}
+
+/// Images whose presence is not uniform: planned images that some of the binary's containers (compilation
+/// units) lack. Empty for a correct build; the set comparison alone would miss a unit built without them.
+pub fn missing_per_container(binary: &Path, expected: &BTreeSet<Image>) -> Result<Vec<String>> {
+    let data = std::fs::read(binary).with_context(|| format!("reading {}", binary.display()))?;
+    let audit = crate::binary::audit_elf(&data)
+        .with_context(|| format!("reading the fatbin of {}", binary.display()))?;
+    let expect = crate::binary::expect::Expectation {
+        sass: expected
+            .iter()
+            .filter(|i| i.kind == ImageKind::Sass)
+            .map(|i| i.arch)
+            .collect(),
+        ptx: expected
+            .iter()
+            .filter(|i| i.kind == ImageKind::Ptx)
+            .map(|i| i.arch)
+            .collect(),
+    };
+    let check = crate::binary::expect::check(&audit, &expect);
+    Ok(check
+        .missing_sass
+        .iter()
+        .chain(&check.missing_ptx)
+        .map(|m| {
+            format!(
+                "{} in {} of {} containers",
+                m.name, m.containers_with, m.containers
+            )
+        })
+        .collect())
+}
+
+/// The same listing from the toolchain's `cuobjdump --list-elf/--list-ptx`, NVIDIA's own reader; the tests
+/// cross-check [`audit_images`] with it.
+pub fn cuobjdump_images(toolchain: &Toolchain, binary: &Path) -> Result<BTreeSet<Image>> {
     let cuobjdump = toolchain.cuobjdump();
     if !cuobjdump.is_file() {
         bail!(
-            "{} has no cuobjdump (NVIDIA ships it on PyPI from CUDA 13.2), so {} cannot be audited",
-            toolchain.cuda_home().display(),
-            binary.display()
+            "{} has no cuobjdump (NVIDIA ships it on PyPI from CUDA 13.2)",
+            toolchain.cuda_home().display()
         );
     }
     let re =

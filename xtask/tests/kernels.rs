@@ -64,7 +64,19 @@ fn builds_and_audits_every_kernel_for_7_5_8_9_9_0_ptx() {
         assert_eq!(k["audit"], "ok", "{k}");
         // The binary was read back, and holds exactly these images.
         assert_eq!(strings(&k["found"]), images, "{name}");
-        assert!(std::path::Path::new(k["binary"].as_str().unwrap()).is_file());
+        // NVIDIA's cuobjdump reads the same images from the binary as archsmith's reader.
+        let binary = std::path::Path::new(k["binary"].as_str().unwrap());
+        let tc = toolchain::ensure(&"13.2".parse().unwrap()).unwrap();
+        let by_nvidia: Vec<String> = kernels::cuobjdump_images(&tc, binary)
+            .unwrap()
+            .iter()
+            .map(Image::name)
+            .collect();
+        let mut ours = strings(&k["found"]);
+        ours.sort();
+        let mut theirs = by_nvidia;
+        theirs.sort();
+        assert_eq!(ours, theirs, "{name}: archsmith::binary vs cuobjdump");
         check_run_column(&report, k);
     }
     for name in ["bf16_math", "mma_sync", "fp8_e4m3"] {
@@ -118,7 +130,8 @@ fn the_audit_catches_a_binary_that_differs_from_the_plan() {
         .arg(&bin)
         .read()
         .unwrap();
-    let found = kernels::audit_images(&tc, &bin).unwrap();
+    let found = kernels::audit_images(&bin).unwrap();
+    assert_eq!(kernels::cuobjdump_images(&tc, &bin).unwrap(), found);
     assert_eq!(found.iter().map(Image::name).collect::<Vec<_>>(), ["sm_75"]);
     let plan = Plan {
         targets: vec![Target {
@@ -134,7 +147,7 @@ fn the_audit_catches_a_binary_that_differs_from_the_plan() {
     );
 
     // A host-only program has no device code at all: an error, not an empty pass.
-    let err = kernels::audit_images(&tc, std::path::Path::new("/bin/sh"))
+    let err = kernels::audit_images(std::path::Path::new("/bin/sh"))
         .unwrap_err()
         .to_string();
     assert!(err.contains("does not contain device code"), "{err}");

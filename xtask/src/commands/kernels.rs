@@ -142,7 +142,7 @@ pub fn run(args: &KernelsArgs) -> Result<i32> {
         ),
         cmake_cuda_architectures: plan.cmake_cuda_architectures(),
         build_dir,
-        audited_with: "cuobjdump --list-elf/--list-ptx",
+        audited_with: "archsmith::binary (fatbin headers)",
         gpu,
         kernels: reports,
         no_image_demo,
@@ -226,11 +226,9 @@ fn report_kernel(
         });
     }
     let binary = build_dir.join(&name);
-    let (found, audit, audit_ok) = match kernels::audit_images(tc, &binary) {
-        Ok(found) => match kernels::compare_images(&expected, &found) {
-            Ok(()) => (found, "ok".to_string(), true),
-            Err(diff) => (found, diff, false),
-        },
+    let (found, audit, audit_ok) = match audit(&binary, &expected) {
+        Ok((found, Ok(()))) => (found, "ok".to_string(), true),
+        Ok((found, Err(diff))) => (found, diff, false),
         Err(e) => (BTreeSet::new(), format!("{e:#}"), false),
     };
     let (run, run_result) = match gpu {
@@ -252,6 +250,22 @@ fn report_kernel(
         run,
         run_result,
     })
+}
+
+/// The binary's images, and whether they are exactly the planned ones in every container.
+fn audit(
+    binary: &std::path::Path,
+    expected: &BTreeSet<Image>,
+) -> Result<(BTreeSet<Image>, Result<(), String>)> {
+    let found = kernels::audit_images(binary)?;
+    if let Err(diff) = kernels::compare_images(expected, &found) {
+        return Ok((found, Err(diff)));
+    }
+    let uneven = kernels::missing_per_container(binary, expected)?;
+    if !uneven.is_empty() {
+        return Ok((found, Err(format!("missing {}", uneven.join(", ")))));
+    }
+    Ok((found, Ok(())))
 }
 
 fn render(r: &KernelsReport) -> String {
@@ -277,7 +291,7 @@ fn render(r: &KernelsReport) -> String {
     let mut t = Table::new([
         "KERNEL",
         "BUILT FOR",
-        "IMAGES (audited with cuobjdump)",
+        "IMAGES (read from the fatbin)",
         "AUDIT",
         "RUN",
     ]);
