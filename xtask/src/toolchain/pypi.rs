@@ -17,7 +17,7 @@
 
 use super::provision::{is_complete, provision, remove_path};
 use super::{nvcc_version, release_matches, smoke_test, Source, Toolchain};
-use crate::process::{which, Cmd};
+use crate::process::Cmd;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -29,7 +29,7 @@ pub const LOCK_FILE: &str = "archsmith-toolchain.lock.json";
 const LOCK_SCHEMA: u32 = 1;
 
 /// The `cuda-toolkit` extras archsmith installs: compiler, runtime, headers, and `cuobjdump` where it exists
-/// (13.2 and later). `curand` brings its headers, which the test kernels and many extensions include.
+/// (13.2 and later). `curand` brings libcurand and its headers, which many extensions include.
 pub fn extras(cuda: &Version) -> Vec<&'static str> {
     let mut extras = vec!["nvcc", "nvvm", "crt", "cudart", "cccl"];
     if cuda.major_minor() >= Version::new(&[13, 2]) {
@@ -88,17 +88,16 @@ enum InstallerKind {
 }
 
 impl Installer {
-    /// uv if it is on `PATH` (fast, hard-links from its cache), otherwise pip of `python3`.
+    /// uv (fast, hard-links from its cache), otherwise pip.
     pub fn detect() -> Result<Installer> {
-        if let Some(uv) = which("uv") {
+        // The same choice as the torch envs: uv from PATH or bootstrapped into the cache (unless
+        // ARCHSMITH_NO_UV), else pip of `$ARCHSMITH_PYTHON` / `python3`.
+        if let Some(uv) = crate::pyenv::uv_binary() {
             if let Ok(i) = Installer::uv(&uv) {
                 return Ok(i);
             }
         }
-        let python = which("python3").context(
-            "neither `uv` nor `python3` is on PATH: archsmith installs CUDA wheels with one of them (`pip install uv`, or install Python 3 with pip)",
-        )?;
-        Installer::pip(&python)
+        Installer::pip(&crate::pyenv::host_python()?)
     }
 
     pub fn uv(uv: &Path) -> Result<Installer> {
@@ -152,7 +151,12 @@ impl Installer {
 
     fn cmd(&self, uv_args: &[&str], pip_args: &[&str]) -> Cmd {
         let mut cmd = match &self.kind {
-            InstallerKind::Uv(uv) => Cmd::new(uv).args(["pip"]).args(uv_args),
+            // uv's cache lives in archsmith's (as for the torch envs), so installs hard-link from the
+            // same filesystem and CI caches one directory.
+            InstallerKind::Uv(uv) => Cmd::new(uv)
+                .env("UV_CACHE_DIR", crate::paths::cache_dir().join("uv"))
+                .args(["pip"])
+                .args(uv_args),
             InstallerKind::Pip(python) => Cmd::new(python)
                 .args(["-m", "pip"])
                 .args(pip_args)
