@@ -176,7 +176,7 @@ pub struct Build<'a> {
 }
 
 /// Configures `kernels/` with CMake's CUDA language and builds every selected kernel with ninja.
-/// Returns the log of both steps (shown on failure by the caller's error).
+/// A failing step's error quotes the end of its output.
 pub fn build(b: &Build<'_>, selections: &[Selection]) -> Result<()> {
     let built: Vec<&Selection> = selections
         .iter()
@@ -221,16 +221,28 @@ pub fn build(b: &Build<'_>, selections: &[Selection]) -> Result<()> {
         Some(a) => configure.arg(format!("-DARCHSMITH_NOIMAGE_ARCH={}-real", a.number())),
         None => configure.arg("-UARCHSMITH_NOIMAGE_ARCH"),
     };
-    configure
-        .read()
-        .context("configuring kernels/ with CMake failed")?;
-    b.toolchain
-        .cmd(&b.tools.cmake)
-        .arg("--build")
-        .arg(b.build_dir)
-        .read()
-        .context("building kernels/ failed")?;
+    run_logged(&configure, "configuring kernels/ with CMake")?;
+    run_logged(
+        &b.toolchain
+            .cmd(&b.tools.cmake)
+            .arg("--build")
+            .arg(b.build_dir),
+        "building kernels/",
+    )?;
     Ok(())
+}
+
+/// Runs a build step with stdout and stderr merged (ninja prints compiler errors on stdout); on failure
+/// the error quotes the command and the last lines of its output.
+fn run_logged(cmd: &Cmd, what: &str) -> Result<()> {
+    let mut lines = Vec::new();
+    let code = cmd.stream_lines(|l| lines.push(l.to_string()))?;
+    if code == Some(0) {
+        return Ok(());
+    }
+    let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+    let status = code.map_or("a signal".to_string(), |c| format!("exit code {c}"));
+    bail!("{what} failed ({status}): `{}`\n{tail}", cmd.display())
 }
 
 /// What a binary carries, read from its fatbin headers with archsmith's binary reader (the counted

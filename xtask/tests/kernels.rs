@@ -166,3 +166,56 @@ fn archs_this_cuda_cannot_compile_are_refused_before_building() {
         out.stderr
     );
 }
+
+#[test]
+fn a_kernel_declared_lower_than_it_needs_breaks_the_build() {
+    let tc = toolchain::ensure(&"13.2".parse().unwrap()).unwrap();
+    let tools =
+        toolchain::buildtools::ensure(&archsmith::paths::cache_dir().join("tools"), &mut |_| {})
+            .unwrap();
+    // A copy of kernels/ whose manifest claims fp8_e4m3 runs on sm_80.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("kernels");
+    std::fs::create_dir_all(&src).unwrap();
+    for f in ["CMakeLists.txt", "common.cuh", "fp8_e4m3.cu"] {
+        std::fs::copy(kernels::kernels_dir().join(f), src.join(f)).unwrap();
+    }
+    std::fs::write(
+        src.join("kernels.toml"),
+        "[[kernel]]\nname = \"fp8_e4m3\"\nmin_arch = \"8.0\"\nwhat = \"wrongly declared\"\n",
+    )
+    .unwrap();
+    let manifest = kernels::load_manifest(&src).unwrap();
+    let plan = Plan {
+        targets: vec![Target {
+            arch: "8.0".parse().unwrap(),
+            ptx: false,
+        }],
+        notes: vec![],
+    };
+    let selections = kernels::select(&manifest, &plan);
+    assert_eq!(
+        selections[0].targets.len(),
+        1,
+        "the wrong declaration selects sm_80"
+    );
+    let build_dir = dir.path().join("build");
+    let err = kernels::build(
+        &kernels::Build {
+            source_dir: &src,
+            build_dir: &build_dir,
+            toolchain: &tc,
+            tools: &tools,
+            plan: &plan,
+            no_image_arch: None,
+        },
+        &selections,
+    )
+    .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("building kernels/ failed"), "{msg}");
+    assert!(
+        msg.contains("fp8_e4m3 needs the e4m3x2 cvt instruction (sm_89+)"),
+        "the compiler's #error is quoted: {msg}"
+    );
+}

@@ -40,7 +40,7 @@ pub fn extras(cuda: &Version) -> Vec<&'static str> {
 }
 
 /// `cuda-toolkit[nvcc,…]==13.2.*`: NVIDIA's meta-package pins every component (nvvm included) to the release,
-/// so ptxas and cicc always agree. A three-part request pins the meta-package exactly.
+/// so ptxas and cicc always agree. A longer request (`13.2.2`, `13.0.3.0`) pins the meta-package exactly.
 pub fn requirement(cuda: &Version) -> String {
     let pin = if cuda.parts().len() <= 2 {
         format!("=={}.*", cuda.major_minor())
