@@ -424,3 +424,55 @@ fn a_system_toolkit_is_found_and_checked_with_its_real_nvcc() {
         "{msg}"
     );
 }
+
+#[test]
+fn list_shows_archsmith_toolchains_and_system_cuda() {
+    let tc = cuda_13_2();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_nvcc(dir.path(), "12.6");
+    let fake_home = bin.parent().unwrap().to_path_buf();
+    let out = xtask(None)
+        .env("CUDA_HOME", &fake_home)
+        .env_remove("CUDA_PATH")
+        .args(["toolchain", "list", "--json"])
+        .read()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    let ours = rows
+        .iter()
+        .find(|r| r["cuda_home"] == tc.cuda_home.display().to_string())
+        .expect("archsmith's 13.2 listed");
+    assert_eq!(
+        (
+            ours["source"].as_str(),
+            ours["cuda"].as_str(),
+            ours["usable"].as_bool()
+        ),
+        (Some("archsmith"), Some("13.2"), Some(true))
+    );
+    let system = rows
+        .iter()
+        .find(|r| r["cuda_home"] == fake_home.display().to_string())
+        .expect("CUDA_HOME listed");
+    assert_eq!(system["source"], "system");
+    assert_eq!(system["nvcc_version"], "12.6.105");
+    assert_eq!(system["note"], "found via CUDA_HOME");
+
+    let table = xtask(None)
+        .env("CUDA_HOME", &fake_home)
+        .args(["toolchain", "list"])
+        .read()
+        .unwrap();
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.starts_with("SOURCE") && header.contains("CUDA_HOME"),
+        "{table}"
+    );
+    // Aligned: every row's CUDA_HOME column starts where the header's does.
+    let col = header.find("CUDA_HOME").unwrap();
+    assert!(
+        table.lines().skip(1).all(|l| l[col..].starts_with('/')),
+        "{table}"
+    );
+}
