@@ -1,7 +1,7 @@
 //! `cargo xtask kernels --arch SPEC [--cuda VER] [--json]`: build archsmith's test kernels for every
 //! requested arch each supports, audit every binary against the plan, and run them when there is a GPU.
 
-use crate::arch::compat::Image;
+use crate::arch::compat::{self, Image};
 use crate::arch::spec::{Plan, PlanContext};
 use crate::arch::Arch;
 use crate::kb::{kb, KnowledgeBase};
@@ -234,8 +234,16 @@ fn report_kernel(
     let (run, run_result) = match gpu {
         None => ("skipped: no GPU".to_string(), None),
         Some(g) => {
-            let r = kernels::run_binary(tc, &binary, &found, g)?;
-            (format!("{} ({})", r.line, r.served_by), Some(r))
+            let images: Vec<Image> = found.iter().copied().collect();
+            let verdict = compat::runs_on(&images, g.cc, &compat::PtxJit::default());
+            if verdict.runs {
+                let r = kernels::run_binary(tc, &binary, &found, g)?;
+                (format!("{} ({})", r.line, r.served_by), Some(r))
+            } else {
+                // The plan has no image for this GPU: running would only show the error the
+                // no-image check below demonstrates on purpose.
+                (format!("skipped: {}", verdict.reason), None)
+            }
         }
     };
     Ok(KernelReport {
