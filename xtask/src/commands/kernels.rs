@@ -321,16 +321,24 @@ fn render(r: &KernelsReport) -> String {
         ]);
     }
     out.push_str(&t.render());
-    let skips: Vec<(&str, &Skip)> = r
-        .kernels
-        .iter()
-        .flat_map(|k| k.skipped.iter().map(move |s| (k.name.as_str(), s)))
-        .collect();
+    // One line per kernel and reason: the archs that share it are listed together.
+    let mut skips: Vec<(&str, Vec<String>, &str)> = Vec::new();
+    for k in &r.kernels {
+        for s in &k.skipped {
+            match skips
+                .iter_mut()
+                .find(|(n, _, why)| *n == k.name && *why == s.reason)
+            {
+                Some((_, archs, _)) => archs.push(s.arch.to_string()),
+                None => skips.push((&k.name, vec![s.arch.to_string()], &s.reason)),
+            }
+        }
+    }
     if !skips.is_empty() {
         out.push_str("\nskipped:\n");
         let mut t = Table::headerless();
-        for (name, s) in skips {
-            t.row([format!("  {name}"), s.arch.to_string(), s.reason.clone()]);
+        for (name, archs, why) in skips {
+            t.row([format!("  {name}"), archs.join(" "), why.to_string()]);
         }
         out.push_str(&t.render());
     }
