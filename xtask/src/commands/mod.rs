@@ -2,6 +2,7 @@
 
 pub mod archs;
 pub mod doctor;
+pub mod kb;
 pub mod kernels;
 pub mod toolchain;
 pub mod verify;
@@ -19,6 +20,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process; boxing the big argument structs would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
@@ -30,6 +33,8 @@ pub enum Command {
     Toolchain(toolchain::ToolchainArgs),
     /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
     Verify(verify::VerifyArgs),
+    /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
+    Kb(kb::KbArgs),
 }
 
 /// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
@@ -40,5 +45,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Kernels(args) => kernels::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Kb(args) => kb::run(&args),
     }
 }
