@@ -258,6 +258,13 @@ fn unknown_release_fails_with_a_clear_error_and_leaves_nothing() {
         out.stderr
     );
     assert!(out.stderr.contains("cuda-toolkit"), "{}", out.stderr);
+    // The index answered, so the error lists what it does have.
+    assert!(
+        out.stderr
+            .contains("CUDA releases with nvcc on PyPI: 13.0, 13.1, 13.2"),
+        "{}",
+        out.stderr
+    );
     assert!(
         leftovers(&home.path().join("toolchains")).is_empty(),
         "{:?}",

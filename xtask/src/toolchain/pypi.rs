@@ -407,10 +407,17 @@ fn build(
         installer.describe()
     ));
     let pins = installer.resolve(&requirement, &work).map_err(|e| {
-        e.context(format!(
-            "CUDA {cuda} could not be resolved from PyPI (`{requirement}`). Complete nvcc toolchains are on PyPI from CUDA 13.0; \
-             see https://pypi.org/project/cuda-toolkit/#history for the releases, and check the network if the installer's error below is a connection failure"
-        ))
+        let text = format!("{e:#}");
+        // The index answered but has no such release: say which ones it has. (Only then: listing
+        // would just time out again when the network is the problem.)
+        let unsatisfiable = text.contains("No solution found") || text.contains("No matching distribution");
+        let hint = match unsatisfiable.then(available_releases).flatten() {
+            Some(list) => format!("CUDA releases with nvcc on PyPI: {list}"),
+            None => "complete nvcc toolchains are on PyPI from CUDA 13.0 (https://pypi.org/project/cuda-toolkit/#history); \
+                     check the network if the installer's error below is a connection failure"
+                .to_string(),
+        };
+        e.context(format!("CUDA {cuda} could not be resolved from PyPI (`{requirement}`). {hint}"))
     })?;
     let summary = pins
         .iter()
@@ -460,6 +467,25 @@ fn build(
         start.elapsed().as_secs_f64()
     ));
     Ok(())
+}
+
+/// `13.0, 13.1, 13.2, …`: the CUDA releases (13.x and later) that have a `cuda-toolkit` meta-package on PyPI.
+fn available_releases() -> Option<String> {
+    let mut releases: Vec<Version> = crate::pypi::list_versions("cuda-toolkit")
+        .ok()?
+        .into_iter()
+        .filter(|v| v.major() >= super::FIRST_PYPI_CUDA)
+        .map(|v| v.major_minor())
+        .collect();
+    releases.sort();
+    releases.dedup();
+    (!releases.is_empty()).then(|| {
+        releases
+            .iter()
+            .map(Version::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
 /// Turns `staging/wheels/nvidia/cuNN` into a `CUDA_HOME`: relative links for every top-level directory, a
