@@ -3,6 +3,7 @@
 pub mod archs;
 pub mod doctor;
 pub mod kb;
+pub mod kernels;
 pub mod toolchain;
 pub mod verify;
 
@@ -26,6 +27,8 @@ pub enum Command {
     Archs(archs::ArchsArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
     Doctor(doctor::DoctorArgs),
+    /// Build archsmith's test kernels for an arch list, audit every binary, run them when there is a GPU.
+    Kernels(kernels::KernelsArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
     /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
@@ -39,6 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Kernels(args) => kernels::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Kb(args) => kb::run(&args),

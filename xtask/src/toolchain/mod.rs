@@ -12,6 +12,8 @@
 //! * CUDA 11.x/12.x: the `-cu12`/`-cu11` wheels ship `ptxas` but no `nvcc` (research arch.md §9), so
 //!   [`system`] looks for an installed toolkit and explains how to get one when there is none.
 
+pub mod buildtools;
+pub mod provision;
 pub mod pypi;
 pub mod system;
 
@@ -149,8 +151,8 @@ pub fn ensure(cuda: &Version) -> Result<Toolchain> {
 
 /// Only `X.Y` or `X.Y.Z` make sense as a CUDA release.
 fn check_requested(cuda: &Version) -> Result<()> {
-    if !(2..=3).contains(&cuda.parts().len()) {
-        bail!("`{cuda}` is not a CUDA release: give MAJOR.MINOR such as 13.2 (or MAJOR.MINOR.PATCH of the cuda-toolkit meta-package, such as 13.2.2)");
+    if !(2..=4).contains(&cuda.parts().len()) {
+        bail!("`{cuda}` is not a CUDA release: give MAJOR.MINOR such as 13.2 (or a cuda-toolkit meta-package release, such as 13.2.2 or 13.0.3.0)");
     }
     if cuda.major() < 11 {
         bail!(
@@ -190,14 +192,11 @@ pub fn nvcc_version(nvcc: &Path) -> Result<NvccVersion> {
     })
 }
 
-/// True when an nvcc reporting `found` satisfies a request for `requested` (`13.2` accepts any 13.2.x;
-/// a three-part request must match nvcc's full version).
+/// True when an nvcc reporting `found` belongs to the requested CUDA release. Only major.minor is
+/// compared: toolkit update releases (12.4.1) and meta-packages (13.2.2) number themselves differently
+/// from the nvcc inside (V12.4.131, V13.2.86).
 pub fn release_matches(found: &NvccVersion, requested: &Version) -> bool {
-    if requested.parts().len() <= 2 {
-        found.release == requested.major_minor()
-    } else {
-        found.full.matches_prefix(requested)
-    }
+    found.release == requested.major_minor()
 }
 
 /// Compiles a one-line kernel with `nvcc -c` in `scratch`, then links it against the shared `libcudart`
@@ -237,8 +236,8 @@ mod tests {
         assert_eq!(v.full.to_string(), "13.2.78");
         assert!(release_matches(&v, &"13.2".parse().unwrap()));
         assert!(!release_matches(&v, &"13.1".parse().unwrap()));
-        assert!(release_matches(&v, &"13.2.78".parse().unwrap()));
-        assert!(!release_matches(&v, &"13.2.2".parse().unwrap()));
+        assert!(release_matches(&v, &"13.2.2".parse().unwrap()));
+        assert!(!release_matches(&v, &"13.20".parse().unwrap()));
         assert_eq!(parse_nvcc_version("gcc (Debian 12.2.0-14) 12.2.0"), None);
     }
 
@@ -273,7 +272,7 @@ mod tests {
 
     #[test]
     fn rejects_requests_that_are_not_releases() {
-        for bad in ["13", "13.2.2.1", "10.2"] {
+        for bad in ["13", "13.2.2.1.0", "10.2"] {
             let e = check_requested(&bad.parse().unwrap())
                 .unwrap_err()
                 .to_string();
@@ -281,5 +280,6 @@ mod tests {
         }
         check_requested(&"13.2".parse().unwrap()).unwrap();
         check_requested(&"12.4".parse().unwrap()).unwrap();
+        check_requested(&"13.0.3.0".parse().unwrap()).unwrap();
     }
 }
