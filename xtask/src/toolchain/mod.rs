@@ -224,6 +224,81 @@ pub fn smoke_test(nvcc: &Path, scratch: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A toolkit found on this machine: one of archsmith's, or a system one.
+#[derive(Debug, serde::Serialize)]
+pub struct Listed {
+    pub source: &'static str,
+    pub cuda: Option<Version>,
+    pub nvcc_version: Option<Version>,
+    pub cuda_home: PathBuf,
+    /// How it was found, or why it is unusable.
+    pub note: String,
+    pub usable: bool,
+}
+
+/// Every CUDA toolkit on this machine: archsmith's under `toolchains_dir()` (complete or not), then
+/// system ones (CUDA_HOME, CUDA_PATH, /usr/local/cuda*, nvcc on PATH) with what their nvcc reports.
+pub fn discover() -> Result<Vec<Listed>> {
+    let dir = crate::paths::toolchains_dir();
+    let mut rows = Vec::new();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
+        })
+        .collect();
+    names.sort();
+    for home in names {
+        rows.push(match pypi::load(&home)? {
+            Some(tc) => Listed {
+                source: "archsmith",
+                cuda: Some(tc.cuda.clone()),
+                nvcc_version: Some(tc.nvcc_version.clone()),
+                note: pypi::read_lock(&home)
+                    .map(|l| format!("PyPI via {}", l.installer))
+                    .unwrap_or_default(),
+                cuda_home: home,
+                usable: true,
+            },
+            None => Listed {
+                source: "archsmith",
+                cuda: None,
+                nvcc_version: None,
+                cuda_home: home,
+                note: "incomplete: reinstalled by the next `toolchain install`".into(),
+                usable: false,
+            },
+        });
+    }
+    let ours = dir.canonicalize().unwrap_or(dir.clone());
+    for probe in system::Search::from_env().probe(None) {
+        let canonical = probe
+            .cuda_home
+            .canonicalize()
+            .unwrap_or(probe.cuda_home.clone());
+        if canonical.starts_with(&ours) || !probe.cuda_home.exists() {
+            continue;
+        }
+        let tc: Option<Toolchain> = probe.toolchain();
+        rows.push(Listed {
+            source: "system",
+            cuda: tc.as_ref().map(|t| t.cuda.clone()),
+            nvcc_version: tc.as_ref().map(|t| t.nvcc_version.clone()),
+            cuda_home: probe.cuda_home.clone(),
+            note: match &probe.result {
+                Ok(_) => format!("found via {}", probe.found_via),
+                Err(e) => format!("unusable: {}", e.lines().next().unwrap_or_default()),
+            },
+            usable: tc.is_some(),
+        });
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
