@@ -8,7 +8,7 @@ use crate::arch::compat::{runs_on, Image, PtxJit};
 use crate::arch::{Arch, Cc};
 use crate::commands::archs::resolve_gpu;
 use crate::kb::{kb, KnowledgeBase};
-use crate::output::{print_json, Table};
+use crate::output::{emit, Table};
 use crate::paths;
 use crate::process::{which, Cmd};
 use crate::version::Version;
@@ -100,11 +100,7 @@ pub struct PlanFor {
 pub fn run(args: &DoctorArgs) -> Result<i32> {
     let kb = kb();
     let report = diagnose(kb, args)?;
-    if args.json {
-        print_json(&report)?;
-    } else {
-        print!("{}", render(&report));
-    }
+    emit(args.json, &report, render)?;
     Ok(0)
 }
 

@@ -199,17 +199,7 @@ fn report_kernel(
     gpu: Option<&Gpu>,
 ) -> Result<KernelReport> {
     let name = s.kernel.name.clone();
-    let built_for: Vec<String> = s
-        .targets
-        .iter()
-        .map(|t| {
-            if t.ptx {
-                format!("{}+PTX", t.arch)
-            } else {
-                t.arch.to_string()
-            }
-        })
-        .collect();
+    let built_for: Vec<String> = s.targets.iter().map(|t| t.to_string()).collect();
     let expected = s.expected_images();
     if s.targets.is_empty() {
         return Ok(KernelReport {

@@ -241,18 +241,7 @@ pub struct Listed {
 pub fn discover() -> Result<Vec<Listed>> {
     let dir = crate::paths::toolchains_dir();
     let mut rows = Vec::new();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
-        })
-        .collect();
-    names.sort();
-    for home in names {
+    for home in crate::paths::entries_with_prefix(&dir, "cuda-") {
         rows.push(match pypi::load(&home)? {
             Some(tc) => Listed {
                 source: "archsmith",
