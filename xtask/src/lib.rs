@@ -8,6 +8,7 @@ pub mod binary;
 pub mod codemod;
 pub mod commands;
 pub mod kb;
+pub mod kernels;
 pub mod output;
 pub mod paths;
 pub mod process;
