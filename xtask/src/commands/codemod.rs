@@ -6,7 +6,7 @@
 
 use crate::codemod::catalogue::RuleKind;
 use crate::codemod::{self, Catalogue, Lang, Mode, Report};
-use crate::output::{print_json, Table};
+use crate::output::{emit, Table};
 use crate::process::Cmd;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -66,18 +66,16 @@ pub fn run(args: &CodemodArgs) -> Result<i32> {
     } else {
         preview
     };
-    if args.json {
-        print_json(&report)?;
-    } else {
+    emit(args.json, &report, |r| {
+        let mut out = String::new();
         if args.dry_run {
-            for f in &report.files {
-                if let Some(d) = &f.diff {
-                    print!("{d}");
-                }
+            for d in r.files.iter().filter_map(|f| f.diff.as_deref()) {
+                out.push_str(d);
             }
         }
-        print!("{}", render(&report, apply));
-    }
+        out.push_str(&render(r, apply));
+        out
+    })?;
     if args.check && (report.files_changed > 0 || report.review_items > 0) {
         return Ok(1);
     }
@@ -110,25 +108,27 @@ fn list_rules(cat: &Catalogue, json: bool) -> Result<i32> {
             why: &r.why,
         })
         .collect();
-    if json {
-        print_json(&rows)?;
-        return Ok(0);
-    }
-    let mut t = Table::new(["RULE", "KIND", "BROKE IN", "REPLACEMENT SINCE"]);
-    for r in &rows {
-        t.row([
-            r.id.to_string(),
-            serde_json::to_value(r.kind)?
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            r.broke_in.clone().unwrap_or_else(|| "never (warns)".into()),
-            r.replacement_since.clone().unwrap_or_else(|| "-".into()),
-        ]);
-    }
-    print!("{}", t.render());
-    println!("{} rules [{}]", rows.len(), cat.name);
+    emit(json, &rows, |rows| {
+        let mut t = Table::new(["RULE", "KIND", "BROKE IN", "REPLACEMENT SINCE"]);
+        for r in rows {
+            t.row([
+                r.id.to_string(),
+                kind_name(r.kind),
+                r.broke_in.clone().unwrap_or_else(|| "never (warns)".into()),
+                r.replacement_since.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        format!("{}{} rules [{}]\n", t.render(), rows.len(), cat.name)
+    })?;
     Ok(0)
+}
+
+/// The kind as the catalogue spells it (`py-string`).
+fn kind_name(kind: RuleKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// Refuses when any of `files` has uncommitted changes or is outside a git work tree.
