@@ -6,8 +6,10 @@
 pub mod arch;
 pub mod binary;
 pub mod build_ext;
+pub mod codemod;
 pub mod commands;
 pub mod kb;
+pub mod kernels;
 pub mod output;
 pub mod paths;
 pub mod process;

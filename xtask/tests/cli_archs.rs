@@ -136,3 +136,26 @@ fn doctor_runs_without_a_gpu_and_answers_for_a_named_one() {
     assert_eq!(code, 0);
     assert!(stdout.contains("driver 470.161.03"), "{stdout}");
 }
+
+#[test]
+fn verdicts_say_when_the_chosen_cuda_cannot_build_for_the_gpu() {
+    let (code, stdout, _) = xtask(&[
+        "archs", "--arch", "7.5", "--cuda", "13.0", "--gpu", "V100", "--json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let reason = v["gpus"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("CUDA 13.0 cannot compile for CC 7.0") && reason.contains("12.9 or older"),
+        "{reason}"
+    );
+    // With a CUDA that can, no such caveat.
+    let (_, stdout, _) = xtask(&[
+        "archs", "--arch", "7.5", "--cuda", "12.9", "--torch", "2.8", "--gpu", "V100", "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(!v["gpus"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cannot compile"));
+}

@@ -3,7 +3,10 @@
 pub mod archs;
 pub mod bench;
 pub mod build_ext;
+pub mod codemod;
 pub mod doctor;
+pub mod kb;
+pub mod kernels;
 pub mod toolchain;
 pub mod verify;
 
@@ -20,6 +23,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process; boxing the big argument structs would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
@@ -27,12 +32,18 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Build a torch C++/CUDA extension for exactly the chosen archs, audit the wheel, import it.
     BuildExt(build_ext::BuildExtArgs),
+    /// Port legacy PyTorch C++/CUDA extension sources (AT_CHECK, THC, `.type()` dispatch, ...) to modern torch.
+    Codemod(codemod::CodemodArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
     Doctor(doctor::DoctorArgs),
+    /// Build archsmith's test kernels for an arch list, audit every binary, run them when there is a GPU.
+    Kernels(kernels::KernelsArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
     /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
     Verify(verify::VerifyArgs),
+    /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
+    Kb(kb::KbArgs),
 }
 
 /// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
@@ -41,8 +52,11 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Archs(args) => archs::run(&args),
         Command::Bench(args) => bench::run(args),
         Command::BuildExt(args) => build_ext::run(args),
+        Command::Codemod(args) => codemod::run(&args),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Kernels(args) => kernels::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Kb(args) => kb::run(&args),
     }
 }

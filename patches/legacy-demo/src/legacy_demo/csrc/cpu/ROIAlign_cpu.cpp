@@ -1,0 +1,118 @@
+#include "cpu/vision.h"
+
+// Bilinear interpolation of one channel plane at (y, x); zero outside [-1, H] x [-1, W].
+template <typename T>
+T bilinear_interpolate(const T* plane, const int height, const int width, T y, T x) {
+  if (y < -1.0 || y > height || x < -1.0 || x > width) {
+    return 0;
+  }
+  if (y <= 0) y = 0;
+  if (x <= 0) x = 0;
+
+  int y_low = (int)y;
+  int x_low = (int)x;
+  int y_high;
+  int x_high;
+
+  if (y_low >= height - 1) {
+    y_high = y_low = height - 1;
+    y = (T)y_low;
+  } else {
+    y_high = y_low + 1;
+  }
+  if (x_low >= width - 1) {
+    x_high = x_low = width - 1;
+    x = (T)x_low;
+  } else {
+    x_high = x_low + 1;
+  }
+
+  T ly = y - y_low;
+  T lx = x - x_low;
+  T hy = 1. - ly, hx = 1. - lx;
+
+  T v1 = plane[y_low * width + x_low];
+  T v2 = plane[y_low * width + x_high];
+  T v3 = plane[y_high * width + x_low];
+  T v4 = plane[y_high * width + x_high];
+  return hy * hx * v1 + hy * lx * v2 + ly * hx * v3 + ly * lx * v4;
+}
+
+template <typename T>
+void ROIAlignForward_cpu_kernel(const int nthreads, const T* bottom_data,
+                                const T& spatial_scale, const int channels, const int height,
+                                const int width, const int pooled_height,
+                                const int pooled_width, const int sampling_ratio,
+                                const bool aligned, const T* bottom_rois, T* top_data) {
+  const T offset = aligned ? (T)0.5 : (T)0.0;
+  for (int index = 0; index < nthreads; index++) {
+    int pw = index % pooled_width;
+    int ph = (index / pooled_width) % pooled_height;
+    int c = (index / pooled_width / pooled_height) % channels;
+    int n = index / pooled_width / pooled_height / channels;
+
+    const T* roi = bottom_rois + n * 5;
+    int roi_batch_ind = roi[0];
+    T roi_start_w = roi[1] * spatial_scale - offset;
+    T roi_start_h = roi[2] * spatial_scale - offset;
+    T roi_end_w = roi[3] * spatial_scale - offset;
+    T roi_end_h = roi[4] * spatial_scale - offset;
+
+    T roi_width = roi_end_w - roi_start_w;
+    T roi_height = roi_end_h - roi_start_h;
+    if (!aligned) {
+      // Legacy behaviour: malformed boxes are forced to be at least 1x1.
+      roi_width = std::max(roi_width, (T)1.);
+      roi_height = std::max(roi_height, (T)1.);
+    }
+    T bin_size_h = roi_height / static_cast<T>(pooled_height);
+    T bin_size_w = roi_width / static_cast<T>(pooled_width);
+
+    const T* plane = bottom_data + (roi_batch_ind * channels + c) * height * width;
+
+    int roi_bin_grid_h = (sampling_ratio > 0) ? sampling_ratio : std::ceil(roi_height / pooled_height);
+    int roi_bin_grid_w = (sampling_ratio > 0) ? sampling_ratio : std::ceil(roi_width / pooled_width);
+    const T count = std::max(roi_bin_grid_h * roi_bin_grid_w, 1);
+
+    T output_val = 0.;
+    for (int iy = 0; iy < roi_bin_grid_h; iy++) {
+      const T y = roi_start_h + ph * bin_size_h +
+                  static_cast<T>(iy + .5f) * bin_size_h / static_cast<T>(roi_bin_grid_h);
+      for (int ix = 0; ix < roi_bin_grid_w; ix++) {
+        const T x = roi_start_w + pw * bin_size_w +
+                    static_cast<T>(ix + .5f) * bin_size_w / static_cast<T>(roi_bin_grid_w);
+        output_val += bilinear_interpolate(plane, height, width, y, x);
+      }
+    }
+    top_data[index] = output_val / count;
+  }
+}
+
+at::Tensor ROIAlign_forward_cpu(const at::Tensor& input, const at::Tensor& rois,
+                                const float spatial_scale, const int pooled_height,
+                                const int pooled_width, const int sampling_ratio,
+                                const bool aligned) {
+  AT_CHECK(!input.type().is_cuda(), "input must be a CPU tensor");
+  AT_CHECK(!rois.type().is_cuda(), "rois must be a CPU tensor");
+  AT_CHECK(rois.dim() == 2 && rois.size(1) == 5, "rois must be [K, 5]");
+
+  auto num_rois = rois.size(0);
+  auto channels = input.size(1);
+  auto height = input.size(2);
+  auto width = input.size(3);
+
+  auto output = at::empty({num_rois, channels, pooled_height, pooled_width}, input.options());
+  auto output_size = num_rois * pooled_height * pooled_width * channels;
+
+  if (output.numel() == 0) {
+    return output;
+  }
+
+  AT_DISPATCH_FLOATING_TYPES(input.type(), "ROIAlign_forward", [&] {
+    ROIAlignForward_cpu_kernel<scalar_t>(
+        output_size, input.contiguous().data<scalar_t>(), spatial_scale, channels, height,
+        width, pooled_height, pooled_width, sampling_ratio, aligned,
+        rois.contiguous().data<scalar_t>(), output.data<scalar_t>());
+  });
+  return output;
+}

@@ -1,0 +1,9 @@
+#pragma once
+#include <torch/extension.h>
+
+at::Tensor nms_cpu(const at::Tensor& dets, const at::Tensor& scores, const float threshold);
+
+at::Tensor ROIAlign_forward_cpu(const at::Tensor& input, const at::Tensor& rois,
+                                const float spatial_scale, const int pooled_height,
+                                const int pooled_width, const int sampling_ratio,
+                                const bool aligned);

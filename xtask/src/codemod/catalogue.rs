@@ -1,0 +1,393 @@
+//! The rule catalogue: data (TOML), validated into [`Rule`]s.
+//!
+//! The built-in catalogue is `patches/rules/torch-legacy.toml`, compiled into the binary; `--rules`
+//! loads another file with the same schema. Every rule records the torch release where the old form
+//! broke (or `never` when it only warns), the replacement and at least one before/after test that
+//! the test suite runs.
+
+use super::lexer::{lex_c, lex_python, Token};
+use super::pattern::Pattern;
+use crate::version::Version;
+use anyhow::{anyhow, bail, Context, Result};
+use regex::bytes::Regex;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::OnceLock;
+
+pub const BUILTIN_NAME: &str = "patches/rules/torch-legacy.toml";
+const BUILTIN: &str = include_str!("../../../patches/rules/torch-legacy.toml");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    /// C, C++, CUDA sources and headers.
+    #[default]
+    Cpp,
+    /// `setup.py`.
+    Python,
+}
+
+impl Lang {
+    pub fn lexer(self) -> fn(&[u8]) -> Vec<Token> {
+        match self {
+            Lang::Cpp => lex_c,
+            Lang::Python => lex_python,
+        }
+    }
+
+    /// The language of a file by name, or None for files the codemod does not touch.
+    pub fn of_path(path: &Path) -> Option<Lang> {
+        let name = path.file_name()?.to_str()?;
+        if name == "setup.py" {
+            return Some(Lang::Python);
+        }
+        let ext = path.extension()?.to_str()?;
+        matches!(
+            ext,
+            "c" | "cc" | "cpp" | "cxx" | "h" | "hh" | "hpp" | "cu" | "cuh"
+        )
+        .then_some(Lang::Cpp)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogueSpec {
+    rule: Vec<RuleSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuleKind {
+    /// Replace a token pattern (with balanced holes) by a template.
+    Rewrite,
+    /// Delete a statement; with `unless_used`, only when the variable it declares is unused.
+    Remove,
+    /// Swap or drop an `#include`.
+    Include,
+    /// Report, with a suggested fix, but do not change.
+    Review,
+    /// A string literal in setup.py whose content matches `regex`: `drop` it from its list, or
+    /// `review` it.
+    PyString,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleSpec {
+    id: String,
+    kind: RuleKind,
+    #[serde(default)]
+    lang: Lang,
+    /// torch release where the old form stopped compiling (or working), or "never".
+    broke_in: String,
+    deprecated_in: Option<String>,
+    /// Oldest torch that has the replacement.
+    replacement_since: Option<String>,
+    why: String,
+    #[serde(rename = "match")]
+    pattern: Option<String>,
+    replace: Option<String>,
+    #[serde(rename = "where", default)]
+    where_: BTreeMap<String, String>,
+    include: Option<String>,
+    unless_used: Option<String>,
+    suggest: Option<String>,
+    header: Option<String>,
+    to: Option<String>,
+    regex: Option<String>,
+    action: Option<String>,
+    /// Review rules only: quiet on lines that another rule already reports.
+    #[serde(default)]
+    secondary: bool,
+    #[serde(default)]
+    test: Vec<RuleTest>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleTest {
+    pub before: String,
+    /// Expected output; absent means "unchanged".
+    pub after: Option<String>,
+    /// Review items expected from this rule on `before`.
+    #[serde(default)]
+    pub review: usize,
+}
+
+#[derive(Debug, Clone)]
+pub enum Action {
+    Rewrite {
+        pat: Pattern,
+        replace: String,
+        include: Option<String>,
+    },
+    Remove {
+        pat: Pattern,
+        unless_used: Option<String>,
+    },
+    Review {
+        pat: Pattern,
+        suggest: String,
+    },
+    Include {
+        /// Exact header name, or a prefix when `glob`.
+        header: String,
+        glob: bool,
+        to: Option<String>,
+        review: bool,
+        suggest: String,
+    },
+    PyString {
+        regex: Regex,
+        drop: bool,
+        suggest: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub id: String,
+    pub kind: RuleKind,
+    pub lang: Lang,
+    pub broke_in: Option<Version>,
+    pub deprecated_in: Option<Version>,
+    pub replacement_since: Option<Version>,
+    pub why: String,
+    pub action: Action,
+    /// Regexes on the captured text of holes.
+    pub wheres: Vec<(String, Regex)>,
+    /// A catch-all review rule, quiet where a more specific rule reports the same line.
+    pub secondary: bool,
+    pub tests: Vec<RuleTest>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Catalogue {
+    pub name: String,
+    pub rules: Vec<Rule>,
+}
+
+/// The built-in catalogue (parsed once).
+pub fn builtin() -> &'static Catalogue {
+    static CAT: OnceLock<Catalogue> = OnceLock::new();
+    CAT.get_or_init(|| Catalogue::parse(BUILTIN_NAME, BUILTIN).unwrap_or_else(|e| panic!("{e:#}")))
+}
+
+fn version_field(
+    origin: &str,
+    id: &str,
+    field: &str,
+    v: &Option<String>,
+) -> Result<Option<Version>> {
+    match v.as_deref() {
+        None | Some("never") => Ok(None),
+        Some(s) => s.parse::<Version>().map(Some).map_err(|e| {
+            anyhow!(
+                "{origin}: rule `{id}`: {field} = {s:?} is not a torch version or \"never\": {e}"
+            )
+        }),
+    }
+}
+
+impl Catalogue {
+    pub fn load(path: &Path) -> Result<Catalogue> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading rule catalogue {}", path.display()))?;
+        Catalogue::parse(&path.display().to_string(), &text)
+    }
+
+    pub fn parse(origin: &str, text: &str) -> Result<Catalogue> {
+        let spec: CatalogueSpec =
+            toml::from_str(text).with_context(|| format!("{origin}: not a rule catalogue"))?;
+        let mut rules = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for r in spec.rule {
+            let id = r.id.clone();
+            if !seen.insert(id.clone()) {
+                bail!("{origin}: rule id `{id}` appears twice");
+            }
+            if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                bail!("{origin}: rule id `{id}`: expected lowercase words joined by `-`");
+            }
+            rules.push(Rule::from_spec(origin, r)?);
+        }
+        Ok(Catalogue {
+            name: origin.to_string(),
+            rules,
+        })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.id == id)
+    }
+}
+
+impl Rule {
+    fn from_spec(origin: &str, r: RuleSpec) -> Result<Rule> {
+        let id = r.id.as_str();
+        let err = |what: &str| anyhow!("{origin}: rule `{id}` (kind = {:?}): {what}", r.kind);
+        let broke_in = if r.broke_in == "never" {
+            None
+        } else {
+            version_field(origin, id, "broke_in", &Some(r.broke_in.clone()))?
+        };
+        let lex = r.lang.lexer();
+        let pattern = |p: &Option<String>| -> Result<Pattern> {
+            let p = p
+                .as_deref()
+                .ok_or_else(|| err("expected `match = \"...\"`"))?;
+            Pattern::compile(p, lex).map_err(|e| err(&format!("{e:#}")))
+        };
+        let action = match r.kind {
+            RuleKind::Rewrite => {
+                let pat = pattern(&r.pattern)?;
+                let replace = r.replace.clone().ok_or_else(|| err("expected `replace`"))?;
+                check_template(&pat, &replace, true).map_err(|e| err(&e))?;
+                Action::Rewrite {
+                    pat,
+                    replace,
+                    include: r.include.clone(),
+                }
+            }
+            RuleKind::Remove => {
+                let pat = pattern(&r.pattern)?;
+                if let Some(v) = &r.unless_used {
+                    if !pat.holes().any(|h| h == v) {
+                        return Err(err(&format!(
+                            "unless_used = {v:?} is not a hole of the pattern"
+                        )));
+                    }
+                }
+                Action::Remove {
+                    pat,
+                    unless_used: r.unless_used.clone(),
+                }
+            }
+            RuleKind::Review => {
+                let pat = pattern(&r.pattern)?;
+                let suggest = r.suggest.clone().ok_or_else(|| err("expected `suggest`"))?;
+                check_template(&pat, &suggest, false).map_err(|e| err(&e))?;
+                Action::Review { pat, suggest }
+            }
+            RuleKind::Include => {
+                let h = r.header.clone().ok_or_else(|| err("expected `header`"))?;
+                let (header, glob) = match h.strip_suffix('*') {
+                    Some(p) => (p.to_string(), true),
+                    None => (h, false),
+                };
+                let review = match r.action.as_deref() {
+                    None | Some("rewrite") => false,
+                    Some("review") => true,
+                    Some(a) => {
+                        return Err(err(&format!(
+                            "action = {a:?}: expected \"rewrite\" or \"review\""
+                        )))
+                    }
+                };
+                if glob && !review {
+                    return Err(err(
+                        "a header glob can only be reviewed (action = \"review\")",
+                    ));
+                }
+                Action::Include {
+                    header,
+                    glob,
+                    to: r.to.clone(),
+                    review,
+                    suggest: r.suggest.clone().unwrap_or_default(),
+                }
+            }
+            RuleKind::PyString => {
+                if r.lang != Lang::Python {
+                    return Err(err("py-string rules need lang = \"python\""));
+                }
+                let re = r.regex.as_deref().ok_or_else(|| err("expected `regex`"))?;
+                let regex = Regex::new(re).map_err(|e| err(&format!("bad regex: {e}")))?;
+                let drop = match r.action.as_deref() {
+                    Some("drop") => true,
+                    Some("review") => false,
+                    _ => return Err(err("expected action = \"drop\" or \"review\"")),
+                };
+                Action::PyString {
+                    regex,
+                    drop,
+                    suggest: r.suggest.clone().unwrap_or_default(),
+                }
+            }
+        };
+        if r.secondary && r.kind != RuleKind::Review {
+            return Err(err("`secondary` applies only to review rules"));
+        }
+        let mut wheres = Vec::new();
+        for (hole, re) in &r.where_ {
+            let pat = match &action {
+                Action::Rewrite { pat, .. }
+                | Action::Remove { pat, .. }
+                | Action::Review { pat, .. } => pat,
+                _ => return Err(err("`where` applies only to pattern rules")),
+            };
+            if !pat.holes().any(|h| h == hole) {
+                return Err(err(&format!(
+                    "where: `{hole}` is not a hole of the pattern"
+                )));
+            }
+            let re = Regex::new(re).map_err(|e| err(&format!("where.{hole}: bad regex: {e}")))?;
+            wheres.push((hole.clone(), re));
+        }
+        Ok(Rule {
+            id: r.id.clone(),
+            kind: r.kind,
+            lang: r.lang,
+            broke_in,
+            deprecated_in: version_field(origin, id, "deprecated_in", &r.deprecated_in)?,
+            replacement_since: version_field(
+                origin,
+                id,
+                "replacement_since",
+                &r.replacement_since,
+            )?,
+            why: r.why.trim().to_string(),
+            action,
+            wheres,
+            secondary: r.secondary,
+            tests: r.test,
+        })
+    }
+}
+
+/// Every `$NAME` in `template` must be a hole of `pat`; with `once`, used at most once.
+fn check_template(pat: &Pattern, template: &str, once: bool) -> Result<(), String> {
+    let t = template.as_bytes();
+    let mut used: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        if t[i] == b'$' {
+            let mut j = i;
+            while j < t.len() && t[j] == b'$' {
+                j += 1;
+            }
+            let s = j;
+            while j < t.len() && (t[j].is_ascii_alphanumeric() || t[j] == b'_') {
+                j += 1;
+            }
+            let name = &template[s..j];
+            if once && used.contains(&name) {
+                return Err(format!(
+                    "template `{template}` uses `${name}` twice (comments inside it would be duplicated)"
+                ));
+            }
+            used.push(name);
+            if !pat.holes().any(|h| h == name) {
+                return Err(format!(
+                    "template `{template}` uses `${name}`, not a hole of the pattern"
+                ));
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,710 @@
+//! Applies a [`Catalogue`] to the bytes of one file.
+//!
+//! Phase 1 runs the rules that change code, in catalogue order, each on the output of the one
+//! before, and then adds the includes that the rules which fired need. Phase 2 runs on the final
+//! text and collects review items: review rules, plus any match that a change rule had to leave
+//! alone (a `remove` whose variable is still used, a setup.py flag that is not a list element), so
+//! every line number refers to the rewritten file.
+
+use super::catalogue::{Action, Catalogue, Lang, Rule};
+use super::lexer::{line_of, Kind, Token};
+use super::pattern::{expand, Captures, Matcher, Pattern};
+use anyhow::Result;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Counter key for includes added on behalf of other rules.
+pub const ADD_INCLUDE: &str = "add-include";
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ReviewItem {
+    pub line: usize,
+    pub rule: String,
+    /// The code on that line, trimmed.
+    pub code: String,
+    pub message: String,
+    pub suggestion: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub output: Vec<u8>,
+    pub counts: BTreeMap<String, usize>,
+    pub review: Vec<ReviewItem>,
+}
+
+impl Outcome {
+    pub fn rewrites(&self) -> usize {
+        self.counts.values().sum()
+    }
+}
+
+/// A change rule's edits on one text: byte range → replacement.
+type Edit = (usize, usize, Vec<u8>);
+
+/// Runs every rule of `cat` that applies to `lang`.
+pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
+    apply_rules(cat.rules.iter().filter(|r| r.lang == lang), lang, src)
+}
+
+pub fn apply_rules<'r>(
+    rules: impl Iterator<Item = &'r Rule> + Clone,
+    lang: Lang,
+    src: &[u8],
+) -> Result<Outcome> {
+    let lex = lang.lexer();
+    let mut text = src.to_vec();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut includes: Vec<String> = Vec::new();
+    for rule in rules.clone() {
+        // A rule's output may expose another match of the same rule (nested calls); a few rounds
+        // reach the fixed point. Rules are tested to be idempotent, so this never loops.
+        for _round in 0..8 {
+            let toks = lex(&text);
+            let mut edits = change_edits(rule, &text, &toks)?;
+            edits.retain(|(s, e, rep)| keeps_boundaries(&text, *s, *e, rep));
+            if edits.is_empty() {
+                break;
+            }
+            *counts.entry(rule.id.clone()).or_default() += edits.len();
+            if let Action::Rewrite {
+                include: Some(h), ..
+            } = &rule.action
+            {
+                if !includes.contains(h) {
+                    includes.push(h.clone());
+                }
+            }
+            text = splice(&text, edits);
+        }
+    }
+    if lang == Lang::Cpp {
+        for h in &includes {
+            if let Some(t) = ensure_include(&text, h) {
+                text = t;
+                *counts.entry(ADD_INCLUDE.to_string()).or_default() += 1;
+            }
+        }
+    }
+    let toks = lex(&text);
+    let mut review = Vec::new();
+    for rule in rules.clone() {
+        review_items(rule, &text, &toks, &mut review)?;
+    }
+    // A catch-all rule stays quiet on a line that a specific rule already reports.
+    let secondary: Vec<&str> = rules
+        .clone()
+        .filter(|r| r.secondary)
+        .map(|r| r.id.as_str())
+        .collect();
+    let primary_lines: Vec<usize> = review
+        .iter()
+        .filter(|r| !secondary.contains(&r.rule.as_str()))
+        .map(|r| r.line)
+        .collect();
+    review.retain(|r| !secondary.contains(&r.rule.as_str()) || !primary_lines.contains(&r.line));
+    review.sort_by_key(|r| r.line);
+    Ok(Outcome {
+        output: text,
+        counts,
+        review,
+    })
+}
+
+/// Whether replacing `[s, e)` by `rep` keeps every token boundary it touches: an edit must not
+/// glue two identifiers together, start a comment (`/` + `*`), turn an identifier into a literal
+/// prefix (`L` + `"`) or move a `#` to where it would start a directive. Edits that would are
+/// skipped (and their matches reported where the rule has a phase-2 report).
+fn keeps_boundaries(text: &[u8], s: usize, e: usize, rep: &[u8]) -> bool {
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$';
+    let joins = |a: u8, b: u8| {
+        (ident(a) && (ident(b) || b == b'"' || b == b'\''))
+            || (a == b'/' && (b == b'/' || b == b'*'))
+            || (a == b'*' && b == b'/')
+            || (a == b'\\')
+            || (a == b'<' && b == b'<')
+            || (a == b'>' && b == b'>')
+            || (a == b':' && b == b':')
+            || (a == b'-' && b == b'>')
+    };
+    let left = s.checked_sub(1).map(|i| text[i]);
+    let right = text.get(e).copied();
+    match (rep.first(), rep.last()) {
+        (Some(&first), Some(&last)) => {
+            // New neighbours only: a pair that was already adjacent in the original is fine.
+            if left.is_some_and(|l| joins(l, first) && text.get(s) != Some(&first)) {
+                return false;
+            }
+            if right.is_some_and(|r| joins(last, r) && (e == s || text[e - 1] != last)) {
+                return false;
+            }
+        }
+        _ => {
+            if let (Some(l), Some(r)) = (left, right) {
+                if joins(l, r) {
+                    return false;
+                }
+            }
+        }
+    }
+    // A `#` that would become the first non-blank byte of its line.
+    if rep.is_empty() && right == Some(b'#') {
+        let blank_before = |at: usize| {
+            let ls = text[..at]
+                .iter()
+                .rposition(|&c| c == b'\n')
+                .map_or(0, |p| p + 1);
+            text[ls..at]
+                .iter()
+                .all(|c| matches!(c, b' ' | b'\t' | b'\r'))
+        };
+        if blank_before(s) && !blank_before(e) {
+            return false;
+        }
+    }
+    true
+}
+
+fn splice(text: &[u8], mut edits: Vec<Edit>) -> Vec<u8> {
+    edits.sort_by_key(|e| e.0);
+    let mut out = Vec::with_capacity(text.len());
+    let mut at = 0;
+    for (s, e, rep) in edits {
+        if s < at {
+            continue; // overlapping edits cannot be produced; never corrupt if they were
+        }
+        out.extend_from_slice(&text[at..s]);
+        out.extend_from_slice(&rep);
+        at = e;
+    }
+    out.extend_from_slice(&text[at..]);
+    out
+}
+
+/// Matches of a pattern rule, left to right, non-overlapping, that pass `where` and the
+/// definition guard: `(first token, end token, captures)`.
+fn pattern_matches(rule: &Rule, pat: &Pattern, m: &Matcher) -> Vec<(usize, usize, Captures)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < m.toks.len() {
+        if let Some((end, caps)) = m.match_at(pat, i) {
+            if end > i && wheres_hold(rule, m, &caps) && !is_macro_name_position(m, i) {
+                out.push((i, end, caps));
+                i = end;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+fn wheres_hold(rule: &Rule, m: &Matcher, caps: &Captures) -> bool {
+    rule.wheres.iter().all(|(hole, re)| {
+        caps.get(hole).is_some_and(|&(a, b)| {
+            let (s, e) = m.span(a, b);
+            re.is_match(&m.src[s..e])
+        })
+    })
+}
+
+/// `#define NAME`, `#ifdef NAME`, `defined(NAME)`: a compatibility shim that defines or tests the
+/// legacy name itself must not be renamed (it would become `#define TORCH_CHECK TORCH_CHECK`).
+fn is_macro_name_position(m: &Matcher, i: usize) -> bool {
+    if i == 0 {
+        return false;
+    }
+    let prev = &m.toks[i - 1];
+    if prev.kind == Kind::PpStart {
+        let d: Vec<u8> = prev
+            .text(m.src)
+            .iter()
+            .copied()
+            .filter(|c| c.is_ascii_alphabetic())
+            .collect();
+        return matches!(d.as_slice(), b"define" | b"undef" | b"ifdef" | b"ifndef");
+    }
+    m.text(i - 1) == b"defined" || (m.text(i - 1) == b"(" && i >= 2 && m.text(i - 2) == b"defined")
+}
+
+/// True when tokens `[a, b)` contain a comment or literal.
+fn has_opaque(toks: &[Token], a: usize, b: usize) -> bool {
+    toks[a..b].iter().any(Token::is_opaque)
+}
+
+fn change_edits(rule: &Rule, text: &[u8], toks: &[Token]) -> Result<Vec<Edit>> {
+    let m = Matcher::new(text, toks);
+    let mut edits = Vec::new();
+    match &rule.action {
+        Action::Rewrite { pat, replace, .. } => {
+            for (a, b, caps) in pattern_matches(rule, pat, &m) {
+                // A comment or literal that the replacement would drop blocks the rewrite:
+                // comments and literals are never changed or lost.
+                let kept: Vec<&str> = holes_in(replace);
+                let (s, e) = m.span(a, b);
+                let inside_holes: usize = caps
+                    .iter()
+                    .filter(|(n, _)| kept.contains(&n.as_str()))
+                    .map(|(_, &(x, y))| toks[x..y].iter().filter(|t| t.is_opaque()).count())
+                    .sum();
+                if toks[a..b].iter().filter(|t| t.is_opaque()).count() != inside_holes {
+                    continue;
+                }
+                let rep = expand(replace, &m, &caps)?;
+                edits.push(minimal_edit(
+                    rule.lang.lexer(),
+                    text,
+                    &toks[a..b],
+                    &rep,
+                    s,
+                    e,
+                ));
+            }
+        }
+        Action::Remove { pat, unless_used } => {
+            let matches = pattern_matches(rule, pat, &m);
+            let spans: Vec<(usize, usize)> = matches.iter().map(|(a, b, _)| (*a, *b)).collect();
+            for (a, b, caps) in matches {
+                if has_opaque(toks, a, b)
+                    || !uses(&m, unless_used.as_deref(), &caps, &spans).is_empty()
+                {
+                    continue; // reported in phase 2
+                }
+                let (s, e) = m.span(a, b);
+                let (s, e) = widen_to_line(text, s, e);
+                edits.push((s, e, Vec::new()));
+            }
+        }
+        Action::Include {
+            header,
+            glob: false,
+            to,
+            review: false,
+            ..
+        } => {
+            let present = |h: &str| {
+                include_sites(text, toks)
+                    .iter()
+                    .any(|(_, name, _)| name == h.as_bytes())
+            };
+            let to_present = to.as_deref().is_some_and(present);
+            for (ti, name, delims) in include_sites(text, toks) {
+                if name != header.as_bytes() {
+                    continue;
+                }
+                let t = &toks[ti];
+                let start = directive_start(toks, ti);
+                if has_opaque(toks, start, ti) {
+                    continue; // `#include /* why */ <...>`: never lose the comment
+                }
+                match to {
+                    Some(to) if !to_present => {
+                        let mut rep = vec![delims.0];
+                        rep.extend_from_slice(to.as_bytes());
+                        rep.push(delims.1);
+                        edits.push((t.start, t.end, rep));
+                    }
+                    _ => {
+                        // Drop the whole directive (`#` .. header name) and its line if empty.
+                        let (s, e) = widen_to_line(text, toks[start].start, t.end);
+                        edits.push((s, e, Vec::new()));
+                    }
+                }
+            }
+        }
+        Action::PyString {
+            regex, drop: true, ..
+        } => {
+            for (i, t) in toks.iter().enumerate() {
+                if t.kind == Kind::Str && regex.is_match(py_content(t.text(text))) {
+                    if let Some((s, e)) = list_element_span(text, toks, i) {
+                        edits.push((s, e, Vec::new()));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(edits)
+}
+
+/// Narrows the replacement of `span` (tokens `orig`) by `rep` to the tokens that differ, so
+/// the original layout around and inside unchanged tokens survives: `AT_DISPATCH_X(\n  x.type(),`
+/// becomes `AT_DISPATCH_X(\n  x.scalar_type(),`, not a re-joined line.
+fn minimal_edit(
+    lex: fn(&[u8]) -> Vec<Token>,
+    text: &[u8],
+    orig: &[Token],
+    rep: &[u8],
+    s: usize,
+    e: usize,
+) -> Edit {
+    let rtoks = lex(rep);
+    let same = |o: &Token, r: &Token| o.kind == r.kind && o.text(text) == r.text(rep);
+    let (lo, lr) = (orig.len(), rtoks.len());
+    let mut p = 0;
+    while p < lo && p < lr && same(&orig[p], &rtoks[p]) {
+        p += 1;
+    }
+    let mut q = 0;
+    while q < lo - p && q < lr - p && same(&orig[lo - 1 - q], &rtoks[lr - 1 - q]) {
+        q += 1;
+    }
+    if p == lo && p == lr {
+        return (s, e, text[s..e].to_vec()); // identical tokens (only layout differs): keep
+    }
+    if p < lo - q && p < lr - q {
+        // Both sides keep at least one differing token: replace token run by token run. The
+        // blanks next to the run come from the replacement where they differ (a dropped `state,`
+        // must not leave its trailing space behind).
+        let (mut os, mut oe) = (orig[p].start, orig[lo - 1 - q].end);
+        let (mut rs, mut re) = (rtoks[p].start, rtoks[lr - 1 - q].end);
+        if p > 0 && text[orig[p - 1].end..os] != rep[rtoks[p - 1].end..rs] {
+            os = orig[p - 1].end;
+            rs = rtoks[p - 1].end;
+        }
+        if q > 0 && text[oe..orig[lo - q].start] != rep[re..rtoks[lr - q].start] {
+            oe = orig[lo - q].start;
+            re = rtoks[lr - q].start;
+        }
+        // Blanks at the template's ends belong to it (`AT_X(` → `AT_Y(at::kHalf, `).
+        if p == 0 {
+            rs = 0;
+        }
+        if q == 0 {
+            re = rep.len();
+        }
+        return (os, oe, rep[rs..re].to_vec());
+    }
+    // One side is empty: replace the gap between the common prefix and suffix.
+    let os = if p > 0 { orig[p - 1].end } else { s };
+    let oe = if q > 0 { orig[lo - q].start } else { e };
+    let rs = if p > 0 { rtoks[p - 1].end } else { 0 };
+    let re = if q > 0 {
+        rtoks[lr - q].start
+    } else {
+        rep.len()
+    };
+    (os, oe, rep[rs..re].to_vec())
+}
+
+fn holes_in(template: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let b = template.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' {
+            while i < b.len() && b[i] == b'$' {
+                i += 1;
+            }
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            out.push(&template[s..i]);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Offsets of the identifier captured as `var`, outside every match of the rule (several
+/// declarations of the same `state` do not keep each other alive).
+fn uses(m: &Matcher, var: Option<&str>, caps: &Captures, spans: &[(usize, usize)]) -> Vec<usize> {
+    let Some(&(x, y)) = var.and_then(|v| caps.get(v)) else {
+        return Vec::new();
+    };
+    let (s, e) = m.span(x, y);
+    let name = &m.src[s..e];
+    m.toks
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| {
+            t.kind == Kind::Ident
+                && t.text(m.src) == name
+                && !spans.iter().any(|&(a, b)| (a..b).contains(i))
+        })
+        .map(|(_, t)| t.start)
+        .collect()
+}
+
+/// Extends `[s, e)` to whole lines when nothing but whitespace shares them; otherwise also eats
+/// the blanks after `e` on the same line.
+fn widen_to_line(text: &[u8], s: usize, e: usize) -> (usize, usize) {
+    let line_start = text[..s]
+        .iter()
+        .rposition(|&c| c == b'\n')
+        .map_or(0, |p| p + 1);
+    let line_end = text[e..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(text.len(), |p| e + p);
+    let blank = |r: &[u8]| r.iter().all(|c| matches!(c, b' ' | b'\t' | b'\r'));
+    if blank(&text[line_start..s]) && blank(&text[e..line_end]) {
+        return (line_start, (line_end + 1).min(text.len()));
+    }
+    let mut e2 = e;
+    while e2 < line_end && matches!(text[e2], b' ' | b'\t') {
+        e2 += 1;
+    }
+    (s, e2)
+}
+
+/// `(header token index, name, (open, close))` of every `#include`.
+fn include_sites(text: &[u8], toks: &[Token]) -> Vec<(usize, Vec<u8>, (u8, u8))> {
+    toks.iter()
+        .enumerate()
+        .filter(|(_, t)| t.kind == Kind::HeaderName)
+        .filter_map(|(i, t)| {
+            let s = t.text(text);
+            if s.len() < 2 {
+                return None;
+            }
+            let (open, close) = (s[0], s[s.len() - 1]);
+            if !matches!((open, close), (b'<', b'>') | (b'"', b'"')) {
+                return None;
+            }
+            Some((i, s[1..s.len() - 1].to_vec(), (open, close)))
+        })
+        .collect()
+}
+
+fn directive_start(toks: &[Token], mut i: usize) -> usize {
+    while i > 0 && toks[i].kind != Kind::PpStart {
+        i -= 1;
+    }
+    i
+}
+
+/// Adds `#include <header>` after the last include at the outermost conditional level, unless it
+/// is already there. Returns None when nothing changes.
+pub fn ensure_include(text: &[u8], header: &str) -> Option<Vec<u8>> {
+    let toks = super::lexer::lex_c(text);
+    let sites = include_sites(text, &toks);
+    if sites.iter().any(|(_, n, _)| n == header.as_bytes()) {
+        return None;
+    }
+    // Conditional depth of each directive.
+    let mut depth = 0i32;
+    let mut best: Option<(i32, usize)> = None; // (depth, byte offset after the directive's line)
+    let mut pragma_once_end = None;
+    for (i, t) in toks.iter().enumerate() {
+        if t.kind != Kind::PpStart {
+            continue;
+        }
+        let name: Vec<u8> = t
+            .text(text)
+            .iter()
+            .copied()
+            .filter(u8::is_ascii_alphabetic)
+            .collect();
+        let end_tok = toks[i..]
+            .iter()
+            .find(|t| t.kind == Kind::PpEnd)
+            .map_or(text.len(), |t| t.start);
+        match name.as_slice() {
+            b"if" | b"ifdef" | b"ifndef" => depth += 1,
+            b"endif" => depth = (depth - 1).max(0),
+            b"include" if best.is_none_or(|(d, _)| depth <= d) => {
+                best = Some((depth, end_tok));
+            }
+            b"pragma" if toks.get(i + 1).is_some_and(|n| n.text(text) == b"once") => {
+                pragma_once_end = Some(end_tok);
+            }
+            _ => {}
+        }
+    }
+    // Match the file's line endings (CRLF files stay CRLF).
+    let crlf = text
+        .iter()
+        .position(|&c| c == b'\n')
+        .is_some_and(|p| p > 0 && text[p - 1] == b'\r');
+    let eol: &[u8] = if crlf { b"\r\n" } else { b"\n" };
+    let directive = format!("#include <{header}>");
+    let mut out = Vec::with_capacity(text.len() + directive.len() + 2);
+    let mut place = best.map(|b| b.1).or(pragma_once_end);
+    // Never insert into a comment or literal (an unterminated one may run to the end of the
+    // file): fall back to the top of the file.
+    if let Some(at) = place {
+        let ins = if at < text.len() { at + 1 } else { at };
+        if toks
+            .iter()
+            .any(|t| t.is_opaque() && t.start < ins && t.end >= ins)
+        {
+            place = None;
+        }
+    }
+    match place {
+        Some(at) if at < text.len() => {
+            // `at` is the directive's own newline: ours goes right after it.
+            out.extend_from_slice(&text[..=at]);
+            out.extend_from_slice(directive.as_bytes());
+            out.extend_from_slice(if crlf { b"\r" } else { b"" });
+            out.extend_from_slice(&text[at..]);
+        }
+        Some(_) => {
+            out.extend_from_slice(text);
+            out.extend_from_slice(eol);
+            out.extend_from_slice(directive.as_bytes());
+            out.extend_from_slice(eol);
+        }
+        None => {
+            out.extend_from_slice(directive.as_bytes());
+            out.extend_from_slice(eol);
+            out.extend_from_slice(text);
+        }
+    }
+    Some(out)
+}
+
+/// The content of a Python string token (prefix and quotes removed).
+fn py_content(tok: &[u8]) -> &[u8] {
+    let q = tok
+        .iter()
+        .position(|&c| c == b'"' || c == b'\'')
+        .unwrap_or(0);
+    let body = &tok[q..];
+    let ql = if body.len() >= 6 && (body.starts_with(b"\"\"\"") || body.starts_with(b"'''")) {
+        3
+    } else {
+        1
+    };
+    if body.len() >= 2 * ql {
+        &body[ql..body.len() - ql]
+    } else {
+        &body[body.len().min(ql)..]
+    }
+}
+
+/// The bytes to delete to remove string token `i` from a Python list/tuple, or None when it is
+/// not a plain element (then it is reported instead).
+fn list_element_span(text: &[u8], toks: &[Token], i: usize) -> Option<(usize, usize)> {
+    let p = |j: usize| toks.get(j).map(|t| t.text(text));
+    let prev = i.checked_sub(1).and_then(p)?;
+    let next = p(i + 1)?;
+    let t = &toks[i];
+    let opens = |s: &[u8]| s == b"[" || s == b"(";
+    let closes = |s: &[u8]| s == b"]" || s == b")";
+    if !(opens(prev) || prev == b",") {
+        return None;
+    }
+    if next == b"," {
+        // `x, "flag", y` or `["flag", y]`: the element, its comma and the blanks after it.
+        let comma = &toks[i + 1];
+        let mut e = comma.end;
+        while e < text.len() && matches!(text[e], b' ' | b'\t') {
+            e += 1;
+        }
+        let (s, e2) = widen_to_line(text, t.start, comma.end);
+        if e2 > comma.end && text.get(e2 - 1) == Some(&b'\n') {
+            return Some((s, e2));
+        }
+        return Some((t.start, e));
+    }
+    if closes(next) {
+        if prev == b"," {
+            let comma = &toks[i - 1];
+            return Some((comma.start, t.end));
+        }
+        return Some((t.start, t.end));
+    }
+    None
+}
+
+fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewItem>) -> Result<()> {
+    let m = Matcher::new(text, toks);
+    let mut push = |at: usize, message: String, suggestion: String| {
+        let line = line_of(text, at);
+        let ls = text[..at]
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |p| p + 1);
+        let le = text[at..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(text.len(), |p| at + p);
+        out.push(ReviewItem {
+            line,
+            rule: rule.id.clone(),
+            code: String::from_utf8_lossy(&text[ls..le]).trim().to_string(),
+            message,
+            suggestion,
+        });
+    };
+    match &rule.action {
+        Action::Review { pat, suggest } => {
+            for (a, _, caps) in pattern_matches(rule, pat, &m) {
+                let sug = String::from_utf8_lossy(&expand(suggest, &m, &caps)?).into_owned();
+                push(toks[a].start, rule.why.clone(), sug);
+            }
+        }
+        Action::Remove { pat, unless_used } => {
+            let matches = pattern_matches(rule, pat, &m);
+            let spans: Vec<(usize, usize)> = matches.iter().map(|(a, b, _)| (*a, *b)).collect();
+            for (a, b, caps) in matches {
+                let var = unless_used
+                    .as_deref()
+                    .and_then(|v| caps.get(v))
+                    .map(|&(x, y)| {
+                        let (s, e) = m.span(x, y);
+                        String::from_utf8_lossy(&text[s..e]).into_owned()
+                    })
+                    .unwrap_or_default();
+                let mut lines: Vec<String> = uses(&m, unless_used.as_deref(), &caps, &spans)
+                    .into_iter()
+                    .map(|at| line_of(text, at).to_string())
+                    .collect();
+                lines.dedup();
+                let why = if has_opaque(toks, a, b) {
+                    "it contains a comment or literal".to_string()
+                } else if lines.is_empty() {
+                    "deleting it would join the tokens around it".to_string()
+                } else {
+                    format!("`{var}` is still used on line(s) {}", lines.join(", "))
+                };
+                push(
+                    toks[a].start,
+                    format!("{} Not removed: {why}.", rule.why),
+                    format!("rewrite the uses of `{var}` (see the THC rules), then delete this statement"),
+                );
+            }
+        }
+        Action::Include {
+            header,
+            glob,
+            review: true,
+            suggest,
+            ..
+        } => {
+            for (ti, name, _) in include_sites(text, toks) {
+                let hit = if *glob {
+                    name.starts_with(header.as_bytes())
+                } else {
+                    name == header.as_bytes()
+                };
+                if hit {
+                    push(toks[ti].start, rule.why.clone(), suggest.clone());
+                }
+            }
+        }
+        Action::PyString {
+            regex,
+            drop,
+            suggest,
+        } => {
+            for t in toks {
+                if t.kind == Kind::Str && regex.is_match(py_content(t.text(text))) {
+                    let why = if *drop {
+                        format!("{} Not removed: it is not a plain list element.", rule.why)
+                    } else {
+                        rule.why.clone()
+                    };
+                    push(t.start, why, suggest.clone());
+                }
+            }
+        }
+        Action::Rewrite { .. } | Action::Include { .. } => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! The codemod engine: brings legacy PyTorch C++/CUDA extension sources (torch 0.4–1.x era) to
+//! modern torch, driven by a rule catalogue that is data (`patches/rules/torch-legacy.toml`).
+//!
+//! * [`lexer`] tokenizes C/C++/CUDA and Python on bytes, so rules never match inside comments or
+//!   literals and non-UTF-8 files are handled, not refused.
+//! * [`pattern`] matches token patterns with balanced-parenthesis holes.
+//! * [`catalogue`] loads and validates the rules; [`engine`] applies them to one file.
+//! * This module walks paths, computes diffs and writes files atomically; `commands::codemod` is
+//!   the CLI over it, and `port-extension` calls [`run`] directly.
+
+pub mod catalogue;
+pub mod engine;
+pub mod lexer;
+pub mod pattern;
+
+pub use catalogue::{builtin, Catalogue, Lang, Rule};
+pub use engine::{Outcome, ReviewItem};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Compute changes and diffs; write nothing.
+    DryRun,
+    /// Write the changed files.
+    Apply,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FileReport {
+    pub path: PathBuf,
+    pub changed: bool,
+    pub rewrites: BTreeMap<String, usize>,
+    pub review: Vec<ReviewItem>,
+    /// Unified diff of the change (dry-run only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub catalogue: String,
+    pub files_scanned: usize,
+    pub files_changed: usize,
+    /// Rewrites per rule over all files.
+    pub rewrites: BTreeMap<String, usize>,
+    pub review_items: usize,
+    pub files: Vec<FileReport>,
+}
+
+impl Report {
+    pub fn total_rewrites(&self) -> usize {
+        self.rewrites.values().sum()
+    }
+}
+
+/// The files under `paths` that the codemod handles (C-family sources and headers, `setup.py`),
+/// sorted. Hidden directories, `build/` and symlinks are skipped; a path given explicitly that is
+/// a symlink or not a handled file is an error.
+pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta =
+            fs::symlink_metadata(p).with_context(|| format!("{}: cannot read", p.display()))?;
+        if meta.file_type().is_symlink() {
+            bail!(
+                "{}: is a symlink; pass the file or directory it points to",
+                p.display()
+            );
+        }
+        if meta.is_dir() {
+            walk(p, &mut out)?;
+        } else if Lang::of_path(p).is_some() {
+            out.push(p.clone());
+        } else {
+            bail!(
+                "{}: not a file the codemod handles (expected .c .cc .cpp .cxx .h .hh .hpp .cu .cuh or setup.py)",
+                p.display()
+            );
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot list directory", dir.display()))?
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("{}: cannot list directory", dir.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let ft = e.file_type()?;
+        let path = e.path();
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if ft.is_symlink() {
+            continue;
+        }
+        if ft.is_dir() {
+            if name.starts_with('.') || name == "build" || name == "__pycache__" {
+                continue;
+            }
+            walk(&path, out)?;
+        } else if ft.is_file() && Lang::of_path(&path).is_some() {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Runs `cat` over `files`: computes every outcome first, then (in [`Mode::Apply`]) writes the
+/// changed files atomically.
+pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
+    let mut reports = Vec::new();
+    let mut outputs = Vec::new();
+    for path in files {
+        let lang = Lang::of_path(path)
+            .with_context(|| format!("{}: not a C/C++/CUDA file or setup.py", path.display()))?;
+        let src = fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let out = engine::apply(cat, lang, &src).with_context(|| format!("{}", path.display()))?;
+        let changed = out.output != src;
+        let diff = (mode == Mode::DryRun && changed).then(|| unified_diff(path, &src, &out.output));
+        reports.push(FileReport {
+            path: path.clone(),
+            changed,
+            rewrites: out.counts.clone(),
+            review: out.review.clone(),
+            diff,
+        });
+        if changed {
+            outputs.push((path.clone(), out.output));
+        }
+    }
+    if mode == Mode::Apply {
+        for (path, bytes) in &outputs {
+            write_atomic(path, bytes)?;
+        }
+    }
+    let mut rewrites = BTreeMap::new();
+    for r in &reports {
+        for (k, v) in &r.rewrites {
+            *rewrites.entry(k.clone()).or_default() += v;
+        }
+    }
+    Ok(Report {
+        catalogue: cat.name.clone(),
+        files_scanned: reports.len(),
+        files_changed: outputs.len(),
+        rewrites,
+        review_items: reports.iter().map(|r| r.review.len()).sum(),
+        files: reports,
+    })
+}
+
+/// A unified diff (`--- a/…`, `+++ b/…`, 3 lines of context). Non-UTF-8 bytes are shown lossily;
+/// the file itself is written byte-exact.
+pub fn unified_diff(path: &Path, old: &[u8], new: &[u8]) -> String {
+    let old = String::from_utf8_lossy(old);
+    let new = String::from_utf8_lossy(new);
+    let name = path.display().to_string();
+    similar::TextDiff::from_lines(old.as_ref(), new.as_ref())
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{name}"), &format!("b/{name}"))
+        .to_string()
+}
+
+/// Replaces `path` by `bytes` atomically: a temporary file in the same directory with the same
+/// permissions, synced, then renamed over the original.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file path", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.archsmith-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let perms = fs::metadata(path)
+        .with_context(|| format!("{}: cannot read permissions", path.display()))?
+        .permissions();
+    let result = (|| -> Result<()> {
+        let mut f = fs::File::create_new(&tmp)
+            .with_context(|| format!("{}: cannot create temporary file", tmp.display()))?;
+        f.write_all(bytes)
+            .with_context(|| format!("{}: write failed", tmp.display()))?;
+        f.set_permissions(perms)
+            .with_context(|| format!("{}: cannot set permissions", tmp.display()))?;
+        f.sync_all()
+            .with_context(|| format!("{}: sync failed", tmp.display()))?;
+        fs::rename(&tmp, path)
+            .with_context(|| format!("{}: cannot replace with {}", path.display(), tmp.display()))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}

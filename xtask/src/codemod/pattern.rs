@@ -1,0 +1,322 @@
+//! Token patterns with balanced holes (comby-style), matched against [`lexer`] tokens.
+//!
+//! A pattern is written as source text and lexed by the same lexer as the file it applies to.
+//! `$NAME` is a hole that captures one balanced expression (no top-level `,` or `;`); `$$$NAME`
+//! captures a balanced run that may contain commas. A hole never crosses a `;`, an unbalanced
+//! closing bracket, a directive boundary or a CUDA launch bracket, and captures at least one token.
+//! A hole that starts a pattern captures exactly one token (it names the token, e.g. a macro
+//! whose name a `where` regex constrains). Literal tokens match byte for byte; whitespace between
+//! tokens is free, but a comment or literal in the file never matches a literal pattern token.
+
+use super::lexer::{Kind, Token};
+use anyhow::{bail, Result};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Elem {
+    Lit(Vec<u8>),
+    /// `(name, multi)`: `$name` (multi = false) or `$$$name` (multi = true).
+    Hole(String, bool),
+}
+
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    pub elems: Vec<Elem>,
+}
+
+/// Token index range `[first, last)` captured by each hole.
+pub type Captures = BTreeMap<String, (usize, usize)>;
+
+impl Pattern {
+    /// Compiles `text`, lexed with `lex`; holes are identifiers that start with `$`.
+    pub fn compile(text: &str, lex: fn(&[u8]) -> Vec<Token>) -> Result<Pattern> {
+        let src = text.as_bytes();
+        let mut elems = Vec::new();
+        for t in lex(src) {
+            let s = t.text(src);
+            match t.kind {
+                Kind::Ident if s.starts_with(b"$") => {
+                    let multi = s.starts_with(b"$$$");
+                    let name = &s[if multi { 3 } else { 1 }..];
+                    if name.is_empty() || name.contains(&b'$') {
+                        bail!(
+                            "pattern `{text}`: bad hole `{}`",
+                            String::from_utf8_lossy(s)
+                        );
+                    }
+                    elems.push(Elem::Hole(
+                        String::from_utf8_lossy(name).into_owned(),
+                        multi,
+                    ));
+                }
+                Kind::PpStart | Kind::PpEnd | Kind::Comment => {
+                    bail!("pattern `{text}`: directives and comments are not allowed in patterns")
+                }
+                _ => elems.push(Elem::Lit(s.to_vec())),
+            }
+        }
+        if elems.is_empty() {
+            bail!("empty pattern");
+        }
+        for w in elems.windows(2) {
+            if matches!((&w[0], &w[1]), (Elem::Hole(..), Elem::Hole(..))) {
+                bail!("pattern `{text}`: two holes in a row are ambiguous");
+            }
+        }
+        Ok(Pattern { elems })
+    }
+
+    pub fn holes(&self) -> impl Iterator<Item = &str> {
+        self.elems.iter().filter_map(|e| match e {
+            Elem::Hole(n, _) => Some(n.as_str()),
+            Elem::Lit(_) => None,
+        })
+    }
+}
+
+/// A lexed file prepared for matching: tokens plus the partner index of every bracket.
+pub struct Matcher<'a> {
+    pub src: &'a [u8],
+    pub toks: &'a [Token],
+    partner: Vec<Option<usize>>,
+}
+
+fn opener(b: &[u8]) -> Option<u8> {
+    match b {
+        b"(" => Some(b')'),
+        b"[" => Some(b']'),
+        b"{" => Some(b'}'),
+        _ => None,
+    }
+}
+
+fn is_closer(b: &[u8]) -> bool {
+    matches!(b, b")" | b"]" | b"}")
+}
+
+impl<'a> Matcher<'a> {
+    pub fn new(src: &'a [u8], toks: &'a [Token]) -> Matcher<'a> {
+        let mut partner = vec![None; toks.len()];
+        let mut stack: Vec<(usize, u8)> = Vec::new();
+        for (i, t) in toks.iter().enumerate() {
+            if t.kind != Kind::Punct {
+                continue;
+            }
+            let s = t.text(src);
+            if let Some(close) = opener(s) {
+                stack.push((i, close));
+            } else if is_closer(s) {
+                match stack.last() {
+                    Some(&(j, close)) if close == s[0] => {
+                        partner[j] = Some(i);
+                        partner[i] = Some(j);
+                        stack.pop();
+                    }
+                    // Mismatched: leave both unpaired (holes will refuse to span them).
+                    _ => {}
+                }
+            }
+        }
+        // A pair must not contain a directive boundary unless both ends are inside the same
+        // directive; unpair those (brackets split across #if branches, macros, ...).
+        let mut pp_id = vec![0usize; toks.len()];
+        let mut id = 0;
+        for (i, t) in toks.iter().enumerate() {
+            if t.kind == Kind::PpStart {
+                id += 1;
+            }
+            pp_id[i] = id;
+            if t.kind == Kind::PpEnd {
+                id += 1;
+            }
+        }
+        for i in 0..toks.len() {
+            if let Some(j) = partner[i] {
+                if pp_id[i] != pp_id[j] {
+                    partner[i] = None;
+                    partner[j] = None;
+                }
+            }
+        }
+        Matcher { src, toks, partner }
+    }
+
+    pub fn text(&self, i: usize) -> &'a [u8] {
+        self.toks[i].text(self.src)
+    }
+
+    /// Byte range covered by tokens `[first, last)`.
+    pub fn span(&self, first: usize, last: usize) -> (usize, usize) {
+        (self.toks[first].start, self.toks[last - 1].end)
+    }
+
+    /// Tries to match `pat` starting at token `ti`; returns the end token index and captures.
+    pub fn match_at(&self, pat: &Pattern, ti: usize) -> Option<(usize, Captures)> {
+        let mut caps = Captures::new();
+        let end = self.go(&pat.elems, 0, ti, &mut caps)?;
+        Some((end, caps))
+    }
+
+    fn go(&self, elems: &[Elem], pi: usize, ti: usize, caps: &mut Captures) -> Option<usize> {
+        let Some(e) = elems.get(pi) else {
+            return Some(ti);
+        };
+        match e {
+            Elem::Lit(bytes) => {
+                let t = self.toks.get(ti)?;
+                if matches!(
+                    t.kind,
+                    Kind::Comment | Kind::Str | Kind::PpStart | Kind::PpEnd | Kind::HeaderName
+                ) || t.text(self.src) != bytes.as_slice()
+                {
+                    return None;
+                }
+                self.go(elems, pi + 1, ti + 1, caps)
+            }
+            Elem::Hole(name, multi) => {
+                if pi == 0 {
+                    // A leading hole names one token.
+                    let t = self.toks.get(ti)?;
+                    if t.kind != Kind::Ident {
+                        return None;
+                    }
+                    caps.insert(name.clone(), (ti, ti + 1));
+                    return self.go(elems, 1, ti + 1, caps);
+                }
+                let mut end = ti;
+                loop {
+                    let next = self.unit_end(end, *multi)?;
+                    end = next;
+                    caps.insert(name.clone(), (ti, end));
+                    if let Some(r) = self.go(elems, pi + 1, end, caps) {
+                        return Some(r);
+                    }
+                }
+            }
+        }
+    }
+
+    /// End (exclusive) of the balanced unit starting at `i`, or None where a hole must stop.
+    fn unit_end(&self, i: usize, multi: bool) -> Option<usize> {
+        let t = self.toks.get(i)?;
+        match t.kind {
+            Kind::PpStart | Kind::PpEnd => return None,
+            Kind::Punct => {
+                let s = t.text(self.src);
+                if s == b";" || s == b"<<<" || s == b">>>" || (!multi && s == b",") {
+                    return None;
+                }
+                if is_closer(s) {
+                    return None;
+                }
+                if opener(s).is_some() {
+                    return self.partner[i].map(|j| j + 1);
+                }
+            }
+            _ => {}
+        }
+        Some(i + 1)
+    }
+}
+
+/// Expands `$NAME` / `$$$NAME` in `template` with the captured source text.
+pub fn expand(template: &str, m: &Matcher, caps: &Captures) -> Result<Vec<u8>> {
+    let t = template.as_bytes();
+    let mut out = Vec::with_capacity(t.len());
+    let mut i = 0;
+    while i < t.len() {
+        if t[i] == b'$' {
+            let mut j = i;
+            while j < t.len() && t[j] == b'$' {
+                j += 1;
+            }
+            let name_start = j;
+            while j < t.len() && (t[j].is_ascii_alphanumeric() || t[j] == b'_') {
+                j += 1;
+            }
+            let name = std::str::from_utf8(&t[name_start..j]).unwrap_or_default();
+            let Some(&(a, b)) = caps.get(name) else {
+                bail!("template `{template}` uses `${name}`, which the pattern does not capture");
+            };
+            let (s, mut e) = m.span(a, b);
+            // A capture followed by a line break keeps it: after a line comment or an
+            // unterminated literal, the template's next token would otherwise be swallowed.
+            let next = m.toks.get(b).map_or(m.src.len(), |t| t.start).max(e);
+            if m.src[e..next].contains(&b'\n') {
+                e = next;
+            }
+            out.extend_from_slice(&m.src[s..e]);
+            i = j;
+        } else {
+            out.push(t[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codemod::lexer::lex_c;
+
+    fn find(pat: &str, src: &str) -> Vec<String> {
+        let p = Pattern::compile(pat, lex_c).unwrap();
+        let toks = lex_c(src.as_bytes());
+        let m = Matcher::new(src.as_bytes(), &toks);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < toks.len() {
+            if let Some((end, caps)) = m.match_at(&p, i) {
+                let mut s = String::new();
+                for (k, (a, b)) in &caps {
+                    let (x, y) = m.span(*a, *b);
+                    s.push_str(&format!("{k}={} ", &src[x..y]));
+                }
+                out.push(s.trim_end().to_string());
+                i = end;
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn holes_capture_balanced_arguments() {
+        assert_eq!(
+            find(
+                "THCudaMalloc($S, $$$N)",
+                "p = THCudaMalloc(state, n * sizeof(f(a, b)));"
+            ),
+            vec!["N=n * sizeof(f(a, b)) S=state"]
+        );
+        assert_eq!(
+            find(
+                "$M($X.type(),",
+                "AT_DISPATCH_FLOATING_TYPES(in[i].contiguous().type(), \"n\", [&] { f(); });"
+            ),
+            vec!["M=AT_DISPATCH_FLOATING_TYPES X=in[i].contiguous()"]
+        );
+    }
+
+    #[test]
+    fn holes_stop_at_statement_and_launch_boundaries() {
+        assert_eq!(
+            find(
+                "<<<$G, $B>>>",
+                "k<<<dim3(a, b), t>>>(x); k<<<g, b, 0, s>>>(x);"
+            ),
+            vec!["B=t G=dim3(a, b)"]
+        );
+        assert!(find("f($X)", "f(a; b)").is_empty());
+        assert!(find("f($X)", "f()").is_empty());
+    }
+
+    #[test]
+    fn literals_and_comments_never_match() {
+        assert!(find("AT_CHECK", "// AT_CHECK\n\"AT_CHECK\" /*AT_CHECK*/").is_empty());
+        // A comment between pattern tokens defeats the match (it would be lost otherwise).
+        assert!(find(".type().is_cuda()", "x.type() /*c*/ .is_cuda()").is_empty());
+    }
+}

@@ -1,0 +1,203 @@
+//! `cargo xtask codemod PATH… [--dry-run|--check] [--force] [--json]`: port legacy PyTorch
+//! extension sources with the rule catalogue (see `crate::codemod`).
+//!
+//! Exit status: 0 done (or nothing to do); 1 with `--check` when a file would change or a review
+//! item remains; 2 on errors (unreadable file, dirty git tree without `--force`, bad catalogue).
+
+use crate::codemod::catalogue::RuleKind;
+use crate::codemod::{self, Catalogue, Lang, Mode, Report};
+use crate::output::{emit, Table};
+use crate::process::Cmd;
+use anyhow::{bail, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, clap::Args)]
+pub struct CodemodArgs {
+    /// Files or directories (walked for .c .cc .cpp .cxx .h .hh .hpp .cu .cuh and setup.py).
+    #[arg(required_unless_present = "list_rules", value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// List the catalogue's rules (id, kind, torch release where the old form broke) and exit.
+    #[arg(long)]
+    pub list_rules: bool,
+    /// Print a unified diff of what would change; write nothing.
+    #[arg(long, conflicts_with = "check")]
+    pub dry_run: bool,
+    /// Write nothing; exit 1 if a file would change or a review item remains.
+    #[arg(long)]
+    pub check: bool,
+    /// Write even when the files have uncommitted changes or are not in a git work tree.
+    #[arg(long)]
+    pub force: bool,
+    /// Rule catalogue to use instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &CodemodArgs) -> Result<i32> {
+    let owned;
+    let cat: &Catalogue = match &args.rules {
+        Some(p) => {
+            owned = Catalogue::load(p)?;
+            &owned
+        }
+        None => codemod::builtin(),
+    };
+    if args.list_rules {
+        return list_rules(cat, args.json);
+    }
+    let files = codemod::discover(&args.paths)?;
+    let apply = !args.dry_run && !args.check;
+    // Compute first; only a run that would write needs a clean tree.
+    let preview = codemod::run(cat, &files, Mode::DryRun)?;
+    let report = if apply && preview.files_changed > 0 {
+        if !args.force {
+            let changed: Vec<&Path> = preview
+                .files
+                .iter()
+                .filter(|f| f.changed)
+                .map(|f| f.path.as_path())
+                .collect();
+            ensure_clean(&changed)?;
+        }
+        codemod::run(cat, &files, Mode::Apply)?
+    } else {
+        preview
+    };
+    emit(args.json, &report, |r| {
+        let mut out = String::new();
+        if args.dry_run {
+            for d in r.files.iter().filter_map(|f| f.diff.as_deref()) {
+                out.push_str(d);
+            }
+        }
+        out.push_str(&render(r, apply));
+        out
+    })?;
+    if args.check && (report.files_changed > 0 || report.review_items > 0) {
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Serialize)]
+struct RuleRow<'a> {
+    id: &'a str,
+    kind: RuleKind,
+    lang: Lang,
+    broke_in: Option<String>,
+    deprecated_in: Option<String>,
+    replacement_since: Option<String>,
+    why: &'a str,
+}
+
+fn list_rules(cat: &Catalogue, json: bool) -> Result<i32> {
+    let v = |v: &Option<crate::version::Version>| v.as_ref().map(ToString::to_string);
+    let rows: Vec<RuleRow> = cat
+        .rules
+        .iter()
+        .map(|r| RuleRow {
+            id: &r.id,
+            kind: r.kind,
+            lang: r.lang,
+            broke_in: v(&r.broke_in),
+            deprecated_in: v(&r.deprecated_in),
+            replacement_since: v(&r.replacement_since),
+            why: &r.why,
+        })
+        .collect();
+    emit(json, &rows, |rows| {
+        let mut t = Table::new(["RULE", "KIND", "BROKE IN", "REPLACEMENT SINCE"]);
+        for r in rows {
+            t.row([
+                r.id.to_string(),
+                kind_name(r.kind),
+                r.broke_in.clone().unwrap_or_else(|| "never (warns)".into()),
+                r.replacement_since.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        format!("{}{} rules [{}]\n", t.render(), rows.len(), cat.name)
+    })?;
+    Ok(0)
+}
+
+/// The kind as the catalogue spells it (`py-string`).
+fn kind_name(kind: RuleKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Refuses when any of `files` has uncommitted changes or is outside a git work tree.
+fn ensure_clean(files: &[&Path]) -> Result<()> {
+    for f in files {
+        let dir = f
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = f.file_name().unwrap_or_default();
+        let out = Cmd::new("git")
+            .args(["status", "--porcelain", "--untracked-files=all", "--"])
+            .arg(name)
+            .dir(dir)
+            .output()?;
+        if !out.success() {
+            bail!(
+                "{}: not inside a git work tree, so the rewrite could not be reviewed or undone with git; commit it first or pass --force",
+                f.display()
+            );
+        }
+        if !out.stdout.trim().is_empty() {
+            bail!(
+                "{}: has uncommitted changes (`git status`: {}); commit or stash them first, or pass --force",
+                f.display(),
+                out.stdout.trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn render(report: &Report, applied: bool) -> String {
+    let mut out = String::new();
+    let verb = if applied { "changed" } else { "would change" };
+    out.push_str(&format!(
+        "{} file(s) scanned, {} {verb}, {} rewrite(s), {} review item(s) [{}]\n",
+        report.files_scanned,
+        report.files_changed,
+        report.total_rewrites(),
+        report.review_items,
+        report.catalogue
+    ));
+    if !report.rewrites.is_empty() {
+        let mut t = Table::new(["RULE", "REWRITES"]);
+        for (rule, n) in &report.rewrites {
+            t.row([rule.clone(), n.to_string()]);
+        }
+        out.push('\n');
+        out.push_str(&t.render());
+    }
+    let items: Vec<_> = report
+        .files
+        .iter()
+        .flat_map(|f| f.review.iter().map(move |r| (f, r)))
+        .collect();
+    if !items.is_empty() {
+        out.push_str("\nreview (not changed; line numbers are those of the rewritten file):\n");
+        for (f, r) in items {
+            out.push_str(&format!(
+                "{}:{}: [{}] {}\n    {}\n    suggestion: {}\n",
+                f.path.display(),
+                r.line,
+                r.rule,
+                r.message,
+                r.code,
+                r.suggestion
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,229 @@
+//! `cargo xtask codemod` end to end: dry-run diff, --check exit codes, the dirty-tree guard,
+//! atomic writes that keep permissions, the JSON report and error messages.
+
+use std::path::Path;
+use std::process::Command;
+
+fn xtask(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run xtask");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+const LEGACY: &str = "#include <THC/THC.h>\n\
+// AT_CHECK here is a comment\n\
+void f(const at::Tensor& x) {\n  AT_CHECK(x.type().is_cuda(), \"AT_CHECK in a string\");\n}\n";
+const PORTED: &str = "#include <ATen/cuda/CUDAContext.h>\n\
+// AT_CHECK here is a comment\n\
+void f(const at::Tensor& x) {\n  TORCH_CHECK(x.is_cuda(), \"AT_CHECK in a string\");\n}\n";
+
+fn repo_with(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, body) in files {
+        let p = tmp.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    git(tmp.path(), &["init", "-q"]);
+    git(tmp.path(), &["add", "-A"]);
+    git(tmp.path(), &["commit", "-qm", "legacy"]);
+    tmp
+}
+
+#[test]
+fn dry_run_prints_a_unified_diff_and_writes_nothing() {
+    let repo = repo_with(&[("csrc/a.cu", LEGACY.as_bytes())]);
+    let (code, out, err) = xtask(repo.path(), &["codemod", "--dry-run", "csrc"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("--- a/csrc/a.cu\n+++ b/csrc/a.cu\n"), "{out}");
+    assert!(
+        out.contains("-#include <THC/THC.h>\n+#include <ATen/cuda/CUDAContext.h>\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("+  TORCH_CHECK(x.is_cuda(), \"AT_CHECK in a string\");"),
+        "{out}"
+    );
+    assert!(out.contains("1 would change"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("csrc/a.cu")).unwrap(),
+        LEGACY
+    );
+}
+
+#[test]
+fn check_fails_until_applied_and_apply_is_atomic_and_idempotent() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = repo_with(&[("a.cu", LEGACY.as_bytes()), ("b.h", b"int x;\n")]);
+    let a = repo.path().join("a.cu");
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o750)).unwrap();
+    git(repo.path(), &["commit", "-qam", "mode"]);
+
+    let (code, _, err) = xtask(repo.path(), &["codemod", "--check", "."]);
+    assert_eq!(code, 1, "{err}");
+
+    let (code, out, err) = xtask(repo.path(), &["codemod", "."]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("2 file(s) scanned, 1 changed, 3 rewrite(s), 0 review item(s)"),
+        "{out}"
+    );
+    for rule in ["at-check", "thc-header", "type-is-cuda"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(rule)),
+            "{rule} missing from {out}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), PORTED);
+    let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o750);
+    // No temporary file is left behind.
+    let names: Vec<_> = std::fs::read_dir(repo.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains("archsmith")), "{names:?}");
+
+    // The port is a fixed point: --check passes, a second apply changes nothing.
+    git(repo.path(), &["commit", "-qam", "ported"]);
+    let (code, out, _) = xtask(repo.path(), &["codemod", "--check", "."]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = xtask(repo.path(), &["codemod", "."]);
+    assert_eq!(code, 0);
+    assert!(out.contains("0 changed, 0 rewrite(s)"), "{out}");
+}
+
+#[test]
+fn check_fails_on_review_items_even_without_changes() {
+    let repo = repo_with(&[("a.cpp", b"void f(bool c) { AT_ASSERT(c); }\n")]);
+    let (code, out, _) = xtask(repo.path(), &["codemod", "--check", "a.cpp"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("a.cpp:1: [at-assert]"), "{out}");
+    assert!(out.contains("suggestion: TORCH_CHECK(c)"), "{out}");
+}
+
+#[test]
+fn apply_refuses_a_dirty_tree_or_no_git_unless_forced() {
+    let repo = repo_with(&[("a.cu", LEGACY.as_bytes())]);
+    let a = repo.path().join("a.cu");
+    std::fs::write(&a, format!("{LEGACY}// local edit\n")).unwrap();
+    let (code, _, err) = xtask(repo.path(), &["codemod", "a.cu"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("a.cu: has uncommitted changes"), "{err}");
+    assert!(std::fs::read_to_string(&a)
+        .unwrap()
+        .contains("AT_CHECK(x.type()"));
+    let (code, _, err) = xtask(repo.path(), &["codemod", "--force", "a.cu"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read_to_string(&a)
+        .unwrap()
+        .contains("TORCH_CHECK(x.is_cuda()"));
+
+    let plain = tempfile::tempdir().unwrap();
+    std::fs::write(plain.path().join("a.cu"), LEGACY).unwrap();
+    let (code, _, err) = xtask(plain.path(), &["codemod", "a.cu"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("a.cu: not inside a git work tree"), "{err}");
+    // A dry run needs no git.
+    let (code, _, _) = xtask(plain.path(), &["codemod", "--dry-run", "a.cu"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn json_report_lists_rewrites_and_review_items_with_lines() {
+    let repo = repo_with(&[
+        ("a.cu", LEGACY.as_bytes()),
+        (
+            "setup.py",
+            b"args = {'nvcc': ['-O2', '-gencode=arch=compute_35,code=sm_35']}\n",
+        ),
+    ]);
+    let (code, out, err) = xtask(repo.path(), &["codemod", "--dry-run", "--json", "."]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["files_scanned"], 2);
+    assert_eq!(v["files_changed"], 1);
+    assert_eq!(v["rewrites"]["at-check"], 1);
+    assert_eq!(v["review_items"], 1);
+    let files = v["files"].as_array().unwrap();
+    let setup = files.iter().find(|f| f["path"] == "./setup.py").unwrap();
+    assert_eq!(setup["review"][0]["rule"], "setup-arch-flags");
+    assert_eq!(setup["review"][0]["line"], 1);
+    let a = files.iter().find(|f| f["path"] == "./a.cu").unwrap();
+    assert!(a["diff"].as_str().unwrap().starts_with("--- a/./a.cu"));
+}
+
+#[test]
+fn non_utf8_files_are_rewritten_byte_exact() {
+    let mut body = b"// Ren\xe9\n".to_vec();
+    body.extend_from_slice(b"void f() { AT_CHECK(true, \"caf\xe9\"); }\n");
+    let repo = repo_with(&[("a.cpp", &body)]);
+    let (code, _, err) = xtask(repo.path(), &["codemod", "a.cpp"]);
+    assert_eq!(code, 0, "{err}");
+    let mut want = b"// Ren\xe9\n".to_vec();
+    want.extend_from_slice(b"void f() { TORCH_CHECK(true, \"caf\xe9\"); }\n");
+    assert_eq!(std::fs::read(repo.path().join("a.cpp")).unwrap(), want);
+}
+
+#[test]
+fn errors_name_the_path_and_what_was_expected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, err) = xtask(tmp.path(), &["codemod", "--dry-run", "missing.cu"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("missing.cu: cannot read"), "{err}");
+    std::fs::write(tmp.path().join("notes.txt"), "AT_CHECK").unwrap();
+    let (code, _, err) = xtask(tmp.path(), &["codemod", "--dry-run", "notes.txt"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("notes.txt: not a file the codemod handles (expected .c"),
+        "{err}"
+    );
+    std::fs::write(tmp.path().join("r.toml"), "[[rule]]\nid = 'x'\n").unwrap();
+    std::fs::write(tmp.path().join("a.cu"), "").unwrap();
+    let (code, _, err) = xtask(
+        tmp.path(),
+        &["codemod", "--rules", "r.toml", "--dry-run", "a.cu"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("r.toml: not a rule catalogue"), "{err}");
+}
+
+#[test]
+fn list_rules_shows_the_catalogue_with_breaking_releases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, out, err) = xtask(tmp.path(), &["codemod", "--list-rules", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rules = v.as_array().unwrap();
+    assert_eq!(rules.len(), archsmith::codemod::builtin().rules.len());
+    let at_check = rules.iter().find(|r| r["id"] == "at-check").unwrap();
+    assert_eq!(at_check["broke_in"], "1.5");
+    assert_eq!(at_check["kind"], "rewrite");
+    let (code, out, _) = xtask(tmp.path(), &["codemod", "--list-rules"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines().any(|l| l.starts_with("setup-std-cxx")
+            && l.contains("py-string")
+            && l.contains("2.1")),
+        "{out}"
+    );
+}
