@@ -19,6 +19,7 @@ pub mod expect;
 pub mod extract;
 pub mod fatbin;
 pub mod source;
+pub mod synth;
 
 pub use error::{Error, ErrorKind};
 pub use fatbin::{Compression, ImageArch, Kind};
@@ -186,3 +187,6 @@ impl ElfAudit {
         m
     }
 }
+
+#[cfg(test)]
+mod tests;
