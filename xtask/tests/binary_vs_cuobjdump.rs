@@ -283,3 +283,90 @@ fn relocatable_object_and_rdc_shared_object() {
     let all = listed(&cuobjdump(&["-all", "--list-elf"], &so), "ELF file");
     assert_eq!(ours(&a, Kind::Elf, true, true), all, "-all --list-elf");
 }
+
+const TORCH_SPEC: &str = "7.5,8.0,8.6,9.0,10.0,12.0+PTX";
+
+#[test]
+fn torch_libtorch_cuda_matches_cuobjdump() {
+    let wheel = support::torch_wheel();
+    let dir = support::scratch("torch-lib");
+    let so = dir.join("libtorch_cuda.so");
+    {
+        let mut z = zip::ZipArchive::new(std::fs::File::open(&wheel).unwrap()).unwrap();
+        let mut member = z.by_name("torch/lib/libtorch_cuda.so").unwrap();
+        std::io::copy(&mut member, &mut std::fs::File::create(&so).unwrap()).unwrap();
+    }
+    let a = side_by_side(&so);
+    let s = a.counted().unwrap();
+    assert_eq!(s.containers, 476);
+    assert_eq!(
+        s.images.iter().filter(|i| i.kind == Kind::Elf).count(),
+        2981
+    );
+    assert!(
+        ours(&a, Kind::Ptx, false, false).is_empty(),
+        "torch 2.15 ships no PTX in libtorch_cuda.so"
+    );
+    assert_eq!(compression_of(&a), ["zstd"]);
+    // The flags-derived variants that --list-elf cannot show.
+    let sass = ours(&a, Kind::Elf, false, false);
+    assert_eq!(
+        (sass["sm_103f"], sass["sm_100a"], sass["sm_90a"]),
+        (59, 59, 4)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn verify_binary_on_the_torch_wheel_names_missing_ptx_and_extra_a_images() {
+    let wheel = support::torch_wheel();
+    let run = |extra: &[&str]| {
+        Cmd::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["verify", "binary"])
+            .arg(&wheel)
+            .args(["--expect-arch", TORCH_SPEC])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status, Some(1), "{}\n{}", out.stdout, out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("torch/lib/libtorch_cuda.so:"))
+        .unwrap_or_else(|| panic!("no verdict for libtorch_cuda.so in\n{}", out.stdout));
+    assert!(line.starts_with("  FAIL"), "{line}");
+    assert!(line.contains("missing PTX compute_120"), "{line}");
+    for extra in [
+        "sm_90a×4",
+        "sm_100a×59",
+        "sm_103f×59",
+        "sm_120a×1",
+        "sm_121a×1",
+    ] {
+        assert!(line.contains(extra), "{extra} not in {line}");
+    }
+    let json = run(&["--json"]);
+    assert_eq!(json.status, Some(1));
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let files = v["files"].as_array().unwrap();
+    let lib = files
+        .iter()
+        .find(|f| {
+            f["path"]
+                .as_str()
+                .unwrap()
+                .ends_with("!torch/lib/libtorch_cuda.so")
+        })
+        .unwrap();
+    assert_eq!(lib["sass"]["sm_75"], 476);
+    assert_eq!(lib["containers"], 476);
+    assert_eq!(lib["expect"]["missing_ptx"][0]["arch"], "compute_120");
+    let no_code = files
+        .iter()
+        .filter(|f| f["status"] == "no_device_code")
+        .count();
+    assert!(no_code > 0, "torch ships CPU-only libraries too");
+    assert!(files.iter().all(|f| f["status"] != "error"));
+}
