@@ -1,6 +1,7 @@
 //! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
 
 pub mod archs;
+pub mod bench;
 pub mod doctor;
 pub mod verify;
 
@@ -22,6 +23,8 @@ pub enum Command {
     Archs(archs::ArchsArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
     Doctor(doctor::DoctorArgs),
+    /// Measured comparisons: `bench audit` times `verify binary` against unzip + cuobjdump.
+    Bench(bench::BenchArgs),
     /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
     Verify(verify::VerifyArgs),
 }
@@ -32,5 +35,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Archs(args) => archs::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Verify(args) => verify::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
