@@ -391,3 +391,30 @@ fn write_fuzz_seeds() {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
 }
+
+#[test]
+fn a_corrupted_wheel_member_is_an_error_not_a_wrong_answer() {
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("archsmith-badwheel-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let whl = dir.join("bad-1.0-py3-none-any.whl");
+    let lib = synth::sample_library();
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    z.start_file("bad/libk.so", stored).unwrap();
+    z.write_all(&lib).unwrap();
+    z.finish().unwrap();
+    let mut bytes = std::fs::read(&whl).unwrap();
+    // Flip a byte inside the stored member (its data follows the 30-byte local header and name).
+    let at = bytes.windows(4).position(|w| w == b"\x7fELF").unwrap() + 200;
+    bytes[at] ^= 0x55;
+    std::fs::write(&whl, &bytes).unwrap();
+    let files = audit_paths(std::slice::from_ref(&whl), &source::Options::default());
+    assert_eq!(files.len(), 1);
+    match &files[0].outcome {
+        Outcome::Failed(e) => assert!(e.to_string().contains("CRC-32"), "{e}"),
+        other => panic!("corruption went unnoticed: {other:?}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
