@@ -11,4 +11,6 @@ pub mod output;
 pub mod paths;
 pub mod process;
 pub mod pyenv;
+pub mod pypi;
+pub mod toolchain;
 pub mod version;

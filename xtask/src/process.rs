@@ -141,6 +141,21 @@ impl Cmd {
         Ok(())
     }
 
+    /// Runs with the child's stdout and stderr both sent to our stderr: the user sees a tool's own
+    /// progress, and our stdout stays clean for `--json`. Error on failure.
+    pub fn run_progress(&self) -> Result<()> {
+        let status = self
+            .std_command()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::io::stderr())
+            .status()
+            .with_context(|| format!("could not start `{}`", self.display()))?;
+        if !status.success() {
+            bail!("`{}` failed with {}", self.display(), status);
+        }
+        Ok(())
+    }
+
     /// Streams merged stdout+stderr line by line to `on_line` while the command runs (long builds).
     /// Returns the exit code; the caller decides what a failure means and which line to show.
     pub fn stream_lines(&self, mut on_line: impl FnMut(&str)) -> Result<Option<i32>> {

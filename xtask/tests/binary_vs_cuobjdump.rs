@@ -34,17 +34,10 @@ const GENCODE: &[&str] = &[
 ];
 
 fn nvcc(name: &str, out_file: &str, flags: &[&str]) -> PathBuf {
-    let home = support::cuda_toolkit();
+    let tc = support::cuda();
     let dir = support::scratch(&format!("nvcc-{name}"));
     std::fs::write(dir.join("k.cu"), KERNEL).unwrap();
-    let path = format!(
-        "{}:{}",
-        home.join("bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    Cmd::new(home.join("bin/nvcc"))
-        .env("CUDA_HOME", &home)
-        .env("PATH", path)
+    tc.cmd(tc.nvcc())
         .dir(&dir)
         .args(GENCODE)
         .args(flags)
@@ -80,7 +73,7 @@ fn ours(a: &ElfAudit, kind: Kind, all_sections: bool, family_as_plain: bool) -> 
 }
 
 fn cuobjdump(args: &[&str], file: &Path) -> String {
-    let out = Cmd::new(support::tool("cuobjdump"))
+    let out = Cmd::new(support::cuobjdump())
         .args(args)
         .arg(file)
         .output()

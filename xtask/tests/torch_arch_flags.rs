@@ -11,6 +11,7 @@ use archsmith::paths::repo_root;
 use archsmith::pyenv::ensure_torch_env;
 use archsmith::version::Version;
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Valid, invalid, named, `a`, `+PTX`, whitespace and duplicate specs; `None` = unset.
@@ -98,13 +99,15 @@ struct ProbeResult {
     error: Option<String>,
 }
 
-#[test]
-fn archsmith_reads_torch_cuda_arch_list_exactly_like_torch_2_15() {
-    let torch: Version = "2.15.0".parse().unwrap();
-    let env = ensure_torch_env(&torch).expect("provision the torch 2.15.0 env");
+/// Runs the probe with `python` (optionally on another torch wheel's function) over the corpus.
+fn run_probe(python: &Path, wheel: Option<&Path>) -> ProbeOutput {
     let probe = repo_root().join("verify/probes/torch_arch_flags.py");
-    let mut child = Command::new(&env.python)
-        .arg(&probe)
+    let mut cmd = Command::new(python);
+    cmd.arg(&probe);
+    if let Some(w) = wheel {
+        cmd.arg("--wheel").arg(w);
+    }
+    let mut child = cmd
         // No GPU may be visible: unset/native then take torch's detection path, which must fail here.
         .env("CUDA_VISIBLE_DEVICES", "")
         .stdin(Stdio::piped())
@@ -121,41 +124,22 @@ fn archsmith_reads_torch_cuda_arch_list_exactly_like_torch_2_15() {
         String::from_utf8_lossy(&out.stderr)
     );
     let probe: ProbeOutput = serde_json::from_slice(&out.stdout).expect("probe JSON");
-    assert!(
-        probe.torch.starts_with("2.15.0"),
-        "probe ran torch {}",
-        probe.torch
-    );
     assert_eq!(probe.results.len(), CORPUS.len());
-    assert!(CORPUS.len() >= 40);
+    probe
+}
 
-    let ctx = PlanContext::new(kb(), Some(torch.clone()), Some("13.5".parse().unwrap()));
+/// Compares archsmith's emulation for `torch` with the probe's results; returns (accepted, rejected).
+fn compare(torch: &Version, probe: &ProbeOutput) -> (usize, usize) {
     let (mut accepted, mut rejected) = (0, 0);
     for (spec, real) in CORPUS.iter().zip(&probe.results) {
         assert_eq!(real.spec.as_deref(), *spec);
-        let ours = cpp_extension_flags(kb(), &torch, *spec);
-        match (&ours, real.ok) {
+        match (cpp_extension_flags(kb(), torch, *spec), real.ok) {
             (Ok(flags), true) => {
                 assert_eq!(
-                    Some(flags),
+                    Some(&flags),
                     real.flags.as_ref(),
-                    "flags differ for {spec:?}"
+                    "torch {torch}: flags differ for {spec:?}"
                 );
-                // The user-facing planner must give the same flags for anything torch accepts.
-                // Its validation may only add nvcc's limits (no single CUDA compiles 3.5 and 11.0).
-                let spec = spec.unwrap();
-                if let Err(e) = Plan::parse(kb(), &ctx, spec) {
-                    let only_cuda = e
-                        .to_string()
-                        .lines()
-                        .all(|l| l.contains("is not supported by CUDA 13.5"));
-                    assert!(
-                        only_cuda,
-                        "{spec:?}: torch accepts it but the planner says {e}"
-                    );
-                }
-                let plan = Plan::parse_unvalidated(kb(), &ctx, spec).unwrap();
-                assert_eq!(&plan.gencode(), flags, "planner flags differ for {spec:?}");
                 accepted += 1;
             }
             (Err(e), false) => {
@@ -165,23 +149,100 @@ fn archsmith_reads_torch_cuda_arch_list_exactly_like_torch_2_15() {
                         let expected = format!(
                             "ValueError: Unknown CUDA arch ({element}) or GPU not supported"
                         );
-                        assert_eq!(real_err, expected, "error differs for {spec:?}");
+                        assert_eq!(
+                            real_err, expected,
+                            "torch {torch}: error differs for {spec:?}"
+                        );
                     }
-                    TorchFlagsError::NeedsGpu { .. } => {
-                        assert!(real_err.starts_with("IndexError"), "{spec:?}: {real_err}")
-                    }
+                    TorchFlagsError::NeedsGpu { .. } => assert!(
+                        real_err.starts_with("IndexError"),
+                        "torch {torch} {spec:?}: {real_err}"
+                    ),
                     other => panic!("{spec:?}: unexpected error kind {other}"),
                 }
                 rejected += 1;
             }
             (ours, _) => panic!(
-                "{spec:?}: archsmith says {ours:?}, torch says ok={} {:?} {:?}",
+                "torch {torch} {spec:?}: archsmith says {ours:?}, torch says ok={} {:?} {:?}",
                 real.ok, real.flags, real.error
             ),
         }
     }
+    (accepted, rejected)
+}
+
+/// Older releases accept different lists (9.0a from 2.2, 10.0a from 2.7, Blackwell's expansion,
+/// `native` from 2.9). Their functions are taken verbatim from the PyPI wheels (downloaded once into
+/// archsmith's cache) and run beside the knowledge-base-driven emulation.
+#[test]
+fn archsmith_matches_older_torch_releases() {
+    let python = archsmith::pyenv::host_python().unwrap();
+    let mut probes = Vec::new();
+    for version in ["2.1.2", "2.7.1", "2.8.0"] {
+        let wheel = archsmith::pypi::download_wheel("torch", &version.parse().unwrap())
+            .expect("download the torch wheel");
+        let probe = run_probe(&python, Some(&wheel));
+        assert_eq!(probe.torch.split('+').next(), Some(version));
+        let (accepted, rejected) = compare(&version.parse().unwrap(), &probe);
+        assert!(
+            accepted >= 15 && rejected >= 20,
+            "torch {version}: {accepted} accepted, {rejected} rejected"
+        );
+        probes.push(probe);
+    }
+    // The releases really differ on this corpus, so the per-version table is what makes them agree.
+    let result = |i: usize, spec: &str| {
+        let idx = CORPUS.iter().position(|s| *s == Some(spec)).unwrap();
+        &probes[i].results[idx]
+    };
+    assert!(!result(0, "9.0a").ok && result(1, "9.0a").ok);
+    assert!(!result(0, "10.0a").ok && result(1, "10.0a").ok);
+    assert!(!result(1, "10.3;10.3a;10.7+PTX").ok && !result(2, "11.0;11.0a+PTX").ok);
+    assert_ne!(result(1, "Blackwell").flags, result(2, "Blackwell").flags);
+    assert!(result(2, "native")
+        .error
+        .as_deref()
+        .unwrap_or_default()
+        .starts_with("ValueError"));
+}
+
+#[test]
+fn archsmith_reads_torch_cuda_arch_list_exactly_like_torch_2_15() {
+    let torch: Version = "2.15.0".parse().unwrap();
+    let env = ensure_torch_env(&torch).expect("provision the torch 2.15.0 env");
+    let probe = run_probe(&env.python, None);
+    assert!(
+        probe.torch.starts_with("2.15.0"),
+        "probe ran torch {}",
+        probe.torch
+    );
+    assert!(CORPUS.len() >= 40);
+    let (accepted, rejected) = compare(&torch, &probe);
     assert!(
         accepted >= 25 && rejected >= 20,
         "corpus balance: {accepted} accepted, {rejected} rejected"
     );
+
+    // The user-facing planner must give the same flags for anything torch accepts; its validation
+    // may only add nvcc's limits (no single CUDA compiles both 3.5 and 11.0).
+    let ctx = PlanContext::new(kb(), Some(torch.clone()), Some("13.5".parse().unwrap()));
+    for (spec, real) in CORPUS.iter().zip(&probe.results).filter(|(_, r)| r.ok) {
+        let spec = spec.unwrap();
+        if let Err(e) = Plan::parse(kb(), &ctx, spec) {
+            let only_cuda = e
+                .to_string()
+                .lines()
+                .all(|l| l.contains("is not supported by CUDA 13.5"));
+            assert!(
+                only_cuda,
+                "{spec:?}: torch accepts it but the planner says {e}"
+            );
+        }
+        let plan = Plan::parse_unvalidated(kb(), &ctx, spec).unwrap();
+        assert_eq!(
+            Some(plan.gencode()),
+            real.flags,
+            "planner flags differ for {spec:?}"
+        );
+    }
 }

@@ -520,3 +520,70 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod hostile_input {
+    use super::*;
+    use crate::kb::kb;
+
+    /// A small deterministic fuzz loop over fragments the grammar cares about: no input may panic,
+    /// and whatever parses must round-trip through the exported list.
+    #[test]
+    fn random_specs_never_panic_and_round_trip() {
+        let alphabet = [
+            "7.5",
+            "8.0",
+            "8.9",
+            "9.0",
+            "9.0a",
+            "10.0f",
+            "12.0",
+            "5.0",
+            "11.0",
+            "sm_86",
+            "Hopper",
+            "ampere",
+            "+PTX",
+            "+ptx",
+            ",",
+            ";",
+            " ",
+            "\t",
+            ".",
+            "a",
+            "f",
+            "(",
+            ")",
+            "8",
+            "é",
+            "💥",
+            "compute_90",
+            "native",
+        ];
+        let ctx = PlanContext::new(kb(), None, None);
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut parsed = 0;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 8) as usize;
+            let s: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            if let Ok(plan) = Plan::parse(kb(), &ctx, &s) {
+                let again = Plan::parse(kb(), &ctx, &plan.torch_cuda_arch_list())
+                    .expect("exported list parses");
+                assert_eq!(again.targets, plan.targets, "{s:?}");
+                parsed += 1;
+            }
+        }
+        assert!(
+            parsed > 1000,
+            "only {parsed} of 20000 parsed; the generator is too weak"
+        );
+    }
+}

@@ -180,7 +180,16 @@ pub fn gpu_verdicts(
         .iter()
         .map(|q| {
             let (name, cc) = resolve_gpu(kb, q)?;
-            let Verdict { runs, via, reason } = runs_on(&images, cc, &jit);
+            let Verdict {
+                runs,
+                via,
+                mut reason,
+            } = runs_on(&images, cc, &jit);
+            if !runs {
+                if let Some(limit) = cuda_limit(kb, &ctx.cuda, cc) {
+                    reason = format!("{reason}. But {limit}");
+                }
+            }
             Ok(GpuVerdict {
                 name,
                 cc,
@@ -190,6 +199,31 @@ pub fn gpu_verdicts(
             })
         })
         .collect()
+}
+
+/// When the chosen CUDA cannot compile for `cc` at all, the usual fix ("add cc") is impossible;
+/// says which CUDA releases can.
+fn cuda_limit(kb: &KnowledgeBase, cuda: &Version, cc: Cc) -> Option<String> {
+    let arch = crate::arch::Arch::plain(cc.major, cc.minor);
+    if kb.cuda_supports(cuda, arch) {
+        return None;
+    }
+    Some(match kb.target(arch) {
+        Some(row) => match &row.last_cuda {
+            Some(last) if *last < *cuda => format!(
+                "CUDA {cuda} cannot compile for CC {cc} (nvcc supports {} from CUDA {} through {last}): build with CUDA {last} or older",
+                arch.sm(),
+                row.first_cuda
+            ),
+            _ => format!(
+                "CUDA {cuda} cannot compile for CC {cc} (nvcc supports {} from CUDA {}): use CUDA {} or newer",
+                arch.sm(),
+                row.first_cuda,
+                row.first_cuda
+            ),
+        },
+        None => format!("no CUDA release compiles for CC {cc}"),
+    })
 }
 
 pub fn render(r: &ArchsReport) -> String {

@@ -4,7 +4,6 @@
 
 use crate::binary::source::{audit_paths, is_shared_object_name, Options, Outcome};
 use crate::binary::Kind;
-use crate::paths;
 use crate::process::{which, Cmd};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -25,10 +24,10 @@ pub enum BenchCommand {
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The wheel to audit (default: the torch 2.15.0 wheel in the downloads cache, fetched if absent).
+    /// The wheel to audit (default: torch 2.15.0 from PyPI, cached in the downloads dir).
     #[arg(long)]
     pub wheel: Option<PathBuf>,
-    /// cuobjdump to compare with (default: on PATH, else in a toolkit under the cache's toolchains/).
+    /// cuobjdump to compare with (default: on PATH, else archsmith's CUDA 13.5 toolchain).
     #[arg(long)]
     pub cuobjdump: Option<PathBuf>,
     /// Timed runs of each side; the median is reported.
@@ -48,71 +47,16 @@ pub fn run(args: BenchArgs) -> Result<i32> {
 }
 
 fn torch_wheel() -> Result<PathBuf> {
-    let dir = paths::downloads_dir();
-    let find = || -> Option<PathBuf> {
-        std::fs::read_dir(&dir)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .find(|p| {
-                let n = p
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned();
-                n.starts_with("torch-2.15.0-") && n.ends_with(".whl")
-            })
-    };
-    if let Some(w) = find() {
-        return Ok(w);
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Cmd::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "torch==2.15.0",
-            "-d",
-        ])
-        .arg(&dir)
-        .read()?;
-    find().with_context(|| {
-        format!(
-            "pip downloaded no torch-2.15.0 wheel into {}",
-            dir.display()
-        )
-    })
+    crate::pypi::download_wheel("torch", &crate::version::Version::new(&[2, 15, 0]))
 }
 
+/// cuobjdump from PATH, else from archsmith's CUDA 13.5 toolchain (installed from PyPI if needed).
 fn find_cuobjdump() -> Result<PathBuf> {
     if let Some(p) = which("cuobjdump") {
         return Ok(p);
     }
-    // Toolkits assembled from PyPI wheels keep it at <toolkit>/…/nvidia/cu13/bin/cuobjdump.
-    let mut stack = vec![(paths::toolchains_dir(), 0)];
-    while let Some((dir, depth)) = stack.pop() {
-        let candidate = dir.join("bin/cuobjdump");
-        if crate::process::is_executable(&candidate) {
-            return Ok(candidate);
-        }
-        if depth < 5 {
-            if let Ok(rd) = std::fs::read_dir(&dir) {
-                stack.extend(
-                    rd.filter_map(|e| e.ok())
-                        .filter(|e| e.path().is_dir())
-                        .map(|e| (e.path(), depth + 1)),
-                );
-            }
-        }
-    }
-    bail!(
-        "no cuobjdump on PATH or under {}; pass --cuobjdump PATH (PyPI: nvidia-cuda-cuobjdump)",
-        paths::toolchains_dir().display()
-    )
+    let tc = crate::toolchain::ensure(&crate::version::Version::new(&[13, 5]))?;
+    Ok(tc.cuobjdump())
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

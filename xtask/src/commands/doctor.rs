@@ -359,15 +359,30 @@ fn find_pythons() -> Vec<PythonRuntime> {
         .collect()
 }
 
-/// For each torch release and official CUDA variant: would it run on these GPUs with this driver?
+/// For each torch release line (major.minor) and official CUDA variant: would it run on these GPUs
+/// with this driver?
 pub fn torch_options(
     kb: &KnowledgeBase,
     gpus: &[(String, Cc)],
     driver: Option<&Version>,
 ) -> Vec<TorchOption> {
+    let mut lines: Vec<Version> = kb.torch.iter().map(|t| t.version.major_minor()).collect();
+    lines.dedup();
     let mut out = Vec::new();
-    for row in &kb.torch {
-        for variant in kb.torch_variants.iter().filter(|v| v.covers(&row.version)) {
+    for line in lines {
+        let patches: Vec<String> = kb
+            .torch
+            .iter()
+            .filter(|t| t.version.major_minor() == line)
+            .map(|t| t.version.to_string())
+            .collect();
+        let mut variants: Vec<_> = kb
+            .torch_variants
+            .iter()
+            .filter(|v| v.covers(&line))
+            .collect();
+        variants.sort_by(|a, b| a.cuda.cmp(&b.cuda));
+        for variant in variants {
             let mut problems = Vec::new();
             if let Some(d) = driver {
                 let floor = kb
@@ -375,7 +390,7 @@ pub fn torch_options(
                     .map(|m| &m.minor_compat_min_driver);
                 if let Some(floor) = floor.filter(|f| d < *f) {
                     problems.push(format!(
-                        "driver {d} is below {floor}, the floor for CUDA {}.x",
+                        "driver {d} < {floor}, the floor for CUDA {}.x",
                         variant.cuda.major()
                     ));
                 }
@@ -399,13 +414,20 @@ pub fn torch_options(
                 ptx_cuda: Some(variant.cuda.clone()),
             };
             for (name, cc) in gpus {
-                let v = runs_on(&images, *cc, &jit);
-                if !v.runs {
-                    problems.push(format!("{name} (CC {cc}): {}", v.reason));
+                if !runs_on(&images, *cc, &jit).runs {
+                    let ptx = if variant.ptx.is_empty() {
+                        "no PTX".to_string()
+                    } else {
+                        format!("PTX {}", variant.ptx.join(" "))
+                    };
+                    problems.push(format!(
+                        "{name}: no image for CC {cc} (built for {}; {ptx})",
+                        variant.sass.join(" ")
+                    ));
                 }
             }
             out.push(TorchOption {
-                torch: row.version.to_string(),
+                torch: patches.join(", "),
                 variant: variant.tag(),
                 runs: problems.is_empty(),
                 reason: if problems.is_empty() {
@@ -531,6 +553,26 @@ pub fn render(r: &DoctorReport) -> String {
                 .map(|d| format!(" with driver {d}"))
                 .unwrap_or_default()
         ));
+        let good: Vec<String> = pf
+            .torch
+            .iter()
+            .filter(|o| o.runs)
+            .map(|o| {
+                format!(
+                    "{} {}",
+                    o.torch.split(", ").last().unwrap_or_default(),
+                    o.variant
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "  runs with: {}\n",
+            if good.is_empty() {
+                "no official torch build".to_string()
+            } else {
+                good.join("; ")
+            }
+        ));
         let mut t = Table::new(["  torch", "variant", "runs", "why not"]);
         for o in &pf.torch {
             t.row([
@@ -573,7 +615,7 @@ mod tests {
         let running: Vec<&TorchOption> = opts.iter().filter(|o| o.runs).collect();
         assert!(!running.is_empty());
         for o in &running {
-            let t: Version = o.torch.parse().unwrap();
+            let t: Version = o.torch.split(',').next().unwrap().parse().unwrap();
             assert!(t >= "2.7".parse().unwrap(), "{} {}", o.torch, o.variant);
             assert!(o.variant.as_str() >= "cu128", "{} {}", o.torch, o.variant);
         }

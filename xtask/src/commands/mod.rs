@@ -3,6 +3,8 @@
 pub mod archs;
 pub mod bench;
 pub mod doctor;
+pub mod kb;
+pub mod toolchain;
 pub mod verify;
 
 use clap::{Parser, Subcommand};
@@ -18,15 +20,21 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process; boxing the big argument structs would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
     Doctor(doctor::DoctorArgs),
+    /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
+    Toolchain(toolchain::ToolchainArgs),
     /// Measured comparisons: `bench audit` times `verify binary` against unzip + cuobjdump.
     Bench(bench::BenchArgs),
     /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
     Verify(verify::VerifyArgs),
+    /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
+    Kb(kb::KbArgs),
 }
 
 /// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
@@ -34,7 +42,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Kb(args) => kb::run(&args),
     }
 }

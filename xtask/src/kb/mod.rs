@@ -118,6 +118,43 @@ pub struct CudaRow {
     pub max_gcc: Option<u32>,
     pub max_clang: Option<u32>,
     pub host_compiler_source: String,
+    /// Patch releases that raised a limit (12.2.128 accepts clang 16, 12.2.91 does not), oldest first.
+    #[serde(default, rename = "update")]
+    pub updates: Vec<HostCompilerUpdate>,
+}
+
+/// A patch release of a CUDA minor whose `host_config.h` accepts newer host compilers than the GA.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCompilerUpdate {
+    /// First patch release (`12.2.128`) with the new limits.
+    pub from: Version,
+    pub max_gcc: Option<u32>,
+    pub max_clang: Option<u32>,
+    pub source: String,
+}
+
+/// Newest GCC and Clang majors one exact CUDA release accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostCompilerLimits {
+    pub max_gcc: Option<u32>,
+    pub max_clang: Option<u32>,
+}
+
+impl CudaRow {
+    /// The limits of this exact release: the GA values, raised by every update at or before it.
+    /// A bare `12.2` means the GA release.
+    pub fn host_compiler_limits(&self, release: &Version) -> HostCompilerLimits {
+        let mut limits = HostCompilerLimits {
+            max_gcc: self.max_gcc,
+            max_clang: self.max_clang,
+        };
+        for u in self.updates.iter().filter(|u| u.from <= *release) {
+            limits.max_gcc = u.max_gcc.or(limits.max_gcc);
+            limits.max_clang = u.max_clang.or(limits.max_clang);
+        }
+        limits
+    }
 }
 
 /// Per CUDA major: the minor-version compatibility floor (any driver at or above it runs the whole major).
@@ -275,6 +312,26 @@ impl KnowledgeBase {
         for c in &self.cuda {
             if empty(&c.driver_source) || empty(&c.host_compiler_source) {
                 return bad(format!("cuda {} has an empty source", c.version));
+            }
+            for u in &c.updates {
+                if u.from.major_minor() != c.version.major_minor() || u.from.parts().len() < 3 {
+                    return bad(format!(
+                        "cuda {}: update `{}` is not a patch release of {}",
+                        c.version, u.from, c.version
+                    ));
+                }
+                if empty(&u.source) {
+                    return bad(format!(
+                        "cuda {}: update {} has no source",
+                        c.version, u.from
+                    ));
+                }
+            }
+            if c.updates.windows(2).any(|w| w[0].from >= w[1].from) {
+                return bad(format!(
+                    "cuda {}: updates are not in release order",
+                    c.version
+                ));
             }
         }
         for c in &self.cuda_majors {

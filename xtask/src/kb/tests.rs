@@ -150,7 +150,16 @@ fn gpu_lookup_by_many_spellings() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    for unknown in ["", "   ", "NVIDIA", "80GB", "RTX 9999", "Radeon RX 7900"] {
+    // "Grace Blackwell" names both GB200 (10.0) and DGX Spark's GB10 (12.1): it must not guess.
+    for unknown in [
+        "",
+        "   ",
+        "NVIDIA",
+        "80GB",
+        "RTX 9999",
+        "Radeon RX 7900",
+        "Grace Blackwell",
+    ] {
         assert!(
             kb.gpu(unknown).is_none(),
             "{unknown:?} should not match a GPU"
@@ -511,4 +520,155 @@ fn torch_rows_are_ordered_and_complete() {
     assert_eq!(kb.torch_row(&v("1.13.1")).unwrap().cxx_std, "c++14");
     assert_eq!(kb.torch_row(&v("2.12.0")).unwrap().cxx_std, "c++20");
     assert!(kb.torch_row(&v("2.12.0")).unwrap().torchaudio.is_empty());
+}
+
+#[test]
+fn host_compiler_limits_per_patch_release() {
+    let kb = kb();
+    let limits = |cuda: &str| {
+        let l = kb
+            .cuda_row(&v(cuda))
+            .unwrap()
+            .host_compiler_limits(&v(cuda));
+        (l.max_gcc, l.max_clang)
+    };
+    // 12.2 GA (12.2.91) stops at clang 15; 12.2.128 and later accept 16.
+    assert_eq!(limits("12.2"), (Some(12), Some(15)));
+    assert_eq!(limits("12.2.91"), (Some(12), Some(15)));
+    assert_eq!(limits("12.2.128"), (Some(12), Some(16)));
+    assert_eq!(limits("12.2.140"), (Some(12), Some(16)));
+    // 11.4.0 rejects gcc 11; 11.4.1 and later accept it.
+    assert_eq!(limits("11.4.0"), (Some(10), Some(12)));
+    assert_eq!(limits("11.4.4"), (Some(11), Some(12)));
+    assert_eq!(limits("13.4.59"), (Some(16), Some(22)));
+    // An update must be a patch of its own minor.
+    let bad = KB_TEXT.replacen("from = \"12.2.128\"", "from = \"12.3.1\"", 1);
+    assert!(KnowledgeBase::parse(&bad)
+        .unwrap_err()
+        .0
+        .contains("not a patch release"));
+}
+
+#[test]
+fn target_bounds_are_real_cuda_releases() {
+    let kb = kb();
+    let known = |ver: &Version| kb.cuda_row(ver).is_some();
+    let tracked_from = v("10.2");
+    for t in &kb.targets {
+        // A typo such as 12.7 (never released) would silently shift the range.
+        assert!(
+            t.first_cuda < tracked_from || known(&t.first_cuda),
+            "{}: first_cuda {} has no [[cuda]] row",
+            t.arch,
+            t.first_cuda
+        );
+        if let Some(last) = &t.last_cuda {
+            assert!(
+                known(last),
+                "{}: last_cuda {last} has no [[cuda]] row",
+                t.arch
+            );
+        }
+    }
+    for c in &kb.cuda {
+        assert!(
+            !kb.cuda_targets(&c.version).is_empty(),
+            "CUDA {} compiles nothing",
+            c.version
+        );
+    }
+}
+
+#[test]
+fn every_arch_torch_names_has_a_target_row() {
+    let kb = kb();
+    let mut named: Vec<(String, &str)> = Vec::new();
+    for r in &kb.torch_arch_lists {
+        named.extend(r.supported.iter().map(|s| (s.clone(), "torch_arch_list")));
+    }
+    for r in &kb.torch_cmake_arch_lists {
+        for n in &r.named {
+            named.extend(
+                n.bin
+                    .iter()
+                    .chain(&n.ptx)
+                    .map(|s| (s.clone(), "torch_cmake_arch_list")),
+            );
+        }
+    }
+    for t in &kb.torch {
+        named.extend(
+            t.wheel_sass
+                .iter()
+                .chain(&t.wheel_ptx)
+                .chain(&t.wheel_extra_sass)
+                .map(|s| (s.clone(), "torch")),
+        );
+    }
+    for r in &kb.torch_variants {
+        named.extend(
+            r.sass
+                .iter()
+                .chain(&r.ptx)
+                .map(|s| (s.clone(), "torch_variant")),
+        );
+        // A variant's archs must be compilable by its own CUDA release.
+        for s in r.sass.iter().chain(&r.ptx) {
+            assert!(
+                kb.cuda_supports(&r.cuda, a(s)),
+                "torch_variant {}–{} {}: CUDA {} cannot compile {s}",
+                r.from,
+                r.to,
+                r.tag(),
+                r.cuda
+            );
+        }
+    }
+    let missing: Vec<_> = named
+        .iter()
+        .filter(|(s, _)| kb.target(a(s)).is_none())
+        .collect();
+    assert!(missing.is_empty(), "{missing:?}");
+}
+
+#[test]
+fn torch_rows_and_variant_rows_agree() {
+    let kb = kb();
+    let mut wrong = Vec::new();
+    for t in &kb.torch {
+        let mut from_variants: Vec<String> = kb
+            .torch_variants
+            .iter()
+            .filter(|r| r.covers(&t.version))
+            .map(|r| r.cuda.to_string())
+            .collect();
+        from_variants.sort_by_key(|x| v(x));
+        from_variants.dedup();
+        let listed: Vec<String> = t.cuda_variants.iter().map(|c| c.to_string()).collect();
+        if from_variants != listed {
+            wrong.push(format!(
+                "torch {}: cuda_variants {listed:?}, torch_variant rows {from_variants:?}",
+                t.version
+            ));
+        }
+        // The PyPI default variant's arch list is the one measured in the wheel.
+        if let Some(pypi) = &t.pypi_cuda {
+            if let Some(r) = kb
+                .torch_variants
+                .iter()
+                .find(|r| r.covers(&t.version) && r.cuda == *pypi)
+            {
+                if r.sass != t.wheel_sass {
+                    wrong.push(format!(
+                        "torch {} {}: wheel_sass {:?}, torch_variant sass {:?}",
+                        t.version,
+                        r.tag(),
+                        t.wheel_sass,
+                        r.sass
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -1,0 +1,116 @@
+//! Files from PyPI, cached in archsmith's download directory.
+//!
+//! pip does the resolving and downloading (it honours the user's pip configuration, index and
+//! proxy); archsmith keeps one copy per file under `downloads_dir()`, so a second request for the
+//! same release is a directory lookup. pip's progress goes to stderr so `--json` stays clean.
+
+use crate::paths;
+use crate::process::Cmd;
+use crate::pyenv::host_python;
+use crate::version::Version;
+use anyhow::{anyhow, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// `pip index versions PACKAGE`: every release PyPI has (pip's own index access, so proxies and
+/// mirrors configured for pip apply).
+pub fn list_versions(package: &str) -> Result<Vec<Version>> {
+    let python = host_python()?;
+    let text = Cmd::new(&python)
+        .args(["-m", "pip", "index", "versions", package, "--disable-pip-version-check"])
+        .read()
+        .with_context(|| format!("could not list the releases of {package} on PyPI; check that PyPI is reachable (`pip index versions {package}`)"))?;
+    parse_pip_index_versions(&text)
+        .with_context(|| format!("reading `pip index versions {package}` output"))
+}
+
+/// Parses `Available versions: 13.5.37, 13.4.92, …` from `pip index versions`.
+pub fn parse_pip_index_versions(text: &str) -> Result<Vec<Version>> {
+    let line = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Available versions:"))
+        .ok_or_else(|| anyhow!("no `Available versions:` line in:\n{text}"))?;
+    line.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<Version>().map_err(Into::into))
+        .collect()
+}
+
+/// The cached wheel of `package==version` for this machine, downloading it on first use.
+pub fn download_wheel(package: &str, version: &Version) -> Result<PathBuf> {
+    let dir = paths::downloads_dir();
+    if let Some(found) = find_cached_wheel(&dir, package, version)? {
+        return Ok(found);
+    }
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Download into a private directory first so a half-written file never looks cached.
+    let staging = tempfile::Builder::new()
+        .prefix(".download-")
+        .tempdir_in(&dir)
+        .with_context(|| format!("creating a staging directory in {}", dir.display()))?;
+    let python = host_python()?;
+    Cmd::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "on",
+            "-d",
+        ])
+        .arg(staging.path())
+        .arg(format!("{package}=={version}"))
+        .run_progress()
+        .with_context(|| format!("could not download {package}=={version} from PyPI; check the name and version (`pip index versions {package}`)"))?;
+    let fetched = find_cached_wheel(staging.path(), package, version)?.ok_or_else(|| {
+        anyhow!(
+            "pip downloaded {package}=={version} but no wheel for {} is in {}",
+            std::env::consts::ARCH,
+            staging.path().display()
+        )
+    })?;
+    let dest = dir.join(fetched.file_name().unwrap_or_default());
+    fs::rename(&fetched, &dest)
+        .with_context(|| format!("moving {} to {}", fetched.display(), dest.display()))?;
+    Ok(dest)
+}
+
+/// A wheel of `package==version` for this CPU in `dir`, by the wheel file-name convention
+/// (`nvidia_cuda_nvcc-13.0.48-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl`).
+fn find_cached_wheel(dir: &Path, package: &str, version: &Version) -> Result<Option<PathBuf>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+            if is_wheel_for(name, package, version, std::env::consts::ARCH) {
+                return Ok(Some(path));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `file` is a wheel of `package==version` for CPU `arch` (`x86_64`, `aarch64`).
+pub fn is_wheel_for(file: &str, package: &str, version: &Version, arch: &str) -> bool {
+    let Some(stem) = file.strip_suffix(".whl") else {
+        return false;
+    };
+    let mut parts = stem.split('-');
+    let (Some(name), Some(ver)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let platform = stem.rsplit('-').next().unwrap_or("");
+    name.eq_ignore_ascii_case(&package.replace('-', "_"))
+        && ver
+            .parse::<Version>()
+            .is_ok_and(|v| v == *version && v.parts().len() == version.parts().len())
+        && (platform == "any" || platform.split('.').any(|tag| tag.ends_with(arch)))
+}

@@ -1,0 +1,285 @@
+//! CUDA toolchains: assembled from NVIDIA's PyPI wheels (CUDA 13.x), or found on the system (any CUDA).
+//!
+//! [`ensure`] is the one entry point commands and tests use: it returns a verified [`Toolchain`] for a CUDA
+//! release, installing it first when needed.
+//!
+//! * CUDA ≥ 13: NVIDIA's meta-package `cuda-toolkit[nvcc,…]==X.Y.*` pins every component wheel to one release.
+//!   [`pypi`] resolves it to exact versions and hashes, installs them with uv (or pip) into
+//!   `toolchains_dir()/cuda-X.Y/`, lays that directory out as a `CUDA_HOME`, verifies it and records the
+//!   versions in `archsmith-toolchain.lock.json`. The install is built in a private staging directory under a
+//!   file lock and renamed into place only once verified, so a crash or a failed download never leaves
+//!   something a later call would take for a good toolchain.
+//! * CUDA 11.x/12.x: the `-cu12`/`-cu11` wheels ship `ptxas` but no `nvcc` (research arch.md §9), so
+//!   [`system`] looks for an installed toolkit and explains how to get one when there is none.
+
+pub mod pypi;
+pub mod system;
+
+use crate::process::Cmd;
+use crate::version::Version;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// The first CUDA release whose PyPI wheels carry a complete nvcc toolchain.
+pub const FIRST_PYPI_CUDA: u32 = 13;
+
+/// Where a toolchain came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// Assembled by archsmith from PyPI wheels; `lock` lists the exact wheels.
+    Pypi { lock: PathBuf },
+    /// A toolkit installed on the machine, found through `found_via` (`CUDA_HOME`, `/usr/local/cuda-12.4`, `PATH`).
+    System { found_via: String },
+}
+
+/// A CUDA toolkit whose `nvcc --version` has been checked.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Toolchain {
+    /// The release `nvcc --version` reports (`13.2`).
+    pub cuda: Version,
+    /// nvcc's full version (`13.2.78`).
+    pub nvcc_version: Version,
+    pub cuda_home: PathBuf,
+    pub source: Source,
+}
+
+impl Toolchain {
+    pub fn cuda_home(&self) -> &Path {
+        &self.cuda_home
+    }
+
+    pub fn bin_dir(&self) -> PathBuf {
+        self.cuda_home.join("bin")
+    }
+
+    pub fn nvcc(&self) -> PathBuf {
+        self.bin_dir().join("nvcc")
+    }
+
+    pub fn ptxas(&self) -> PathBuf {
+        self.bin_dir().join("ptxas")
+    }
+
+    pub fn cuobjdump(&self) -> PathBuf {
+        self.bin_dir().join("cuobjdump")
+    }
+
+    /// `lib64` when present (system toolkits, and archsmith's, which links it), else `lib`.
+    pub fn lib_dir(&self) -> PathBuf {
+        let lib64 = self.cuda_home.join("lib64");
+        if lib64.is_dir() {
+            lib64
+        } else {
+            self.cuda_home.join("lib")
+        }
+    }
+
+    /// The variables a build needs to find this toolkit, as `(name, value)`; `PATH` and `LD_LIBRARY_PATH`
+    /// hold only the directories to prepend. `LD_LIBRARY_PATH` is set only for PyPI toolchains, whose
+    /// `libcudart.so.13` no system loader path knows.
+    pub fn env_vars(&self) -> Vec<(&'static str, String)> {
+        let home = self.cuda_home.display().to_string();
+        let mut vars = vec![
+            ("CUDA_HOME", home.clone()),
+            ("CUDA_PATH", home),
+            ("PATH", self.bin_dir().display().to_string()),
+        ];
+        if matches!(self.source, Source::Pypi { .. }) {
+            vars.push(("LD_LIBRARY_PATH", self.lib_dir().display().to_string()));
+        }
+        vars
+    }
+
+    /// Sourceable POSIX shell exports; `PATH`-like variables prepend to what is already set.
+    pub fn shell_exports(&self) -> String {
+        let mut out = String::new();
+        for (name, value) in self.env_vars() {
+            if name == "PATH" || name == "LD_LIBRARY_PATH" {
+                out.push_str(&format!(
+                    "export {name}={}\"${{{name}:+:${name}}}\"\n",
+                    shell_quote(&value)
+                ));
+            } else {
+                out.push_str(&format!("export {name}={}\n", shell_quote(&value)));
+            }
+        }
+        out
+    }
+
+    /// A [`Cmd`] for `program` with this toolkit first on `PATH` and `CUDA_HOME`/`CUDA_PATH` set.
+    pub fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Cmd {
+        let mut cmd = Cmd::new(program);
+        for (name, value) in self.env_vars() {
+            let value = if name == "PATH" || name == "LD_LIBRARY_PATH" {
+                match std::env::var(name) {
+                    Ok(old) if !old.is_empty() => format!("{value}:{old}"),
+                    _ => value,
+                }
+            } else {
+                value
+            };
+            cmd = cmd.env(name, value);
+        }
+        cmd
+    }
+}
+
+/// `'value'` with embedded single quotes escaped, safe to paste into any POSIX shell.
+pub fn shell_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
+}
+
+/// Returns a verified toolchain for `cuda`, installing it from PyPI into [`crate::paths::toolchains_dir`]
+/// when it is a 13.x (or later) release and not there yet; for 11.x/12.x, finds a system toolkit.
+/// A toolchain that is already installed is returned after a few file reads, without running anything.
+pub fn ensure(cuda: &Version) -> Result<Toolchain> {
+    check_requested(cuda)?;
+    if cuda.major() < FIRST_PYPI_CUDA {
+        return system::require(&system::Search::from_env(), cuda);
+    }
+    let dir = crate::paths::toolchains_dir();
+    if let Some(tc) = pypi::load(&pypi::home(&dir, cuda))? {
+        return Ok(tc);
+    }
+    pypi::ensure(&dir, cuda, &pypi::Installer::detect()?, &mut |msg| {
+        eprintln!("archsmith: {msg}")
+    })
+}
+
+/// Only `X.Y` or `X.Y.Z` make sense as a CUDA release.
+fn check_requested(cuda: &Version) -> Result<()> {
+    if !(2..=3).contains(&cuda.parts().len()) {
+        bail!("`{cuda}` is not a CUDA release: give MAJOR.MINOR such as 13.2 (or MAJOR.MINOR.PATCH of the cuda-toolkit meta-package, such as 13.2.2)");
+    }
+    if cuda.major() < 11 {
+        bail!(
+            "CUDA {cuda} is too old for archsmith: PyTorch's supported CUDA releases start at 11.x"
+        );
+    }
+    Ok(())
+}
+
+/// What `nvcc --version` reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvccVersion {
+    /// `13.2` from "release 13.2".
+    pub release: Version,
+    /// `13.2.78` from "V13.2.78".
+    pub full: Version,
+}
+
+/// Parses the last line of `nvcc --version`: `Cuda compilation tools, release 13.2, V13.2.78`.
+pub fn parse_nvcc_version(text: &str) -> Option<NvccVersion> {
+    let re = regex::Regex::new(r"release (\d+\.\d+), V(\d+(?:\.\d+)*)").expect("valid regex");
+    let caps = re.captures(text)?;
+    Some(NvccVersion {
+        release: caps[1].parse().ok()?,
+        full: caps[2].parse().ok()?,
+    })
+}
+
+/// Runs `nvcc --version` and parses it.
+pub fn nvcc_version(nvcc: &Path) -> Result<NvccVersion> {
+    let text = Cmd::new(nvcc).arg("--version").read()?;
+    parse_nvcc_version(&text).with_context(|| {
+        format!(
+            "`{} --version` printed no \"release X.Y, VX.Y.Z\" line:\n{text}",
+            nvcc.display()
+        )
+    })
+}
+
+/// True when an nvcc reporting `found` satisfies a request for `requested` (`13.2` accepts any 13.2.x;
+/// a three-part request must match nvcc's full version).
+pub fn release_matches(found: &NvccVersion, requested: &Version) -> bool {
+    if requested.parts().len() <= 2 {
+        found.release == requested.major_minor()
+    } else {
+        found.full.matches_prefix(requested)
+    }
+}
+
+/// Compiles a one-line kernel with `nvcc -c` in `scratch`, then links it against the shared `libcudart`
+/// (`-lcudart`, as torch links) so the library layout is proven too.
+pub fn smoke_test(nvcc: &Path, scratch: &Path) -> Result<()> {
+    std::fs::create_dir_all(scratch).with_context(|| format!("creating {}", scratch.display()))?;
+    let src = scratch.join("archsmith_probe.cu");
+    std::fs::write(&src, "__global__ void archsmith_probe(float *x) { x[threadIdx.x] *= 2.0f; }\nint main() { return 0; }\n")?;
+    let obj = scratch.join("archsmith_probe.o");
+    Cmd::new(nvcc)
+        .arg("-c")
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .dir(scratch)
+        .read()
+        .context("nvcc could not compile a one-line kernel")?;
+    Cmd::new(nvcc)
+        .arg(&obj)
+        .args(["-cudart", "shared", "-o"])
+        .arg(scratch.join("archsmith_probe"))
+        .dir(scratch)
+        .read()
+        .context("nvcc compiled a kernel but could not link it against the shared libcudart")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_nvcc_version_output() {
+        let text = "nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2026 NVIDIA Corporation\nBuilt on Tue_Feb_10\nCuda compilation tools, release 13.2, V13.2.78\nBuild cuda_13.2.r13.2/compiler.37434383_0\n";
+        let v = parse_nvcc_version(text).unwrap();
+        assert_eq!(v.release.to_string(), "13.2");
+        assert_eq!(v.full.to_string(), "13.2.78");
+        assert!(release_matches(&v, &"13.2".parse().unwrap()));
+        assert!(!release_matches(&v, &"13.1".parse().unwrap()));
+        assert!(release_matches(&v, &"13.2.78".parse().unwrap()));
+        assert!(!release_matches(&v, &"13.2.2".parse().unwrap()));
+        assert_eq!(parse_nvcc_version("gcc (Debian 12.2.0-14) 12.2.0"), None);
+    }
+
+    #[test]
+    fn exports_are_sourceable_and_prepend_paths() {
+        let tc = Toolchain {
+            cuda: "13.2".parse().unwrap(),
+            nvcc_version: "13.2.78".parse().unwrap(),
+            cuda_home: PathBuf::from("/c/it's here"),
+            source: Source::Pypi {
+                lock: PathBuf::from("/c/lock.json"),
+            },
+        };
+        let out = tc.shell_exports();
+        assert!(
+            out.contains("export CUDA_HOME='/c/it'\\''s here'\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("export PATH='/c/it'\\''s here/bin'\"${PATH:+:$PATH}\"\n"),
+            "{out}"
+        );
+        assert!(out.contains("export LD_LIBRARY_PATH='/c/it'\\''s here/lib'\"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"), "{out}");
+        let system = Toolchain {
+            source: Source::System {
+                found_via: "CUDA_HOME".into(),
+            },
+            ..tc
+        };
+        assert!(!system.shell_exports().contains("LD_LIBRARY_PATH"));
+    }
+
+    #[test]
+    fn rejects_requests_that_are_not_releases() {
+        for bad in ["13", "13.2.2.1", "10.2"] {
+            let e = check_requested(&bad.parse().unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("CUDA"), "{bad}: {e}");
+        }
+        check_requested(&"13.2".parse().unwrap()).unwrap();
+        check_requested(&"12.4".parse().unwrap()).unwrap();
+    }
+}

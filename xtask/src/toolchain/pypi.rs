@@ -1,0 +1,667 @@
+//! CUDA 13.x toolchains assembled from NVIDIA's PyPI wheels.
+//!
+//! One install is `toolchains_dir()/cuda-X.Y/`:
+//!
+//! ```text
+//! cuda-13.2/                          CUDA_HOME
+//!   bin -> wheels/nvidia/cu13/bin       nvcc, ptxas, cuobjdump, fatbinary, nvlink, …
+//!   include, lib, nvvm -> wheels/nvidia/cu13/…
+//!   lib64 -> lib                        (nvcc.profile in 13.0/13.1 and most build systems look here)
+//!   wheels/                             `pip install --target`; lib/ gains libX.so -> libX.so.N links
+//!   archsmith-toolchain.lock.json       exact wheel versions and hashes, installer, nvcc version
+//!   .archsmith-complete                 written last, after verification
+//! ```
+//!
+//! It is built in `.cuda-X.Y.partial-PID/` while holding `.cuda-X.Y.lock`, and renamed into place only after
+//! `nvcc --version` reported the requested release and a kernel compiled and linked.
+
+use super::{nvcc_version, release_matches, smoke_test, Source, Toolchain};
+use crate::process::{which, Cmd};
+use crate::version::Version;
+use anyhow::{bail, Context, Result};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The lock file written next to each toolchain.
+pub const LOCK_FILE: &str = "archsmith-toolchain.lock.json";
+/// Written last: a directory without it is not a toolchain.
+pub const COMPLETE_STAMP: &str = ".archsmith-complete";
+const LOCK_SCHEMA: u32 = 1;
+
+/// The `cuda-toolkit` extras archsmith installs: compiler, runtime, headers, and `cuobjdump` where it exists
+/// (13.2 and later). `curand` brings its headers, which the test kernels and many extensions include.
+pub fn extras(cuda: &Version) -> Vec<&'static str> {
+    let mut extras = vec!["nvcc", "nvvm", "crt", "cudart", "cccl"];
+    if cuda.major_minor() >= Version::new(&[13, 2]) {
+        extras.push("cuobjdump");
+    }
+    extras.push("curand");
+    extras
+}
+
+/// `cuda-toolkit[nvcc,…]==13.2.*`: NVIDIA's meta-package pins every component (nvvm included) to the release,
+/// so ptxas and cicc always agree. A three-part request pins the meta-package exactly.
+pub fn requirement(cuda: &Version) -> String {
+    let pin = if cuda.parts().len() <= 2 {
+        format!("=={}.*", cuda.major_minor())
+    } else {
+        format!("=={cuda}")
+    };
+    format!("cuda-toolkit[{}]{pin}", extras(cuda).join(","))
+}
+
+/// One resolved wheel: the exact version and the sha256 hashes the resolver allowed for it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Pinned {
+    pub name: String,
+    pub version: String,
+    pub sha256: Vec<String>,
+}
+
+/// What `archsmith-toolchain.lock.json` records.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct LockFile {
+    pub schema: u32,
+    /// The release asked for (`13.2`).
+    pub cuda: Version,
+    pub requirement: String,
+    /// `uv 0.13.9` or `pip 24.0`.
+    pub installer: String,
+    pub nvcc_release: Version,
+    pub nvcc_version: Version,
+    pub packages: Vec<Pinned>,
+}
+
+/// The program that resolves and installs wheels: uv when on `PATH`, else `python3 -m pip`.
+#[derive(Debug, Clone)]
+pub struct Installer {
+    kind: InstallerKind,
+    version: String,
+    index_url: Option<String>,
+    envs: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum InstallerKind {
+    Uv(PathBuf),
+    Pip(PathBuf),
+}
+
+impl Installer {
+    /// uv if it is on `PATH` (fast, hard-links from its cache), otherwise pip of `python3`.
+    pub fn detect() -> Result<Installer> {
+        if let Some(uv) = which("uv") {
+            if let Ok(i) = Installer::uv(&uv) {
+                return Ok(i);
+            }
+        }
+        let python = which("python3").context(
+            "neither `uv` nor `python3` is on PATH: archsmith installs CUDA wheels with one of them (`pip install uv`, or install Python 3 with pip)",
+        )?;
+        Installer::pip(&python)
+    }
+
+    pub fn uv(uv: &Path) -> Result<Installer> {
+        let version = Cmd::new(uv).arg("--version").read()?;
+        let version = version
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        Ok(Installer {
+            kind: InstallerKind::Uv(uv.to_owned()),
+            version,
+            index_url: None,
+            envs: Vec::new(),
+        })
+    }
+
+    pub fn pip(python: &Path) -> Result<Installer> {
+        let out = Cmd::new(python).args(["-m", "pip", "--version"]).read().with_context(|| {
+            format!("`{} -m pip` is not usable; install pip for it, or install uv (`pip install uv`)", python.display())
+        })?;
+        let version = out.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        Ok(Installer {
+            kind: InstallerKind::Pip(python.to_owned()),
+            version,
+            index_url: None,
+            envs: Vec::new(),
+        })
+    }
+
+    /// Resolve and download from this index instead of PyPI (a mirror).
+    pub fn with_index_url(mut self, url: &str) -> Installer {
+        self.index_url = Some(url.to_string());
+        self
+    }
+
+    /// An environment variable for every uv/pip run (e.g. `UV_HTTP_RETRIES`).
+    pub fn with_env(mut self, key: &str, value: &str) -> Installer {
+        self.envs.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// `uv 0.13.9` / `pip 24.0`.
+    pub fn describe(&self) -> &str {
+        &self.version
+    }
+
+    pub fn is_uv(&self) -> bool {
+        matches!(self.kind, InstallerKind::Uv(_))
+    }
+
+    fn cmd(&self, uv_args: &[&str], pip_args: &[&str]) -> Cmd {
+        let mut cmd = match &self.kind {
+            InstallerKind::Uv(uv) => Cmd::new(uv).args(["pip"]).args(uv_args),
+            InstallerKind::Pip(python) => Cmd::new(python)
+                .args(["-m", "pip"])
+                .args(pip_args)
+                .args(["--disable-pip-version-check", "--no-input"]),
+        };
+        if let Some(url) = &self.index_url {
+            cmd = cmd.args(["--index-url", url]);
+        }
+        for (k, v) in &self.envs {
+            cmd = cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Resolves `requirement` for this machine to exact versions with hashes. `scratch` holds the
+    /// resolver's input/output files.
+    pub fn resolve(&self, requirement: &str, scratch: &Path) -> Result<Vec<Pinned>> {
+        fs::create_dir_all(scratch)?;
+        let input = scratch.join("requirements.in");
+        fs::write(&input, format!("{requirement}\n"))?;
+        match &self.kind {
+            InstallerKind::Uv(_) => {
+                let input = input.to_string_lossy();
+                let cmd = self.cmd(
+                    &[
+                        "compile",
+                        "--generate-hashes",
+                        "--no-header",
+                        "--no-annotate",
+                        "--quiet",
+                        &input,
+                    ],
+                    &[],
+                );
+                let out = cmd.output()?;
+                if !out.success() {
+                    bail!("{}", cmd.failure_message(&out));
+                }
+                parse_uv_compile(&out.stdout)
+            }
+            InstallerKind::Pip(_) => {
+                let report = scratch.join("pip-report.json");
+                let report_arg = report.to_string_lossy();
+                let cmd = self.cmd(
+                    &[],
+                    &[
+                        "install",
+                        "--dry-run",
+                        "--ignore-installed",
+                        "--quiet",
+                        "--report",
+                        &report_arg,
+                        requirement,
+                    ],
+                );
+                let out = cmd.output()?;
+                if !out.success() {
+                    bail!("{}", cmd.failure_message(&out));
+                }
+                parse_pip_report(
+                    &fs::read_to_string(&report)
+                        .with_context(|| format!("reading {}", report.display()))?,
+                )
+            }
+        }
+    }
+
+    /// Installs exactly `pins` (no dependency resolution, every file hash-checked) into `target`.
+    pub fn install(&self, pins: &[Pinned], target: &Path, scratch: &Path) -> Result<()> {
+        fs::create_dir_all(scratch)?;
+        let reqs = scratch.join("requirements.txt");
+        fs::write(&reqs, requirements_txt(pins))?;
+        let (target, reqs) = (target.to_string_lossy(), reqs.to_string_lossy());
+        let common = [
+            "install",
+            "--target",
+            &target,
+            "--no-deps",
+            "--require-hashes",
+            "--quiet",
+            "-r",
+            &reqs,
+        ];
+        let cmd = self.cmd(&common, &common);
+        let out = cmd.output()?;
+        if !out.success() {
+            bail!("{}", cmd.failure_message(&out));
+        }
+        Ok(())
+    }
+}
+
+/// `name==version --hash=sha256:…` lines, the hash-checked form both uv and pip install from.
+pub fn requirements_txt(pins: &[Pinned]) -> String {
+    let mut out = String::new();
+    for p in pins {
+        out.push_str(&format!("{}=={}", p.name, p.version));
+        for h in &p.sha256 {
+            out.push_str(&format!(" --hash=sha256:{h}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Parses `uv pip compile --generate-hashes` output (`name==ver \` then `--hash=sha256:… \` lines).
+pub fn parse_uv_compile(text: &str) -> Result<Vec<Pinned>> {
+    let mut pins: Vec<Pinned> = Vec::new();
+    for raw in text.lines() {
+        let line = raw.trim().trim_end_matches('\\').trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(hash) = line.strip_prefix("--hash=sha256:") {
+            let last = pins
+                .last_mut()
+                .with_context(|| format!("hash before any requirement in uv output: {raw}"))?;
+            last.sha256.push(hash.to_string());
+        } else if let Some((name, version)) = line.split_once("==") {
+            pins.push(Pinned {
+                name: name.trim().to_string(),
+                version: version.trim().to_string(),
+                sha256: Vec::new(),
+            });
+        } else {
+            bail!("unexpected line in `uv pip compile` output: {raw}");
+        }
+    }
+    check_pins(pins)
+}
+
+/// Parses pip's `--report` JSON (`install[].metadata.{name,version}`, `download_info.archive_info.hashes`).
+pub fn parse_pip_report(json: &str) -> Result<Vec<Pinned>> {
+    let report: serde_json::Value =
+        serde_json::from_str(json).context("pip's --report is not JSON")?;
+    let items = report["install"]
+        .as_array()
+        .context("pip's --report has no `install` list")?;
+    let pins = items
+        .iter()
+        .map(|item| {
+            let name = item["metadata"]["name"]
+                .as_str()
+                .context("pip report entry without metadata.name")?;
+            let version = item["metadata"]["version"]
+                .as_str()
+                .context("pip report entry without metadata.version")?;
+            let hash = item["download_info"]["archive_info"]["hashes"]["sha256"]
+                .as_str()
+                .or_else(|| {
+                    item["download_info"]["archive_info"]["hash"]
+                        .as_str()
+                        .and_then(|h| h.strip_prefix("sha256="))
+                })
+                .with_context(|| format!("pip report gives no sha256 for {name}"))?;
+            Ok(Pinned {
+                name: name.to_lowercase(),
+                version: version.to_string(),
+                sha256: vec![hash.to_string()],
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    check_pins(pins)
+}
+
+fn check_pins(mut pins: Vec<Pinned>) -> Result<Vec<Pinned>> {
+    if pins.is_empty() {
+        bail!("the resolver returned no packages");
+    }
+    if let Some(p) = pins.iter().find(|p| p.sha256.is_empty()) {
+        bail!(
+            "the resolver returned no hash for {}=={}",
+            p.name,
+            p.version
+        );
+    }
+    pins.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(pins)
+}
+
+/// `toolchains_dir/cuda-X.Y`: where the toolchain for `cuda` lives.
+pub fn home(toolchains_dir: &Path, cuda: &Version) -> PathBuf {
+    toolchains_dir.join(format!("cuda-{cuda}"))
+}
+
+/// Returns the toolchain at `toolchains_dir/cuda-X.Y`, installing it first if it is absent or incomplete.
+pub fn ensure(
+    toolchains_dir: &Path,
+    cuda: &Version,
+    installer: &Installer,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Toolchain> {
+    let name = format!("cuda-{cuda}");
+    let home = home(toolchains_dir, cuda);
+    if let Some(tc) = load(&home)? {
+        return Ok(tc);
+    }
+    fs::create_dir_all(toolchains_dir)
+        .with_context(|| format!("creating {}", toolchains_dir.display()))?;
+    let lock_path = toolchains_dir.join(format!(".{name}.lock"));
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("opening lock file {}", lock_path.display()))?;
+    if fs4::FileExt::try_lock(&lock).is_err() {
+        progress(&format!(
+            "waiting for another archsmith process installing CUDA {cuda} (lock {})",
+            lock_path.display()
+        ));
+        fs4::FileExt::lock(&lock).with_context(|| format!("locking {}", lock_path.display()))?;
+    }
+    // Someone else may have finished while we waited.
+    if let Some(tc) = load(&home)? {
+        return Ok(tc);
+    }
+    if home.exists() || home.symlink_metadata().is_ok() {
+        progress(&format!("removing incomplete toolchain {}", home.display()));
+        remove_path(&home)?;
+    }
+    let partial_prefix = format!(".{name}.partial-");
+    for entry in fs::read_dir(toolchains_dir)? {
+        let entry = entry?;
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&partial_prefix)
+        {
+            // Only the lock holder builds, so any staging directory seen now was left by a dead process.
+            remove_path(&entry.path())?;
+        }
+    }
+    let staging = toolchains_dir.join(format!("{partial_prefix}{}", std::process::id()));
+    let built = build(&staging, cuda, installer, progress);
+    if let Err(e) = built {
+        let _ = remove_path(&staging);
+        return Err(e);
+    }
+    fs::rename(&staging, &home)
+        .with_context(|| format!("moving {} to {}", staging.display(), home.display()))?;
+    load(&home)?
+        .with_context(|| format!("{} is incomplete right after installing it", home.display()))
+}
+
+/// The toolchain at `home` when it is complete (stamp, lock file and nvcc present); `None` otherwise.
+/// Runs no program, so a warm call costs a few file reads.
+pub fn load(home: &Path) -> Result<Option<Toolchain>> {
+    if !home.join(COMPLETE_STAMP).is_file() {
+        return Ok(None);
+    }
+    let lock_path = home.join(LOCK_FILE);
+    let Ok(text) = fs::read_to_string(&lock_path) else {
+        return Ok(None);
+    };
+    let Ok(lock) = serde_json::from_str::<LockFile>(&text) else {
+        return Ok(None);
+    };
+    if lock.schema != LOCK_SCHEMA || !crate::process::is_executable(&home.join("bin").join("nvcc"))
+    {
+        return Ok(None);
+    }
+    Ok(Some(Toolchain {
+        cuda: lock.nvcc_release,
+        nvcc_version: lock.nvcc_version,
+        cuda_home: home.to_owned(),
+        source: Source::Pypi { lock: lock_path },
+    }))
+}
+
+/// Reads a toolchain's lock file.
+pub fn read_lock(home: &Path) -> Result<LockFile> {
+    let path = home.join(LOCK_FILE);
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn build(
+    staging: &Path,
+    cuda: &Version,
+    installer: &Installer,
+    progress: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let start = Instant::now();
+    fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
+    let work = staging.join(".archsmith-work");
+    let requirement = requirement(cuda);
+    progress(&format!(
+        "resolving {requirement} with {}",
+        installer.describe()
+    ));
+    let pins = installer.resolve(&requirement, &work).map_err(|e| {
+        e.context(format!(
+            "CUDA {cuda} could not be resolved from PyPI (`{requirement}`). Complete nvcc toolchains are on PyPI from CUDA 13.0; \
+             see https://pypi.org/project/cuda-toolkit/#history for the releases, and check the network if the installer's error below is a connection failure"
+        ))
+    })?;
+    let summary = pins
+        .iter()
+        .map(|p| format!("{}=={}", p.name, p.version))
+        .collect::<Vec<_>>()
+        .join(" ");
+    progress(&format!("installing {summary}"));
+    installer
+        .install(&pins, &staging.join("wheels"), &work)
+        .with_context(|| {
+            format!(
+                "installing the CUDA {cuda} wheels into {}",
+                staging.display()
+            )
+        })?;
+    lay_out(staging, cuda)?;
+    let nvcc = staging.join("bin").join("nvcc");
+    let found = nvcc_version(&nvcc)?;
+    if !release_matches(&found, cuda) {
+        bail!(
+            "the wheels for CUDA {cuda} installed an nvcc reporting release {} (V{}); refusing to use it",
+            found.release,
+            found.full
+        );
+    }
+    progress(&format!(
+        "verifying nvcc {}: compiling and linking a kernel",
+        found.full
+    ));
+    smoke_test(&nvcc, &work.join("smoke"))?;
+    let lock = LockFile {
+        schema: LOCK_SCHEMA,
+        cuda: cuda.clone(),
+        requirement,
+        installer: installer.describe().to_string(),
+        nvcc_release: found.release,
+        nvcc_version: found.full,
+        packages: pins,
+    };
+    fs::write(
+        staging.join(LOCK_FILE),
+        serde_json::to_string_pretty(&lock)? + "\n",
+    )?;
+    remove_path(&work)?;
+    fs::write(
+        staging.join(COMPLETE_STAMP),
+        format!("archsmith toolchain schema {LOCK_SCHEMA}\n"),
+    )?;
+    progress(&format!(
+        "CUDA {cuda} ready in {:.1}s",
+        start.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// Turns `staging/wheels/nvidia/cuNN` into a `CUDA_HOME`: relative links for every top-level directory, a
+/// `lib64 -> lib` link, and an unversioned `libX.so` beside each `libX.so.N`.
+pub fn lay_out(staging: &Path, cuda: &Version) -> Result<()> {
+    let rel = PathBuf::from("wheels")
+        .join("nvidia")
+        .join(format!("cu{}", cuda.major()));
+    let real = staging.join(&rel);
+    if !real.join("bin").join("nvcc").is_file() {
+        bail!(
+            "the CUDA {cuda} wheels did not provide {}: NVIDIA's wheel layout may have changed",
+            Path::new("nvidia")
+                .join(format!("cu{}", cuda.major()))
+                .join("bin/nvcc")
+                .display()
+        );
+    }
+    let lib = real.join("lib");
+    if lib.is_dir() {
+        for entry in fs::read_dir(&lib)? {
+            let file_name = entry?.file_name().to_string_lossy().into_owned();
+            if let Some(unversioned) = unversioned_name(&file_name) {
+                let link = lib.join(&unversioned);
+                if link.symlink_metadata().is_err() {
+                    symlink(Path::new(&file_name), &link)?;
+                }
+            }
+        }
+        if real.join("lib64").symlink_metadata().is_err() {
+            symlink(Path::new("lib"), &real.join("lib64"))?;
+        }
+    }
+    let mut entries = fs::read_dir(&real)?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    entries.sort();
+    for name in entries {
+        let link = staging.join(&name);
+        if link.symlink_metadata().is_err() {
+            symlink(&rel.join(&name), &link)?;
+        }
+    }
+    Ok(())
+}
+
+/// `libcudart.so.13` → `libcudart.so`; `libnvvm.so.4` → `libnvvm.so`; anything else → `None`.
+pub fn unversioned_name(file: &str) -> Option<String> {
+    let idx = file.find(".so.")?;
+    let suffix = &file[idx + 4..];
+    if suffix.is_empty()
+        || !suffix
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    Some(file[..idx + 3].to_string())
+}
+
+fn symlink(target: &Path, link: &Path) -> Result<()> {
+    std::os::unix::fs::symlink(target, link)
+        .with_context(|| format!("linking {} -> {}", link.display(), target.display()))
+}
+
+fn remove_path(path: &Path) -> Result<()> {
+    let meta = match path.symlink_metadata() {
+        Ok(m) => m,
+        Err(_) => return Ok(()),
+    };
+    let r = if meta.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    };
+    r.with_context(|| format!("removing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_the_whole_component_set_to_the_release() {
+        assert_eq!(
+            requirement(&"13.2".parse().unwrap()),
+            "cuda-toolkit[nvcc,nvvm,crt,cudart,cccl,cuobjdump,curand]==13.2.*"
+        );
+        // cuobjdump has no wheel before 13.2.
+        assert_eq!(
+            requirement(&"13.0".parse().unwrap()),
+            "cuda-toolkit[nvcc,nvvm,crt,cudart,cccl,curand]==13.0.*"
+        );
+        assert_eq!(
+            requirement(&"13.2.2".parse().unwrap()),
+            "cuda-toolkit[nvcc,nvvm,crt,cudart,cccl,cuobjdump,curand]==13.2.2"
+        );
+    }
+
+    #[test]
+    fn parses_uv_compile_with_hashes() {
+        let text = "cuda-toolkit==13.2.2 \\\n    --hash=sha256:aa\nnvidia-nvvm==13.2.86 \\\n    --hash=sha256:bb \\\n    --hash=sha256:cc\n";
+        let pins = parse_uv_compile(text).unwrap();
+        assert_eq!(pins.len(), 2);
+        assert_eq!(
+            pins[1],
+            Pinned {
+                name: "nvidia-nvvm".into(),
+                version: "13.2.86".into(),
+                sha256: vec!["bb".into(), "cc".into()]
+            }
+        );
+        assert_eq!(
+            requirements_txt(&pins[1..]),
+            "nvidia-nvvm==13.2.86 --hash=sha256:bb --hash=sha256:cc\n"
+        );
+        assert!(parse_uv_compile("nvidia-nvvm==13.2.86\n")
+            .unwrap_err()
+            .to_string()
+            .contains("no hash"));
+        assert!(parse_uv_compile("").is_err());
+    }
+
+    #[test]
+    fn parses_pip_report() {
+        let json = r#"{"install": [
+            {"metadata": {"name": "nvidia-nvvm", "version": "13.2.86"}, "download_info": {"archive_info": {"hashes": {"sha256": "bb"}}}},
+            {"metadata": {"name": "cuda-toolkit", "version": "13.2.2"}, "download_info": {"archive_info": {"hash": "sha256=aa"}}}
+        ]}"#;
+        let pins = parse_pip_report(json).unwrap();
+        assert_eq!(pins[0].name, "cuda-toolkit");
+        assert_eq!(pins[0].sha256, ["aa"]);
+        assert_eq!(pins[1].version, "13.2.86");
+    }
+
+    #[test]
+    fn unversioned_library_names() {
+        assert_eq!(
+            unversioned_name("libcudart.so.13").as_deref(),
+            Some("libcudart.so")
+        );
+        assert_eq!(
+            unversioned_name("libcurand.so.10.4.2").as_deref(),
+            Some("libcurand.so")
+        );
+        assert_eq!(unversioned_name("libcudart_static.a"), None);
+        assert_eq!(unversioned_name("libcudart.so"), None);
+        assert_eq!(unversioned_name("libfoo.so.13.x"), None);
+    }
+
+    #[test]
+    fn incomplete_directories_are_not_toolchains() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("cuda-13.2");
+        fs::create_dir_all(home.join("bin")).unwrap();
+        assert!(load(&home).unwrap().is_none(), "no stamp");
+        fs::write(home.join(COMPLETE_STAMP), "x").unwrap();
+        assert!(load(&home).unwrap().is_none(), "stamp but no lock file");
+        fs::write(home.join(LOCK_FILE), "{not json").unwrap();
+        assert!(load(&home).unwrap().is_none(), "unreadable lock file");
+    }
+}

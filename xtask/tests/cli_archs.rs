@@ -1,0 +1,161 @@
+//! `cargo xtask archs` and `doctor` end to end: the binary's output, JSON fields and exit codes.
+
+use std::process::Command;
+
+fn xtask(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .output()
+        .expect("run xtask");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn archs_json_has_the_documented_fields() {
+    let (code, stdout, stderr) = xtask(&[
+        "archs",
+        "--arch",
+        "7.5,8.9,9.0+PTX",
+        "--json",
+        "--gpu",
+        "L4",
+        "--gpu",
+        "RTX 5090",
+        "--gpu",
+        "geforce rtx-3090",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["torch_cuda_arch_list"], "7.5;8.9;9.0+PTX");
+    assert_eq!(
+        v["gencode"],
+        serde_json::json!([
+            "-gencode=arch=compute_75,code=sm_75",
+            "-gencode=arch=compute_89,code=sm_89",
+            "-gencode=arch=compute_90,code=compute_90",
+            "-gencode=arch=compute_90,code=sm_90"
+        ])
+    );
+    assert_eq!(v["sass"], serde_json::json!(["sm_75", "sm_89", "sm_90"]));
+    assert_eq!(v["ptx"], serde_json::json!(["compute_90"]));
+    assert_eq!(v["cmake_cuda_architectures"], "75-real;89-real;90");
+    assert_eq!(v["torch"]["assumed"], true);
+    assert_eq!(v["cuda"]["assumed"], true);
+    let gpus = v["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 3);
+    for g in gpus {
+        for key in ["name", "cc", "runs", "via", "reason"] {
+            assert!(g.get(key).is_some(), "gpu entry lacks {key}: {g}");
+        }
+    }
+    assert_eq!(gpus[0]["via"], "sm_89");
+    assert_eq!(gpus[1]["via"], "compute_90");
+    assert_eq!(gpus[2]["cc"], "8.6");
+    assert_eq!(gpus[2]["runs"], false);
+}
+
+#[test]
+fn archs_table_says_when_newest_releases_were_assumed() {
+    let (code, stdout, _) = xtask(&["archs", "--arch", "9.0a", "--gpu", "H100", "--gpu", "B200"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("newest known"), "{stdout}");
+    assert!(
+        stdout.contains("TORCH_CUDA_ARCH_LIST      9.0a"),
+        "{stdout}"
+    );
+    let h100 = stdout.lines().find(|l| l.contains("H100")).unwrap();
+    let b200 = stdout.lines().find(|l| l.contains("B200")).unwrap();
+    assert!(h100.contains(" yes ") && b200.contains(" NO "), "{stdout}");
+}
+
+#[test]
+fn unsupported_archs_exit_2_with_a_specific_message() {
+    let (code, stdout, stderr) = xtask(&["archs", "--arch", "5.0,9.0", "--cuda", "13.2"]);
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains("5.0 is not supported by CUDA 13.2") && stderr.contains("12.9"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = xtask(&["archs", "--arch", "10.0a", "--torch", "2.6"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("10.0a is not accepted by torch 2.6") && stderr.contains("2.7"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = xtask(&["archs", "--arch", "9.0", "--gpu", "Voodoo 5"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unknown GPU `Voodoo 5`"), "{stderr}");
+}
+
+#[test]
+fn hostile_specs_never_panic() {
+    for spec in [
+        "",
+        ",,,",
+        "+PTX",
+        "\u{feff}9.0",
+        "9.0+PTX+PTX",
+        "sm_",
+        "99999.9",
+        "Hopper(8.0)",
+        "💥",
+        "9.\u{7f}0",
+    ] {
+        let (code, _, stderr) = xtask(&["archs", "--arch", spec]);
+        assert_eq!(code, 2, "{spec:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{spec:?}: {stderr}");
+    }
+}
+
+#[test]
+fn doctor_runs_without_a_gpu_and_answers_for_a_named_one() {
+    let (code, stdout, stderr) = xtask(&[
+        "doctor",
+        "--gpu",
+        "RTX 5090",
+        "--driver",
+        "595.71.05",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let options = v["plan_for"]["torch"].as_array().unwrap();
+    assert!(options
+        .iter()
+        .any(|o| o["variant"] == "cu128" && o["runs"] == true));
+    assert!(options
+        .iter()
+        .filter(|o| o["runs"] == true)
+        .all(|o| o["variant"].as_str().unwrap() >= "cu128"));
+    let (code, stdout, _) = xtask(&["doctor", "--driver", "470.161.03"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("driver 470.161.03"), "{stdout}");
+}
+
+#[test]
+fn verdicts_say_when_the_chosen_cuda_cannot_build_for_the_gpu() {
+    let (code, stdout, _) = xtask(&[
+        "archs", "--arch", "7.5", "--cuda", "13.0", "--gpu", "V100", "--json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let reason = v["gpus"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("CUDA 13.0 cannot compile for CC 7.0") && reason.contains("12.9 or older"),
+        "{reason}"
+    );
+    // With a CUDA that can, no such caveat.
+    let (_, stdout, _) = xtask(&[
+        "archs", "--arch", "7.5", "--cuda", "12.9", "--torch", "2.8", "--gpu", "V100", "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(!v["gpus"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cannot compile"));
+}
