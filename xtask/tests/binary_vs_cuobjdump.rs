@@ -363,3 +363,77 @@ fn verify_binary_on_the_torch_wheel_names_missing_ptx_and_extra_a_images() {
     assert!(no_code > 0, "torch ships CPU-only libraries too");
     assert!(files.iter().all(|f| f["status"] != "error"));
 }
+
+/// `--extract` must write exactly the bytes cuobjdump extracts (`-xelf all -xptx all`), for every
+/// storage kind: raw, LZ4, zstd and concatenated blobs. Compared as multisets of file contents,
+/// since cuobjdump names `f` cubins as plain.
+fn extract_matches_cuobjdump(name: &str, file: &Path) {
+    let ours_dir = support::scratch(&format!("extract-ours-{name}"));
+    let theirs_dir = support::scratch(&format!("extract-theirs-{name}"));
+    let out = Cmd::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "binary"])
+        .arg(file)
+        .arg("--extract")
+        .arg(&ours_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let out = Cmd::new(support::cuobjdump())
+        .dir(&theirs_dir)
+        .args(["-xelf", "all", "-xptx", "all"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.success(), "{}", out.stderr);
+    let contents = |dir: &Path| {
+        let mut files = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let data = std::fs::read(&p).unwrap();
+                    // cuobjdump writes PTX as text without the trailing NULs of the payload.
+                    let end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                    files.push(data[..end].to_vec());
+                }
+            }
+        }
+        files.sort();
+        files
+    };
+    let (ours, theirs) = (contents(&ours_dir), contents(&theirs_dir));
+    assert!(!theirs.is_empty(), "cuobjdump extracted nothing");
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "{name}: number of extracted images"
+    );
+    assert!(
+        ours == theirs,
+        "{name}: extracted bytes differ from cuobjdump's"
+    );
+    std::fs::remove_dir_all(&ours_dir).unwrap();
+    std::fs::remove_dir_all(&theirs_dir).unwrap();
+}
+
+#[test]
+fn extract_writes_the_same_images_as_cuobjdump() {
+    for (name, flags) in [
+        ("x-zstd-concat", &["-shared", "-concat"][..]),
+        (
+            "x-lz4",
+            &[
+                "-shared",
+                "-Xfatbin",
+                "-compress-all",
+                "-compress-mode=speed",
+            ][..],
+        ),
+        ("x-raw", &["-shared", "-no-compress"][..]),
+    ] {
+        extract_matches_cuobjdump(name, &nvcc(name, "libk.so", flags));
+    }
+}
