@@ -418,3 +418,18 @@ fn a_corrupted_wheel_member_is_an_error_not_a_wrong_answer() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_empty_executable_section_does_not_hide_the_relocatable_one() {
+    let rel = synth::container(&[synth::entry(2, 80, 0, &synth::fake_cubin(1), Store::Raw)]);
+    let a = audit_elf(&synth::elf64(&[
+        (EXEC_SECTION, Vec::new()),
+        (REL_SECTION, rel),
+    ]))
+    .unwrap();
+    assert_eq!(a.counted().unwrap().name, REL_SECTION);
+    assert_eq!(
+        names(&a.counts(Kind::Elf), Kind::Elf),
+        [("sm_80".into(), 1)]
+    );
+}
