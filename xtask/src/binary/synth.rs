@@ -189,19 +189,44 @@ pub fn container(entries: &[Vec<u8>]) -> Vec<u8> {
 /// A minimal 64-bit little-endian ELF (`ET_DYN`, x86-64) with the given sections (PROGBITS),
 /// a `.shstrtab`, and the section header table at the end, as linkers lay it out.
 pub fn elf64(sections: &[(&str, Vec<u8>)]) -> Vec<u8> {
-    let mut out = vec![0u8; 64];
+    elf(sections, true, true)
+}
+
+/// Like [`elf64`], in any class (32/64-bit) and byte order (the fatbin inside stays little-endian).
+pub fn elf(sections: &[(&str, Vec<u8>)], is_64: bool, little: bool) -> Vec<u8> {
+    let (ehsize, shentsize) = if is_64 { (64usize, 64usize) } else { (52, 40) };
+    let put = |buf: &mut [u8], at: usize, v: u64, width: usize| {
+        let bytes = if little {
+            v.to_le_bytes()
+        } else {
+            v.to_be_bytes()
+        };
+        let src = if little {
+            &bytes[..width]
+        } else {
+            &bytes[8 - width..]
+        };
+        buf[at..at + width].copy_from_slice(src);
+    };
+    let word = if is_64 { 8 } else { 4 };
+    let mut out = vec![0u8; ehsize];
     let mut shstrtab = vec![0u8];
-    let mut headers: Vec<[u8; 64]> = vec![[0; 64]];
+    let mut headers: Vec<Vec<u8>> = vec![vec![0; shentsize]];
     let add = |out: &mut Vec<u8>, name_off: u32, sh_type: u32, data: &[u8]| {
         pad8(out);
         let off = out.len() as u64;
         out.extend_from_slice(data);
-        let mut h = [0u8; 64];
-        h[0..4].copy_from_slice(&name_off.to_le_bytes());
-        h[4..8].copy_from_slice(&sh_type.to_le_bytes());
-        h[0x18..0x20].copy_from_slice(&off.to_le_bytes());
-        h[0x20..0x28].copy_from_slice(&(data.len() as u64).to_le_bytes());
-        h[0x30..0x38].copy_from_slice(&8u64.to_le_bytes());
+        let mut h = vec![0u8; shentsize];
+        put(&mut h, 0, u64::from(name_off), 4);
+        put(&mut h, 4, u64::from(sh_type), 4);
+        let (off_at, size_at, align_at) = if is_64 {
+            (0x18, 0x20, 0x30)
+        } else {
+            (0x10, 0x14, 0x20)
+        };
+        put(&mut h, off_at, off, word);
+        put(&mut h, size_at, data.len() as u64, word);
+        put(&mut h, align_at, 8, word);
         h
     };
     let mut names = Vec::new();
@@ -224,17 +249,22 @@ pub fn elf64(sections: &[(&str, Vec<u8>)]) -> Vec<u8> {
         out.extend_from_slice(h);
     }
     out[0..4].copy_from_slice(b"\x7fELF");
-    out[4] = 2; // 64-bit
-    out[5] = 1; // little endian
+    out[4] = if is_64 { 2 } else { 1 };
+    out[5] = if little { 1 } else { 2 };
     out[6] = 1; // EV_CURRENT
-    out[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
-    out[18..20].copy_from_slice(&62u16.to_le_bytes()); // x86-64
-    out[20..24].copy_from_slice(&1u32.to_le_bytes());
-    out[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
-    out[0x34..0x36].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
-    out[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
-    out[0x3c..0x3e].copy_from_slice(&(headers.len() as u16).to_le_bytes());
-    out[0x3e..0x40].copy_from_slice(&((headers.len() - 1) as u16).to_le_bytes());
+    put(&mut out, 16, 3, 2); // ET_DYN
+    put(&mut out, 18, if is_64 { 62 } else { 3 }, 2); // x86-64 / i386
+    put(&mut out, 20, 1, 4);
+    let (shoff_at, ehsize_at, rest_at) = if is_64 {
+        (0x28, 0x34, 0x3a)
+    } else {
+        (0x20, 0x28, 0x2e)
+    };
+    put(&mut out, shoff_at, shoff, word);
+    put(&mut out, ehsize_at, ehsize as u64, 2);
+    put(&mut out, rest_at, shentsize as u64, 2);
+    put(&mut out, rest_at + 2, headers.len() as u64, 2);
+    put(&mut out, rest_at + 4, (headers.len() - 1) as u64, 2);
     out
 }
 

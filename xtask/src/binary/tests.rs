@@ -433,3 +433,24 @@ fn an_empty_executable_section_does_not_hide_the_relocatable_one() {
         [("sm_80".into(), 1)]
     );
 }
+
+#[test]
+fn reads_32_bit_and_big_endian_elf_files() {
+    let c = synth::container(&[synth::entry(2, 87, 0, &synth::fake_cubin(1), Store::Lz4)]);
+    for (is_64, little) in [(false, true), (false, false), (true, false), (true, true)] {
+        let data = synth::elf(
+            &[(".text", vec![0; 4]), (EXEC_SECTION, c.clone())],
+            is_64,
+            little,
+        );
+        let a = audit_elf(&data).unwrap_or_else(|e| panic!("64-bit {is_64}, little {little}: {e}"));
+        assert_eq!(
+            names(&a.counts(Kind::Elf), Kind::Elf),
+            [("sm_87".into(), 1)],
+            "64-bit {is_64}, little {little}"
+        );
+        for len in 0..data.len() {
+            assert!(audit_elf(&data[..len]).is_err());
+        }
+    }
+}
