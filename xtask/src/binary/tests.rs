@@ -383,6 +383,17 @@ fn write_fuzz_seeds() {
             )]),
         ),
         (
+            "elf32_big_endian.so",
+            synth::elf(
+                &[(
+                    EXEC_SECTION,
+                    synth::container(&[synth::entry(2, 75, 0, &cubin, Store::Raw)]),
+                )],
+                false,
+                false,
+            ),
+        ),
+        (
             "raw_fatbin_section.bin",
             synth::container(&[synth::entry(1, 90, A, b".target sm_90a", Store::Zstd)]),
         ),
