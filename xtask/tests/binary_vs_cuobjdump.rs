@@ -104,12 +104,19 @@ fn listed(text: &str, prefix: &str) -> Hist {
 
 /// The default dump's `arch = …` lines per block kind (elf, ptx), concatenated sub-entries included.
 fn dumped(text: &str) -> (Hist, Hist) {
-    let (mut elf, mut ptx) = (Hist::new(), Hist::new());
+    let (elf, ptx, _) = dumped_with_ir(text);
+    (elf, ptx)
+}
+
+/// Also the NVVM/LTO IR blocks.
+fn dumped_with_ir(text: &str) -> (Hist, Hist, Hist) {
+    let (mut elf, mut ptx, mut ir) = (Hist::new(), Hist::new(), Hist::new());
     let mut current: Option<&mut Hist> = None;
     for line in text.lines().map(|l| l.trim()) {
         match line {
             "Fatbin elf code:" => current = Some(&mut elf),
             "Fatbin ptx code:" => current = Some(&mut ptx),
+            "Fatbin nvvm code:" => current = Some(&mut ir),
             l if l.starts_with("Fatbin ") => current = None,
             l => {
                 if let (Some(arch), Some(h)) = (l.strip_prefix("arch = "), current.as_deref_mut()) {
@@ -118,7 +125,7 @@ fn dumped(text: &str) -> (Hist, Hist) {
             }
         }
     }
-    (elf, ptx)
+    (elf, ptx, ir)
 }
 
 /// Compares both views; returns our audit for further checks.
@@ -436,4 +443,18 @@ fn extract_writes_the_same_images_as_cuobjdump() {
     ] {
         extract_matches_cuobjdump(name, &nvcc(name, "libk.so", flags));
     }
+}
+
+#[test]
+fn lto_ir_objects() {
+    // `code=lto_90` puts NVVM IR (kind 8) in the relocatable fatbin next to the SASS.
+    let obj = nvcc(
+        "lto",
+        "k.o",
+        &["-rdc=true", "-c", "-gencode=arch=compute_90,code=lto_90"],
+    );
+    let a = side_by_side(&obj);
+    let (_, _, ir) = dumped_with_ir(&cuobjdump(&[], &obj));
+    assert_eq!(ours(&a, Kind::Ir, false, false), ir, "nvvm entries");
+    assert_eq!(ir.get("sm_90"), Some(&1), "{ir:?}");
 }

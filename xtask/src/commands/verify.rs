@@ -247,12 +247,13 @@ impl<'a> Report<'a> {
             vec![["FILE", "SASS", "PTX", "COMPRESSION", "SECTIONS"].map(String::from)];
         for f in self.files {
             let row = match &f.outcome {
+                // In the last column, which is not padded, so a long message does not widen the table.
                 Outcome::Failed(e) => [
                     f.path.clone(),
-                    format!("ERROR {e}"),
+                    "ERROR".into(),
                     String::new(),
                     String::new(),
-                    String::new(),
+                    e.to_string(),
                 ],
                 Outcome::Audited(a) if !a.has_device_code() => [
                     f.path.clone(),
@@ -264,7 +265,7 @@ impl<'a> Report<'a> {
                 Outcome::Audited(a) => [
                     f.path.clone(),
                     counts_text(&a.counts(Kind::Elf), Kind::Elf),
-                    counts_text(&a.counts(Kind::Ptx), Kind::Ptx),
+                    ptx_text(a),
                     compression_text(&a.compression()),
                     sections_text(a),
                 ],
@@ -526,6 +527,17 @@ fn counts_text(m: &BTreeMap<ImageArch, usize>, kind: Kind) -> String {
         .map(|(a, n)| format!("{}×{n}", a.name(kind)))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// PTX counts, plus NVVM/LTO IR entries when there are any (linkable, not loadable).
+fn ptx_text(a: &ElfAudit) -> String {
+    let ptx = counts_text(&a.counts(Kind::Ptx), Kind::Ptx);
+    let ir = a.counts(Kind::Ir);
+    if ir.is_empty() {
+        ptx
+    } else {
+        format!("{ptx} (IR {})", counts_text(&ir, Kind::Ir))
+    }
 }
 
 fn compression_text(m: &BTreeMap<Compression, usize>) -> String {
