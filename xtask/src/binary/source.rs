@@ -302,8 +302,10 @@ fn read_member<'w>(
         .ok_or_else(|| FileError::Zip("member has no data offset".into()))?;
     let raw = elf::range(wheel, start, csize, "zip member data", start)
         .map_err(|e| FileError::Zip(e.to_string()))?;
-    let member = match method {
-        zip::CompressionMethod::Stored if csize == size => Member::Stored(raw),
+    let (member, found) = match method {
+        zip::CompressionMethod::Stored if csize == size => {
+            (Member::Stored(raw), crc32fast::hash(raw))
+        }
         zip::CompressionMethod::Stored => {
             return Err(FileError::Zip(format!(
                 "stored member: compressed size {csize} != size {size}"
@@ -316,7 +318,6 @@ fn read_member<'w>(
             )))
         }
     };
-    let found = crc32fast::hash(&member);
     if found != crc {
         return Err(FileError::Zip(format!(
             "CRC-32 is {found:08x}, the zip records {crc:08x}"
@@ -325,9 +326,11 @@ fn read_member<'w>(
     Ok(member)
 }
 
-fn inflate(raw: &[u8], size: u64) -> Result<Member<'static>, FileError> {
+/// Inflates `raw` into a buffer of the declared `size`; returns it with its CRC-32, computed per
+/// chunk right after the chunk is written (while it is still in cache, not in a second pass).
+fn inflate(raw: &[u8], size: u64) -> Result<(Member<'static>, u32), FileError> {
     if size == 0 {
-        return Ok(Member::Empty);
+        return Ok((Member::Empty, crc32fast::hash(&[])));
     }
     if size > MAX_MEMBER {
         return Err(FileError::Zip(format!(
@@ -351,16 +354,21 @@ fn inflate(raw: &[u8], size: u64) -> Result<Member<'static>, FileError> {
         .populate()
         .map_anon()
         .map_err(|e| FileError::Io(e.to_string()))?;
+    const CHUNK: usize = 1 << 20;
     let mut d = flate2::Decompress::new(false);
+    let mut crc = crc32fast::Hasher::new();
     loop {
         let (i, o) = (d.total_in() as usize, d.total_out() as usize);
+        let end = (o + CHUNK).min(out.len());
         let status = d
-            .decompress(&raw[i..], &mut out[o..], flate2::FlushDecompress::Finish)
+            .decompress(&raw[i..], &mut out[o..end], flate2::FlushDecompress::None)
             .map_err(|e| FileError::Zip(format!("inflating: {e}")))?;
-        let progressed = d.total_in() as usize != i || d.total_out() as usize != o;
+        let written = d.total_out() as usize;
+        crc.update(&out[o..written]);
+        let progressed = d.total_in() as usize != i || written != o;
         match status {
             flate2::Status::StreamEnd => break,
-            _ if progressed && (d.total_out() as usize) < out.len() => continue,
+            _ if progressed => continue,
             _ => break,
         }
     }
@@ -370,5 +378,5 @@ fn inflate(raw: &[u8], size: u64) -> Result<Member<'static>, FileError> {
             d.total_out()
         )));
     }
-    Ok(Member::Inflated(out))
+    Ok((Member::Inflated(out), crc.finalize()))
 }
