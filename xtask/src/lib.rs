@@ -7,6 +7,7 @@ pub mod arch;
 pub mod binary;
 pub mod commands;
 pub mod kb;
+pub mod kernels;
 pub mod output;
 pub mod paths;
 pub mod process;

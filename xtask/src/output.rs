@@ -62,6 +62,20 @@ impl Table {
     }
 }
 
+/// Prints a command's report: JSON for machines with `--json`, the rendered table otherwise.
+pub fn emit<T: Serialize>(
+    json: bool,
+    report: &T,
+    render: impl FnOnce(&T) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        print_json(report)
+    } else {
+        print!("{}", render(report));
+        Ok(())
+    }
+}
+
 /// Prints `value` as pretty JSON.
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);

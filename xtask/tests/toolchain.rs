@@ -258,6 +258,13 @@ fn unknown_release_fails_with_a_clear_error_and_leaves_nothing() {
         out.stderr
     );
     assert!(out.stderr.contains("cuda-toolkit"), "{}", out.stderr);
+    // The index answered, so the error lists what it does have.
+    assert!(
+        out.stderr
+            .contains("CUDA releases with nvcc on PyPI: 13.0, 13.1, 13.2"),
+        "{}",
+        out.stderr
+    );
     assert!(
         leftovers(&home.path().join("toolchains")).is_empty(),
         "{:?}",
@@ -292,37 +299,32 @@ fn no_network_fails_with_a_clear_error_and_leaves_nothing() {
 }
 
 #[test]
-fn pip_resolves_the_same_pinned_set_as_uv() {
-    let Some(python) = archsmith::process::which("python3") else {
-        panic!("python3 is required")
-    };
-    let Some(uv) = archsmith::process::which("uv") else {
-        eprintln!("uv not on PATH: comparing pip with itself is pointless; the install tests already used pip");
-        return;
-    };
-    let req = pypi::requirement(&v("13.2"));
+fn pip_fallback_installs_the_same_pinned_set_and_a_working_toolchain() {
+    let shared = cuda_13_2();
+    let python = archsmith::process::which("python3").expect("python3 is required");
     let dir = tempfile::tempdir().unwrap();
-    let by_pip = pypi::Installer::pip(&python)
-        .unwrap()
-        .resolve(&req, &dir.path().join("pip"))
-        .unwrap();
-    let by_uv = pypi::Installer::uv(&uv)
-        .unwrap()
-        .resolve(&req, &dir.path().join("uv"))
-        .unwrap();
-    let names = |pins: &[pypi::Pinned]| {
-        pins.iter()
+    let installer = pypi::Installer::pip(&python).unwrap();
+    assert!(!installer.is_uv());
+    let tc = pypi::ensure(dir.path(), &v("13.2"), &installer, &mut |_| {}).unwrap();
+    let reported = toolchain::nvcc_version(&tc.nvcc()).unwrap();
+    assert_eq!(reported.release, v("13.2"));
+    let by_pip = pypi::read_lock(tc.cuda_home()).unwrap();
+    assert!(by_pip.installer.starts_with("pip "), "{}", by_pip.installer);
+    let by_shared = pypi::read_lock(shared.cuda_home()).unwrap();
+    let names = |lock: &pypi::LockFile| {
+        lock.packages
+            .iter()
             .map(|p| format!("{}=={}", p.name, p.version))
             .collect::<Vec<_>>()
     };
-    assert_eq!(names(&by_pip), names(&by_uv));
-    for (p, u) in by_pip.iter().zip(&by_uv) {
+    assert_eq!(names(&by_pip), names(&by_shared));
+    for (p, s) in by_pip.packages.iter().zip(&by_shared.packages) {
         assert!(
-            p.sha256.iter().all(|h| u.sha256.contains(h)),
-            "{}: pip {:?} not among uv {:?}",
+            p.sha256.iter().all(|h| s.sha256.contains(h)),
+            "{}: {:?} not among {:?}",
             p.name,
             p.sha256,
-            u.sha256
+            s.sha256
         );
     }
 }
@@ -427,5 +429,57 @@ fn a_system_toolkit_is_found_and_checked_with_its_real_nvcc() {
     assert!(
         msg.contains(&format!("nvcc reports CUDA 13.2 (V{})", tc.nvcc_version)),
         "{msg}"
+    );
+}
+
+#[test]
+fn list_shows_archsmith_toolchains_and_system_cuda() {
+    let tc = cuda_13_2();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_nvcc(dir.path(), "12.6");
+    let fake_home = bin.parent().unwrap().to_path_buf();
+    let out = xtask(None)
+        .env("CUDA_HOME", &fake_home)
+        .env_remove("CUDA_PATH")
+        .args(["toolchain", "list", "--json"])
+        .read()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    let ours = rows
+        .iter()
+        .find(|r| r["cuda_home"] == tc.cuda_home.display().to_string())
+        .expect("archsmith's 13.2 listed");
+    assert_eq!(
+        (
+            ours["source"].as_str(),
+            ours["cuda"].as_str(),
+            ours["usable"].as_bool()
+        ),
+        (Some("archsmith"), Some("13.2"), Some(true))
+    );
+    let system = rows
+        .iter()
+        .find(|r| r["cuda_home"] == fake_home.display().to_string())
+        .expect("CUDA_HOME listed");
+    assert_eq!(system["source"], "system");
+    assert_eq!(system["nvcc_version"], "12.6.105");
+    assert_eq!(system["note"], "found via CUDA_HOME");
+
+    let table = xtask(None)
+        .env("CUDA_HOME", &fake_home)
+        .args(["toolchain", "list"])
+        .read()
+        .unwrap();
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.starts_with("SOURCE") && header.contains("CUDA_HOME"),
+        "{table}"
+    );
+    // Aligned: every row's CUDA_HOME column starts where the header's does.
+    let col = header.find("CUDA_HOME").unwrap();
+    assert!(
+        table.lines().skip(1).all(|l| l[col..].starts_with('/')),
+        "{table}"
     );
 }

@@ -21,6 +21,13 @@ pub struct Target {
     pub ptx: bool,
 }
 
+/// `9.0+PTX` or `7.5`: the element as TORCH_CUDA_ARCH_LIST writes it.
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.arch, if self.ptx { "+PTX" } else { "" })
+    }
+}
+
 /// The versions a plan is checked against, and whether the user chose them.
 #[derive(Clone, Debug)]
 pub struct PlanContext {
@@ -218,13 +225,7 @@ impl Plan {
     pub fn torch_cuda_arch_list(&self) -> String {
         self.targets
             .iter()
-            .map(|t| {
-                if t.ptx {
-                    format!("{}+PTX", t.arch)
-                } else {
-                    t.arch.to_string()
-                }
-            })
+            .map(Target::to_string)
             .collect::<Vec<_>>()
             .join(";")
     }

@@ -5,7 +5,7 @@ use crate::arch::compat::{runs_on, PtxJit, Verdict};
 use crate::arch::spec::{consumer_reports, ConsumerReport, Plan, PlanContext};
 use crate::arch::Cc;
 use crate::kb::{kb, KnowledgeBase};
-use crate::output::{print_json, Table};
+use crate::output::{emit, Table};
 use crate::version::Version;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -66,11 +66,7 @@ pub struct ArchsReport {
 pub fn run(args: &ArchsArgs) -> Result<i32> {
     let kb = kb();
     let report = plan_report(kb, args)?;
-    if args.json {
-        print_json(&report)?;
-    } else {
-        print!("{}", render(&report));
-    }
+    emit(args.json, &report, render)?;
     Ok(0)
 }
 

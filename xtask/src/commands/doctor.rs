@@ -8,13 +8,13 @@ use crate::arch::compat::{runs_on, Image, PtxJit};
 use crate::arch::{Arch, Cc};
 use crate::commands::archs::resolve_gpu;
 use crate::kb::{kb, KnowledgeBase};
-use crate::output::{print_json, Table};
+use crate::output::{emit, Table};
 use crate::paths;
 use crate::process::{which, Cmd};
 use crate::version::Version;
 use anyhow::Result;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
@@ -100,11 +100,7 @@ pub struct PlanFor {
 pub fn run(args: &DoctorArgs) -> Result<i32> {
     let kb = kb();
     let report = diagnose(kb, args)?;
-    if args.json {
-        print_json(&report)?;
-    } else {
-        print!("{}", render(&report));
-    }
+    emit(args.json, &report, render)?;
     Ok(0)
 }
 
@@ -213,84 +209,46 @@ pub fn describe_driver(kb: &KnowledgeBase, version: Version, source: String) -> 
     }
 }
 
-fn nvcc_release(nvcc: &Path) -> Result<Version> {
-    let out = Cmd::new(nvcc).arg("--version").read()?;
-    // "Cuda compilation tools, release 13.2, V13.2.78"
-    let rel = out
-        .lines()
-        .find_map(|l| l.split("release ").nth(1))
-        .and_then(|r| r.split(',').next())
-        .ok_or_else(|| {
-            anyhow::anyhow!("`{} --version` printed no `release X.Y`", nvcc.display())
-        })?;
-    Ok(rel.trim().parse()?)
-}
-
+/// Every toolkit `toolchain list` knows (archsmith's and the system's), with each release's
+/// host-compiler ceiling from the knowledge base.
 fn find_toolkits(kb: &KnowledgeBase) -> Vec<Toolkit> {
-    let mut candidates: Vec<(PathBuf, String)> = Vec::new();
-    for var in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(home) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            candidates.push((PathBuf::from(home).join("bin/nvcc"), format!("${var}")));
+    let found = match crate::toolchain::discover() {
+        Ok(f) => f,
+        Err(e) => {
+            return vec![Toolkit {
+                nvcc: paths::toolchains_dir(),
+                found_via: "archsmith toolchains".into(),
+                release: None,
+                max_gcc: None,
+                max_clang: None,
+                error: Some(format!("{e:#}")),
+            }]
         }
-    }
-    if let Some(nvcc) = which("nvcc") {
-        candidates.push((nvcc, "PATH".into()));
-    }
-    let mut globbed: Vec<PathBuf> = std::fs::read_dir("/usr/local")
+    };
+    found
         .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("cuda"))
+        .filter(|t| t.usable || t.cuda_home.join("bin/nvcc").exists())
+        .map(|t| {
+            let row = t.cuda.as_ref().and_then(|r| kb.cuda_row(r));
+            let limits = t
+                .nvcc_version
+                .as_ref()
+                .zip(row)
+                .map(|(v, r)| r.host_compiler_limits(v));
+            Toolkit {
+                nvcc: t.cuda_home.join("bin/nvcc"),
+                found_via: if t.source == "archsmith" {
+                    "archsmith toolchain".into()
+                } else {
+                    t.note.clone()
+                },
+                max_gcc: limits.as_ref().and_then(|l| l.max_gcc),
+                max_clang: limits.as_ref().and_then(|l| l.max_clang),
+                error: (!t.usable).then(|| t.note.clone()),
+                release: t.cuda,
+            }
         })
-        .collect();
-    globbed.sort();
-    candidates.extend(
-        globbed
-            .into_iter()
-            .map(|p| (p.join("bin/nvcc"), "/usr/local".to_string())),
-    );
-    let mut own: Vec<PathBuf> = std::fs::read_dir(paths::toolchains_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    own.sort();
-    candidates.extend(
-        own.into_iter()
-            .map(|p| (p.join("bin/nvcc"), "archsmith toolchain".to_string())),
-    );
-
-    let mut seen = Vec::new();
-    let mut out = Vec::new();
-    for (nvcc, via) in candidates {
-        if !nvcc.exists() {
-            continue;
-        }
-        let canon = nvcc.canonicalize().unwrap_or(nvcc.clone());
-        if seen.contains(&canon) {
-            continue;
-        }
-        seen.push(canon);
-        let (release, error) = match nvcc_release(&nvcc) {
-            Ok(r) => (Some(r), None),
-            Err(e) => (None, Some(format!("{e:#}"))),
-        };
-        let row = release.as_ref().and_then(|r| kb.cuda_row(r));
-        out.push(Toolkit {
-            max_gcc: row.and_then(|r| r.max_gcc),
-            max_clang: row.and_then(|r| r.max_clang),
-            nvcc,
-            found_via: via,
-            release,
-            error,
-        });
-    }
-    out
+        .collect()
 }
 
 fn find_host_compilers(toolkits: &[Toolkit]) -> Vec<HostCompiler> {

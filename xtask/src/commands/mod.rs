@@ -4,6 +4,7 @@ pub mod archs;
 pub mod bench;
 pub mod doctor;
 pub mod kb;
+pub mod kernels;
 pub mod toolchain;
 pub mod verify;
 
@@ -27,6 +28,8 @@ pub enum Command {
     Archs(archs::ArchsArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
     Doctor(doctor::DoctorArgs),
+    /// Build archsmith's test kernels for an arch list, audit every binary, run them when there is a GPU.
+    Kernels(kernels::KernelsArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
     /// Measured comparisons: `bench audit` times `verify binary` against unzip + cuobjdump.
@@ -42,6 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Kernels(args) => kernels::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Bench(args) => bench::run(args),

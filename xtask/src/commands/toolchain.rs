@@ -2,11 +2,10 @@
 
 use crate::output::{print_json, Table};
 use crate::paths::toolchains_dir;
-use crate::toolchain::{self, pypi, system, Source, Toolchain};
+use crate::toolchain::{self, discover, pypi, Source};
 use crate::version::Version;
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Debug, Args)]
@@ -109,76 +108,9 @@ fn env(args: &CudaArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// One row of `toolchain list`.
-#[derive(Debug, serde::Serialize)]
-struct Listed {
-    source: &'static str,
-    cuda: Option<Version>,
-    nvcc_version: Option<Version>,
-    cuda_home: PathBuf,
-    /// How it was found, or why it is unusable.
-    note: String,
-    usable: bool,
-}
-
 fn list(json: bool) -> Result<i32> {
     let dir = toolchains_dir();
-    let mut rows = Vec::new();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
-        })
-        .collect();
-    names.sort();
-    for home in names {
-        rows.push(match pypi::load(&home)? {
-            Some(tc) => Listed {
-                source: "archsmith",
-                cuda: Some(tc.cuda.clone()),
-                nvcc_version: Some(tc.nvcc_version.clone()),
-                note: pypi::read_lock(&home)
-                    .map(|l| format!("PyPI via {}", l.installer))
-                    .unwrap_or_default(),
-                cuda_home: home,
-                usable: true,
-            },
-            None => Listed {
-                source: "archsmith",
-                cuda: None,
-                nvcc_version: None,
-                cuda_home: home,
-                note: "incomplete: reinstalled by the next `toolchain install`".into(),
-                usable: false,
-            },
-        });
-    }
-    let ours = dir.canonicalize().unwrap_or(dir.clone());
-    for probe in system::Search::from_env().probe(None) {
-        let canonical = probe
-            .cuda_home
-            .canonicalize()
-            .unwrap_or(probe.cuda_home.clone());
-        if canonical.starts_with(&ours) || !probe.cuda_home.exists() {
-            continue;
-        }
-        let tc: Option<Toolchain> = probe.toolchain();
-        rows.push(Listed {
-            source: "system",
-            cuda: tc.as_ref().map(|t| t.cuda.clone()),
-            nvcc_version: tc.as_ref().map(|t| t.nvcc_version.clone()),
-            cuda_home: probe.cuda_home.clone(),
-            note: match &probe.result {
-                Ok(_) => format!("found via {}", probe.found_via),
-                Err(e) => format!("unusable: {}", e.lines().next().unwrap_or_default()),
-            },
-            usable: tc.is_some(),
-        });
-    }
+    let rows = discover()?;
     if json {
         print_json(&rows)?;
         return Ok(0);

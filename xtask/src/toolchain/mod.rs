@@ -12,6 +12,8 @@
 //! * CUDA 11.x/12.x: the `-cu12`/`-cu11` wheels ship `ptxas` but no `nvcc` (research arch.md §9), so
 //!   [`system`] looks for an installed toolkit and explains how to get one when there is none.
 
+pub mod buildtools;
+pub mod provision;
 pub mod pypi;
 pub mod system;
 
@@ -149,8 +151,8 @@ pub fn ensure(cuda: &Version) -> Result<Toolchain> {
 
 /// Only `X.Y` or `X.Y.Z` make sense as a CUDA release.
 fn check_requested(cuda: &Version) -> Result<()> {
-    if !(2..=3).contains(&cuda.parts().len()) {
-        bail!("`{cuda}` is not a CUDA release: give MAJOR.MINOR such as 13.2 (or MAJOR.MINOR.PATCH of the cuda-toolkit meta-package, such as 13.2.2)");
+    if !(2..=4).contains(&cuda.parts().len()) {
+        bail!("`{cuda}` is not a CUDA release: give MAJOR.MINOR such as 13.2 (or a cuda-toolkit meta-package release, such as 13.2.2 or 13.0.3.0)");
     }
     if cuda.major() < 11 {
         bail!(
@@ -190,14 +192,11 @@ pub fn nvcc_version(nvcc: &Path) -> Result<NvccVersion> {
     })
 }
 
-/// True when an nvcc reporting `found` satisfies a request for `requested` (`13.2` accepts any 13.2.x;
-/// a three-part request must match nvcc's full version).
+/// True when an nvcc reporting `found` belongs to the requested CUDA release. Only major.minor is
+/// compared: toolkit update releases (12.4.1) and meta-packages (13.2.2) number themselves differently
+/// from the nvcc inside (V12.4.131, V13.2.86).
 pub fn release_matches(found: &NvccVersion, requested: &Version) -> bool {
-    if requested.parts().len() <= 2 {
-        found.release == requested.major_minor()
-    } else {
-        found.full.matches_prefix(requested)
-    }
+    found.release == requested.major_minor()
 }
 
 /// Compiles a one-line kernel with `nvcc -c` in `scratch`, then links it against the shared `libcudart`
@@ -225,6 +224,70 @@ pub fn smoke_test(nvcc: &Path, scratch: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A toolkit found on this machine: one of archsmith's, or a system one.
+#[derive(Debug, serde::Serialize)]
+pub struct Listed {
+    pub source: &'static str,
+    pub cuda: Option<Version>,
+    pub nvcc_version: Option<Version>,
+    pub cuda_home: PathBuf,
+    /// How it was found, or why it is unusable.
+    pub note: String,
+    pub usable: bool,
+}
+
+/// Every CUDA toolkit on this machine: archsmith's under `toolchains_dir()` (complete or not), then
+/// system ones (CUDA_HOME, CUDA_PATH, /usr/local/cuda*, nvcc on PATH) with what their nvcc reports.
+pub fn discover() -> Result<Vec<Listed>> {
+    let dir = crate::paths::toolchains_dir();
+    let mut rows = Vec::new();
+    for home in crate::paths::entries_with_prefix(&dir, "cuda-") {
+        rows.push(match pypi::load(&home)? {
+            Some(tc) => Listed {
+                source: "archsmith",
+                cuda: Some(tc.cuda.clone()),
+                nvcc_version: Some(tc.nvcc_version.clone()),
+                note: pypi::read_lock(&home)
+                    .map(|l| format!("PyPI via {}", l.installer))
+                    .unwrap_or_default(),
+                cuda_home: home,
+                usable: true,
+            },
+            None => Listed {
+                source: "archsmith",
+                cuda: None,
+                nvcc_version: None,
+                cuda_home: home,
+                note: "incomplete: reinstalled by the next `toolchain install`".into(),
+                usable: false,
+            },
+        });
+    }
+    let ours = dir.canonicalize().unwrap_or(dir.clone());
+    for probe in system::Search::from_env().probe(None) {
+        let canonical = probe
+            .cuda_home
+            .canonicalize()
+            .unwrap_or(probe.cuda_home.clone());
+        if canonical.starts_with(&ours) || !probe.cuda_home.exists() {
+            continue;
+        }
+        let tc: Option<Toolchain> = probe.toolchain();
+        rows.push(Listed {
+            source: "system",
+            cuda: tc.as_ref().map(|t| t.cuda.clone()),
+            nvcc_version: tc.as_ref().map(|t| t.nvcc_version.clone()),
+            cuda_home: probe.cuda_home.clone(),
+            note: match &probe.result {
+                Ok(_) => format!("found via {}", probe.found_via),
+                Err(e) => format!("unusable: {}", e.lines().next().unwrap_or_default()),
+            },
+            usable: tc.is_some(),
+        });
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,8 +300,8 @@ mod tests {
         assert_eq!(v.full.to_string(), "13.2.78");
         assert!(release_matches(&v, &"13.2".parse().unwrap()));
         assert!(!release_matches(&v, &"13.1".parse().unwrap()));
-        assert!(release_matches(&v, &"13.2.78".parse().unwrap()));
-        assert!(!release_matches(&v, &"13.2.2".parse().unwrap()));
+        assert!(release_matches(&v, &"13.2.2".parse().unwrap()));
+        assert!(!release_matches(&v, &"13.20".parse().unwrap()));
         assert_eq!(parse_nvcc_version("gcc (Debian 12.2.0-14) 12.2.0"), None);
     }
 
@@ -273,7 +336,7 @@ mod tests {
 
     #[test]
     fn rejects_requests_that_are_not_releases() {
-        for bad in ["13", "13.2.2.1", "10.2"] {
+        for bad in ["13", "13.2.2.1.0", "10.2"] {
             let e = check_requested(&bad.parse().unwrap())
                 .unwrap_err()
                 .to_string();
@@ -281,5 +344,6 @@ mod tests {
         }
         check_requested(&"13.2".parse().unwrap()).unwrap();
         check_requested(&"12.4".parse().unwrap()).unwrap();
+        check_requested(&"13.0.3.0".parse().unwrap()).unwrap();
     }
 }

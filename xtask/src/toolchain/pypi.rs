@@ -15,22 +15,21 @@
 //! It is built in `.cuda-X.Y.partial-PID/` while holding `.cuda-X.Y.lock`, and renamed into place only after
 //! `nvcc --version` reported the requested release and a kernel compiled and linked.
 
+use super::provision::{is_complete, provision, remove_path};
 use super::{nvcc_version, release_matches, smoke_test, Source, Toolchain};
-use crate::process::{which, Cmd};
+use crate::process::Cmd;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The lock file written next to each toolchain.
 pub const LOCK_FILE: &str = "archsmith-toolchain.lock.json";
-/// Written last: a directory without it is not a toolchain.
-pub const COMPLETE_STAMP: &str = ".archsmith-complete";
 const LOCK_SCHEMA: u32 = 1;
 
 /// The `cuda-toolkit` extras archsmith installs: compiler, runtime, headers, and `cuobjdump` where it exists
-/// (13.2 and later). `curand` brings its headers, which the test kernels and many extensions include.
+/// (13.2 and later). `curand` brings libcurand and its headers, which many extensions include.
 pub fn extras(cuda: &Version) -> Vec<&'static str> {
     let mut extras = vec!["nvcc", "nvvm", "crt", "cudart", "cccl"];
     if cuda.major_minor() >= Version::new(&[13, 2]) {
@@ -41,7 +40,7 @@ pub fn extras(cuda: &Version) -> Vec<&'static str> {
 }
 
 /// `cuda-toolkit[nvcc,…]==13.2.*`: NVIDIA's meta-package pins every component (nvvm included) to the release,
-/// so ptxas and cicc always agree. A three-part request pins the meta-package exactly.
+/// so ptxas and cicc always agree. A longer request (`13.2.2`, `13.0.3.0`) pins the meta-package exactly.
 pub fn requirement(cuda: &Version) -> String {
     let pin = if cuda.parts().len() <= 2 {
         format!("=={}.*", cuda.major_minor())
@@ -89,17 +88,16 @@ enum InstallerKind {
 }
 
 impl Installer {
-    /// uv if it is on `PATH` (fast, hard-links from its cache), otherwise pip of `python3`.
+    /// uv (fast, hard-links from its cache), otherwise pip.
     pub fn detect() -> Result<Installer> {
-        if let Some(uv) = which("uv") {
+        // The same choice as the torch envs: uv from PATH or bootstrapped into the cache (unless
+        // ARCHSMITH_NO_UV), else pip of `$ARCHSMITH_PYTHON` / `python3`.
+        if let Some(uv) = crate::pyenv::uv_binary() {
             if let Ok(i) = Installer::uv(&uv) {
                 return Ok(i);
             }
         }
-        let python = which("python3").context(
-            "neither `uv` nor `python3` is on PATH: archsmith installs CUDA wheels with one of them (`pip install uv`, or install Python 3 with pip)",
-        )?;
-        Installer::pip(&python)
+        Installer::pip(&crate::pyenv::host_python()?)
     }
 
     pub fn uv(uv: &Path) -> Result<Installer> {
@@ -153,7 +151,12 @@ impl Installer {
 
     fn cmd(&self, uv_args: &[&str], pip_args: &[&str]) -> Cmd {
         let mut cmd = match &self.kind {
-            InstallerKind::Uv(uv) => Cmd::new(uv).args(["pip"]).args(uv_args),
+            // uv's cache lives in archsmith's (as for the torch envs), so installs hard-link from the
+            // same filesystem and CI caches one directory.
+            InstallerKind::Uv(uv) => Cmd::new(uv)
+                .env("UV_CACHE_DIR", crate::paths::cache_dir().join("uv"))
+                .args(["pip"])
+                .args(uv_args),
             InstallerKind::Pip(python) => Cmd::new(python)
                 .args(["-m", "pip"])
                 .args(pip_args)
@@ -168,15 +171,15 @@ impl Installer {
         cmd
     }
 
-    /// Resolves `requirement` for this machine to exact versions with hashes. `scratch` holds the
+    /// Resolves `requirement` (requirements-file lines) for this machine to exact versions with hashes. `scratch` holds the
     /// resolver's input/output files.
     pub fn resolve(&self, requirement: &str, scratch: &Path) -> Result<Vec<Pinned>> {
         fs::create_dir_all(scratch)?;
         let input = scratch.join("requirements.in");
         fs::write(&input, format!("{requirement}\n"))?;
+        let input = input.to_string_lossy();
         match &self.kind {
             InstallerKind::Uv(_) => {
-                let input = input.to_string_lossy();
                 let cmd = self.cmd(
                     &[
                         "compile",
@@ -206,7 +209,8 @@ impl Installer {
                         "--quiet",
                         "--report",
                         &report_arg,
-                        requirement,
+                        "-r",
+                        &input,
                     ],
                 );
                 let out = cmd.output()?;
@@ -346,63 +350,20 @@ pub fn ensure(
     installer: &Installer,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Toolchain> {
-    let name = format!("cuda-{cuda}");
-    let home = home(toolchains_dir, cuda);
-    if let Some(tc) = load(&home)? {
-        return Ok(tc);
-    }
-    fs::create_dir_all(toolchains_dir)
-        .with_context(|| format!("creating {}", toolchains_dir.display()))?;
-    let lock_path = toolchains_dir.join(format!(".{name}.lock"));
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening lock file {}", lock_path.display()))?;
-    if fs4::FileExt::try_lock(&lock).is_err() {
-        progress(&format!(
-            "waiting for another archsmith process installing CUDA {cuda} (lock {})",
-            lock_path.display()
-        ));
-        fs4::FileExt::lock(&lock).with_context(|| format!("locking {}", lock_path.display()))?;
-    }
-    // Someone else may have finished while we waited.
-    if let Some(tc) = load(&home)? {
-        return Ok(tc);
-    }
-    if home.exists() || home.symlink_metadata().is_ok() {
-        progress(&format!("removing incomplete toolchain {}", home.display()));
-        remove_path(&home)?;
-    }
-    let partial_prefix = format!(".{name}.partial-");
-    for entry in fs::read_dir(toolchains_dir)? {
-        let entry = entry?;
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(&partial_prefix)
-        {
-            // Only the lock holder builds, so any staging directory seen now was left by a dead process.
-            remove_path(&entry.path())?;
-        }
-    }
-    let staging = toolchains_dir.join(format!("{partial_prefix}{}", std::process::id()));
-    let built = build(&staging, cuda, installer, progress);
-    if let Err(e) = built {
-        let _ = remove_path(&staging);
-        return Err(e);
-    }
-    fs::rename(&staging, &home)
-        .with_context(|| format!("moving {} to {}", staging.display(), home.display()))?;
-    load(&home)?
-        .with_context(|| format!("{} is incomplete right after installing it", home.display()))
+    provision(
+        toolchains_dir,
+        &format!("cuda-{cuda}"),
+        &format!("CUDA {cuda}"),
+        &load,
+        &mut |staging, progress| build(staging, cuda, installer, progress),
+        progress,
+    )
 }
 
 /// The toolchain at `home` when it is complete (stamp, lock file and nvcc present); `None` otherwise.
 /// Runs no program, so a warm call costs a few file reads.
 pub fn load(home: &Path) -> Result<Option<Toolchain>> {
-    if !home.join(COMPLETE_STAMP).is_file() {
+    if !is_complete(home) {
         return Ok(None);
     }
     let lock_path = home.join(LOCK_FILE);
@@ -446,10 +407,17 @@ fn build(
         installer.describe()
     ));
     let pins = installer.resolve(&requirement, &work).map_err(|e| {
-        e.context(format!(
-            "CUDA {cuda} could not be resolved from PyPI (`{requirement}`). Complete nvcc toolchains are on PyPI from CUDA 13.0; \
-             see https://pypi.org/project/cuda-toolkit/#history for the releases, and check the network if the installer's error below is a connection failure"
-        ))
+        let text = format!("{e:#}");
+        // The index answered but has no such release: say which ones it has. (Only then: listing
+        // would just time out again when the network is the problem.)
+        let unsatisfiable = text.contains("No solution found") || text.contains("No matching distribution");
+        let hint = match unsatisfiable.then(available_releases).flatten() {
+            Some(list) => format!("CUDA releases with nvcc on PyPI: {list}"),
+            None => "complete nvcc toolchains are on PyPI from CUDA 13.0 (https://pypi.org/project/cuda-toolkit/#history); \
+                     check the network if the installer's error below is a connection failure"
+                .to_string(),
+        };
+        e.context(format!("CUDA {cuda} could not be resolved from PyPI (`{requirement}`). {hint}"))
     })?;
     let summary = pins
         .iter()
@@ -494,15 +462,30 @@ fn build(
         serde_json::to_string_pretty(&lock)? + "\n",
     )?;
     remove_path(&work)?;
-    fs::write(
-        staging.join(COMPLETE_STAMP),
-        format!("archsmith toolchain schema {LOCK_SCHEMA}\n"),
-    )?;
     progress(&format!(
         "CUDA {cuda} ready in {:.1}s",
         start.elapsed().as_secs_f64()
     ));
     Ok(())
+}
+
+/// `13.0, 13.1, 13.2, …`: the CUDA releases (13.x and later) that have a `cuda-toolkit` meta-package on PyPI.
+fn available_releases() -> Option<String> {
+    let mut releases: Vec<Version> = crate::pypi::list_versions("cuda-toolkit")
+        .ok()?
+        .into_iter()
+        .filter(|v| v.major() >= super::FIRST_PYPI_CUDA)
+        .map(|v| v.major_minor())
+        .collect();
+    releases.sort();
+    releases.dedup();
+    (!releases.is_empty()).then(|| {
+        releases
+            .iter()
+            .map(Version::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
 /// Turns `staging/wheels/nvidia/cuNN` into a `CUDA_HOME`: relative links for every top-level directory, a
@@ -566,19 +549,6 @@ pub fn unversioned_name(file: &str) -> Option<String> {
 fn symlink(target: &Path, link: &Path) -> Result<()> {
     std::os::unix::fs::symlink(target, link)
         .with_context(|| format!("linking {} -> {}", link.display(), target.display()))
-}
-
-fn remove_path(path: &Path) -> Result<()> {
-    let meta = match path.symlink_metadata() {
-        Ok(m) => m,
-        Err(_) => return Ok(()),
-    };
-    let r = if meta.is_dir() {
-        fs::remove_dir_all(path)
-    } else {
-        fs::remove_file(path)
-    };
-    r.with_context(|| format!("removing {}", path.display()))
 }
 
 #[cfg(test)]
@@ -659,7 +629,7 @@ mod tests {
         let home = dir.path().join("cuda-13.2");
         fs::create_dir_all(home.join("bin")).unwrap();
         assert!(load(&home).unwrap().is_none(), "no stamp");
-        fs::write(home.join(COMPLETE_STAMP), "x").unwrap();
+        fs::write(home.join(crate::toolchain::provision::COMPLETE_STAMP), "x").unwrap();
         assert!(load(&home).unwrap().is_none(), "stamp but no lock file");
         fs::write(home.join(LOCK_FILE), "{not json").unwrap();
         assert!(load(&home).unwrap().is_none(), "unreadable lock file");

@@ -54,17 +54,7 @@ impl Search {
                 ));
             }
             out.push((String::new(), prefix.join("cuda")));
-            let mut versioned: Vec<PathBuf> = std::fs::read_dir(prefix)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
-                })
-                .collect();
-            versioned.sort();
+            let versioned = crate::paths::entries_with_prefix(prefix, "cuda-");
             out.extend(versioned.into_iter().map(|p| (String::new(), p)));
         }
         if let Some(path) = &self.path {
