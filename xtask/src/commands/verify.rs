@@ -7,6 +7,7 @@ use crate::arch::Cc;
 use crate::binary::expect::{check, Expectation, FileCheck};
 use crate::binary::source::{audit_paths, FileAudit, Options, Outcome};
 use crate::binary::{Compression, ElfAudit, ImageArch, Kind};
+use crate::output::Table;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde::ser::{SerializeMap, Serializer};
@@ -243,8 +244,7 @@ impl<'a> Report<'a> {
     }
 
     pub fn table(&self, spec: Option<&str>) -> String {
-        let mut rows: Vec<[String; 5]> =
-            vec![["FILE", "SASS", "PTX", "COMPRESSION", "SECTIONS"].map(String::from)];
+        let mut table = Table::new(["FILE", "SASS", "PTX", "COMPRESSION", "SECTIONS"]);
         for f in self.files {
             let row = match &f.outcome {
                 // In the last column, which is not padded, so a long message does not widen the table.
@@ -270,27 +270,9 @@ impl<'a> Report<'a> {
                     sections_text(a),
                 ],
             };
-            rows.push(row);
+            table.row(row);
         }
-        let mut widths = [0usize; 5];
-        for r in &rows {
-            for (w, c) in widths.iter_mut().zip(r) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
-        let mut out = String::new();
-        for r in &rows {
-            let mut line = String::new();
-            for (i, (c, w)) in r.iter().zip(widths).enumerate() {
-                if i + 1 == r.len() {
-                    line.push_str(c);
-                } else {
-                    line.push_str(&format!("{c:<w$}  "));
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        let mut out = table.render();
         if let Some(spec) = spec {
             out.push_str(&format!("\nexpected --expect-arch {spec}:\n"));
             let mut checked = 0;
