@@ -134,3 +134,37 @@ fn expectations_strictness_and_device_verdicts_set_the_exit_code() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_device_needs_an_image_in_every_container() {
+    let dir = scratch("containers");
+    let lib = dir.join("libsplit.so");
+    let both = synth::container(&[
+        synth::entry(2, 75, 0, &synth::fake_cubin(1), Store::Raw),
+        synth::entry(2, 80, 0, &synth::fake_cubin(2), Store::Raw),
+    ]);
+    let only_80 = synth::container(&[synth::entry(2, 80, 0, &synth::fake_cubin(3), Store::Raw)]);
+    std::fs::write(
+        &lib,
+        synth::elf64(&[(EXEC_SECTION, [both, only_80].concat())]),
+    )
+    .unwrap();
+    // The union has sm_75, but the second container's kernels cannot load on 7.5.
+    let out = verify(&["--cc", "7.5", "--expect-arch", "7.5,8.0"], &[&lib]);
+    assert_eq!(out.status, Some(1), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("1 of 2 containers have no image for CC 7.5"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("missing SASS sm_75 (in 1 of 2 containers)"),
+        "{}",
+        out.stdout
+    );
+    let out = verify(&["--cc", "8.6"], &[&lib]);
+    assert_eq!(out.status, Some(0), "{}", out.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
