@@ -1,6 +1,7 @@
 //! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
 
 pub mod archs;
+pub mod bench;
 pub mod codemod;
 pub mod doctor;
 pub mod kb;
@@ -34,6 +35,8 @@ pub enum Command {
     Kernels(kernels::KernelsArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
+    /// Measured comparisons: `bench audit` times `verify binary` against unzip + cuobjdump.
+    Bench(bench::BenchArgs),
     /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
     Verify(verify::VerifyArgs),
     /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
@@ -49,6 +52,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Kernels(args) => kernels::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Kb(args) => kb::run(&args),
     }
 }
