@@ -19,6 +19,7 @@ pub mod expect;
 pub mod extract;
 pub mod fatbin;
 pub mod source;
+pub mod synth;
 
 pub use error::{Error, ErrorKind};
 pub use fatbin::{Compression, ImageArch, Kind};
@@ -112,9 +113,11 @@ pub fn audit_elf(data: &[u8]) -> Result<ElfAudit, Error> {
             counted: false,
         });
     }
+    // cuobjdump's rule: the executable section when it has bytes, else the relocatable one.
     let counted = sections
         .iter()
         .position(|s| s.name == EXEC_SECTION && s.size > 0)
+        .or_else(|| sections.iter().position(|s| s.name == REL_SECTION))
         .or(if sections.is_empty() { None } else { Some(0) });
     if let Some(i) = counted {
         sections[i].counted = true;
@@ -163,7 +166,7 @@ impl ElfAudit {
         self.sections.iter().find(|s| s.counted)
     }
 
-    /// True when the counted section holds at least one image of any kind.
+    /// True when any fatbin section holds at least one image of any kind.
     pub fn has_device_code(&self) -> bool {
         self.sections.iter().any(|s| !s.images.is_empty())
     }
@@ -186,3 +189,6 @@ impl ElfAudit {
         m
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -235,13 +235,14 @@ fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>
         for _ in 0..workers {
             s.spawn(|| {
                 let mut archive = archive.clone();
+                let wheel: &[u8] = &map;
                 loop {
                     let j = next.fetch_add(1, Ordering::Relaxed);
                     let Some((index, name, _)) = jobs.get(j) else {
                         break;
                     };
                     let path = format!("{display}!{name}");
-                    let outcome = match read_member(&mut archive, *index) {
+                    let outcome = match read_member(&mut archive, wheel, *index) {
                         Err(e) => Outcome::Failed(e),
                         Ok(bytes) if !elf::is_elf(&bytes) => Outcome::Audited(ElfAudit::default()),
                         Ok(bytes) => {
@@ -260,16 +261,122 @@ fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>
     out.extend(results.into_iter().map(|(_, f)| f));
 }
 
-fn read_member<R: Read + std::io::Seek>(
-    archive: &mut zip::ZipArchive<R>,
+/// A wheel member's bytes: borrowed from the wheel's map when stored, else inflated into an
+/// anonymous map of the declared size. (Huge pages were measured: fewer faults but more system
+/// time for compaction, so plain pages it is.)
+enum Member<'a> {
+    Empty,
+    Stored(&'a [u8]),
+    Inflated(memmap2::MmapMut),
+}
+
+impl std::ops::Deref for Member<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Member::Empty => &[],
+            Member::Stored(s) => s,
+            Member::Inflated(m) => m,
+        }
+    }
+}
+
+/// Largest member inflated (the zip's declared size is untrusted; the map is only reserved).
+const MAX_MEMBER: u64 = 16 << 30;
+
+/// Reads member `index` straight from the wheel's bytes: one inflate call into a buffer of the
+/// declared size (no intermediate copies), then the CRC-32 the zip records is checked.
+fn read_member<'w>(
+    archive: &mut zip::ZipArchive<std::io::Cursor<&'w [u8]>>,
+    wheel: &'w [u8],
     index: usize,
-) -> Result<Vec<u8>, FileError> {
-    let mut f = archive
-        .by_index(index)
+) -> Result<Member<'w>, FileError> {
+    let zerr = |e: zip::result::ZipError| FileError::Zip(e.to_string());
+    let f = archive.by_index_raw(index).map_err(zerr)?;
+    let (method, csize, size, crc) = (f.compression(), f.compressed_size(), f.size(), f.crc32());
+    if f.encrypted() {
+        return Err(FileError::Zip("member is encrypted".into()));
+    }
+    let start = f
+        .data_start()
+        .ok_or_else(|| FileError::Zip("member has no data offset".into()))?;
+    let raw = elf::range(wheel, start, csize, "zip member data", start)
         .map_err(|e| FileError::Zip(e.to_string()))?;
-    // The declared size is only a hint (a hostile zip may lie); cap the up-front reservation.
-    let mut buf = Vec::with_capacity(f.size().min(4 << 30) as usize);
-    f.read_to_end(&mut buf)
-        .map_err(|e| FileError::Zip(e.to_string()))?;
-    Ok(buf)
+    let (member, found) = match method {
+        zip::CompressionMethod::Stored if csize == size => {
+            (Member::Stored(raw), crc32fast::hash(raw))
+        }
+        zip::CompressionMethod::Stored => {
+            return Err(FileError::Zip(format!(
+                "stored member: compressed size {csize} != size {size}"
+            )))
+        }
+        zip::CompressionMethod::Deflated => inflate(raw, size)?,
+        other => {
+            return Err(FileError::Zip(format!(
+                "unsupported compression method {other}"
+            )))
+        }
+    };
+    if found != crc {
+        return Err(FileError::Zip(format!(
+            "CRC-32 is {found:08x}, the zip records {crc:08x}"
+        )));
+    }
+    Ok(member)
+}
+
+/// Inflates `raw` into a buffer of the declared `size`; returns it with its CRC-32, computed per
+/// chunk right after the chunk is written (while it is still in cache, not in a second pass).
+fn inflate(raw: &[u8], size: u64) -> Result<(Member<'static>, u32), FileError> {
+    if size == 0 {
+        return Ok((Member::Empty, crc32fast::hash(&[])));
+    }
+    if size > MAX_MEMBER {
+        return Err(FileError::Zip(format!(
+            "member declares {size} bytes (limit {MAX_MEMBER})"
+        )));
+    }
+    // Deflate expands at most 1032:1, so a larger declared size is a lie; checking it bounds the
+    // memory a hostile wheel can make us commit to what its bytes could really produce.
+    let limit = (raw.len() as u64)
+        .saturating_mul(1032)
+        .saturating_add(1 << 16);
+    if size > limit {
+        return Err(FileError::Zip(format!(
+            "member declares {size} bytes, more than deflate can produce from {} bytes",
+            raw.len()
+        )));
+    }
+    // Pre-faulting the output in one call saves ~250k page faults (0.1 s) on torch's wheel.
+    let mut out = memmap2::MmapOptions::new()
+        .len(size as usize)
+        .populate()
+        .map_anon()
+        .map_err(|e| FileError::Io(e.to_string()))?;
+    const CHUNK: usize = 1 << 20;
+    let mut d = flate2::Decompress::new(false);
+    let mut crc = crc32fast::Hasher::new();
+    loop {
+        let (i, o) = (d.total_in() as usize, d.total_out() as usize);
+        let end = (o + CHUNK).min(out.len());
+        let status = d
+            .decompress(&raw[i..], &mut out[o..end], flate2::FlushDecompress::None)
+            .map_err(|e| FileError::Zip(format!("inflating: {e}")))?;
+        let written = d.total_out() as usize;
+        crc.update(&out[o..written]);
+        let progressed = d.total_in() as usize != i || written != o;
+        match status {
+            flate2::Status::StreamEnd => break,
+            _ if progressed => continue,
+            _ => break,
+        }
+    }
+    if d.total_out() != size {
+        return Err(FileError::Zip(format!(
+            "inflated to {} bytes, the zip declares {size}",
+            d.total_out()
+        )));
+    }
+    Ok((Member::Inflated(out), crc.finalize()))
 }

@@ -28,7 +28,7 @@ pub struct Cli {
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
-    /// Measurements behind archsmith's claims: `bench build-ext`.
+    /// Measured comparisons with the usual tools: `bench audit`, `bench build-ext`.
     Bench(bench::BenchArgs),
     /// Build a torch C++/CUDA extension for exactly the chosen archs, audit the wheel, import it.
     BuildExt(build_ext::BuildExtArgs),

@@ -7,6 +7,7 @@ use crate::arch::Cc;
 use crate::binary::expect::{check, Expectation, FileCheck};
 use crate::binary::source::{audit_paths, FileAudit, Options, Outcome};
 use crate::binary::{Compression, ElfAudit, ImageArch, Kind};
+use crate::output::Table;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde::ser::{SerializeMap, Serializer};
@@ -243,16 +244,16 @@ impl<'a> Report<'a> {
     }
 
     pub fn table(&self, spec: Option<&str>) -> String {
-        let mut rows: Vec<[String; 5]> =
-            vec![["FILE", "SASS", "PTX", "COMPRESSION", "SECTIONS"].map(String::from)];
+        let mut table = Table::new(["FILE", "SASS", "PTX", "COMPRESSION", "SECTIONS"]);
         for f in self.files {
             let row = match &f.outcome {
+                // In the last column, which is not padded, so a long message does not widen the table.
                 Outcome::Failed(e) => [
                     f.path.clone(),
-                    format!("ERROR {e}"),
+                    "ERROR".into(),
                     String::new(),
                     String::new(),
-                    String::new(),
+                    e.to_string(),
                 ],
                 Outcome::Audited(a) if !a.has_device_code() => [
                     f.path.clone(),
@@ -264,32 +265,14 @@ impl<'a> Report<'a> {
                 Outcome::Audited(a) => [
                     f.path.clone(),
                     counts_text(&a.counts(Kind::Elf), Kind::Elf),
-                    counts_text(&a.counts(Kind::Ptx), Kind::Ptx),
+                    ptx_text(a),
                     compression_text(&a.compression()),
                     sections_text(a),
                 ],
             };
-            rows.push(row);
+            table.row(row);
         }
-        let mut widths = [0usize; 5];
-        for r in &rows {
-            for (w, c) in widths.iter_mut().zip(r) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
-        let mut out = String::new();
-        for r in &rows {
-            let mut line = String::new();
-            for (i, (c, w)) in r.iter().zip(widths).enumerate() {
-                if i + 1 == r.len() {
-                    line.push_str(c);
-                } else {
-                    line.push_str(&format!("{c:<w$}  "));
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        let mut out = table.render();
         if let Some(spec) = spec {
             out.push_str(&format!("\nexpected --expect-arch {spec}:\n"));
             let mut checked = 0;
@@ -526,6 +509,17 @@ fn counts_text(m: &BTreeMap<ImageArch, usize>, kind: Kind) -> String {
         .map(|(a, n)| format!("{}×{n}", a.name(kind)))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// PTX counts, plus NVVM/LTO IR entries when there are any (linkable, not loadable).
+fn ptx_text(a: &ElfAudit) -> String {
+    let ptx = counts_text(&a.counts(Kind::Ptx), Kind::Ptx);
+    let ir = a.counts(Kind::Ir);
+    if ir.is_empty() {
+        ptx
+    } else {
+        format!("{ptx} (IR {})", counts_text(&ir, Kind::Ir))
+    }
 }
 
 fn compression_text(m: &BTreeMap<Compression, usize>) -> String {

@@ -1,24 +1,12 @@
-//! `cargo xtask bench …`: measurements that are part of archsmith's claims.
+//! `bench build-ext`: archsmith's clean build vs plain `pip wheel --no-build-isolation`, and the
+//! no-op rebuild of each.
 
 use crate::build_ext::bench::{self, BenchRequest};
 use crate::output::{print_json, Table};
 use crate::version::Version;
 use anyhow::Result;
-use clap::{Args, Subcommand};
+use clap::Args;
 use std::path::PathBuf;
-
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    pub what: BenchCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// archsmith's clean build vs the plain front end (same TORCH_CUDA_ARCH_LIST and MAX_JOBS),
-    /// and the no-op rebuild of each, in one run.
-    BuildExt(BuildExtBench),
-}
 
 #[derive(Debug, Args)]
 pub struct BuildExtBench {
@@ -42,13 +30,7 @@ pub struct BuildExtBench {
     pub json: bool,
 }
 
-pub fn run(args: BenchArgs) -> Result<i32> {
-    match args.what {
-        BenchCommand::BuildExt(a) => build_ext(a),
-    }
-}
-
-fn build_ext(a: BuildExtBench) -> Result<i32> {
+pub fn build_ext(a: BuildExtBench) -> Result<i32> {
     let source = a.source.unwrap_or_else(|| {
         crate::paths::repo_root()
             .join("xtask")

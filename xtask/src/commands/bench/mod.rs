@@ -1,0 +1,30 @@
+//! `cargo xtask bench …`: measured comparisons against the tool a user would otherwise use, each
+//! in one run on the same machine. One module per benchmark.
+
+mod audit;
+mod build_ext;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// archsmith `verify binary` on a wheel vs `unzip` + `cuobjdump --list-elf` per shared object.
+    Audit(audit::AuditArgs),
+    /// archsmith's clean build vs the plain front end (same TORCH_CUDA_ARCH_LIST and MAX_JOBS),
+    /// and the no-op rebuild of each, in one run.
+    BuildExt(build_ext::BuildExtBench),
+}
+
+pub fn run(args: BenchArgs) -> Result<i32> {
+    match args.what {
+        BenchCommand::Audit(a) => audit::audit(a),
+        BenchCommand::BuildExt(a) => build_ext::build_ext(a),
+    }
+}

@@ -1,0 +1,170 @@
+//! The `verify binary` CLI on synthetic files (no toolkit needed): exit codes, offsets in errors,
+//! files without device code, the JSON shape, expectations and runs-on verdicts.
+
+use archsmith::binary::synth::{self, Store};
+use archsmith::binary::{fatbin::FLAG_ARCH_SPECIFIC as A, EXEC_SECTION};
+use archsmith::process::{Cmd, Output};
+use std::path::{Path, PathBuf};
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("archsmith-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn verify(args: &[&str], paths: &[&Path]) -> Output {
+    Cmd::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "binary"])
+        .args(paths)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn truncated_and_corrupted_files_exit_2_naming_the_file_and_offset() {
+    let dir = scratch("bad");
+    let lib = synth::sample_library();
+    let truncated = dir.join("truncated.so");
+    std::fs::write(&truncated, &lib[..lib.len() - 10]).unwrap();
+    let out = verify(&[], &[&truncated]);
+    assert_eq!(out.status, Some(2), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("truncated.so: at byte offset"),
+        "{}",
+        out.stderr
+    );
+    // A fatbin whose first entry claims more payload than its container holds.
+    let mut c = synth::container(&[synth::entry(2, 90, 0, &synth::fake_cubin(1), Store::Raw)]);
+    c[16 + 8..16 + 16].copy_from_slice(&1_000_000u64.to_le_bytes());
+    let bad = dir.join("bad.so");
+    let data = synth::elf64(&[(EXEC_SECTION, c)]);
+    std::fs::write(&bad, &data).unwrap();
+    let out = verify(&["--json"], &[&bad]);
+    assert_eq!(out.status, Some(2));
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let f = &v["files"][0];
+    assert_eq!(f["status"], "error");
+    let offset = f["error"]["offset"].as_u64().unwrap();
+    let base = archsmith::binary::elf::Elf::parse(&data)
+        .unwrap()
+        .section_by_name(b".nv_fatbin")
+        .unwrap()
+        .unwrap()
+        .offset;
+    assert_eq!(
+        offset,
+        base + 16 + 8,
+        "the offset names the entry's size field"
+    );
+    // Something that is neither ELF nor wheel, named explicitly.
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "hello").unwrap();
+    let out = verify(&[], &[&text]);
+    assert_eq!(out.status, Some(2));
+    assert!(
+        out.stderr.contains("expected an ELF file"),
+        "{}",
+        out.stderr
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn files_without_device_code_are_listed_not_errors() {
+    let dir = scratch("plain");
+    let plain = dir.join("libplain.so");
+    std::fs::write(&plain, synth::elf64(&[(".text", vec![0xc3; 16])])).unwrap();
+    let out = verify(&["--expect-arch", "8.0"], &[&plain]);
+    assert_eq!(out.status, Some(0), "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("no device code"), "{}", out.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn expectations_strictness_and_device_verdicts_set_the_exit_code() {
+    let dir = scratch("expect");
+    let lib = dir.join("libk.so");
+    let c = synth::container(&[
+        synth::entry(2, 80, 0, &synth::fake_cubin(1), Store::Raw),
+        synth::entry(2, 90, A, &synth::fake_cubin(2), Store::Zstd),
+        synth::entry(1, 90, 0, b".target sm_90", Store::Lz4),
+    ]);
+    std::fs::write(&lib, synth::elf64(&[(EXEC_SECTION, c)])).unwrap();
+    // Everything asked for is there; the extra sm_90a is reported but only fails with --strict.
+    let out = verify(&["--expect-arch", "8.0,9.0+PTX"], &[&lib]);
+    assert_eq!(out.status, Some(1), "sm_90 SASS is missing: {}", out.stdout);
+    let out = verify(&["--expect-arch", "8.0,9.0a"], &[&lib]);
+    assert_eq!(out.status, Some(0), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("extra PTX compute_90×1"),
+        "{}",
+        out.stdout
+    );
+    let out = verify(&["--expect-arch", "8.0,9.0a", "--strict"], &[&lib]);
+    assert_eq!(out.status, Some(1), "{}", out.stdout);
+    // sm_80 SASS runs on 8.6; compute_90 PTX JITs on 12.0; nothing runs on 7.5.
+    let out = verify(&["--cc", "8.6", "--cc", "12.0", "--json"], &[&lib]);
+    assert_eq!(out.status, Some(0), "{}", out.stdout);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let runs = &v["files"][0]["runs_on"];
+    assert_eq!(
+        (runs[0]["via"].as_str(), runs[1]["via"].as_str()),
+        (Some("sm_80"), Some("compute_90"))
+    );
+    let out = verify(&["--cc", "7.5"], &[&lib]);
+    assert_eq!(out.status, Some(1), "{}", out.stdout);
+    assert!(out.stdout.contains("runs on CC 7.5: NO"), "{}", out.stdout);
+    // The JSON carries per-arch counts in arch order, with the a suffix from the header flags.
+    let out = verify(&["--json"], &[&lib]);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let sass: Vec<(&String, &serde_json::Value)> =
+        v["files"][0]["sass"].as_object().unwrap().iter().collect();
+    assert_eq!(
+        sass,
+        [
+            (&"sm_80".to_string(), &1.into()),
+            (&"sm_90a".to_string(), &1.into())
+        ]
+    );
+    assert_eq!(
+        v["files"][0]["compression"],
+        serde_json::json!({"none": 1, "lz4": 1, "zstd": 1})
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_device_needs_an_image_in_every_container() {
+    let dir = scratch("containers");
+    let lib = dir.join("libsplit.so");
+    let both = synth::container(&[
+        synth::entry(2, 75, 0, &synth::fake_cubin(1), Store::Raw),
+        synth::entry(2, 80, 0, &synth::fake_cubin(2), Store::Raw),
+    ]);
+    let only_80 = synth::container(&[synth::entry(2, 80, 0, &synth::fake_cubin(3), Store::Raw)]);
+    std::fs::write(
+        &lib,
+        synth::elf64(&[(EXEC_SECTION, [both, only_80].concat())]),
+    )
+    .unwrap();
+    // The union has sm_75, but the second container's kernels cannot load on 7.5.
+    let out = verify(&["--cc", "7.5", "--expect-arch", "7.5,8.0"], &[&lib]);
+    assert_eq!(out.status, Some(1), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("1 of 2 containers have no image for CC 7.5"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("missing SASS sm_75 (in 1 of 2 containers)"),
+        "{}",
+        out.stdout
+    );
+    let out = verify(&["--cc", "8.6"], &[&lib]);
+    assert_eq!(out.status, Some(0), "{}", out.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
