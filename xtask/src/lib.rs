@@ -12,6 +12,7 @@ pub mod kb;
 pub mod kernels;
 pub mod output;
 pub mod paths;
+pub mod port;
 pub mod process;
 pub mod pyenv;
 pub mod pypi;

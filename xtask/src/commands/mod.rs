@@ -7,6 +7,7 @@ pub mod codemod;
 pub mod doctor;
 pub mod kb;
 pub mod kernels;
+pub mod port_extension;
 pub mod toolchain;
 pub mod verify;
 
@@ -38,6 +39,8 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Build archsmith's test kernels for an arch list, audit every binary, run them when there is a GPU.
     Kernels(kernels::KernelsArgs),
+    /// Port a legacy extension with a recipe (rules, patches), build it for the archs, verify it.
+    PortExtension(port_extension::PortExtensionArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
     /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
@@ -55,6 +58,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Codemod(args) => codemod::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Kernels(args) => kernels::run(&args),
+        Command::PortExtension(args) => port_extension::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Kb(args) => kb::run(&args),

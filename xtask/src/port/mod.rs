@@ -1,0 +1,458 @@
+//! `port-extension`: bring a legacy torch C++/CUDA extension to modern torch and prove it.
+//!
+//! fetch → copy into a work tree under the cache → rule catalogues ([`crate::codemod`]) → the
+//! recipe's patch files → review items resolved or explained → [`crate::build_ext::run`] for the
+//! archs (which audits the wheel against the plan and imports it) → the recipe's smoke test.
+//! The user's source is never written: everything happens in the work tree
+//! (`<cache>/port/<name>/work`), which is a git repository whose one commit is the unported
+//! source, so `git diff` there shows the port.
+
+pub mod recipe;
+pub mod workdir;
+
+use crate::build_ext::{self, progress, SourceSpec};
+use crate::codemod::{self, Catalogue, Mode};
+use crate::kb::kb;
+use crate::paths;
+use crate::process::Cmd;
+use crate::pyenv;
+use crate::version::Version;
+use anyhow::{bail, Context, Result};
+use recipe::{Recipe, SourceKind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use workdir::{Applied, WorkTree};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunMode {
+    /// Port, build, verify.
+    Full,
+    /// Port in the work tree, print the diff, stop.
+    DryRun,
+    /// Like DryRun; the caller exits 1 if anything changes or a review item is unexplained.
+    Check,
+}
+
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub recipe: Recipe,
+    /// Overrides the recipe's source.
+    pub src: Option<PathBuf>,
+    pub arch: String,
+    pub torch: Option<Version>,
+    pub cuda: Option<Version>,
+    pub mode: RunMode,
+    pub progress: progress::Mode,
+}
+
+/// How a review item was dealt with.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewRow {
+    pub file: String,
+    pub line: usize,
+    pub rule: String,
+    pub code: String,
+    /// `patch NAME`, `accepted: REASON`, or `UNEXPLAINED`.
+    pub resolution: String,
+    pub explained: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildSummary {
+    pub wheel: PathBuf,
+    pub reused: bool,
+    pub build_seconds: f64,
+    pub total_seconds: f64,
+    pub torch_cuda_arch_list: String,
+    pub torch: String,
+    pub cuda: String,
+    /// SASS archs per audited shared object.
+    pub sass: BTreeMap<String, Vec<String>>,
+    pub ptx: BTreeMap<String, Vec<String>>,
+    pub imported: Vec<String>,
+    pub log: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub recipe: String,
+    pub source: String,
+    pub work_tree: PathBuf,
+    pub files_scanned: usize,
+    /// Files the rules and patches changed (source-relative).
+    pub files_changed: Vec<String>,
+    pub rewrites: BTreeMap<String, usize>,
+    pub patches: Vec<Applied>,
+    pub review: Vec<ReviewRow>,
+    pub unexplained: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    pub build: Option<BuildSummary>,
+    /// The smoke test's own report (`ARCHSMITH_SMOKE` line).
+    pub smoke: Option<serde_json::Value>,
+    pub seconds: f64,
+}
+
+/// Runs the pipeline; errors say which stage failed and what to do.
+pub fn run(req: &Request) -> Result<Outcome> {
+    let started = Instant::now();
+    let r = &req.recipe;
+    let (src_dir, source_label) = fetch(r, req.src.as_deref())?;
+    let base = paths::cache_dir().join("port").join(&r.name);
+    eprintln!("archsmith: porting {source_label}");
+    let wt = WorkTree::create(&src_dir, &base.join("work"))?;
+
+    // 1. rules
+    let rule_paths: Vec<PathBuf> = r.rules.paths.iter().map(|p| wt.root.join(p)).collect();
+    for p in &rule_paths {
+        if !p.exists() {
+            bail!(
+                "recipe {}: rules path {} is not in the source ({}); is this the right source for the recipe?",
+                r.name,
+                p.strip_prefix(&wt.root).unwrap_or(p).display(),
+                source_label
+            );
+        }
+    }
+    let files = codemod::discover(&rule_paths)?;
+    let catalogues = r
+        .catalogue_paths()
+        .iter()
+        .map(|p| Catalogue::load(p))
+        .collect::<Result<Vec<_>>>()?;
+    let mut rewrites = BTreeMap::new();
+    let mut after_rules = Vec::new();
+    for cat in &catalogues {
+        let rep = codemod::run(cat, &files, Mode::Apply)?;
+        for (k, v) in &rep.rewrites {
+            *rewrites.entry(k.clone()).or_insert(0) += v;
+        }
+        after_rules.extend(review_items(&rep, &wt.root));
+    }
+
+    // 2. patches
+    let mut patches = Vec::new();
+    for p in r.patches()? {
+        patches.push(wt.apply(&p)?);
+    }
+
+    // 3. what is left: the rules must have nothing more to do, review items must be explained
+    let mut remaining = Vec::new();
+    for cat in &catalogues {
+        let rep = codemod::run(cat, &files, Mode::DryRun)?;
+        if rep.files_changed > 0 {
+            let which: Vec<String> = rep
+                .files
+                .iter()
+                .filter(|f| f.changed)
+                .map(|f| rel(&f.path, &wt.root))
+                .collect();
+            bail!(
+                "after the patches, the rules of {} would still change {}: a patch brings back a legacy form; fix the patch",
+                cat.name,
+                which.join(", ")
+            );
+        }
+        remaining.extend(review_items(&rep, &wt.root));
+    }
+    let review = resolve_review(&after_rules, &remaining, &patches, &r.accepted);
+    let unexplained = review.iter().filter(|x| !x.explained).count();
+    let files_changed = wt.changed_files()?;
+
+    let mut out = Outcome {
+        recipe: r.name.clone(),
+        source: source_label,
+        work_tree: wt.root.clone(),
+        files_scanned: files.len(),
+        files_changed,
+        rewrites,
+        patches,
+        review,
+        unexplained,
+        diff: None,
+        build: None,
+        smoke: None,
+        seconds: 0.0,
+    };
+    if req.mode != RunMode::Full {
+        if req.mode == RunMode::DryRun {
+            out.diff = Some(wt.diff()?);
+        }
+        out.seconds = started.elapsed().as_secs_f64();
+        return Ok(out);
+    }
+    if unexplained > 0 {
+        bail!(
+            "{unexplained} review item(s) are neither resolved by a patch nor accepted in {}/recipe.toml; run with --dry-run to see them, then add a patch or an [[accepted]] entry with the reason",
+            r.dir.display()
+        );
+    }
+
+    // 4. build (audit and import included)
+    let build_req = build_ext::Request {
+        source: SourceSpec::Dir(wt.root.join(&r.build.dir)),
+        arch: req.arch.clone(),
+        torch: req.torch.clone(),
+        cuda: req.cuda.clone(),
+        python: None,
+        out: base.join("dist"),
+        cache: None,
+        jobs: None,
+        progress: req.progress,
+    };
+    let b = build_ext::run(&build_req)?;
+    if !b.imported.contains(&r.build.module) {
+        bail!(
+            "the wheel's extension modules are {:?}, not {} as recipe {} expects",
+            b.imported,
+            r.build.module,
+            r.name
+        );
+    }
+    out.build = Some(BuildSummary {
+        wheel: b.wheel.clone(),
+        reused: b.reused,
+        build_seconds: b.build_seconds,
+        total_seconds: b.total_seconds,
+        torch_cuda_arch_list: b.torch_cuda_arch_list.clone(),
+        torch: b.torch.clone(),
+        cuda: b.cuda.clone(),
+        sass: b
+            .audit
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.sass.clone()))
+            .collect(),
+        ptx: b
+            .audit
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.ptx.clone()))
+            .collect(),
+        imported: b.imported.clone(),
+        log: b.log.clone(),
+    });
+
+    // 5. smoke test against the built wheel
+    let torch = req
+        .torch
+        .clone()
+        .unwrap_or_else(|| kb().releases.newest_torch.clone());
+    let env = pyenv::ensure_torch_env(&torch)?;
+    let site = base.join("smoke-site");
+    build_ext::check::import_wheel(&b.wheel, &env.python, &site)?;
+    eprintln!("archsmith: smoke test {}", r.smoke.script.display());
+    out.smoke = Some(smoke(&env.python, &r.smoke_script(), &r.smoke.args, &site)?);
+    out.seconds = started.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// The source directory and a label naming where it came from.
+fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String)> {
+    let kind = r.source_kind()?;
+    if let Some(dir) = src {
+        if !dir.is_dir() {
+            bail!("--src {}: not a directory", dir.display());
+        }
+        let mut label = dir.display().to_string();
+        if let SourceKind::Git { commit, .. } = &kind {
+            match workdir::head_commit(dir) {
+                Some(head) if head == *commit => label.push_str(&format!(" (commit {commit})")),
+                Some(head) => eprintln!(
+                    "warning: --src {} is at commit {head}, recipe {} was written for {commit}; its patches may not apply",
+                    dir.display(),
+                    r.name
+                ),
+                None => {}
+            }
+        }
+        return Ok((dir.to_path_buf(), label));
+    }
+    match kind {
+        SourceKind::Path(p) => Ok((
+            p.clone(),
+            format!("{} (in this repository)", rel(&p, &paths::repo_root())),
+        )),
+        SourceKind::Git { url, commit } => {
+            let cache = paths::cache_dir().join("sources").join(&r.name);
+            let dir = workdir::git_checkout(&url, &commit, &cache)?;
+            Ok((dir, format!("{url} @ {commit}")))
+        }
+        SourceKind::Pypi { spec, sha256 } => {
+            let (name, version) = spec.split_once("==").unwrap_or((&spec, ""));
+            let torch = kb().releases.newest_torch.clone();
+            let env = pyenv::ensure_torch_env(&torch)?;
+            let sdist = build_ext::source::download_sdist(&env.python, name, version)?;
+            let got = build_ext::source::hash_file(&sdist)?;
+            if got != sha256 {
+                bail!(
+                    "{}: sha256 {got}, recipe {} pins {sha256}; the sdist changed or the recipe is wrong",
+                    sdist.display(),
+                    r.name
+                );
+            }
+            let unpack = paths::cache_dir()
+                .join("sources")
+                .join(&r.name)
+                .join(&sha256[..12]);
+            let _ = fs::remove_dir_all(&unpack);
+            let resolved = build_ext::source::Resolved {
+                spec: SourceSpec::Sdist(sdist.clone()),
+                path: sdist,
+                hash: got,
+            };
+            let dir = build_ext::source::materialize(&resolved, &unpack, &env.python)?;
+            Ok((dir, format!("pypi:{spec} (sha256 {})", &sha256[..12])))
+        }
+    }
+}
+
+fn rel(p: &Path, root: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+#[derive(Debug, Clone)]
+struct Item {
+    file: String,
+    line: usize,
+    rule: String,
+    code: String,
+}
+
+fn review_items(rep: &codemod::Report, root: &Path) -> Vec<Item> {
+    rep.files
+        .iter()
+        .flat_map(|f| {
+            f.review.iter().map(|r| Item {
+                file: rel(&f.path, root),
+                line: r.line,
+                rule: r.rule.clone(),
+                code: r.code.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Items found after the rules but gone after the patches are resolved by the patch(es) that
+/// touched their file; items still there must match an `[[accepted]]` entry.
+fn resolve_review(
+    after_rules: &[Item],
+    remaining: &[Item],
+    patches: &[Applied],
+    accepted: &[recipe::Accepted],
+) -> Vec<ReviewRow> {
+    let key = |i: &Item| (i.file.clone(), i.rule.clone(), i.code.clone());
+    let mut left: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    for i in remaining {
+        *left.entry(key(i)).or_default() += 1;
+    }
+    let mut rows = Vec::new();
+    for i in after_rules {
+        let k = key(i);
+        match left.get_mut(&k) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                continue; // still there: handled below with its post-patch line
+            }
+            _ => {}
+        }
+        let by: Vec<&str> = patches
+            .iter()
+            .filter(|p| p.files.contains(&i.file))
+            .map(|p| p.patch.as_str())
+            .collect();
+        rows.push(ReviewRow {
+            file: i.file.clone(),
+            line: i.line,
+            rule: i.rule.clone(),
+            code: i.code.clone(),
+            resolution: if by.is_empty() {
+                "gone after the patches".into()
+            } else {
+                format!("patch {}", by.join(", "))
+            },
+            explained: true,
+        });
+    }
+    for i in remaining {
+        let ok = accepted.iter().find(|a| {
+            a.file == i.file
+                && a.rule == i.rule
+                && a.code.as_deref().is_none_or(|c| i.code.contains(c))
+        });
+        rows.push(ReviewRow {
+            file: i.file.clone(),
+            line: i.line,
+            rule: i.rule.clone(),
+            code: i.code.clone(),
+            resolution: match ok {
+                Some(a) => format!("accepted: {}", a.reason),
+                None => "UNEXPLAINED".into(),
+            },
+            explained: ok.is_some(),
+        });
+    }
+    rows
+}
+
+/// Runs the smoke script with the unpacked wheel first on PYTHONPATH; returns its report.
+pub fn smoke(
+    python: &Path,
+    script: &Path,
+    args: &[String],
+    site: &Path,
+) -> Result<serde_json::Value> {
+    let t = Instant::now();
+    let out = Cmd::new(python)
+        .arg(script)
+        .args(args)
+        .env("PYTHONPATH", site)
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .env_remove("LD_LIBRARY_PATH")
+        .dir(site)
+        .output()?;
+    for l in out
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("ARCHSMITH_SMOKE "))
+    {
+        eprintln!("  {l}");
+    }
+    let report = out
+        .stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("ARCHSMITH_SMOKE "))
+        .map(serde_json::from_str::<serde_json::Value>)
+        .transpose()
+        .context("the smoke test's ARCHSMITH_SMOKE line is not JSON")?;
+    match (out.success(), report) {
+        (true, Some(mut r)) if r["ok"] == true => {
+            r["seconds"] = serde_json::json!(t.elapsed().as_secs_f64());
+            Ok(r)
+        }
+        (_, Some(r)) => bail!(
+            "smoke test {} failed:\n{}",
+            script.display(),
+            r["problems"]
+                .as_array()
+                .map(|a| a
+                    .iter()
+                    .map(|p| format!("  {}", p.as_str().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join("\n"))
+                .unwrap_or_default()
+        ),
+        (_, None) => bail!(
+            "smoke test {} failed before reporting ({}):\n{}",
+            script.display(),
+            out.status
+                .map_or("killed".into(), |c| format!("exit code {c}")),
+            out.stderr.trim()
+        ),
+    }
+}

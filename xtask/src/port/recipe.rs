@@ -1,0 +1,280 @@
+//! `patches/<name>/recipe.toml`: where an extension's source comes from, which rule catalogues
+//! to run over which paths, the build settings and the smoke test. Patch files are the
+//! `*.patch` files next to the recipe, applied in name order. Format: `patches/README.md`.
+
+use crate::paths::repo_root;
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// Set from the folder name, not read from the file.
+    #[serde(skip)]
+    pub name: String,
+    /// The recipe folder (`patches/<name>`).
+    #[serde(skip)]
+    pub dir: PathBuf,
+    #[serde(default)]
+    pub description: String,
+    pub source: Source,
+    pub rules: Rules,
+    pub build: Build,
+    pub smoke: Smoke,
+    /// Review items left after rules and patches that are fine as they are, each with the reason.
+    #[serde(default)]
+    pub accepted: Vec<Accepted>,
+}
+
+/// Exactly one of `path`, `git` + `commit`, `pypi` + `sha256`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// A directory in this repository, relative to the recipe folder (embedded sources).
+    pub path: Option<PathBuf>,
+    pub git: Option<String>,
+    /// The full 40-hex commit the recipe's patches were written against.
+    pub commit: Option<String>,
+    /// `NAME==VERSION` of an sdist on PyPI.
+    pub pypi: Option<String>,
+    /// sha256 of that sdist.
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rules {
+    /// Rule catalogues, relative to `patches/`, run in order.
+    pub catalogues: Vec<PathBuf>,
+    /// Files or directories of the source the rules run over (relative to the source root).
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Build {
+    /// The directory holding setup.py, relative to the source root.
+    #[serde(default = "dot")]
+    pub dir: PathBuf,
+    /// The extension module the build must produce, e.g. `maskrcnn_benchmark._C`.
+    pub module: String,
+}
+
+fn dot() -> PathBuf {
+    PathBuf::from(".")
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Smoke {
+    /// A Python script, relative to the repository root.
+    pub script: PathBuf,
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Accepted {
+    /// Source-relative path of the file.
+    pub file: String,
+    pub rule: String,
+    /// Only items whose code line contains this text (all items of the rule in the file if absent).
+    pub code: Option<String>,
+    pub reason: String,
+}
+
+/// Where the source comes from, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceKind {
+    Path(PathBuf),
+    Git { url: String, commit: String },
+    Pypi { spec: String, sha256: String },
+}
+
+impl Recipe {
+    /// `patches/<name>/recipe.toml` of this repository.
+    pub fn find(name: &str) -> Result<Recipe> {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            bail!("`{name}`: a recipe name holds only letters, digits, - and _");
+        }
+        let dir = repo_root().join("patches").join(name);
+        if !dir.join("recipe.toml").is_file() {
+            bail!(
+                "no recipe `{name}` ({} does not exist); recipes: {}",
+                dir.join("recipe.toml").display(),
+                list().join(", ")
+            );
+        }
+        Recipe::load(&dir)
+    }
+
+    pub fn load(dir: &Path) -> Result<Recipe> {
+        let file = dir.join("recipe.toml");
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let mut r: Recipe = toml::from_str(&text)
+            .with_context(|| format!("{}: not a valid recipe", file.display()))?;
+        r.name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        r.dir = dir.to_path_buf();
+        r.source_kind()
+            .with_context(|| format!("{}: [source]", file.display()))?;
+        if r.rules.catalogues.is_empty() || r.rules.paths.is_empty() {
+            bail!(
+                "{}: [rules] needs at least one catalogue and one path",
+                file.display()
+            );
+        }
+        for p in r.rules.paths.iter().chain([&r.build.dir]) {
+            if p.is_absolute() || p.components().any(|c| c.as_os_str() == "..") {
+                bail!(
+                    "{}: `{}` must be relative to the source root, without ..",
+                    file.display(),
+                    p.display()
+                );
+            }
+        }
+        Ok(r)
+    }
+
+    pub fn source_kind(&self) -> Result<SourceKind> {
+        let s = &self.source;
+        match (&s.path, &s.git, &s.commit, &s.pypi, &s.sha256) {
+            (Some(p), None, None, None, None) => Ok(SourceKind::Path(self.dir.join(p))),
+            (None, Some(url), Some(commit), None, None) => {
+                if commit.len() != 40 || !commit.chars().all(|c| c.is_ascii_hexdigit()) {
+                    bail!("commit `{commit}` is not a full 40-hex commit id; pin the exact commit");
+                }
+                Ok(SourceKind::Git {
+                    url: url.clone(),
+                    commit: commit.to_ascii_lowercase(),
+                })
+            }
+            (None, None, None, Some(spec), Some(sha)) => {
+                if !spec.contains("==") {
+                    bail!("pypi = `{spec}`: write NAME==VERSION");
+                }
+                if sha.len() != 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
+                    bail!("sha256 `{sha}` is not 64 hex digits");
+                }
+                Ok(SourceKind::Pypi {
+                    spec: spec.clone(),
+                    sha256: sha.to_ascii_lowercase(),
+                })
+            }
+            _ => bail!(
+                "give exactly one of: path = \"DIR\"; git = \"URL\" with commit = \"SHA\"; pypi = \"NAME==VER\" with sha256 = \"HEX\""
+            ),
+        }
+    }
+
+    /// The recipe's patch files, in name order.
+    pub fn patches(&self) -> Result<Vec<PathBuf>> {
+        let mut out: Vec<PathBuf> = fs::read_dir(&self.dir)
+            .with_context(|| format!("listing {}", self.dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "patch") && p.is_file())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// The catalogue files, resolved against `patches/`.
+    pub fn catalogue_paths(&self) -> Vec<PathBuf> {
+        let base = self.dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        self.rules.catalogues.iter().map(|c| base.join(c)).collect()
+    }
+
+    pub fn smoke_script(&self) -> PathBuf {
+        repo_root().join(&self.smoke.script)
+    }
+}
+
+/// The names of the recipes in this repository.
+pub fn list() -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(repo_root().join("patches"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.path().join("recipe.toml").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Recipe> {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("demo");
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("recipe.toml"), text).unwrap();
+        Recipe::load(&d)
+    }
+
+    const REST: &str = "[rules]\ncatalogues = [\"rules/torch-legacy.toml\"]\npaths = [\"csrc\"]\n[build]\nmodule = \"demo._C\"\n[smoke]\nscript = \"verify/x.py\"\n";
+
+    #[test]
+    fn every_recipe_in_the_repo_loads() {
+        let names = list();
+        assert!(names.contains(&"legacy-demo".to_string()), "{names:?}");
+        for n in names {
+            let r = Recipe::find(&n).unwrap();
+            for c in r.catalogue_paths() {
+                assert!(c.is_file(), "{n}: {}", c.display());
+            }
+            assert!(r.smoke_script().is_file(), "{n}");
+        }
+    }
+
+    #[test]
+    fn source_must_be_exactly_one_kind() {
+        let git = format!(
+            "[source]\ngit = \"https://example.org/x\"\ncommit = \"{}\"\n{REST}",
+            "a".repeat(40)
+        );
+        assert!(matches!(
+            parse(&git).unwrap().source_kind().unwrap(),
+            SourceKind::Git { .. }
+        ));
+        let short =
+            format!("[source]\ngit = \"https://example.org/x\"\ncommit = \"abc123\"\n{REST}");
+        let e = format!("{:#}", parse(&short).unwrap_err());
+        assert!(e.contains("40-hex"), "{e}");
+        let both = format!(
+            "[source]\npath = \"src\"\npypi = \"x==1\"\nsha256 = \"{}\"\n{REST}",
+            "0".repeat(64)
+        );
+        let e = format!("{:#}", parse(&both).unwrap_err());
+        assert!(e.contains("exactly one"), "{e}");
+        let e = format!(
+            "{:#}",
+            parse(&format!("[source]\npath = \"src\"\nbogus = 1\n{REST}")).unwrap_err()
+        );
+        assert!(e.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn rule_paths_stay_inside_the_source() {
+        let text = format!(
+            "[source]\npath = \"src\"\n{}",
+            REST.replace("\"csrc\"", "\"../x\"")
+        );
+        let e = format!("{:#}", parse(&text).unwrap_err());
+        assert!(e.contains("without .."), "{e}");
+    }
+}

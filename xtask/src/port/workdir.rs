@@ -1,0 +1,145 @@
+//! The port's work tree: a private copy of the source under archsmith's cache, made a git
+//! repository whose one commit is the unported source, so the patches apply with `git apply` and
+//! the whole change (rules + patches) is `git diff`.
+
+use crate::build_ext::source;
+use crate::process::Cmd;
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub struct WorkTree {
+    pub root: PathBuf,
+}
+
+/// One patch file that applied, and the files it touched.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Applied {
+    pub patch: String,
+    pub files: Vec<String>,
+}
+
+fn git(dir: &Path) -> Cmd {
+    Cmd::new("git")
+        .args([
+            "-c",
+            "user.name=archsmith",
+            "-c",
+            "user.email=archsmith@localhost",
+            "-c",
+            "core.autocrlf=false",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
+        .dir(dir)
+}
+
+impl WorkTree {
+    /// Replaces `root` with a copy of `src` (build outputs and VCS data left out) and commits it.
+    pub fn create(src: &Path, root: &Path) -> Result<WorkTree> {
+        if root.exists() {
+            fs::remove_dir_all(root)
+                .with_context(|| format!("removing the old work tree {}", root.display()))?;
+        }
+        fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+        source::copy_tree(src, root)
+            .with_context(|| format!("copying {} to {}", src.display(), root.display()))?;
+        let wt = WorkTree {
+            root: root.to_path_buf(),
+        };
+        wt.git(["init", "-q"])?;
+        wt.git(["add", "-A"])?;
+        wt.git(["commit", "-q", "-m", "unported source"])?;
+        Ok(wt)
+    }
+
+    fn git<const N: usize>(&self, args: [&str; N]) -> Result<String> {
+        git(&self.root).args(args).read()
+    }
+
+    /// Applies `patch` (written against the output of the rules); fails without changing
+    /// anything when it does not apply.
+    pub fn apply(&self, patch: &Path) -> Result<Applied> {
+        let name = patch
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let check = git(&self.root)
+            .args(["apply", "--check", "--verbose"])
+            .arg(patch)
+            .output()?;
+        if !check.success() {
+            bail!(
+                "patch {} does not apply to the tree the rules produced:\n{}\nThe patch must be made against the ported tree: run `cargo xtask port-extension … --dry-run`, edit the work tree it names, and regenerate the patch with `git diff`.",
+                patch.display(),
+                check.stderr.trim()
+            );
+        }
+        let files = git(&self.root)
+            .args(["apply", "--numstat"])
+            .arg(patch)
+            .read()?
+            .lines()
+            .filter_map(|l| l.split('\t').nth(2).map(str::to_string))
+            .collect();
+        git(&self.root).arg("apply").arg(patch).read()?;
+        Ok(Applied { patch: name, files })
+    }
+
+    /// The unified diff of everything changed since the unported source.
+    pub fn diff(&self) -> Result<String> {
+        self.git(["diff", "--no-color", "--no-ext-diff"])
+    }
+
+    /// Source-relative paths of the changed files.
+    pub fn changed_files(&self) -> Result<Vec<String>> {
+        Ok(self
+            .git(["diff", "--name-only"])?
+            .lines()
+            .map(str::to_string)
+            .collect())
+    }
+}
+
+/// The checkout of `url` at `commit`, fetched once into `cache` (a shallow fetch of that commit).
+pub fn git_checkout(url: &str, commit: &str, cache: &Path) -> Result<PathBuf> {
+    let dir = cache.join(&commit[..12]);
+    let done = dir.join(".git").join("archsmith-complete");
+    if done.is_file() {
+        return Ok(dir);
+    }
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir)?;
+    let fetch = || -> Result<()> {
+        git(&dir).args(["init", "-q"]).read()?;
+        git(&dir)
+            .args(["fetch", "-q", "--depth", "1", url, commit])
+            .read()?;
+        git(&dir)
+            .args(["checkout", "-q", "--detach", "FETCH_HEAD"])
+            .read()?;
+        Ok(())
+    };
+    if let Err(e) = fetch() {
+        let _ = fs::remove_dir_all(&dir);
+        bail!(
+            "could not fetch {url} at {commit}: {e:#}\nWithout network access to that host, pass --src DIR with a checkout of that commit"
+        );
+    }
+    let head = git(&dir).args(["rev-parse", "HEAD"]).read()?;
+    if head != commit {
+        bail!("{url}: fetched {head}, expected {commit}");
+    }
+    fs::write(&done, commit)?;
+    Ok(dir)
+}
+
+/// HEAD of the git checkout at `dir`, if it is one.
+pub fn head_commit(dir: &Path) -> Option<String> {
+    git(dir)
+        .args(["rev-parse", "HEAD"])
+        .read()
+        .ok()
+        .filter(|s| s.len() == 40)
+}
