@@ -224,7 +224,8 @@ fn dry_run_prints_the_diff_and_check_passes_only_on_the_port() {
 
     // the ported tree (copied out of the work tree) is a fixed point of rules + patches
     let ported = home.join("ported");
-    archsmith::build_ext::source::copy_tree(&home.join("port/legacy-demo/work"), &ported).unwrap();
+    archsmith::build_ext::source::copy_tree(&home.join("port/legacy-demo/legacy-demo"), &ported)
+        .unwrap();
     let ported_s = ported.to_str().unwrap();
     let check = xtask(
         &[

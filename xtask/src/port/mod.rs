@@ -4,7 +4,7 @@
 //! recipe's patch files → review items resolved or explained → [`crate::build_ext::run`] for the
 //! archs (which audits the wheel against the plan and imports it) → the recipe's smoke test.
 //! The user's source is never written: everything happens in the work tree
-//! (`<cache>/port/<name>/work`), which is a git repository whose one commit is the unported
+//! (`<cache>/port/<name>/<name>`), which is a git repository whose one commit is the unported
 //! source, so `git diff` there shows the port.
 
 pub mod recipe;
@@ -102,8 +102,18 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let r = &req.recipe;
     let (src_dir, source_label) = fetch(r, req.src.as_deref())?;
     let base = paths::cache_dir().join("port").join(&r.name);
+    fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    // One port of a recipe at a time: they share the work tree and the output dir.
+    let lock = fs::File::create(base.join(".lock"))?;
+    if lock.try_lock().is_err() {
+        eprintln!(
+            "archsmith: waiting for another port of {} to finish",
+            r.name
+        );
+        lock.lock()?;
+    }
     eprintln!("archsmith: porting {source_label}");
-    let wt = WorkTree::create(&src_dir, &base.join("work"))?;
+    let wt = WorkTree::create(&src_dir, &base.join(&r.name))?;
 
     // 1. rules
     let rule_paths: Vec<PathBuf> = r.rules.paths.iter().map(|p| wt.root.join(p)).collect();
@@ -261,11 +271,20 @@ fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String)> {
         if let SourceKind::Git { commit, .. } = &kind {
             match workdir::head_commit(dir) {
                 Some(head) if head == *commit => label.push_str(&format!(" (commit {commit})")),
-                Some(head) => eprintln!(
-                    "warning: --src {} is at commit {head}, recipe {} was written for {commit}; its patches may not apply",
-                    dir.display(),
-                    r.name
-                ),
+                Some(head) => {
+                    eprintln!(
+                        "note: --src {} is at commit {}, not the {} that recipe {} pins; fine if it holds that commit's files (the patches are checked as they apply)",
+                        dir.display(),
+                        &head[..12],
+                        &commit[..12],
+                        r.name
+                    );
+                    label.push_str(&format!(
+                        " (commit {}, recipe pins {})",
+                        &head[..12],
+                        &commit[..12]
+                    ));
+                }
                 None => {}
             }
         }
