@@ -475,3 +475,67 @@ pub fn smoke(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(file: &str, line: usize, rule: &str, code: &str) -> Item {
+        Item {
+            file: file.into(),
+            line,
+            rule: rule.into(),
+            code: code.into(),
+        }
+    }
+
+    #[test]
+    fn review_items_are_credited_to_patches_accepted_or_unexplained() {
+        let same = "TORCH_CHECK(false, \"(%d vs %d)\", a, b);";
+        let after_rules = vec![
+            item("a.cu", 3, "at-assert", "AT_ASSERTM(x.is_cuda(), \"x\");"),
+            // the same line twice in one file: one fixed by the patch, one left
+            item("b.cu", 10, "printf-in-check", same),
+            item("b.cu", 20, "printf-in-check", same),
+            item(
+                "c.cu",
+                5,
+                "at-assert",
+                "AT_ASSERTM(x.is_contiguous(), \"x\");",
+            ),
+        ];
+        let remaining = vec![
+            item("b.cu", 20, "printf-in-check", same),
+            item(
+                "c.cu",
+                5,
+                "at-assert",
+                "AT_ASSERTM(x.is_contiguous(), \"x\");",
+            ),
+        ];
+        let patches = vec![Applied {
+            patch: "0001-fix.patch".into(),
+            files: vec!["a.cu".into(), "b.cu".into()],
+        }];
+        let accepted = vec![recipe::Accepted {
+            file: "c.cu".into(),
+            rule: "at-assert".into(),
+            code: Some("is_contiguous".into()),
+            reason: "invariant".into(),
+        }];
+        let rows = resolve_review(&after_rules, &remaining, &patches, &accepted);
+        let got: Vec<(&str, usize, &str, bool)> = rows
+            .iter()
+            .map(|r| (r.file.as_str(), r.line, r.resolution.as_str(), r.explained))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a.cu", 3, "patch 0001-fix.patch", true),
+                ("b.cu", 20, "patch 0001-fix.patch", true),
+                ("b.cu", 20, "UNEXPLAINED", false),
+                ("c.cu", 5, "accepted: invariant", true),
+            ]
+        );
+    }
+}
