@@ -143,3 +143,78 @@ pub fn head_commit(dir: &Path) -> Option<String> {
         .ok()
         .filter(|s| s.len() == 40)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_source_is_fetched_at_the_pinned_commit_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let upstream = tmp.path().join("upstream");
+        fs::create_dir_all(&upstream).unwrap();
+        fs::write(upstream.join("setup.py"), "v1\n").unwrap();
+        git(&upstream).args(["init", "-q"]).read().unwrap();
+        git(&upstream).args(["add", "-A"]).read().unwrap();
+        git(&upstream)
+            .args(["commit", "-q", "-m", "v1"])
+            .read()
+            .unwrap();
+        let pinned = head_commit(&upstream).unwrap();
+        fs::write(upstream.join("setup.py"), "v2\n").unwrap();
+        git(&upstream)
+            .args(["commit", "-qam", "v2"])
+            .read()
+            .unwrap();
+
+        let url = upstream.display().to_string();
+        let cache = tmp.path().join("cache");
+        let dir = git_checkout(&url, &pinned, &cache).unwrap();
+        assert_eq!(fs::read_to_string(dir.join("setup.py")).unwrap(), "v1\n");
+        assert_eq!(head_commit(&dir).unwrap(), pinned);
+        // cached: the upstream may vanish
+        fs::remove_dir_all(&upstream).unwrap();
+        assert_eq!(git_checkout(&url, &pinned, &cache).unwrap(), dir);
+
+        let e = format!(
+            "{:#}",
+            git_checkout(&url, &"0".repeat(40), &cache).unwrap_err()
+        );
+        assert!(e.contains("pass --src DIR"), "{e}");
+    }
+
+    #[test]
+    fn work_tree_diff_shows_changes_and_a_bad_patch_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        fs::create_dir_all(src.join("build")).unwrap();
+        fs::write(src.join("a.cpp"), "int a;\n").unwrap();
+        fs::write(src.join("build/junk.o"), "x").unwrap();
+        let wt = WorkTree::create(&src, &tmp.path().join("wt")).unwrap();
+        assert!(!wt.root.join("build").exists());
+        assert_eq!(wt.diff().unwrap(), "");
+        let good = tmp.path().join("good.patch");
+        fs::write(
+            &good,
+            "--- a/a.cpp\n+++ b/a.cpp\n@@ -1 +1 @@\n-int a;\n+int b;\n",
+        )
+        .unwrap();
+        let bad = tmp.path().join("bad.patch");
+        fs::write(
+            &bad,
+            "--- a/a.cpp\n+++ b/a.cpp\n@@ -1 +1 @@\n-int zzz;\n+int c;\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", wt.apply(&bad).unwrap_err());
+        assert!(
+            e.contains("bad.patch does not apply") && e.contains("a.cpp"),
+            "{e}"
+        );
+        assert_eq!(wt.diff().unwrap(), "");
+        let applied = wt.apply(&good).unwrap();
+        assert_eq!(applied.files, ["a.cpp"]);
+        assert_eq!(wt.changed_files().unwrap(), ["a.cpp"]);
+        assert!(wt.diff().unwrap().contains("+int b;"));
+        assert_eq!(fs::read_to_string(src.join("a.cpp")).unwrap(), "int a;\n");
+    }
+}
