@@ -407,3 +407,59 @@ fn maskrcnn_recipe_ports_a_local_checkout_with_no_review_item_left() {
     assert_eq!(o["unexplained"], 0);
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// A PyPI sdist source: refused when its sha256 differs from the recipe's, ported when it matches
+/// (torchsort 0.1.10, the sdist `tests/build_ext.rs` builds: modern code except its two kernel
+/// launches on the legacy default stream).
+#[test]
+fn a_pypi_sdist_source_is_checked_against_its_sha256() {
+    let torch = archsmith::kb::kb().releases.newest_torch.clone();
+    let env = archsmith::pyenv::ensure_torch_env(&torch).unwrap();
+    let sdist =
+        archsmith::build_ext::source::download_sdist(&env.python, "torchsort", "0.1.10").unwrap();
+    let sha = archsmith::build_ext::source::hash_file(&sdist).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("pypi-test-{}", std::process::id());
+    let rdir = dir.path().join(&name);
+    std::fs::create_dir_all(&rdir).unwrap();
+    let recipe_with = |sha: &str| {
+        std::fs::write(
+            rdir.join("recipe.toml"),
+            format!(
+                "[source]\npypi = \"torchsort==0.1.10\"\nsha256 = \"{sha}\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\".\"]\n[build]\nmodule = \"torchsort.isotonic_cpu\"\n[smoke]\nscript = \"verify/smoke/nms_roialign.py\"\n",
+                repo_root().join("patches/rules/torch-legacy.toml").display()
+            ),
+        )
+        .unwrap();
+        port::Request {
+            recipe: Recipe::load(&rdir).unwrap(),
+            src: None,
+            arch: String::new(),
+            torch: None,
+            cuda: None,
+            mode: RunMode::Check,
+            progress: archsmith::build_ext::progress::Mode::Quiet,
+        }
+    };
+    let e = format!(
+        "{:#}",
+        port::run(&recipe_with(&"0".repeat(64))).unwrap_err()
+    );
+    assert!(
+        e.contains(&format!("sha256 {sha}")) && e.contains("pins 0000"),
+        "{e}"
+    );
+    let o = port::run(&recipe_with(&sha)).unwrap();
+    assert!(
+        o.source.starts_with("pypi:torchsort==0.1.10"),
+        "{}",
+        o.source
+    );
+    assert!(o.files_scanned > 0);
+    assert_eq!(o.files_changed, ["torchsort/isotonic_cuda.cu"]);
+    let rewrites: Vec<(&str, usize)> = o.rewrites.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(rewrites, [("add-include", 1), ("launch-stream", 2)]);
+    assert!(o.review.is_empty(), "{:?}", o.review);
+    let _ = std::fs::remove_dir_all(cache_dir().join("port").join(&name));
+    let _ = std::fs::remove_dir_all(cache_dir().join("sources").join(&name));
+}
