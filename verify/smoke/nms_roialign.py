@@ -34,7 +34,7 @@ def random_boxes(gen, n, device):
     return torch.cat([xy, xy + wh], 1).to(device)
 
 
-def check_nms(ext, device, plus_one, gen):
+def check_nms(ext, device, plus_one, any_order, gen):
     cases = boxes = kept = mismatches = 0
     first_bad = None
     for n in (1, 2, 10, 100, 500, 2000):
@@ -44,6 +44,8 @@ def check_nms(ext, device, plus_one, gen):
             got = ext.nms(dets, scores, thr).cpu()
             ref_dets = dets + torch.tensor([0.0, 0.0, 1.0, 1.0], device=device) if plus_one else dets
             want = torchvision.ops.nms(ref_dets, scores, thr).cpu()
+            if any_order:
+                got, want = got.sort().values, want.sort().values
             cases += 1
             boxes += n
             kept += want.numel()
@@ -97,7 +99,7 @@ def check_roi_align(ext, device, aligned, has_aligned_arg, atol, gen):
 
 def run_device(ext, device, args):
     gen = torch.Generator().manual_seed(args.seed)
-    res = {"nms": check_nms(ext, device, args.nms_plus_one, gen)}
+    res = {"nms": check_nms(ext, device, args.nms_plus_one, args.nms_any_order, gen)}
     flags = (False, True) if args.roi_align_aligned_arg else (False,)
     for aligned in flags:
         res[f"roi_align_aligned_{str(aligned).lower()}"] = check_roi_align(
@@ -130,12 +132,13 @@ def main():
     p.add_argument("--module", required=True)
     p.add_argument("--roi-align-aligned-arg", action="store_true")
     p.add_argument("--nms-plus-one", action="store_true")
+    p.add_argument("--nms-any-order", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--atol", type=float, default=1e-5)
     args = p.parse_args()
 
     ext = importlib.import_module(args.module)
-    report = {"module": args.module, "seed": args.seed, "torch": torch.__version__, "torchvision": torchvision.__version__}
+    report = {"module": args.module, "seed": args.seed, "nms_plus_one": args.nms_plus_one, "nms_any_order": args.nms_any_order, "torch": torch.__version__, "torchvision": torchvision.__version__}
     problems = []
     report["cpu"] = run_device(ext, "cpu", args)
     problems += failures("cpu", report["cpu"])

@@ -214,6 +214,24 @@ pub fn run(req: &Request) -> Result<Outcome> {
         progress: req.progress,
     };
     let b = build_ext::run(&build_req)?;
+    eprintln!(
+        "archsmith: {} {} for {} ({:.0} s compiling); wheel audited ({}) and imported ({})",
+        if b.reused {
+            "reused the build of"
+        } else {
+            "built"
+        },
+        r.build.module,
+        b.torch_cuda_arch_list,
+        b.build_seconds,
+        b.audit
+            .files
+            .iter()
+            .map(|f| format!("{}: {}", f.path, f.sass.join(" ")))
+            .collect::<Vec<_>>()
+            .join("; "),
+        b.imported.join(", ")
+    );
     if !b.imported.contains(&r.build.module) {
         bail!(
             "the wheel's extension modules are {:?}, not {} as recipe {} expects",
