@@ -143,8 +143,8 @@ pub fn render(o: &Outcome) -> String {
             "build".to_string(),
             if b.reused {
                 format!(
-                    "reused (same port, same toolchain) in {:.1} s",
-                    b.total_seconds
+                    "reused: the wheel of an identical port and toolchain (it took {:.0} s compiling)",
+                    b.build_seconds
                 )
             } else {
                 format!(
