@@ -1,13 +1,14 @@
 //! `cargo xtask port-extension NAME|--src DIR [--recipe NAME] --arch SPEC [--dry-run|--check]`:
 //! thin CLI over [`crate::port`].
 //!
-//! Exit status: 0 ported, built and verified (or, with --dry-run, the diff printed); 1 with
-//! --check when the rules or patches would change something or a review item is unexplained,
-//! and when the build fails; 2 on other errors.
+//! Exit status: 0 ported, built and verified (or, with --dry-run, the diff printed); 1 when
+//! the build, the audit, the import or the smoke test fails or a review item is unexplained (and
+//! with --check when the rules or patches would change something); 2 on other errors (a bad
+//! recipe, a patch that does not apply, no source).
 
 use crate::build_ext::{progress, BuildFailure};
-use crate::output::{emit, Table};
-use crate::port::{self, recipe::Recipe, Outcome, Request, RunMode};
+use crate::output::{emit, print_json, Table};
+use crate::port::{self, recipe::Recipe, Outcome, Request, RunMode, VerifyFailure};
 use crate::version::Version;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -70,13 +71,23 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
     };
     let out = match port::run(&req) {
         Ok(o) => o,
-        Err(e) => match e.downcast_ref::<BuildFailure>() {
-            Some(f) => {
+        Err(e) => {
+            if let Some(f) = e.downcast_ref::<BuildFailure>() {
+                if args.json {
+                    print_json(&serde_json::json!({ "ok": false, "failure": f }))?;
+                }
                 eprintln!("error: the ported {name} does not build: {f}");
                 return Ok(1);
             }
-            None => return Err(e),
-        },
+            if let Some(f) = e.downcast_ref::<VerifyFailure>() {
+                if args.json {
+                    print_json(&serde_json::json!({ "ok": false, "failure": f }))?;
+                }
+                eprintln!("error: {f}");
+                return Ok(1);
+            }
+            return Err(e);
+        }
     };
     emit(args.json, &out, |o| {
         let mut s = o.diff.clone().unwrap_or_default();

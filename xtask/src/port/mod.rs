@@ -96,6 +96,26 @@ pub struct Outcome {
     pub seconds: f64,
 }
 
+/// A port that ran but did not verify: review items nobody explained, or a smoke test whose
+/// numbers are wrong. (A build that fails is `build_ext::BuildFailure`.) The CLI exits 1 on
+/// either; anything else is an error (exit 2).
+#[derive(Debug, Serialize)]
+pub struct VerifyFailure {
+    /// `review` or `smoke`.
+    pub stage: &'static str,
+    pub message: String,
+    /// The smoke test's report, when it got that far.
+    pub smoke: Option<serde_json::Value>,
+}
+
+impl std::fmt::Display for VerifyFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for VerifyFailure {}
+
 /// Runs the pipeline; errors say which stage failed and what to do.
 pub fn run(req: &Request) -> Result<Outcome> {
     let started = Instant::now();
@@ -195,10 +215,15 @@ pub fn run(req: &Request) -> Result<Outcome> {
         return Ok(out);
     }
     if unexplained > 0 {
-        bail!(
-            "{unexplained} review item(s) are neither resolved by a patch nor accepted in {}/recipe.toml; run with --dry-run to see them, then add a patch or an [[accepted]] entry with the reason",
-            r.dir.display()
-        );
+        return Err(VerifyFailure {
+            stage: "review",
+            message: format!(
+                "{unexplained} review item(s) are neither resolved by a patch nor accepted in {}/recipe.toml; run with --dry-run to see them, then add a patch or an [[accepted]] entry with the reason",
+                r.dir.display()
+            ),
+            smoke: None,
+        }
+        .into());
     }
 
     // 4. build (audit and import included)
@@ -472,25 +497,38 @@ pub fn smoke(
             r["seconds"] = serde_json::json!(t.elapsed().as_secs_f64());
             Ok(r)
         }
-        (_, Some(r)) => bail!(
-            "smoke test {} failed:\n{}",
-            script.display(),
-            r["problems"]
+        (_, Some(r)) => {
+            let problems: Vec<String> = r["problems"]
                 .as_array()
-                .map(|a| a
-                    .iter()
-                    .map(|p| format!("  {}", p.as_str().unwrap_or_default()))
-                    .collect::<Vec<_>>()
-                    .join("\n"))
-                .unwrap_or_default()
-        ),
-        (_, None) => bail!(
-            "smoke test {} failed before reporting ({}):\n{}",
-            script.display(),
-            out.status
-                .map_or("killed".into(), |c| format!("exit code {c}")),
-            out.stderr.trim()
-        ),
+                .map(|a| {
+                    a.iter()
+                        .map(|p| format!("  {}", p.as_str().unwrap_or_default()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Err(VerifyFailure {
+                stage: "smoke",
+                message: format!(
+                    "smoke test {} failed:\n{}",
+                    script.display(),
+                    problems.join("\n")
+                ),
+                smoke: Some(r),
+            }
+            .into())
+        }
+        (_, None) => Err(VerifyFailure {
+            stage: "smoke",
+            message: format!(
+                "smoke test {} failed before reporting ({}):\n{}",
+                script.display(),
+                out.status
+                    .map_or("killed".into(), |c| format!("exit code {c}")),
+                out.stderr.trim()
+            ),
+            smoke: None,
+        }
+        .into()),
     }
 }
 
