@@ -346,3 +346,43 @@ fn ctrl_c_leaves_no_wheel_or_partial_file_in_the_output_dir() {
         "only the log may be there: {names:?}"
     );
 }
+
+#[test]
+fn ccache_from_pypi_serves_every_compile_of_a_repeated_build() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let src = fixture("tinyext");
+    let build = |out: &Path| {
+        xtask(&[
+            "build-ext",
+            src.to_str().unwrap(),
+            "--arch",
+            "8.6",
+            "--cache",
+            "ccache",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    // The first build fills the cache (or finds it filled by an earlier test run).
+    let first_out = tempfile::tempdir().unwrap();
+    let first = build(first_out.path());
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    // Same inputs, another output dir: no stamp there, so it compiles — all from the cache.
+    let second_out = tempfile::tempdir().unwrap();
+    let second = build(second_out.path());
+    assert_eq!(second.code, 0, "{}\n{}", second.stdout, second.stderr);
+    let v = json(&second);
+    assert_eq!(v["result"]["reused"], false);
+    let stats = v["result"]["cache_stats"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // ccache: "Hits: 3 / 3 (100.0%)" — bind.cpp, scale.cu and axpy.cu.
+    assert!(stats.starts_with("Hits: 3 / 3"), "{stats}");
+    eprintln!(
+        "ccache: first build {:.0} s, second {:.0} s ({stats})",
+        first.wall.as_secs_f64(),
+        second.wall.as_secs_f64()
+    );
+}

@@ -8,8 +8,10 @@
 //! * C/C++: a directory of small wrappers (`c++`, `g++`, `cc`, `gcc`) put first on `PATH`, each
 //!   `exec <launcher> <real compiler> "$@"`; the real compiler is resolved when the wrappers are
 //!   written, so a wrapper never finds itself;
-//! * nvcc: `PYTORCH_NVCC`, which torch's cpp_extension uses in place of `$CUDA_HOME/bin/nvcc`,
-//!   points at an `nvcc` wrapper of the same kind.
+//! * nvcc (ccache only): `PYTORCH_NVCC`, which torch's cpp_extension uses in place of
+//!   `$CUDA_HOME/bin/nvcc`, points at an `nvcc` wrapper of the same kind. sccache 0.16 refuses
+//!   the PyPI nvcc 13.2 here ("Compiler not supported: nvcc fatal: Failed to preprocess host
+//!   compiler properties"), so with sccache nvcc runs uncached and only C/C++ is cached.
 //!
 //! Statistics are zeroed before the build and read after it.
 
@@ -108,6 +110,9 @@ pub fn launcher(kind: CacheKind) -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// Writes an executable wrapper script, leaving an identical one untouched: ccache hashes the
+/// mtime of the compilers it sees (nvcc's host compiler is found on PATH, i.e. a wrapper), so a
+/// rewritten wrapper would turn every later compile into a miss.
 fn write_wrapper(path: &Path, launcher: &Path, real: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let text = format!(
@@ -115,8 +120,13 @@ fn write_wrapper(path: &Path, launcher: &Path, real: &Path) -> Result<()> {
         shell_quote(&launcher.display().to_string()),
         shell_quote(&real.display().to_string())
     );
-    fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755))?;
+    if fs::read_to_string(path).ok().as_deref() == Some(text.as_str()) {
+        return Ok(());
+    }
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
+    fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -125,20 +135,19 @@ impl CompilerCache {
     pub fn prepare(kind: CacheKind, tc: &Toolchain) -> Result<CompilerCache> {
         let launcher = launcher(kind)?;
         let cache_dir = paths::cache_dir().join("compiler-cache").join(kind.name());
-        let wrappers = paths::cache_dir().join("compiler-cache").join(format!(
-            "wrappers-{}-{}",
-            kind.name(),
-            std::process::id()
-        ));
+        let wrappers = paths::cache_dir()
+            .join("compiler-cache")
+            .join(format!("wrappers-{}", kind.name()));
         fs::create_dir_all(&cache_dir)?;
-        let _ = fs::remove_dir_all(&wrappers);
         fs::create_dir_all(&wrappers)?;
         for name in ["c++", "g++", "cc", "gcc"] {
             if let Some(real) = which(name) {
                 write_wrapper(&wrappers.join(name), &launcher, &real)?;
             }
         }
-        write_wrapper(&wrappers.join("nvcc"), &launcher, &tc.nvcc())?;
+        if kind == CacheKind::Ccache {
+            write_wrapper(&wrappers.join("nvcc"), &launcher, &tc.nvcc())?;
+        }
         let c = CompilerCache {
             kind,
             launcher,
@@ -172,13 +181,22 @@ impl CompilerCache {
             CacheKind::Ccache => "CCACHE_DIR",
             CacheKind::Sccache => "SCCACHE_DIR",
         };
-        vec![
-            (dir_var.into(), self.cache_dir.display().to_string()),
+        let mut vars = vec![
+            (dir_var.to_string(), self.cache_dir.display().to_string()),
+            // Paths under the scratch root are hashed relative to the compile's directory, so
+            // builds of different stamps (other scratch dirs) share hits.
             (
-                "PYTORCH_NVCC".into(),
-                self.wrappers.join("nvcc").display().to_string(),
+                "CCACHE_BASEDIR".to_string(),
+                super::scratch_root().display().to_string(),
             ),
-        ]
+        ];
+        if self.kind == CacheKind::Ccache {
+            vars.push((
+                "PYTORCH_NVCC".to_string(),
+                self.wrappers.join("nvcc").display().to_string(),
+            ));
+        }
+        vars
     }
 
     /// The hit/miss lines of the launcher's statistics.
@@ -191,7 +209,6 @@ impl CompilerCache {
                 t
             }
         };
-        let _ = fs::remove_dir_all(&self.wrappers);
         Ok(stat_lines(&text))
     }
 }
@@ -211,7 +228,17 @@ pub fn stat_lines(text: &str) -> String {
                 && !l.starts_with("cache hits rate")
         })
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect::<Vec<_>>()
+        // ccache repeats hits and misses per storage level; the first of each is the total.
+        .fold(Vec::<String>::new(), |mut acc, l| {
+            let key = l.split(':').next().unwrap_or("").to_string();
+            if !acc
+                .iter()
+                .any(|a| a.split(':').next() == Some(key.as_str()))
+            {
+                acc.push(l);
+            }
+            acc
+        })
         .join("; ")
 }
 
@@ -220,8 +247,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wrappers_exec_the_launcher_with_the_real_compiler() {
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().join("c++");
+        let echo = which("echo").unwrap();
+        write_wrapper(&w, &echo, Path::new("/usr/bin/c++ it's")).unwrap();
+        let out = Cmd::new(&w).args(["-c", "a b.cpp"]).read().unwrap();
+        assert_eq!(out, "/usr/bin/c++ it's -c a b.cpp");
+        // An unchanged wrapper keeps its mtime (ccache hashes it).
+        let before = fs::metadata(&w).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write_wrapper(&w, &echo, Path::new("/usr/bin/c++ it's")).unwrap();
+        assert_eq!(fs::metadata(&w).unwrap().modified().unwrap(), before);
+    }
+
+    #[test]
     fn picks_hit_and_miss_lines() {
-        let ccache = "Cacheable calls:   4 /   4 (100.0%)\n  Hits:            1 /   4 (25.00%)\n    Direct:        1 /   1 (100.0%)\n  Misses:          3 /   4 (75.00%)\nLocal storage:\n";
+        let ccache = "Cacheable calls:   4 /   4 (100.0%)\n  Hits:            1 /   4 (25.00%)\n    Direct:        1 /   1 (100.0%)\n  Misses:          3 /   4 (75.00%)\nLocal storage:\n  Hits:            1 /   4 (25.00%)\n  Misses:          3 /   4 (75.00%)\n";
         assert_eq!(
             stat_lines(ccache),
             "Hits: 1 / 4 (25.00%); Misses: 3 / 4 (75.00%)"

@@ -47,7 +47,7 @@ fn patterns() -> &'static [Regex; 3] {
             Regex::new(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\):\s+(?:catastrophic )?error\b[^:]*:\s*(?P<msg>.*)$")
                 .expect("nvcc error regex"),
             // nvcc driver / ptxas / linker without a location
-            Regex::new(r"^(?:nvcc fatal|ptxas fatal|ptxas error|ld: error|/usr/bin/ld: .*error|collect2: error)\s*:?\s*(?P<msg>.*)$")
+            Regex::new(r"^(?:nvcc fatal|ptxas fatal|ptxas error|ld: error|/usr/bin/ld: .*error|collect2: error|sccache: error|ccache: error)\s*:?\s*(?P<msg>.*)$")
                 .expect("tool error regex"),
         ]
     })
@@ -138,6 +138,8 @@ mod tests {
             first_compiler_error(["all good", "error: subprocess-exited-with-error"]),
             None
         );
+        let e = first_compiler_error(["sccache: error: failed to execute compile"]).unwrap();
+        assert!(e.message.starts_with("sccache: error"), "{e:?}");
     }
 
     #[test]

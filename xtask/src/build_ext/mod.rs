@@ -308,6 +308,14 @@ fn build(
 ) -> Result<Outcome> {
     let key = inputs.key();
     let scratch = Scratch::new(&key)?;
+    // Another run with these inputs may have delivered while this one waited for the lock.
+    if let Some(mut hit) = stamp::lookup(&req.out, &key) {
+        hit.reused = true;
+        hit.total_seconds = started.elapsed().as_secs_f64();
+        hit.log = None;
+        hit.cache_stats = None;
+        return Ok(hit);
+    }
     let tree = source::materialize(src, &scratch.path.join("src"), &env.python)?;
     let mut warnings = Vec::new();
     for o in plan::scan_arch_overrides(&tree) {
@@ -663,28 +671,47 @@ fn find_wheel(dir: &Path) -> Result<PathBuf> {
     }
 }
 
-/// A private build directory under the cache, removed when dropped (also after a failure);
-/// leftovers of killed runs are removed by the next run.
+/// Where scratch build dirs live: `cache_dir()/builds/ext/STAMP16/`.
+pub fn scratch_root() -> PathBuf {
+    paths::cache_dir().join("builds").join("ext")
+}
+
+/// A private build directory under the cache, named by the stamp and held under a file lock for
+/// the build's lifetime; removed when dropped (also after a failure). The path is the same for
+/// every build of one stamp, so compiler caches see the same command lines (and with
+/// `CCACHE_BASEDIR` at [`scratch_root`], builds of other stamps share hits too). Dirs of killed
+/// runs (lock free) are removed by the next run.
 struct Scratch {
     path: PathBuf,
+    _lock: fs::File,
 }
 
 impl Scratch {
     fn new(key: &str) -> Result<Scratch> {
-        let base = paths::cache_dir().join("builds").join("ext");
+        let base = scratch_root();
         fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+        let lock_of = |name: &str| base.join(format!("{name}.lock"));
         for e in fs::read_dir(&base)?.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
             let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) {
-                if !Path::new(&format!("/proc/{pid}")).exists() {
+            if let Ok(f) = fs::File::create(lock_of(&name)) {
+                if f.try_lock().is_ok() {
                     let _ = fs::remove_dir_all(e.path());
                 }
             }
         }
-        let path = base.join(format!("{}-{}", std::process::id(), &key[..12]));
+        let name = &key[..16];
+        let lock = fs::File::create(lock_of(name))?;
+        if lock.try_lock().is_err() {
+            eprintln!("archsmith: waiting for another build of the same inputs to finish");
+            lock.lock()?;
+        }
+        let path = base.join(name);
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path)?;
-        Ok(Scratch { path })
+        Ok(Scratch { path, _lock: lock })
     }
 }
 
