@@ -160,7 +160,7 @@ fn a_device_needs_an_image_in_every_container() {
     );
     assert!(
         out.stdout
-            .contains("missing SASS sm_75 (in 1 of 2 containers)"),
+            .contains("missing SASS sm_75 (present in only 1 of 2 containers)"),
         "{}",
         out.stdout
     );

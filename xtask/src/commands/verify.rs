@@ -249,21 +249,21 @@ impl<'a> Report<'a> {
             let row = match &f.outcome {
                 // In the last column, which is not padded, so a long message does not widen the table.
                 Outcome::Failed(e) => [
-                    f.path.clone(),
+                    display_path(&f.path),
                     "ERROR".into(),
                     String::new(),
                     String::new(),
                     e.to_string(),
                 ],
                 Outcome::Audited(a) if !a.has_device_code() => [
-                    f.path.clone(),
+                    display_path(&f.path),
                     "no device code".into(),
                     String::new(),
                     String::new(),
                     String::new(),
                 ],
                 Outcome::Audited(a) => [
-                    f.path.clone(),
+                    display_path(&f.path),
                     counts_text(&a.counts(Kind::Elf), Kind::Elf),
                     ptx_text(a),
                     compression_text(&a.compression()),
@@ -297,7 +297,7 @@ impl<'a> Report<'a> {
                                     m.name.clone()
                                 } else {
                                     format!(
-                                        "{} (in {} of {} containers)",
+                                        "{} (present in only {} of {} containers)",
                                         m.name, m.containers_with, m.containers
                                     )
                                 }
@@ -325,7 +325,10 @@ impl<'a> Report<'a> {
                 } else {
                     parts.join("; ")
                 };
-                out.push_str(&format!("  {verdict:<4} {}: {detail}\n", f.path));
+                out.push_str(&format!(
+                    "  {verdict:<4} {}: {detail}\n",
+                    display_path(&f.path)
+                ));
             }
             if checked == 0 {
                 out.push_str("  (no file with device code)\n");
@@ -366,7 +369,11 @@ impl<'a> Report<'a> {
                     .as_deref()
                     .map(|s| format!(" via {s}"))
                     .unwrap_or_default();
-                out.push_str(&format!("  {verdict:<4} {}{via}: {}\n", f.path, v.reason));
+                out.push_str(&format!(
+                    "  {verdict:<4} {}{via}: {}\n",
+                    display_path(&f.path),
+                    v.reason
+                ));
             }
         }
         let errors = self
@@ -545,4 +552,19 @@ fn sections_text(a: &ElfAudit) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A path for the table: a wheel member (`/long/dir/torch-….whl!torch/lib/x.so`) is shown with the
+/// wheel's file name only, so the table stays readable; `--json` keeps full paths.
+fn display_path(path: &str) -> String {
+    match path.split_once(".whl!") {
+        Some((wheel, member)) => {
+            let name = std::path::Path::new(wheel)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{name}.whl!{member}")
+        }
+        None => path.to_string(),
+    }
 }
