@@ -359,34 +359,19 @@ impl Rule {
 
 /// Every `$NAME` in `template` must be a hole of `pat`; with `once`, used at most once.
 fn check_template(pat: &Pattern, template: &str, once: bool) -> Result<(), String> {
-    let t = template.as_bytes();
     let mut used: Vec<&str> = Vec::new();
-    let mut i = 0;
-    while i < t.len() {
-        if t[i] == b'$' {
-            let mut j = i;
-            while j < t.len() && t[j] == b'$' {
-                j += 1;
-            }
-            let s = j;
-            while j < t.len() && (t[j].is_ascii_alphanumeric() || t[j] == b'_') {
-                j += 1;
-            }
-            let name = &template[s..j];
-            if once && used.contains(&name) {
-                return Err(format!(
-                    "template `{template}` uses `${name}` twice (comments inside it would be duplicated)"
-                ));
-            }
-            used.push(name);
-            if !pat.holes().any(|h| h == name) {
-                return Err(format!(
-                    "template `{template}` uses `${name}`, not a hole of the pattern"
-                ));
-            }
-            i = j;
-        } else {
-            i += 1;
+    for r in crate::codemod::pattern::hole_refs(template) {
+        let name = r.name;
+        if once && used.contains(&name) {
+            return Err(format!(
+                "template `{template}` uses `${name}` twice (comments inside it would be duplicated)"
+            ));
+        }
+        used.push(name);
+        if !pat.holes().any(|h| h == name) {
+            return Err(format!(
+                "template `{template}` uses `${name}`, not a hole of the pattern"
+            ));
         }
     }
     Ok(())

@@ -219,39 +219,65 @@ impl<'a> Matcher<'a> {
     }
 }
 
+/// One `$NAME` / `$$$NAME` reference in a template: the byte range it covers and the hole name.
+pub struct HoleRef<'a> {
+    pub start: usize,
+    pub end: usize,
+    pub name: &'a str,
+}
+
+/// Every hole reference in `template`, in order. Shared by expansion and by the catalogue's check
+/// that a rule's template only names holes its pattern captures.
+pub fn hole_refs(template: &str) -> Vec<HoleRef<'_>> {
+    let t = template.as_bytes();
+    let mut refs = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        if t[i] != b'$' {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < t.len() && t[j] == b'$' {
+            j += 1;
+        }
+        let name_start = j;
+        while j < t.len() && (t[j].is_ascii_alphanumeric() || t[j] == b'_') {
+            j += 1;
+        }
+        // `$`, digits and letters are ASCII, so these are char boundaries.
+        refs.push(HoleRef {
+            start: i,
+            end: j,
+            name: &template[name_start..j],
+        });
+        i = j;
+    }
+    refs
+}
+
 /// Expands `$NAME` / `$$$NAME` in `template` with the captured source text.
 pub fn expand(template: &str, m: &Matcher, caps: &Captures) -> Result<Vec<u8>> {
     let t = template.as_bytes();
     let mut out = Vec::with_capacity(t.len());
-    let mut i = 0;
-    while i < t.len() {
-        if t[i] == b'$' {
-            let mut j = i;
-            while j < t.len() && t[j] == b'$' {
-                j += 1;
-            }
-            let name_start = j;
-            while j < t.len() && (t[j].is_ascii_alphanumeric() || t[j] == b'_') {
-                j += 1;
-            }
-            let name = std::str::from_utf8(&t[name_start..j]).unwrap_or_default();
-            let Some(&(a, b)) = caps.get(name) else {
-                bail!("template `{template}` uses `${name}`, which the pattern does not capture");
-            };
-            let (s, mut e) = m.span(a, b);
-            // A capture followed by a line break keeps it: after a line comment or an
-            // unterminated literal, the template's next token would otherwise be swallowed.
-            let next = m.toks.get(b).map_or(m.src.len(), |t| t.start).max(e);
-            if m.src[e..next].contains(&b'\n') {
-                e = next;
-            }
-            out.extend_from_slice(&m.src[s..e]);
-            i = j;
-        } else {
-            out.push(t[i]);
-            i += 1;
+    let mut copied = 0;
+    for r in hole_refs(template) {
+        out.extend_from_slice(&t[copied..r.start]);
+        let name = r.name;
+        let Some(&(a, b)) = caps.get(name) else {
+            bail!("template `{template}` uses `${name}`, which the pattern does not capture");
+        };
+        let (s, mut e) = m.span(a, b);
+        // A capture followed by a line break keeps it: after a line comment or an
+        // unterminated literal, the template's next token would otherwise be swallowed.
+        let next = m.toks.get(b).map_or(m.src.len(), |t| t.start).max(e);
+        if m.src[e..next].contains(&b'\n') {
+            e = next;
         }
+        out.extend_from_slice(&m.src[s..e]);
+        copied = r.end;
     }
+    out.extend_from_slice(&t[copied..]);
     Ok(out)
 }
 
