@@ -79,9 +79,24 @@ pub fn run(args: &KernelsArgs) -> Result<i32> {
         .and_then(|g| kernels::arch_without_image_for(g.cc, &kb.cuda_targets(&cuda)));
 
     let slug = plan.cmake_cuda_architectures().replace(';', "_");
+    // CMake ties a build tree to one source tree, so each checkout of kernels/ gets its own (a second
+    // clone or worktree would otherwise fail with "does not match the source … used to generate cache").
+    let source_key = {
+        use sha2::{Digest, Sha256};
+        let canonical = source_dir
+            .canonicalize()
+            .unwrap_or_else(|_| source_dir.clone());
+        let digest = Sha256::digest(canonical.to_string_lossy().as_bytes());
+        digest
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
     let build_dir = cache_dir()
         .join("builds")
         .join("kernels")
+        .join(format!("src-{source_key}"))
         .join(format!("cuda-{cuda}"))
         .join(slug);
     let lock_path = build_dir.with_extension("lock");
