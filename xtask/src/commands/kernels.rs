@@ -107,7 +107,8 @@ pub fn run(args: &KernelsArgs) -> Result<i32> {
         .write(true)
         .open(&lock_path)
         .with_context(|| format!("opening {}", lock_path.display()))?;
-    fs4::FileExt::lock(&lock).with_context(|| format!("locking {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
 
     eprintln!(
         "archsmith: building {} kernels with nvcc {} for {} in {}",

@@ -45,12 +45,13 @@ pub fn provision<T>(
         .write(true)
         .open(&lock_path)
         .with_context(|| format!("opening lock file {}", lock_path.display()))?;
-    if fs4::FileExt::try_lock(&lock).is_err() {
+    if lock.try_lock().is_err() {
         progress(&format!(
             "waiting for another archsmith process installing {what} (lock {})",
             lock_path.display()
         ));
-        fs4::FileExt::lock(&lock).with_context(|| format!("locking {}", lock_path.display()))?;
+        lock.lock()
+            .with_context(|| format!("locking {}", lock_path.display()))?;
     }
     // Someone else may have finished while we waited.
     if is_complete(&dir) {
