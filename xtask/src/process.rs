@@ -196,6 +196,24 @@ impl Cmd {
         Ok(status)
     }
 
+    /// Starts the command now with a pipe on its stdin and returns at once; [`Running::finish`]
+    /// later writes its input and collects its output. For work that can start before its input
+    /// exists (a Python process that imports torch while a build runs, told what to import at the
+    /// end). Dropping a [`Running`] without finishing it kills the process.
+    pub fn spawn_piped(&self) -> Result<Running> {
+        let child = self
+            .std_command()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("could not start `{}`", self.display()))?;
+        Ok(Running {
+            cmd: self.clone(),
+            child: Some(child),
+        })
+    }
+
     /// The message for a failed command: what ran, its exit code, and the end of stderr.
     pub fn failure_message(&self, out: &Output) -> String {
         let code = out
@@ -222,6 +240,48 @@ impl Cmd {
     }
 }
 
+/// A command started by [`Cmd::spawn_piped`], waiting for its input.
+#[derive(Debug)]
+pub struct Running {
+    cmd: Cmd,
+    child: Option<std::process::Child>,
+}
+
+impl Running {
+    /// The command, for messages.
+    pub fn cmd(&self) -> &Cmd {
+        &self.cmd
+    }
+
+    /// Writes `input` to stdin, closes it, and waits for the process to end.
+    pub fn finish(mut self, input: &str) -> Result<Output> {
+        use std::io::Write;
+        let mut child = self.child.take().context("process already finished")?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A process that exited early (e.g. its own start-up failed) closed the pipe; its
+            // exit status and stderr below say why, so a broken pipe is not the error to show.
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        let out = child
+            .wait_with_output()
+            .with_context(|| format!("waiting for `{}`", self.cmd.display()))?;
+        Ok(Output {
+            status: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Finds `name` on PATH, like `which`.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -240,6 +300,27 @@ pub fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_piped_process_gets_its_input_late_and_is_killed_when_dropped() {
+        let r = Cmd::new("sh")
+            .args(["-c", "read x; echo got $x; echo err >&2"])
+            .spawn_piped()
+            .unwrap();
+        let out = r.finish("it\n").unwrap();
+        assert!(out.success());
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str()),
+            ("got it\n", "err\n")
+        );
+        // A process that never gets its input does not outlive its handle.
+        let t = std::time::Instant::now();
+        let r = Cmd::new("sleep").arg("30").spawn_piped().unwrap();
+        let pid = r.child.as_ref().unwrap().id();
+        drop(r);
+        assert!(t.elapsed().as_secs() < 5);
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    }
 
     #[test]
     fn captures_output_and_reports_failures_with_the_command() {

@@ -100,11 +100,19 @@ pub fn extension_modules<'a>(members: impl IntoIterator<Item = &'a str>) -> Vec<
     mods
 }
 
+// Imports torch first (as users do), then waits for the module names on stdin: the process is
+// started when the build starts, so torch's import (seconds) overlaps the compile instead of
+// following it. An empty line (the build failed) ends it quietly.
 const IMPORT_PY: &str = r#"
 import importlib, sys
 import torch
+mods = sys.stdin.readline().split()
+if not mods:
+    sys.exit(0)
+# The wheel was unpacked into sys.path[0] after this process started: forget cached listings.
+importlib.invalidate_caches()
 bad = []
-for m in sys.argv[1:]:
+for m in mods:
     try:
         importlib.import_module(m)
     except BaseException as e:
@@ -114,43 +122,66 @@ if bad:
     sys.exit(1)
 "#;
 
+/// The import check, started before the wheel exists: a clean Python process in the env, without
+/// archsmith's CUDA on any path, that imports torch at once and the wheel's extension modules when
+/// [`ImportCheck::run`] hands them over.
+pub struct ImportCheck {
+    target: std::path::PathBuf,
+    process: crate::process::Running,
+}
+
+impl ImportCheck {
+    /// Starts the process; `target` (emptied now) is where the wheel will be unpacked.
+    pub fn start(python: &Path, target: &Path) -> Result<ImportCheck> {
+        let _ = fs::remove_dir_all(target);
+        fs::create_dir_all(target).with_context(|| format!("creating {}", target.display()))?;
+        let process = Cmd::new(python)
+            .args(["-c", IMPORT_PY])
+            .env("PYTHONPATH", target)
+            .env_remove("CUDA_HOME")
+            .env_remove("CUDA_PATH")
+            .env_remove("LD_LIBRARY_PATH")
+            .dir(target)
+            .spawn_piped()?;
+        Ok(ImportCheck {
+            target: target.to_path_buf(),
+            process,
+        })
+    }
+
+    /// Unpacks `wheel` into the target and imports each of its extension modules. Returns them.
+    pub fn run(self, wheel: &Path) -> Result<Vec<String>> {
+        let file = fs::File::open(wheel).with_context(|| format!("opening {}", wheel.display()))?;
+        let mut zip =
+            zip::ZipArchive::new(file).with_context(|| format!("reading {}", wheel.display()))?;
+        let mods = extension_modules(zip.file_names());
+        // `extract` refuses members that would land outside `target`.
+        zip.extract(&self.target)
+            .with_context(|| format!("unpacking {}", wheel.display()))?;
+        if mods.is_empty() {
+            bail!("the wheel holds no extension module (.so)");
+        }
+        let out = self.process.finish(&format!("{}\n", mods.join(" ")))?;
+        if !out.success() {
+            let msg = out.stderr.trim();
+            let lines: Vec<&str> = msg.lines().filter(|l| l.starts_with("import ")).collect();
+            bail!(
+                "{}",
+                if lines.is_empty() {
+                    msg.to_string()
+                } else {
+                    lines.join("\n")
+                }
+            );
+        }
+        Ok(mods)
+    }
+}
+
 /// Unpacks the wheel into `target` and imports each extension module there (after `import torch`,
 /// as users do), in a clean process without archsmith's CUDA on any path. Returns the modules.
 pub fn import_wheel(wheel: &Path, python: &Path, target: &Path) -> Result<Vec<String>> {
-    let _ = fs::remove_dir_all(target);
-    fs::create_dir_all(target)?;
-    let file = fs::File::open(wheel).with_context(|| format!("opening {}", wheel.display()))?;
-    let mut zip =
-        zip::ZipArchive::new(file).with_context(|| format!("reading {}", wheel.display()))?;
-    let mods = extension_modules(zip.file_names());
-    // `extract` refuses members that would land outside `target`.
-    zip.extract(target)
-        .with_context(|| format!("unpacking {}", wheel.display()))?;
-    if mods.is_empty() {
-        bail!("the wheel holds no extension module (.so)");
-    }
-    let out = Cmd::new(python)
-        .args(["-c", IMPORT_PY])
-        .args(&mods)
-        .env("PYTHONPATH", target)
-        .env_remove("CUDA_HOME")
-        .env_remove("CUDA_PATH")
-        .env_remove("LD_LIBRARY_PATH")
-        .dir(target)
-        .output()?;
-    if !out.success() {
-        let msg = out.stderr.trim();
-        let lines: Vec<&str> = msg.lines().filter(|l| l.starts_with("import ")).collect();
-        bail!(
-            "{}",
-            if lines.is_empty() {
-                msg.to_string()
-            } else {
-                lines.join("\n")
-            }
-        );
-    }
-    Ok(mods)
+    ImportCheck::start(python, target)?.run(wheel)
 }
 
 #[cfg(test)]

@@ -391,6 +391,9 @@ fn build(
         par.nvcc_threads,
         log_path.display()
     );
+    // Started now so its `import torch` runs while setup.py imports torch too, on the core the
+    // build leaves idle until ninja starts; it only imports the wheel's modules at the end.
+    let import_check = check::ImportCheck::start(&env.python, &scratch.path.join("import"))?;
     let build_started = Instant::now();
     let mut ui = progress::Progress::new(req.progress);
     let mut lines: Vec<String> = Vec::new();
@@ -466,7 +469,7 @@ fn build(
         }
         .into());
     }
-    let imported = match check::import_wheel(&built, &env.python, &scratch.path.join("import")) {
+    let imported = match import_check.run(&built) {
         Ok(mods) => mods,
         Err(e) => {
             return Err(BuildFailure {
