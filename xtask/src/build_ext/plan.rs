@@ -21,17 +21,19 @@ pub struct Parallelism {
     pub reason: &'static str,
 }
 
-/// The model:
-/// * `jobs = min(cores, cu_files max 1, floor((MemAvailable − 1 GiB) / 2.5 GiB))`, at least 1;
-///   C++ files are cheaper than .cu files, but torch headers make them 1–2 GB too, so the same
-///   figure is used for both. There is no point in more jobs than translation units.
-/// * `nvcc --threads = min(images, memory per nvcc job / 2.5 GiB)`: nvcc compiles each arch's
-///   device code (cicc + ptxas) in its own thread; the host compile waits for all of them. So a
-///   unit's device phase takes `ceil(images / threads)` rounds when it runs alone — and every build
-///   ends with one or two long units running alone while other cores wait — and with one thread per
-///   image the kernel's scheduler spreads them over whatever cores are free. Threads are bounded by
-///   memory (each holds a device compile of the same headers), not by cores: an idle core costs
-///   more than a few runnable threads too many.
+/// The model (measurements: docs/build-ext.md, "Jobs and nvcc threads"):
+/// * `jobs = min(translation units, cores + 2, floor((MemAvailable − 1 GiB) / 2.5 GiB))`, at
+///   least 1. `cores + 2` is ninja's own default, i.e. torch's when `MAX_JOBS` is unset: a few
+///   more compiles than cores keep every core busy while some of them sit in a serial step, and
+///   let a small build's units all finish together instead of the last one running alone. Memory
+///   is what really bounds it: one nvcc or g++ job on torch headers takes 1.5–3 GB, and the
+///   out-of-memory kill torch builds are known for is what `MAX_JOBS` is usually set by hand to
+///   avoid. There is no point in more jobs than translation units.
+/// * `nvcc --threads = min(images, ceil(cores / concurrent nvcc jobs), memory per nvcc job /
+///   2.5 GiB)`: nvcc compiles each arch's device code (cicc + ptxas) in its own thread, so threads
+///   pay when fewer .cu files run at once than there are cores (one .cu file; a .cu next to a
+///   .cpp) and cost time when the cores are already full (more runnable threads than cores
+///   thrash caches: measured 3 jobs × 3 threads 63.7–66.3 s against 3 jobs alone 56.7–59.3 s).
 ///
 /// `jobs_override` (`--jobs`) replaces the computed job count; threads are then derived from it.
 pub fn parallelism(
@@ -50,13 +52,14 @@ pub fn parallelism(
         Some(j) => (j.max(1), "--jobs"),
         None => {
             let units = translation_units.max(1);
-            let j = cores.min(by_mem).min(units);
-            let why = if j == units && units < cores.min(by_mem) {
+            let by_cores = cores + 2;
+            let j = by_cores.min(by_mem).min(units);
+            let why = if j == units && units < by_cores.min(by_mem) {
                 "one job per translation unit"
-            } else if by_mem < cores {
+            } else if by_mem < by_cores {
                 "limited by available memory"
             } else {
-                "one job per core"
+                "cores + 2, ninja's default"
             };
             (j.max(1), why)
         }
@@ -67,7 +70,10 @@ pub fn parallelism(
     let threads = if cu_files == 0 {
         1
     } else {
-        images.max(1).min(mem_threads)
+        images
+            .max(1)
+            .min(cores.div_ceil(nvcc_jobs))
+            .min(mem_threads)
     };
     Parallelism {
         jobs,
@@ -163,20 +169,31 @@ mod tests {
 
     #[test]
     fn jobs_follow_memory_cores_and_units() {
-        // 2 cores, plenty of memory, one .cu + one .cpp, 3 archs: 2 jobs, one thread per arch.
+        // 2 cores, plenty of memory, two .cu + one .cpp (the benchmark's fixture), 3 archs: all
+        // three units at once, and no threads: the cores are full.
+        let p = parallelism(2, 20.0, 3, 2, 3, None);
+        assert_eq!((p.jobs, p.nvcc_threads), (3, 1));
+        assert_eq!(p.reason, "one job per translation unit");
+        // One .cu + one .cpp on 2 cores: the .cu runs alone once the .cpp is done: 2 threads.
         let p = parallelism(2, 20.0, 2, 1, 3, None);
-        assert_eq!((p.jobs, p.nvcc_threads), (2, 3));
+        assert_eq!((p.jobs, p.nvcc_threads), (2, 2));
+        // One .cu file for 7.5, 8.9, 9.0+PTX on 2 cores (the case): 2 threads.
+        assert_eq!(parallelism(2, 20.0, 1, 1, 4, None).nvcc_threads, 2);
+        // 16 cores, 3 .cu files, 4 images: 6 cores each, one thread per image.
+        let p = parallelism(16, 64.0, 3, 3, 4, None);
+        assert_eq!((p.jobs, p.nvcc_threads), (3, 4));
+        // Many units: ninja's cores + 2.
+        let p = parallelism(4, 64.0, 40, 30, 3, None);
+        assert_eq!(
+            (p.jobs, p.nvcc_threads, p.reason),
+            (6, 1, "cores + 2, ninja's default")
+        );
         // 16 cores but 6 GiB: memory caps jobs at 2, and leaves one thread each.
         let p = parallelism(16, 6.0, 40, 30, 3, None);
         assert_eq!((p.jobs, p.nvcc_threads), (2, 1));
         assert_eq!(p.reason, "limited by available memory");
-        // As many .cu files as cores, memory to spare: one thread per arch fills the tail.
-        let p = parallelism(4, 64.0, 8, 8, 3, None);
-        assert_eq!((p.jobs, p.nvcc_threads), (4, 3));
-        // 4 jobs, 16 GiB: 6 slots of 2.5 GiB, 1 thread per job.
-        assert_eq!(parallelism(4, 16.0, 8, 8, 3, None).nvcc_threads, 1);
         // One arch: nothing for threads to split.
-        assert_eq!(parallelism(4, 64.0, 8, 8, 1, None).nvcc_threads, 1);
+        assert_eq!(parallelism(4, 64.0, 1, 1, 1, None).nvcc_threads, 1);
         // No CUDA at all: never threads.
         assert_eq!(parallelism(8, 64.0, 3, 0, 3, None).nvcc_threads, 1);
         // --jobs wins; threads derive from it.
