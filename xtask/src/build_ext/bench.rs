@@ -1,19 +1,27 @@
-//! `bench build-ext`: archsmith's clean build against the plain front end with the same
-//! `TORCH_CUDA_ARCH_LIST` and `MAX_JOBS` set by hand, and the no-op rebuild of each, in one run on
-//! the same machine.
+//! `bench build-ext`: archsmith's clean build against the plain front end a user would run, `pip
+//! wheel --no-build-isolation --no-deps` with the same `TORCH_CUDA_ARCH_LIST` and `MAX_JOBS` set by
+//! hand, and the no-op rebuild of each, in one run on the same machine.
 //!
-//! The plain build gets exactly archsmith's environment (toolkit, `CPATH`, arch list, job count)
-//! minus what archsmith decides on top of it (nvcc `--threads`), runs the same front end in a
-//! fresh copy of the source, and its no-op rebuild is the same command again in that tree (its
-//! `build/` dir kept, so ninja has nothing to compile). archsmith's clean build starts from an
-//! empty output dir and includes the audit and the import; its no-op rebuild is the stamp check.
+//! Two plain builds, since "`MAX_JOBS` set by hand" has two honest readings: the same value
+//! archsmith chose (so the ratio shows only what archsmith adds beyond its variables: nvcc
+//! threads, the front end, the overlapped import check), and one job per core, the value the
+//! usual advice gives. When the two coincide only one is run.
 //!
-//! On a shared machine other work shifts timings by more than the effect measured, so `rounds`
-//! alternate the order (plain first in even rounds, archsmith first in odd ones: ABBA) and the
-//! ratios use each side's fastest run, the one least disturbed; every sample is reported.
+//! The plain builds get exactly archsmith's environment (toolkit, `CPATH`, arch list) and run pip
+//! in a twin of archsmith's env (the same packages plus pip: archsmith's envs are made by uv and
+//! have none), each in a fresh copy of the source; their no-op rebuild is the same command again in
+//! that tree (its `build/` kept, so ninja has nothing to compile). archsmith's clean build starts
+//! from an empty output dir and includes the audit and the import; its no-op rebuild is the stamp
+//! check.
+//!
+//! On a shared machine other work shifts timings by more than the effects measured, so `rounds`
+//! alternate the order (forward in even rounds, reversed in odd ones) and the ratios use each
+//! build's fastest run, the one least disturbed; every sample is reported.
 
 use super::progress::Mode;
-use super::{build_command, front_end, plan, prepare, source, Request, SourceSpec};
+use super::{build_command, plan, prepare, probe_env, source, EnvInfo, Request, SourceSpec};
+use crate::paths;
+use crate::process::Cmd;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -31,6 +39,23 @@ pub struct BenchRequest {
     pub rounds: u32,
 }
 
+/// One plain build setup and its samples.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PlainBuild {
+    /// e.g. `pip wheel, MAX_JOBS=3 (archsmith's)`.
+    pub label: String,
+    pub front_end: String,
+    pub max_jobs: u32,
+    /// Samples in run order, seconds.
+    pub clean_s: Vec<f64>,
+    pub noop_s: Vec<f64>,
+    /// fastest clean / fastest archsmith clean.
+    pub clean_speedup: f64,
+    /// fastest no-op / slowest archsmith no-op.
+    pub noop_speedup: f64,
+    pub log: PathBuf,
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BenchReport {
     pub source: String,
@@ -40,18 +65,12 @@ pub struct BenchReport {
     pub mem_available_gib: f64,
     pub max_jobs: u32,
     pub nvcc_threads: u32,
+    pub plain: Vec<PlainBuild>,
     /// Samples in run order, seconds.
-    pub plain_clean_s: Vec<f64>,
-    pub plain_noop_s: Vec<f64>,
     pub archsmith_clean_s: Vec<f64>,
     pub archsmith_noop_s: Vec<f64>,
-    /// fastest plain clean / fastest archsmith clean.
-    pub clean_speedup: f64,
-    /// fastest plain no-op / slowest archsmith no-op.
-    pub noop_speedup: f64,
-    pub plain_log: PathBuf,
-    /// 1-minute load average before each clean build, in run order (`plain`/`archsmith`, value):
-    /// other work on the machine makes timings noisy.
+    /// 1-minute load average before each clean build, in run order (build, value): other work on
+    /// the machine makes timings noisy.
     pub load_1min: Vec<(String, f64)>,
 }
 
@@ -84,9 +103,73 @@ fn max(v: &[f64]) -> f64 {
     v.iter().cloned().fold(0.0, f64::max)
 }
 
+/// A twin of `env` with pip: the same packages (`uv pip freeze`) in a uv venv seeded with pip,
+/// under `cache_dir()/bench/`, made once per package set (under a file lock). `env` itself when
+/// it already has pip.
+pub fn pip_env(env: &EnvInfo) -> Result<EnvInfo> {
+    if env.has_pip {
+        return Ok(env.clone());
+    }
+    let uv = crate::pyenv::uv_binary()
+        .context("the plain build needs pip: an env with pip, or uv to make one")?;
+    let uv_cmd = || Cmd::new(&uv).env("UV_CACHE_DIR", paths::cache_dir().join("uv"));
+    let freeze = uv_cmd()
+        .args(["pip", "freeze", "--python"])
+        .arg(&env.python)
+        .read()?;
+    let key = source::hex(&<sha2::Sha256 as sha2::Digest>::digest(freeze.as_bytes()));
+    let root = paths::cache_dir()
+        .join("bench")
+        .join(format!("pip-env-{}", &key[..16]));
+    let python = root.join("bin").join("python");
+    let done = root.join(".complete");
+    fs::create_dir_all(paths::cache_dir().join("bench"))?;
+    let lock_path = paths::cache_dir()
+        .join("bench")
+        .join(format!("pip-env-{}.lock", &key[..16]));
+    let lock = fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
+    if !done.exists() {
+        let _ = fs::remove_dir_all(&root);
+        let reqs = paths::cache_dir()
+            .join("bench")
+            .join(format!("{}.txt", &key[..16]));
+        fs::create_dir_all(reqs.parent().unwrap_or(Path::new(".")))?;
+        fs::write(&reqs, &freeze)?;
+        eprintln!(
+            "bench: making {} (the env's packages plus pip)",
+            root.display()
+        );
+        uv_cmd()
+            .args(["venv", "--quiet", "--seed", "--python"])
+            .arg(&env.python)
+            .arg(&root)
+            .run_inherit()?;
+        uv_cmd()
+            .args(["pip", "install", "--quiet", "--python"])
+            .arg(&python)
+            .arg("-r")
+            .arg(&reqs)
+            .run_inherit()?;
+        fs::write(&done, "")?;
+    }
+    let twin = probe_env(&python)?;
+    if !twin.has_pip || twin.torch != env.torch {
+        bail!(
+            "{} should have pip and torch {}, has pip: {}, torch {}",
+            root.display(),
+            env.torch,
+            twin.has_pip,
+            twin.torch
+        );
+    }
+    Ok(twin)
+}
+
 pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     let p = prepare(None, req.torch.as_ref(), None, &req.arch)?;
-    let builder = front_end(&p.env);
     let out = &req.out;
     let _ = fs::remove_dir_all(out);
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -97,88 +180,125 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     let cores = plan::cores();
     let mem = plan::mem_available_gib();
     let par = plan::parallelism(cores, mem, units, cu, images, req.jobs);
-    let plain_par = plan::Parallelism {
-        nvcc_threads: 1,
-        ..par
-    };
+    let plain_env = pip_env(&p.env)?;
+    let mut plain_jobs = vec![(par.jobs, "archsmith's")];
+    if cores != par.jobs {
+        plain_jobs.push((cores, "one per core"));
+    }
+    let mut plain: Vec<PlainBuild> = plain_jobs
+        .iter()
+        .enumerate()
+        .map(|(i, (jobs, why))| PlainBuild {
+            label: format!("pip wheel, MAX_JOBS={jobs} ({why})"),
+            front_end: "pip wheel".into(),
+            max_jobs: *jobs,
+            clean_s: vec![],
+            noop_s: vec![],
+            clean_speedup: 0.0,
+            noop_speedup: 0.0,
+            log: out.join(format!("plain{i}-clean-0.log")),
+        })
+        .collect();
     let mut r = BenchReport {
         source: req.source.display().to_string(),
         torch_cuda_arch_list: p.plan.torch_cuda_arch_list(),
-        front_end: builder.to_string(),
+        front_end: super::front_end(&p.env).to_string(),
         cores,
         mem_available_gib: (mem * 10.0).round() / 10.0,
         max_jobs: par.jobs,
         nvcc_threads: par.nvcc_threads,
-        plain_clean_s: vec![],
-        plain_noop_s: vec![],
+        plain: vec![],
         archsmith_clean_s: vec![],
         archsmith_noop_s: vec![],
-        clean_speedup: 0.0,
-        noop_speedup: 0.0,
-        plain_log: out.join("plain-clean-0.log"),
         load_1min: vec![],
     };
     eprintln!(
-        "bench: {} rounds; TORCH_CUDA_ARCH_LIST={} MAX_JOBS={} for both, archsmith adds nvcc --threads={}",
+        "bench: {} rounds; TORCH_CUDA_ARCH_LIST={}; archsmith: MAX_JOBS={} nvcc --threads={}; plain: {}",
         req.rounds.max(1),
         p.plan.torch_cuda_arch_list(),
         par.jobs,
-        par.nvcc_threads
+        par.nvcc_threads,
+        plain.iter().map(|b| b.label.as_str()).collect::<Vec<_>>().join("; ")
     );
+    // Build order: archsmith is `None`, plain build i is `Some(i)`.
+    let forward: Vec<Option<usize>> = (0..plain.len()).map(Some).chain([None]).collect();
     for round in 0..req.rounds.max(1) {
-        let order = if round % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        for archsmith in order {
+        let mut order = forward.clone();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for who in order {
             let load = load_1min();
-            if archsmith {
-                r.load_1min.push(("archsmith".into(), load));
-                let req_a = Request {
-                    source: SourceSpec::Dir(req.source.clone()),
-                    arch: req.arch.clone(),
-                    torch: req.torch.clone(),
-                    cuda: None,
-                    python: None,
-                    out: out.join(format!("archsmith-{round}")),
-                    cache: None,
-                    jobs: req.jobs,
-                    progress: Mode::Quiet,
-                };
-                let t = Instant::now();
-                let first = super::run(&req_a)?;
-                let clean = t.elapsed().as_secs_f64();
-                if first.reused {
-                    bail!("archsmith's clean build found a stamp in a fresh output dir");
+            match who {
+                None => {
+                    r.load_1min.push(("archsmith".into(), load));
+                    let req_a = Request {
+                        source: SourceSpec::Dir(req.source.clone()),
+                        arch: req.arch.clone(),
+                        torch: req.torch.clone(),
+                        cuda: None,
+                        python: None,
+                        out: out.join(format!("archsmith-{round}")),
+                        cache: None,
+                        jobs: req.jobs,
+                        progress: Mode::Quiet,
+                    };
+                    let t = Instant::now();
+                    let first = super::run(&req_a)?;
+                    let clean = t.elapsed().as_secs_f64();
+                    if first.reused {
+                        bail!("archsmith's clean build found a stamp in a fresh output dir");
+                    }
+                    let t = Instant::now();
+                    let second = super::run(&req_a)?;
+                    let noop = t.elapsed().as_secs_f64();
+                    if !second.reused {
+                        bail!("archsmith's rebuild of an unchanged source was not a no-op");
+                    }
+                    eprintln!("bench: round {round}: archsmith clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})");
+                    r.archsmith_clean_s.push(clean);
+                    r.archsmith_noop_s.push(noop);
                 }
-                let t = Instant::now();
-                let second = super::run(&req_a)?;
-                let noop = t.elapsed().as_secs_f64();
-                if !second.reused {
-                    bail!("archsmith's rebuild of an unchanged source was not a no-op");
+                Some(i) => {
+                    let b = &mut plain[i];
+                    r.load_1min
+                        .push((format!("plain MAX_JOBS={}", b.max_jobs), load));
+                    let tree = out.join(format!("plain{i}-src-{round}"));
+                    source::copy_tree(&req.source, &tree)?;
+                    let wheels = out.join(format!("plain{i}-wheels-{round}"));
+                    fs::create_dir_all(&wheels)?;
+                    let plain_par = plan::Parallelism {
+                        jobs: b.max_jobs,
+                        nvcc_threads: 1,
+                        reason: "set by hand",
+                    };
+                    let cmd = build_command(
+                        &plain_env,
+                        &p.tc,
+                        &p.plan,
+                        &plain_par,
+                        "pip wheel",
+                        &tree,
+                        &wheels,
+                        None,
+                    );
+                    let clean =
+                        timed_plain(&cmd, &out.join(format!("plain{i}-clean-{round}.log")))?;
+                    let noop = timed_plain(&cmd, &out.join(format!("plain{i}-noop-{round}.log")))?;
+                    eprintln!(
+                        "bench: round {round}: {} clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})",
+                        b.label
+                    );
+                    b.clean_s.push(clean);
+                    b.noop_s.push(noop);
                 }
-                eprintln!("bench: round {round}: archsmith clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})");
-                r.archsmith_clean_s.push(clean);
-                r.archsmith_noop_s.push(noop);
-            } else {
-                r.load_1min.push(("plain".into(), load));
-                let tree = out.join(format!("plain-src-{round}"));
-                source::copy_tree(&req.source, &tree)?;
-                let wheels = out.join(format!("plain-wheels-{round}"));
-                fs::create_dir_all(&wheels)?;
-                let cmd = build_command(
-                    &p.env, &p.tc, &p.plan, &plain_par, builder, &tree, &wheels, None,
-                );
-                let clean = timed_plain(&cmd, &out.join(format!("plain-clean-{round}.log")))?;
-                let noop = timed_plain(&cmd, &out.join(format!("plain-noop-{round}.log")))?;
-                eprintln!("bench: round {round}: plain {builder} clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})");
-                r.plain_clean_s.push(clean);
-                r.plain_noop_s.push(noop);
             }
         }
     }
-    r.clean_speedup = min(&r.plain_clean_s) / min(&r.archsmith_clean_s);
-    r.noop_speedup = min(&r.plain_noop_s) / max(&r.archsmith_noop_s);
+    for b in &mut plain {
+        b.clean_speedup = min(&b.clean_s) / min(&r.archsmith_clean_s);
+        b.noop_speedup = min(&b.noop_s) / max(&r.archsmith_noop_s);
+    }
+    r.plain = plain;
     Ok(r)
 }
