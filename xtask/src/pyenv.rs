@@ -95,11 +95,7 @@ pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
     );
     let result = match installer() {
         Installer::Uv(uv) => {
-            let uv_cmd = |args: &[&str]| {
-                Cmd::new(&uv)
-                    .args(args)
-                    .env("UV_CACHE_DIR", paths::cache_dir().join("uv"))
-            };
+            let uv_cmd = |args: &[&str]| uv_cmd(&uv).args(args);
             let venv = if top_up {
                 Ok(())
             } else {
@@ -221,6 +217,12 @@ pub fn uv_binary() -> Option<PathBuf> {
     }
     let _ = fs::remove_dir_all(&tmp);
     bin.exists().then_some(bin)
+}
+
+/// A `uv` command with uv's cache inside archsmith's: installs hard-link from the same filesystem,
+/// and CI caches one directory.
+pub fn uv_cmd(uv: &Path) -> Cmd {
+    Cmd::new(uv).env("UV_CACHE_DIR", paths::cache_dir().join("uv"))
 }
 
 /// The interpreter new envs are made from: `$ARCHSMITH_PYTHON`, else `python3` on PATH.

@@ -307,9 +307,21 @@ impl<'a> Iterator for Entries<'a> {
     }
 }
 
-/// Parses one entry at the start of `data` (file offset `at`); returns it and its total length.
-fn parse_entry(data: &[u8], at: u64) -> Result<(Entry<'_>, usize)> {
-    let what = "fatbin entry header";
+/// What an entry header and a concatenated sub-entry header share, at the same offsets: kind,
+/// code version, arch and flags.
+struct CommonHeader {
+    raw_kind: u16,
+    code_version: (u16, u16),
+    arch: ImageArch,
+    flags: u64,
+}
+
+/// Reads a 64-byte entry or sub-entry header at the start of `data` (file offset `at`).
+fn common_header<'d>(
+    data: &'d [u8],
+    at: u64,
+    what: &'static str,
+) -> Result<(Bytes<'d>, CommonHeader)> {
     if data.len() < ENTRY_HEADER {
         return Err(Error::truncated(
             at,
@@ -319,7 +331,20 @@ fn parse_entry(data: &[u8], at: u64) -> Result<(Entry<'_>, usize)> {
         ));
     }
     let b = Bytes::le(data, at);
-    let raw_kind = b.u16(0, what)?;
+    let flags = b.u64(0x28, what)?;
+    let common = CommonHeader {
+        raw_kind: b.u16(0, what)?,
+        code_version: (b.u16(0x1a, what)?, b.u16(0x18, what)?),
+        arch: ImageArch::from_header(b.u32(0x1c, what)?, flags),
+        flags,
+    };
+    Ok((b, common))
+}
+
+/// Parses one entry at the start of `data` (file offset `at`); returns it and its total length.
+fn parse_entry(data: &[u8], at: u64) -> Result<(Entry<'_>, usize)> {
+    let what = "fatbin entry header";
+    let (b, c) = common_header(data, at, what)?;
     let header_size = b.u32(4, what)?;
     let size = b.u64(8, what)?;
     if (header_size as usize) < ENTRY_HEADER {
@@ -342,18 +367,17 @@ fn parse_entry(data: &[u8], at: u64) -> Result<(Entry<'_>, usize)> {
         "fatbin entry payload",
         at + 8,
     )?;
-    let flags = b.u64(0x28, what)?;
     let entry = Entry {
         offset: at,
-        raw_kind,
-        kind: Kind::from_raw(raw_kind),
+        raw_kind: c.raw_kind,
+        kind: Kind::from_raw(c.raw_kind),
         version: b.u16(2, what)?,
         header_size,
         compressed_size: b.u32(0x10, what)?,
         options_offset: b.u32(0x14, what)?,
-        code_version: (b.u16(0x1a, what)?, b.u16(0x18, what)?),
-        arch: ImageArch::from_header(b.u32(0x1c, what)?, flags),
-        flags,
+        code_version: c.code_version,
+        arch: c.arch,
+        flags: c.flags,
         decompressed_size: b.u64(0x38, what)?,
         header,
         payload,
@@ -424,18 +448,8 @@ impl<'a> Entry<'a> {
         for _ in 0..count {
             let at = self.offset + pos as u64;
             let rest = self.header.get(pos..table_end as usize).ok_or_else(bad)?;
-            let b = Bytes::le(rest, at);
             let what = "concatenated sub-entry header";
-            if rest.len() < ENTRY_HEADER {
-                return Err(Error::truncated(
-                    at,
-                    what,
-                    ENTRY_HEADER as u64,
-                    rest.len() as u64,
-                ));
-            }
-            let raw_kind = b.u16(0, what)?;
-            let flags = b.u64(0x28, what)?;
+            let (b, c) = common_header(rest, at, what)?;
             let options_offset = b.u32(0x14, what)?;
             let mut len = ENTRY_HEADER as u64;
             if options_offset != 0 {
@@ -451,11 +465,11 @@ impl<'a> Entry<'a> {
             }
             out.push(SubEntry {
                 offset: at,
-                raw_kind,
-                kind: Kind::from_raw(raw_kind),
-                code_version: (b.u16(0x1a, what)?, b.u16(0x18, what)?),
-                arch: ImageArch::from_header(b.u32(0x1c, what)?, flags),
-                flags,
+                raw_kind: c.raw_kind,
+                kind: Kind::from_raw(c.raw_kind),
+                code_version: c.code_version,
+                arch: c.arch,
+                flags: c.flags,
                 blob_offset: u64::from(b.u32(4, what)?),
                 size: b.u64(8, what)?,
             });

@@ -21,7 +21,6 @@
 use super::progress::Mode;
 use super::{build_command, plan, prepare, probe_env, source, EnvInfo, Request, SourceSpec};
 use crate::paths;
-use crate::process::Cmd;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -112,7 +111,7 @@ pub fn pip_env(env: &EnvInfo) -> Result<EnvInfo> {
     }
     let uv = crate::pyenv::uv_binary()
         .context("the plain build needs pip: an env with pip, or uv to make one")?;
-    let uv_cmd = || Cmd::new(&uv).env("UV_CACHE_DIR", paths::cache_dir().join("uv"));
+    let uv_cmd = || crate::pyenv::uv_cmd(&uv);
     let freeze = uv_cmd()
         .args(["pip", "freeze", "--python"])
         .arg(&env.python)

@@ -80,13 +80,12 @@ pub fn launcher(kind: CacheKind) -> Result<PathBuf> {
         dir.display()
     );
     let installed = match crate::pyenv::uv_binary() {
-        Some(uv) => Cmd::new(uv)
+        Some(uv) => crate::pyenv::uv_cmd(&uv)
             .args(["pip", "install", "--quiet", "--python"])
             .arg(crate::pyenv::host_python()?)
             .arg("--target")
             .arg(&tmp)
             .arg(kind.pypi_package())
-            .env("UV_CACHE_DIR", paths::cache_dir().join("uv"))
             .run_inherit(),
         None => Cmd::new(crate::pyenv::host_python()?)
             .args(["-m", "pip", "install", "--quiet", "--target"])

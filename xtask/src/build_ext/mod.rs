@@ -9,12 +9,12 @@
 //! 3. the arch plan, validated for this torch and CUDA;
 //! 4. the source (directory, sdist, `pypi:NAME==VER`) and its hash → the stamp. An output dir
 //!    that already holds a wheel with this stamp returns it at once ([`stamp`]);
-//! 5. a private copy of the source in a scratch dir under the cache, `pip wheel
-//!    --no-build-isolation --no-deps` (or `uv build --no-build-isolation` when the env has no pip)
+//! 5. a private copy of the source in a scratch dir under the cache, `uv build
+//!    --no-build-isolation` (or `pip wheel --no-build-isolation --no-deps` when there is no uv)
 //!    with `TORCH_CUDA_ARCH_LIST`, `CUDA_HOME`, `MAX_JOBS` and nvcc `--threads` ([`plan`]); output
 //!    streamed to a log under the output dir and to a progress bar ([`progress`]);
 //! 6. the wheel audited with the binary reader against the plan, then unpacked into a scratch
-//!    dir and imported in the env ([`check`]);
+//!    dir and imported in the env by a process started with the build ([`check`]);
 //! 7. only then is the wheel moved into the output dir, with its record next to it.
 //!
 //! Nothing is written into the output dir before step 7 except the log, so an interrupted build
@@ -288,14 +288,21 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let builder = front_end(&env);
     let stamp_inputs = stamp::Inputs::new(&src.hash, &env, &tc, &arch_list, builder);
     let key = stamp_inputs.key();
-    if let Some(mut hit) = stamp::lookup(&req.out, &key) {
-        hit.reused = true;
-        hit.total_seconds = started.elapsed().as_secs_f64();
-        hit.log = None;
-        hit.cache_stats = None;
+    if let Some(hit) = reuse(&req.out, &key, started) {
         return Ok(hit);
     }
     build(req, &env, &tc, &plan, &src, stamp_inputs, builder, started)
+}
+
+/// The outcome recorded for the wheel in `out` whose stamp is `key`, as a reuse of it: no log and
+/// no cache statistics (nothing ran), this run's time.
+fn reuse(out: &Path, key: &str, started: Instant) -> Option<Outcome> {
+    let mut hit = stamp::lookup(out, key)?;
+    hit.reused = true;
+    hit.total_seconds = started.elapsed().as_secs_f64();
+    hit.log = None;
+    hit.cache_stats = None;
+    Some(hit)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -312,11 +319,7 @@ fn build(
     let key = inputs.key();
     let scratch = Scratch::new(&key)?;
     // Another run with these inputs may have delivered while this one waited for the lock.
-    if let Some(mut hit) = stamp::lookup(&req.out, &key) {
-        hit.reused = true;
-        hit.total_seconds = started.elapsed().as_secs_f64();
-        hit.log = None;
-        hit.cache_stats = None;
+    if let Some(hit) = reuse(&req.out, &key, started) {
         return Ok(hit);
     }
     let tree = source::materialize(src, &scratch.path.join("src"), &env.python)?;
@@ -539,13 +542,12 @@ pub fn build_command(
             .arg(tree)
     } else {
         let uv = pyenv::uv_binary().unwrap_or_else(|| PathBuf::from("uv"));
-        Cmd::new(uv)
+        pyenv::uv_cmd(&uv)
             .args(["build", "--wheel", "--no-build-isolation", "--python"])
             .arg(&env.python)
             .arg("--out-dir")
             .arg(wheel_dir)
             .arg(tree)
-            .env("UV_CACHE_DIR", paths::cache_dir().join("uv"))
     };
     for (k, v) in build_env(env, tc, plan, par, cache) {
         cmd = cmd.env(k, v);

@@ -151,12 +151,7 @@ impl Installer {
 
     fn cmd(&self, uv_args: &[&str], pip_args: &[&str]) -> Cmd {
         let mut cmd = match &self.kind {
-            // uv's cache lives in archsmith's (as for the torch envs), so installs hard-link from the
-            // same filesystem and CI caches one directory.
-            InstallerKind::Uv(uv) => Cmd::new(uv)
-                .env("UV_CACHE_DIR", crate::paths::cache_dir().join("uv"))
-                .args(["pip"])
-                .args(uv_args),
+            InstallerKind::Uv(uv) => crate::pyenv::uv_cmd(uv).args(["pip"]).args(uv_args),
             InstallerKind::Pip(python) => Cmd::new(python)
                 .args(["-m", "pip"])
                 .args(pip_args)
