@@ -1,20 +1,37 @@
 //! archsmith: build, port and verify PyTorch and its C++/CUDA extensions for exactly the GPU
 //! architectures a team needs.
 //!
-//! The library holds all logic; `src/main.rs` is a thin CLI over [`commands`].
+//! The library holds all logic; `src/main.rs` is a thin CLI over [`commands`]. Modules are grouped
+//! by layer, lowest first; a module imports only from its own layer or the layers above it in this
+//! file, and `tests/layers.rs` fails the build of the test suite when one does not.
 
-pub mod arch;
-pub mod binary;
-pub mod build_ext;
-pub mod codemod;
-pub mod commands;
-pub mod kb;
-pub mod kernels;
+// Base: the vocabulary every layer shares.
+pub mod cuda_arch;
+pub mod version;
+
+// Infrastructure: processes, files, caches and output; nothing here knows about GPUs or torch.
+pub mod cache;
 pub mod output;
 pub mod paths;
-pub mod port;
 pub mod process;
+
+// Model: the knowledge base and the arch model planned with it.
+pub mod arch;
+pub mod kb;
+
+// Readers: pure parsers and rewriters over bytes and text.
+pub mod binary;
+pub mod codemod;
+
+// Environments: Python envs with torch, the one probe that describes them, downloads from PyPI.
+pub mod downloads;
 pub mod pyenv;
-pub mod pypi;
+
+// Workflows: what the commands do, each callable from the others and from tests.
+pub mod build_ext;
+pub mod port;
+pub mod test_kernels;
 pub mod toolchain;
-pub mod version;
+
+// CLI: one thin module per subcommand.
+pub mod commands;

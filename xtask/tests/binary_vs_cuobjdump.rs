@@ -10,7 +10,7 @@
 
 mod support;
 
-use archsmith::binary::source::{audit_paths, Options, Outcome};
+use archsmith::binary::input::{audit_paths, Options, Outcome};
 use archsmith::binary::{ElfAudit, Kind};
 use archsmith::process::Cmd;
 use std::collections::BTreeMap;

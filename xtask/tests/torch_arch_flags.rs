@@ -179,7 +179,7 @@ fn archsmith_matches_older_torch_releases() {
     let python = archsmith::pyenv::host_python().unwrap();
     let mut probes = Vec::new();
     for version in ["2.1.2", "2.7.1", "2.8.0"] {
-        let wheel = archsmith::pypi::download_wheel("torch", &version.parse().unwrap())
+        let wheel = archsmith::downloads::download_wheel("torch", &version.parse().unwrap())
             .expect("download the torch wheel");
         let probe = run_probe(&python, Some(&wheel));
         assert_eq!(probe.torch.split('+').next(), Some(version));

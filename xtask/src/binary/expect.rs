@@ -1,7 +1,7 @@
 //! Checking what a file carries against what was asked for (`--expect-arch`).
 
 use super::{ElfAudit, ImageArch, Kind};
-use crate::arch::Arch;
+use crate::cuda_arch::Arch;
 
 /// The images a build plan asks for: SASS per arch, PTX per arch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 
 use super::elf::{range, Bytes};
 use super::error::{Error, ErrorKind, Result};
-use crate::arch::{Arch, Variant};
+use crate::cuda_arch::{Arch, Variant};
 use std::fmt;
 
 pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;

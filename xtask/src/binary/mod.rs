@@ -5,7 +5,7 @@
 //! * [`fatbin`]: containers, entries and CUDA 13 concatenated entries of `.nv_fatbin` /
 //!   `__nv_relfatbin`, plus on-request decompression (LZ4 block, zstd frame).
 //! * [`audit_elf`]: one ELF file → [`ElfAudit`] (images per section and container).
-//! * [`source`]: paths → files (ELF files, directories walked, wheel members read in memory, in
+//! * [`input`]: paths → files (ELF files, directories walked, wheel members read in memory, in
 //!   parallel) → [`FileAudit`]s.
 //! * [`extract`]: writes the decompressed cubins/PTX of a file (`--extract DIR`).
 //!
@@ -18,12 +18,15 @@ pub mod error;
 pub mod expect;
 pub mod extract;
 pub mod fatbin;
-pub mod source;
+pub mod input;
+// Test fixtures, not part of the shipped reader: compiled for unit tests and, through the
+// `fixtures` feature that the integration tests turn on, for them.
+#[cfg(any(test, feature = "fixtures"))]
 pub mod synth;
 
 pub use error::{Error, ErrorKind};
 pub use fatbin::{Compression, ImageArch, Kind};
-pub use source::{audit_paths, FileAudit, Outcome};
+pub use input::{audit_paths, FileAudit, Outcome};
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@ use super::extract::for_each_image;
 use super::fatbin::{self, FLAG_ARCH_SPECIFIC as A};
 use super::synth::{self, Store};
 use super::*;
-use crate::arch::{Arch, Variant};
+use crate::cuda_arch::{Arch, Variant};
 
 fn names(m: &BTreeMap<ImageArch, usize>, kind: Kind) -> Vec<(String, usize)> {
     m.iter().map(|(a, n)| (a.name(kind), *n)).collect()
@@ -320,7 +320,7 @@ fn wheels_are_read_in_memory_and_only_shared_objects_are_audited() {
     z.finish().unwrap();
     let files = audit_paths(
         &[whl.clone(), dir.clone()],
-        &source::Options {
+        &input::Options {
             extract: None,
             threads: 2,
         },
@@ -421,7 +421,7 @@ fn a_corrupted_wheel_member_is_an_error_not_a_wrong_answer() {
     let at = bytes.windows(4).position(|w| w == b"\x7fELF").unwrap() + 200;
     bytes[at] ^= 0x55;
     std::fs::write(&whl, &bytes).unwrap();
-    let files = audit_paths(std::slice::from_ref(&whl), &source::Options::default());
+    let files = audit_paths(std::slice::from_ref(&whl), &input::Options::default());
     assert_eq!(files.len(), 1);
     match &files[0].outcome {
         Outcome::Failed(e) => assert!(e.to_string().contains("CRC-32"), "{e}"),

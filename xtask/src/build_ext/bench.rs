@@ -19,7 +19,7 @@
 //! build's fastest run, the one least disturbed; every sample is reported.
 
 use super::progress::Mode;
-use super::{build_command, plan, prepare, probe_env, source, EnvInfo, Request, SourceSpec};
+use super::{build_command, jobs, prepare, probe_env, source, EnvInfo, Request, SourceSpec};
 use crate::paths;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -174,11 +174,11 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let out = out.canonicalize()?;
     let files = source::tree_files(&req.source)?;
-    let (units, cu) = plan::count_sources(&files);
+    let (units, cu) = jobs::count_sources(&files);
     let images = (p.plan.sass().len() + p.plan.ptx().len()) as u32;
-    let cores = plan::cores();
-    let mem = plan::mem_available_gib();
-    let par = plan::parallelism(cores, mem, units, cu, images, req.jobs);
+    let cores = jobs::cores();
+    let mem = jobs::mem_available_gib();
+    let par = jobs::parallelism(cores, mem, units, cu, images, req.jobs);
     let plain_env = pip_env(&p.env)?;
     let mut plain_jobs = vec![(par.jobs, "archsmith's")];
     if cores != par.jobs {
@@ -266,7 +266,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                     source::copy_tree(&req.source, &tree)?;
                     let wheels = out.join(format!("plain{i}-wheels-{round}"));
                     fs::create_dir_all(&wheels)?;
-                    let plain_par = plan::Parallelism {
+                    let plain_par = jobs::Parallelism {
                         jobs: b.max_jobs,
                         nvcc_threads: 1,
                         reason: "set by hand",

@@ -3,7 +3,7 @@
 
 use crate::arch::spec::Plan;
 use crate::binary::expect::{check, Expectation};
-use crate::binary::source::{audit_paths, Options, Outcome};
+use crate::binary::input::{audit_paths, Options, Outcome};
 use crate::binary::Kind;
 use crate::process::Cmd;
 use anyhow::{bail, Context, Result};

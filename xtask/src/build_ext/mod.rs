@@ -23,8 +23,8 @@
 pub mod bench;
 pub mod cache;
 pub mod check;
+pub mod jobs;
 pub mod log;
-pub mod plan;
 pub mod progress;
 pub mod source;
 pub mod stamp;
@@ -324,7 +324,7 @@ fn build(
     }
     let tree = source::materialize(src, &scratch.path.join("src"), &env.python)?;
     let mut warnings = Vec::new();
-    for o in plan::scan_arch_overrides(&tree) {
+    for o in jobs::scan_arch_overrides(&tree) {
         let archs = if o.archs.is_empty() {
             "archs it names".to_string()
         } else {
@@ -342,11 +342,11 @@ fn build(
         eprintln!("warning: {w}");
     }
     let files = source::tree_files(&tree)?;
-    let (units, cu) = plan::count_sources(&files);
+    let (units, cu) = jobs::count_sources(&files);
     let images = (plan.sass().len() + plan.ptx().len()) as u32;
-    let par = plan::parallelism(
-        plan::cores(),
-        plan::mem_available_gib(),
+    let par = jobs::parallelism(
+        jobs::cores(),
+        jobs::mem_available_gib(),
         units,
         cu,
         images,
@@ -520,7 +520,7 @@ pub fn build_command(
     env: &EnvInfo,
     tc: &Toolchain,
     plan: &Plan,
-    par: &plan::Parallelism,
+    par: &jobs::Parallelism,
     builder: &str,
     tree: &Path,
     wheel_dir: &Path,
@@ -560,7 +560,7 @@ pub fn build_env(
     env: &EnvInfo,
     tc: &Toolchain,
     plan: &Plan,
-    par: &plan::Parallelism,
+    par: &jobs::Parallelism,
     cache: Option<&cache::CompilerCache>,
 ) -> Vec<(String, String)> {
     let prepend = |name: &str, first: Vec<String>| {

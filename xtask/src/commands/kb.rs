@@ -189,7 +189,7 @@ pub fn releases_to_check(filters: &[Version]) -> Result<Vec<Version>> {
     majors.dedup();
     let mut available = Vec::new();
     for toolset in majors.into_iter().filter_map(Toolset::for_major) {
-        available.extend(crate::pypi::list_versions(toolset.package())?);
+        available.extend(crate::downloads::list_versions(toolset.package())?);
     }
     select_versions(&available, filters)
 }
@@ -310,8 +310,8 @@ fn check_one(kb: &KnowledgeBase, version: &Version) -> Result<VersionCheck> {
 }
 
 fn ask_nvcc13(version: &Version, tmp: &Path) -> Result<ToolFacts> {
-    let nvcc_wheel = crate::pypi::download_wheel(Toolset::Nvcc13.package(), version)?;
-    let crt_wheel = crate::pypi::download_wheel("nvidia-cuda-crt", version)?;
+    let nvcc_wheel = crate::downloads::download_wheel(Toolset::Nvcc13.package(), version)?;
+    let crt_wheel = crate::downloads::download_wheel("nvidia-cuda-crt", version)?;
     let bin = tmp.join("bin");
     fs::create_dir_all(&bin)?;
     // nvcc reads nvcc.profile next to itself.
@@ -339,7 +339,7 @@ fn ask_nvcc13(version: &Version, tmp: &Path) -> Result<ToolFacts> {
 }
 
 fn ask_ptxas(package: &str, version: &Version, tmp: &Path) -> Result<ToolFacts> {
-    let wheel = crate::pypi::download_wheel(package, version)?;
+    let wheel = crate::downloads::download_wheel(package, version)?;
     let ptxas = tmp.join("ptxas");
     extract(&wheel, &format!("{CU12_PREFIX}/bin/ptxas"), &ptxas)?;
     make_executable(&ptxas)?;
@@ -629,13 +629,14 @@ mod tests {
     fn pip_index_output() {
         let text = "WARNING: pip index is currently an experimental command.\nnvidia-cuda-nvcc (13.5.37)\nAvailable versions: 13.5.37, 13.4.92, 13.0.48\n";
         assert_eq!(
-            crate::pypi::parse_pip_index_versions(text).unwrap(),
+            crate::downloads::parse_pip_index_versions(text).unwrap(),
             [v("13.5.37"), v("13.4.92"), v("13.0.48")]
         );
-        assert!(
-            crate::pypi::parse_pip_index_versions("ERROR: No matching distribution found").is_err()
-        );
-        assert!(crate::pypi::parse_pip_index_versions("Available versions: 13.x").is_err());
+        assert!(crate::downloads::parse_pip_index_versions(
+            "ERROR: No matching distribution found"
+        )
+        .is_err());
+        assert!(crate::downloads::parse_pip_index_versions("Available versions: 13.x").is_err());
     }
 
     #[test]
@@ -688,55 +689,55 @@ mod tests {
     #[test]
     fn wheel_file_names() {
         let f = "nvidia_cuda_nvcc-13.0.48-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
-        assert!(crate::pypi::is_wheel_for(
+        assert!(crate::downloads::is_wheel_for(
             f,
             "nvidia-cuda-nvcc",
             &v("13.0.48"),
             "x86_64"
         ));
-        assert!(!crate::pypi::is_wheel_for(
+        assert!(!crate::downloads::is_wheel_for(
             f,
             "nvidia-cuda-nvcc",
             &v("13.0.48"),
             "aarch64"
         ));
-        assert!(!crate::pypi::is_wheel_for(
+        assert!(!crate::downloads::is_wheel_for(
             f,
             "nvidia-cuda-nvcc",
             &v("13.0.4"),
             "x86_64"
         ));
-        assert!(!crate::pypi::is_wheel_for(
+        assert!(!crate::downloads::is_wheel_for(
             f,
             "nvidia-cuda-nvcc",
             &v("13.0"),
             "x86_64"
         ));
-        assert!(!crate::pypi::is_wheel_for(
+        assert!(!crate::downloads::is_wheel_for(
             f,
             "nvidia-cuda-crt",
             &v("13.0.48"),
             "x86_64"
         ));
-        assert!(!crate::pypi::is_wheel_for(
+        assert!(!crate::downloads::is_wheel_for(
             f,
             "nvidia-cuda-nvcc-cu12",
             &v("13.0.48"),
             "x86_64"
         ));
-        assert!(!crate::pypi::is_wheel_for(
+        assert!(!crate::downloads::is_wheel_for(
             "nvidia_cuda_nvcc-13.0.48.tar.gz",
             "nvidia-cuda-nvcc",
             &v("13.0.48"),
             "x86_64"
         ));
-        assert!(crate::pypi::is_wheel_for(
+        assert!(crate::downloads::is_wheel_for(
             "nvidia_cuda_crt-13.2.51-py3-none-manylinux_2_27_aarch64.whl",
             "nvidia-cuda-crt",
             &v("13.2.51"),
             "aarch64"
         ));
-        assert!(crate::pypi::is_wheel_for(
+        assert!(crate::downloads::is_wheel_for(
             "nvidia_cuda_nvcc_cu12-12.0.140-py3-none-manylinux1_x86_64.whl",
             "nvidia-cuda-nvcc-cu12",
             &v("12.0.140"),

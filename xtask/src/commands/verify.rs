@@ -5,7 +5,7 @@ use crate::arch::compat::{runs_on, Image, PtxJit};
 use crate::arch::spec::{Plan, PlanContext};
 use crate::arch::Cc;
 use crate::binary::expect::{check, Expectation, FileCheck};
-use crate::binary::source::{audit_paths, FileAudit, Options, Outcome};
+use crate::binary::input::{audit_paths, FileAudit, Options, Outcome};
 use crate::binary::{Compression, ElfAudit, ImageArch, Kind};
 use crate::output::Table;
 use anyhow::{Context, Result};

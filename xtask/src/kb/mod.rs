@@ -5,7 +5,7 @@
 //! rows that can be checked against real NVIDIA wheels. Code asks questions through the methods here
 //! and never carries its own copy of a version table.
 
-use crate::arch::{Arch, Cc, Variant};
+use crate::cuda_arch::{Arch, Cc, Variant};
 use crate::version::Version;
 use serde::Deserialize;
 use std::sync::OnceLock;

@@ -1,8 +1,8 @@
 //! cmake and ninja for CUDA builds: the system's when both are recent enough, otherwise PyPI's `cmake`
 //! and `ninja` wheels installed (pinned, hash-checked, verified) into `cache_dir()/tools/cmake-ninja`.
 
-use super::provision::{is_complete, provision};
 use super::pypi::{Installer, Pinned};
+use crate::cache::{is_complete, provision};
 use crate::process::{is_executable, which, Cmd};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -134,7 +134,7 @@ fn build(staging: &Path, installer: &Installer, progress: &mut dyn FnMut(&str)) 
         staging.join(LOCK_FILE),
         serde_json::to_string_pretty(&lock)? + "\n",
     )?;
-    super::provision::remove_path(&work)?;
+    crate::cache::remove_path(&work)?;
     Ok(())
 }
 

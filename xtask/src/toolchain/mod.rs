@@ -13,7 +13,6 @@
 //!   [`system`] looks for an installed toolkit and explains how to get one when there is none.
 
 pub mod buildtools;
-pub mod provision;
 pub mod pypi;
 pub mod system;
 

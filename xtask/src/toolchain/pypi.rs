@@ -15,8 +15,8 @@
 //! It is built in `.cuda-X.Y.partial-PID/` while holding `.cuda-X.Y.lock`, and renamed into place only after
 //! `nvcc --version` reported the requested release and a kernel compiled and linked.
 
-use super::provision::{is_complete, provision, remove_path};
 use super::{nvcc_version, release_matches, smoke_test, Source, Toolchain};
+use crate::cache::{is_complete, provision, remove_path};
 use crate::process::Cmd;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -466,7 +466,7 @@ fn build(
 
 /// `13.0, 13.1, 13.2, …`: the CUDA releases (13.x and later) that have a `cuda-toolkit` meta-package on PyPI.
 fn available_releases() -> Option<String> {
-    let mut releases: Vec<Version> = crate::pypi::list_versions("cuda-toolkit")
+    let mut releases: Vec<Version> = crate::downloads::list_versions("cuda-toolkit")
         .ok()?
         .into_iter()
         .filter(|v| v.major() >= super::FIRST_PYPI_CUDA)
@@ -624,7 +624,7 @@ mod tests {
         let home = dir.path().join("cuda-13.2");
         fs::create_dir_all(home.join("bin")).unwrap();
         assert!(load(&home).unwrap().is_none(), "no stamp");
-        fs::write(home.join(crate::toolchain::provision::COMPLETE_STAMP), "x").unwrap();
+        fs::write(home.join(crate::cache::COMPLETE_STAMP), "x").unwrap();
         assert!(load(&home).unwrap().is_none(), "stamp but no lock file");
         fs::write(home.join(LOCK_FILE), "{not json").unwrap();
         assert!(load(&home).unwrap().is_none(), "unreadable lock file");

@@ -33,7 +33,7 @@ pub fn cuobjdump() -> PathBuf {
 /// The torch wheel from PyPI, downloaded once into `paths::downloads_dir()`.
 pub fn torch_wheel() -> PathBuf {
     let v: Version = TORCH.parse().expect("valid version");
-    archsmith::pypi::download_wheel("torch", &v)
+    archsmith::downloads::download_wheel("torch", &v)
         .unwrap_or_else(|e| panic!("downloading torch {TORCH}: {e:#}"))
 }
 

@@ -1,7 +1,7 @@
 //! `bench audit`: archsmith auditing a whole wheel against the usual way (`unzip` of its shared
 //! objects, then `cuobjdump --list-elf` on each), in one run, on the same page-cached wheel.
 
-use crate::binary::source::{audit_paths, is_shared_object_name, Options, Outcome};
+use crate::binary::input::{audit_paths, is_shared_object_name, Options, Outcome};
 use crate::binary::Kind;
 use crate::process::{which, Cmd};
 use anyhow::{bail, Context, Result};
@@ -28,7 +28,7 @@ pub struct AuditArgs {
 }
 
 fn torch_wheel() -> Result<PathBuf> {
-    crate::pypi::download_wheel("torch", &crate::version::Version::new(&[2, 15, 0]))
+    crate::downloads::download_wheel("torch", &crate::version::Version::new(&[2, 15, 0]))
 }
 
 /// cuobjdump from PATH, else from archsmith's CUDA 13.5 toolchain (installed from PyPI if needed).
