@@ -1,7 +1,12 @@
-//! Build-once directories under archsmith's cache: built in a private staging directory while holding a
-//! file lock, stamped complete, then renamed into place. A reader that finds the stamp may use the
-//! directory without locking; a crash, a failed download or a failed verification leaves only a staging
-//! directory, which the next lock holder deletes.
+//! The one build-once mechanism for archsmith's cache, and the file locks under it.
+//!
+//! [`provision`]: a directory built in a private staging directory while holding a file lock, stamped
+//! complete, then renamed into place. A reader that finds the stamp may use the directory without
+//! locking; a crash, a failed download or a failed verification leaves only a staging directory,
+//! which the next lock holder deletes. [`provision_in_place`] is the same for what cannot move once
+//! built (a virtual environment's scripts name its path): built where it stays, stamped last.
+//! [`lock`] / [`try_lock`]: the exclusive file locks both use, for callers that hold a directory
+//! while they work in it (a CMake build tree, a port's work tree, a build's scratch directory).
 
 use anyhow::{Context, Result};
 use std::fs::{self, File};
@@ -37,22 +42,13 @@ pub fn provision<T>(
             return Ok(t);
         }
     }
-    fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     let lock_path = parent.join(format!(".{name}.lock"));
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening lock file {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
+    let _lock = lock(&lock_path, &mut || {
         progress(&format!(
             "waiting for another archsmith process installing {what} (lock {})",
             lock_path.display()
-        ));
-        lock.lock()
-            .with_context(|| format!("locking {}", lock_path.display()))?;
-    }
+        ))
+    })?;
     // Someone else may have finished while we waited.
     if is_complete(&dir) {
         if let Some(t) = load(&dir)? {
@@ -64,8 +60,8 @@ pub fn provision<T>(
         remove_path(&dir)?;
     }
     let partial_prefix = format!(".{name}.partial-");
-    for entry in fs::read_dir(parent)? {
-        let entry = entry?;
+    for entry in fs::read_dir(parent).with_context(|| format!("reading {}", parent.display()))? {
+        let entry = entry.with_context(|| format!("reading {}", parent.display()))?;
         if entry
             .file_name()
             .to_string_lossy()
@@ -93,6 +89,97 @@ pub fn provision<T>(
             dir.display()
         )
     })
+}
+
+/// Like [`provision`], for a directory that must be built where it will stay (a virtual environment:
+/// its scripts' `#!` lines name its path). Under the lock, an unstamped `dir` is removed and built
+/// again in place; the stamp is written last, so an interrupted build is never taken for a good one.
+pub fn provision_in_place<T>(
+    dir: &Path,
+    what: &str,
+    load: &dyn Fn(&Path) -> Result<Option<T>>,
+    build: &mut Build<'_>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<T> {
+    if is_complete(dir) {
+        if let Some(t) = load(dir)? {
+            return Ok(t);
+        }
+    }
+    let name = dir
+        .file_name()
+        .with_context(|| format!("{} has no file name", dir.display()))?
+        .to_string_lossy();
+    let lock_path = dir.with_file_name(format!(".{name}.lock"));
+    let _lock = lock(&lock_path, &mut || {
+        progress(&format!(
+            "waiting for another archsmith process making {what} (lock {})",
+            lock_path.display()
+        ))
+    })?;
+    if is_complete(dir) {
+        if let Some(t) = load(dir)? {
+            return Ok(t);
+        }
+    }
+    if dir.symlink_metadata().is_ok() {
+        progress(&format!(
+            "removing incomplete or outdated {what} at {}",
+            dir.display()
+        ));
+        remove_path(dir)?;
+    }
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let built = build(dir, progress).and_then(|()| {
+        fs::write(dir.join(COMPLETE_STAMP), format!("{what}\n"))
+            .with_context(|| format!("stamping {}", dir.display()))
+    });
+    if let Err(e) = built {
+        let _ = remove_path(dir);
+        return Err(e);
+    }
+    load(dir)?.with_context(|| {
+        format!(
+            "{what} at {} is not usable right after making it",
+            dir.display()
+        )
+    })
+}
+
+/// An exclusive lock on a file, released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+fn open_lock_file(path: &Path) -> Result<File> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
+    File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening lock file {}", path.display()))
+}
+
+/// Takes the exclusive lock on `path` (created with its parent if missing), waiting for it if
+/// another process holds it; `waiting` is called once before waiting, to say so.
+pub fn lock(path: &Path, waiting: &mut dyn FnMut()) -> Result<Lock> {
+    let file = open_lock_file(path)?;
+    if file.try_lock().is_err() {
+        waiting();
+        file.lock()
+            .with_context(|| format!("locking {}", path.display()))?;
+    }
+    Ok(Lock { _file: file })
+}
+
+/// The lock on `path` if no other process holds it now.
+pub fn try_lock(path: &Path) -> Result<Option<Lock>> {
+    let file = open_lock_file(path)?;
+    Ok(file.try_lock().is_ok().then_some(Lock { _file: file }))
 }
 
 /// Removes a file, link or directory tree; absent is fine.

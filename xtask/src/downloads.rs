@@ -6,7 +6,7 @@
 
 use crate::paths;
 use crate::process::Cmd;
-use crate::pyenv::host_python;
+use crate::python::host_python;
 use crate::version::Version;
 use anyhow::{anyhow, Context, Result};
 use std::fs;

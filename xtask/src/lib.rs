@@ -9,8 +9,9 @@
 pub mod cuda_arch;
 pub mod version;
 
-// Infrastructure: processes, files, caches and output; nothing here knows about GPUs or torch.
+// Infrastructure: processes, files, caches, output and what the driver reports; no knowledge base.
 pub mod cache;
+pub mod host;
 pub mod output;
 pub mod paths;
 pub mod process;
@@ -25,13 +26,15 @@ pub mod codemod;
 
 // Environments: Python envs with torch, the one probe that describes them, downloads from PyPI.
 pub mod downloads;
-pub mod pyenv;
+pub mod python;
 
 // Workflows: what the commands do, each callable from the others and from tests.
 pub mod build_ext;
+pub mod doctor;
 pub mod port;
 pub mod test_kernels;
 pub mod toolchain;
+pub mod verify;
 
 // CLI: one thin module per subcommand.
 pub mod commands;

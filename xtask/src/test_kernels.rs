@@ -8,7 +8,7 @@ use crate::arch::compat::{self, Image, ImageKind};
 use crate::arch::spec::{Plan, Target};
 use crate::arch::{Arch, Cc, Variant};
 use crate::binary::Kind as BinKind;
-use crate::process::{which, Cmd};
+use crate::process::Cmd;
 use crate::toolchain::buildtools::BuildTools;
 use crate::toolchain::Toolchain;
 use anyhow::{bail, Context, Result};
@@ -375,21 +375,11 @@ pub struct Gpu {
 
 /// The first GPU `nvidia-smi` reports; `None` without nvidia-smi or a usable GPU.
 pub fn detect_gpu() -> Option<Gpu> {
-    let smi = which("nvidia-smi")?;
-    let out = Cmd::new(smi)
-        .args([
-            "--query-gpu=name,compute_cap,driver_version",
-            "--format=csv,noheader",
-        ])
-        .read()
-        .ok()?;
-    let line = out.lines().next()?;
-    let mut fields = line.split(',').map(str::trim);
-    let (name, cc, driver) = (fields.next()?, fields.next()?, fields.next()?);
+    let gpu = crate::host::nvidia_smi()?.into_iter().next()?;
     Some(Gpu {
-        name: name.to_string(),
-        cc: cc.parse().ok()?,
-        driver: driver.to_string(),
+        name: gpu.name,
+        cc: gpu.cc?,
+        driver: gpu.driver?.to_string(),
     })
 }
 

@@ -420,7 +420,7 @@ fn pip_wheel_front_end_builds_audits_and_imports() {
     // archsmith's envs are made by uv and have no pip: build in their twin with pip (the env the
     // benchmark's plain builds use), and keep uv out of the way so pip is the front end.
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
-    let env = archsmith::pyenv::ensure_torch_env(&torch).unwrap();
+    let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let info = archsmith::build_ext::probe_env(&env.python).unwrap();
     let twin = archsmith::build_ext::bench::pip_env(&info).unwrap();
     let out = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 use archsmith::codemod::{self, Mode};
 use archsmith::paths::repo_root;
 use archsmith::process::Cmd;
-use archsmith::pyenv::ensure_torch_env;
+use archsmith::python::ensure_torch_env;
 use archsmith::version::Version;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -173,7 +173,7 @@ def roi_align_forward(x, rois, scale, ph, pw, sr, aligned=False):
 #[test]
 fn the_smoke_test_fails_on_wrong_results_and_reports_real_numbers() {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
-    let env = archsmith::pyenv::ensure_torch_env(&torch).unwrap();
+    let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let script = repo_root().join("verify/smoke/nms_roialign.py");
     // one stand-in module per mode: torchvision, with the mode's deliberate error
@@ -414,7 +414,7 @@ fn maskrcnn_recipe_ports_a_local_checkout_with_no_review_item_left() {
 #[test]
 fn a_pypi_sdist_source_is_checked_against_its_sha256() {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
-    let env = archsmith::pyenv::ensure_torch_env(&torch).unwrap();
+    let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let sdist =
         archsmith::build_ext::source::download_sdist(&env.python, "torchsort", "0.1.10").unwrap();
     let sha = archsmith::build_ext::source::hash_file(&sdist).unwrap();

@@ -6,7 +6,7 @@ use archsmith::process::Cmd;
 #[test]
 fn uv_is_bootstrapped_into_the_cache_when_not_on_path() {
     let home = std::env::temp_dir().join(format!("archsmith-uv-bootstrap-{}", std::process::id()));
-    let python = archsmith::pyenv::host_python().unwrap();
+    let python = archsmith::python::host_python().unwrap();
     // A PATH that offers the real Python (resolved through any shim) but no uv.
     let real_python = Cmd::new(&python)
         .args(["-c", "import sys; print(sys.executable)"])
@@ -23,12 +23,12 @@ fn uv_is_bootstrapped_into_the_cache_when_not_on_path() {
         archsmith::process::which("uv").is_none(),
         "test setup: uv still on PATH"
     );
-    let uv = archsmith::pyenv::uv_binary().expect("uv bootstrapped");
+    let uv = archsmith::python::installer::uv_binary().expect("uv bootstrapped");
     assert!(uv.starts_with(&home), "{}", uv.display());
     let version = Cmd::new(&uv).arg("--version").read().unwrap();
     assert!(version.starts_with("uv "), "{version}");
     // A second call reuses it without pip.
-    assert_eq!(archsmith::pyenv::uv_binary().unwrap(), uv);
+    assert_eq!(archsmith::python::installer::uv_binary().unwrap(), uv);
     let _ = std::fs::remove_dir_all(&home);
 }
 

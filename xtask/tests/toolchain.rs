@@ -276,7 +276,7 @@ fn unknown_release_fails_with_a_clear_error_and_leaves_nothing() {
 fn no_network_fails_with_a_clear_error_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing listens on port 9 (discard): every request is refused, as when offline.
-    let installer = pypi::Installer::detect()
+    let installer = archsmith::python::installer::Installer::detect()
         .unwrap()
         .with_index_url("http://127.0.0.1:9/simple")
         .with_env("UV_HTTP_RETRIES", "0");
@@ -303,7 +303,7 @@ fn pip_fallback_installs_the_same_pinned_set_and_a_working_toolchain() {
     let shared = cuda_13_2();
     let python = archsmith::process::which("python3").expect("python3 is required");
     let dir = tempfile::tempdir().unwrap();
-    let installer = pypi::Installer::pip(&python).unwrap();
+    let installer = archsmith::python::installer::Installer::pip(&python).unwrap();
     assert!(!installer.is_uv());
     let tc = pypi::ensure(dir.path(), &v("13.2"), &installer, &mut |_| {}).unwrap();
     let reported = toolchain::nvcc_version(&tc.nvcc()).unwrap();

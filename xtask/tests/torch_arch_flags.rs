@@ -8,7 +8,7 @@ use archsmith::arch::spec::{Plan, PlanContext};
 use archsmith::arch::torch_flags::{cpp_extension_flags, TorchFlagsError};
 use archsmith::kb::kb;
 use archsmith::paths::repo_root;
-use archsmith::pyenv::ensure_torch_env;
+use archsmith::python::ensure_torch_env;
 use archsmith::version::Version;
 use std::io::Write;
 use std::path::Path;
@@ -176,7 +176,7 @@ fn compare(torch: &Version, probe: &ProbeOutput) -> (usize, usize) {
 /// archsmith's cache) and run beside the knowledge-base-driven emulation.
 #[test]
 fn archsmith_matches_older_torch_releases() {
-    let python = archsmith::pyenv::host_python().unwrap();
+    let python = archsmith::python::host_python().unwrap();
     let mut probes = Vec::new();
     for version in ["2.1.2", "2.7.1", "2.8.0"] {
         let wheel = archsmith::downloads::download_wheel("torch", &version.parse().unwrap())

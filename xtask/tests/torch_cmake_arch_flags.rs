@@ -6,7 +6,7 @@
 use archsmith::arch::torch_flags::{cmake_flags, TorchFlagsError};
 use archsmith::kb::kb;
 use archsmith::paths::repo_root;
-use archsmith::pyenv::ensure_torch_env;
+use archsmith::python::ensure_torch_env;
 use std::process::Command;
 
 const CORPUS: &[&str] = &[

@@ -5,6 +5,7 @@
 //! * [`torch_flags`] reproduces torch's own parsers (cpp_extension's Python and the CMake module).
 //! * [`compat`] holds the binary-compatibility rules ("does this image run on that GPU?").
 
+pub mod advice;
 pub mod compat;
 pub mod spec;
 pub mod torch_flags;

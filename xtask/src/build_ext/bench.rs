@@ -109,9 +109,9 @@ pub fn pip_env(env: &EnvInfo) -> Result<EnvInfo> {
     if env.has_pip {
         return Ok(env.clone());
     }
-    let uv = crate::pyenv::uv_binary()
+    let uv = crate::python::installer::uv_binary()
         .context("the plain build needs pip: an env with pip, or uv to make one")?;
-    let uv_cmd = || crate::pyenv::uv_cmd(&uv);
+    let uv_cmd = || crate::python::installer::uv_cmd(&uv);
     let freeze = uv_cmd()
         .args(["pip", "freeze", "--python"])
         .arg(&env.python)
@@ -121,39 +121,32 @@ pub fn pip_env(env: &EnvInfo) -> Result<EnvInfo> {
         .join("bench")
         .join(format!("pip-env-{}", &key[..16]));
     let python = root.join("bin").join("python");
-    let done = root.join(".complete");
-    fs::create_dir_all(paths::cache_dir().join("bench"))?;
-    let lock_path = paths::cache_dir()
-        .join("bench")
-        .join(format!("pip-env-{}.lock", &key[..16]));
-    let lock = fs::File::create(&lock_path)
-        .with_context(|| format!("creating {}", lock_path.display()))?;
-    lock.lock()
-        .with_context(|| format!("locking {}", lock_path.display()))?;
-    if !done.exists() {
-        let _ = fs::remove_dir_all(&root);
-        let reqs = paths::cache_dir()
-            .join("bench")
-            .join(format!("{}.txt", &key[..16]));
-        fs::create_dir_all(reqs.parent().unwrap_or(Path::new(".")))?;
-        fs::write(&reqs, &freeze)?;
-        eprintln!(
-            "bench: making {} (the env's packages plus pip)",
-            root.display()
-        );
-        uv_cmd()
-            .args(["venv", "--quiet", "--seed", "--python"])
-            .arg(&env.python)
-            .arg(&root)
-            .run_inherit()?;
-        uv_cmd()
-            .args(["pip", "install", "--quiet", "--python"])
-            .arg(&python)
-            .arg("-r")
-            .arg(&reqs)
-            .run_inherit()?;
-        fs::write(&done, "")?;
-    }
+    crate::cache::provision_in_place(
+        &root,
+        "the benchmark's pip twin env",
+        &|dir| Ok(dir.join("bin").join("python").exists().then_some(())),
+        &mut |dir, progress| {
+            let reqs = dir.join("requirements.txt");
+            fs::write(&reqs, &freeze).with_context(|| format!("writing {}", reqs.display()))?;
+            progress(&format!(
+                "making {} (the env's packages plus pip)",
+                dir.display()
+            ));
+            // `--seed` puts pip in the venv, which is the point of the twin.
+            uv_cmd()
+                .args(["venv", "--quiet", "--allow-existing", "--seed", "--python"])
+                .arg(&env.python)
+                .arg(dir)
+                .run_inherit()?;
+            uv_cmd()
+                .args(["pip", "install", "--quiet", "--python"])
+                .arg(dir.join("bin").join("python"))
+                .arg("-r")
+                .arg(&reqs)
+                .run_inherit()
+        },
+        &mut |msg| eprintln!("bench: {msg}"),
+    )?;
     let twin = probe_env(&python)?;
     if !twin.has_pip || twin.torch != env.torch {
         bail!(

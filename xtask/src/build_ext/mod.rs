@@ -33,7 +33,7 @@ use crate::arch::spec::{Plan, PlanContext};
 use crate::kb::kb;
 use crate::paths;
 use crate::process::Cmd;
-use crate::pyenv;
+use crate::python;
 use crate::toolchain::{self, Toolchain};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -130,68 +130,25 @@ pub struct EnvInfo {
     pub torch_cuda: Option<Version>,
 }
 
-const PROBE_PY: &str = r#"
-import sys, sysconfig, importlib.util
-print(sysconfig.get_paths()["purelib"])
-print("%d.%d.%d" % sys.version_info[:3])
-print(importlib.util.find_spec("pip") is not None)
-"#;
-
-/// Reads the env's Python version, site-packages and torch version (from `torch/version.py`).
+/// Reads the env's Python version, site-packages and torch version with the one probe
+/// ([`python::probe`], files only: torch is not imported); an env without torch is an error.
 pub fn probe_env(python: &Path) -> Result<EnvInfo> {
-    let out = Cmd::new(python)
-        .args(["-I", "-c", PROBE_PY])
-        .read()
-        .with_context(|| format!("{} is not a working Python", python.display()))?;
-    let mut lines = out.lines();
-    let purelib = PathBuf::from(lines.next().unwrap_or_default());
-    let python_version = lines.next().unwrap_or_default().to_string();
-    let has_pip = lines.next() == Some("True");
-    let version_py = purelib.join("torch").join("version.py");
-    let text = fs::read_to_string(&version_py).with_context(|| {
-        format!(
-            "{} has no torch (no {}): install torch there, or drop --python to let archsmith make an env",
+    let info = python::probe(python, python::Depth::Files)?;
+    let Some(torch) = info.torch else {
+        bail!(
+            "{} has no torch{}: install torch there, or drop --python to let archsmith make an env",
             python.display(),
-            version_py.display()
-        )
-    })?;
-    let (torch, cuda) = parse_torch_version_py(&text)
-        .with_context(|| format!("could not read {}", version_py.display()))?;
+            info.error.map(|e| format!(" ({e})")).unwrap_or_default()
+        );
+    };
     Ok(EnvInfo {
         python: python.to_path_buf(),
-        python_version,
-        purelib,
-        has_pip,
+        python_version: info.python.to_string(),
+        purelib: info.purelib,
+        has_pip: info.has_pip,
         torch,
-        torch_cuda: cuda,
+        torch_cuda: info.cuda,
     })
-}
-
-/// `__version__` and `cuda` from torch's generated `version.py`.
-pub fn parse_torch_version_py(text: &str) -> Result<(Version, Option<Version>)> {
-    let value = |key: &str| -> Option<Option<String>> {
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            let k = k.split(':').next()?.trim();
-            if k != key {
-                return None;
-            }
-            let v = v.trim();
-            if v == "None" {
-                return Some(None);
-            }
-            Some(Some(v.trim_matches(|c| c == '\'' || c == '"').to_string()))
-        })
-    };
-    let Some(Some(version)) = value("__version__") else {
-        bail!("no __version__ in torch/version.py");
-    };
-    let torch: Version = version.parse()?;
-    let cuda = match value("cuda") {
-        Some(Some(c)) => Some(c.parse()?),
-        _ => None,
-    };
-    Ok((torch, cuda))
 }
 
 /// The CUDA to build with: `requested` if given, else torch's own; a different major is an error.
@@ -241,7 +198,7 @@ pub fn prepare(
             let torch = torch
                 .cloned()
                 .unwrap_or_else(|| kb().releases.newest_torch.clone());
-            pyenv::ensure_torch_env(&torch)?.python
+            python::ensure_torch_env(&torch)?.python
         }
     };
     let env = probe_env(&python)?;
@@ -267,7 +224,7 @@ pub fn prepare(
 /// `import torch`) once more: 3.4 s a build here (a no-op rebuild takes 7.05 s with pip, 3.7 s
 /// with uv). `ARCHSMITH_NO_UV=1` selects pip.
 pub fn front_end(env: &EnvInfo) -> &'static str {
-    if !env.has_pip || pyenv::uv_binary().is_some() {
+    if !env.has_pip || python::installer::uv_binary().is_some() {
         "uv build"
     } else {
         "pip wheel"
@@ -541,8 +498,8 @@ pub fn build_command(
             .arg(wheel_dir)
             .arg(tree)
     } else {
-        let uv = pyenv::uv_binary().unwrap_or_else(|| PathBuf::from("uv"));
-        pyenv::uv_cmd(&uv)
+        let uv = python::installer::uv_binary().unwrap_or_else(|| PathBuf::from("uv"));
+        python::installer::uv_cmd(&uv)
             .args(["build", "--wheel", "--no-build-isolation", "--python"])
             .arg(&env.python)
             .arg("--out-dir")
@@ -734,18 +691,6 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_torch_version_py() {
-        let text = "from typing import Optional\n__all__ = ['__version__']\n__version__ = '2.15.0+cu132'\ndebug = False\ncuda: Optional[str] = '13.2'\nhip: Optional[str] = None\n";
-        let (t, c) = parse_torch_version_py(text).unwrap();
-        assert_eq!(t.to_string(), "2.15.0+cu132");
-        assert_eq!(c.unwrap().to_string(), "13.2");
-        let (_, c) =
-            parse_torch_version_py("__version__ = '2.15.0+cpu'\ncuda: Optional[str] = None\n")
-                .unwrap();
-        assert!(c.is_none());
-    }
 
     #[test]
     fn cuda_must_match_torchs_major() {

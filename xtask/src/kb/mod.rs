@@ -445,6 +445,35 @@ impl KnowledgeBase {
 
     /// Finds a GPU by the name a user types: case, spaces, dashes and the vendor words
     /// (`NVIDIA`, `GeForce`, `Tesla`, `Quadro`) do not matter.
+    /// Resolves a `--gpu` argument: a known GPU name, or a compute capability such as `8.9`.
+    pub fn resolve_gpu(&self, query: &str) -> anyhow::Result<(String, Cc)> {
+        if let Ok(cc) = query.parse::<Cc>() {
+            return Ok((format!("CC {cc}"), cc));
+        }
+        match self.gpu(query) {
+            Some(g) => Ok((g.name.clone(), g.cc.parse()?)),
+            None => {
+                let q = normalize_gpu_name(query);
+                let mut close: Vec<&str> = self
+                    .gpus
+                    .iter()
+                    .filter(|g| {
+                        let n = normalize_gpu_name(&g.name);
+                        !q.is_empty() && (n.contains(&q) || q.contains(&n))
+                    })
+                    .map(|g| g.name.as_str())
+                    .collect();
+                close.truncate(6);
+                let hint = if close.is_empty() {
+                    String::new()
+                } else {
+                    format!(" Did you mean: {}?", close.join(", "))
+                };
+                anyhow::bail!("unknown GPU `{query}`.{hint} Give a name from `cargo xtask archs --help`'s knowledge base (e.g. \"RTX 4090\", \"H100\", \"Jetson Orin\") or its compute capability, e.g. --gpu 8.9")
+            }
+        }
+    }
+
     pub fn gpu(&self, query: &str) -> Option<&GpuRow> {
         let q = normalize_gpu_name(query);
         if q.is_empty() {

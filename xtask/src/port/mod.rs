@@ -15,7 +15,7 @@ use crate::codemod::{self, Catalogue, Mode};
 use crate::kb::kb;
 use crate::paths;
 use crate::process::Cmd;
-use crate::pyenv;
+use crate::python;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
 use recipe::{Recipe, SourceKind};
@@ -294,7 +294,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         .torch
         .clone()
         .unwrap_or_else(|| kb().releases.newest_torch.clone());
-    let env = pyenv::ensure_torch_env(&torch)?;
+    let env = python::ensure_torch_env(&torch)?;
     let site = base.join("smoke-site");
     build_ext::check::import_wheel(&b.wheel, &env.python, &site)?;
     eprintln!("archsmith: smoke test {}", r.smoke.script.display());
@@ -346,7 +346,7 @@ fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String)> {
         SourceKind::Pypi { spec, sha256 } => {
             let (name, version) = spec.split_once("==").unwrap_or((&spec, ""));
             let torch = kb().releases.newest_torch.clone();
-            let env = pyenv::ensure_torch_env(&torch)?;
+            let env = python::ensure_torch_env(&torch)?;
             let sdist = build_ext::source::download_sdist(&env.python, name, version)?;
             let got = build_ext::source::hash_file(&sdist)?;
             if got != sha256 {

@@ -1,9 +1,9 @@
 //! cmake and ninja for CUDA builds: the system's when both are recent enough, otherwise PyPI's `cmake`
 //! and `ninja` wheels installed (pinned, hash-checked, verified) into `cache_dir()/tools/cmake-ninja`.
 
-use super::pypi::{Installer, Pinned};
 use crate::cache::{is_complete, provision};
 use crate::process::{is_executable, which, Cmd};
+use crate::python::installer::{Installer, Pinned};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
 use std::fs;

@@ -143,9 +143,12 @@ pub fn ensure(cuda: &Version) -> Result<Toolchain> {
     if let Some(tc) = pypi::load(&pypi::home(&dir, cuda))? {
         return Ok(tc);
     }
-    pypi::ensure(&dir, cuda, &pypi::Installer::detect()?, &mut |msg| {
-        eprintln!("archsmith: {msg}")
-    })
+    pypi::ensure(
+        &dir,
+        cuda,
+        &crate::python::installer::Installer::detect()?,
+        &mut |msg| eprintln!("archsmith: {msg}"),
+    )
 }
 
 /// Only `X.Y` or `X.Y.Z` make sense as a CUDA release.

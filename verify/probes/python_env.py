@@ -1,0 +1,80 @@
+"""The one probe of a Python environment: which Python, torch and CUDA it is. Prints JSON on stdout.
+
+Standard library only; archsmith runs it with `python -I` (isolated: no user site, no PYTHONPATH).
+Without arguments it does not import torch (a fraction of a second): torch's version and CUDA
+variant are read from `torch/version.py`. With `--import-torch` it imports torch and adds what only
+the live module knows: the archs it was built for, whether CUDA is available, the devices.
+
+Keys: python, purelib, has_pip, torch (null without torch), cuda (torch.version.cuda, null for a CPU
+build), imported (whether torch was imported), arch_list, cuda_available, devices [{name, cc}],
+error (why torch could not be read or imported; null when all went well).
+"""
+import importlib.util
+import json
+import sys
+import sysconfig
+
+info = {
+    "python": "%d.%d.%d" % sys.version_info[:3],
+    "purelib": sysconfig.get_paths()["purelib"],
+    "has_pip": importlib.util.find_spec("pip") is not None,
+    "torch": None,
+    "cuda": None,
+    "imported": False,
+    "arch_list": [],
+    "cuda_available": False,
+    "devices": [],
+    "error": None,
+}
+
+
+def read_version_py():
+    """torch.__version__ and torch.version.cuda from the generated version.py, without importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for location in spec.submodule_search_locations:
+        try:
+            with open(location + "/version.py", encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            continue
+        values = {}
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            key = key.split(":")[0].strip()
+            if sep and key in ("__version__", "cuda"):
+                value = value.strip()
+                values[key] = None if value == "None" else value.strip("'\"")
+        if values.get("__version__"):
+            info["torch"] = values["__version__"]
+            info["cuda"] = values.get("cuda")
+            return True
+    info["error"] = "torch is installed but its version.py has no __version__"
+    return False
+
+
+try:
+    found = read_version_py()
+    if "--import-torch" in sys.argv[1:] and found:
+        import warnings
+
+        warnings.simplefilter("ignore")
+        import torch
+
+        info["imported"] = True
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.version.cuda
+        try:
+            flags = torch._C._cuda_getArchFlags() if hasattr(torch._C, "_cuda_getArchFlags") else ""
+            info["arch_list"] = (flags or "").split() or list(torch.cuda.get_arch_list())
+        except Exception:  # CPU builds have no arch list
+            info["arch_list"] = []
+        info["cuda_available"] = bool(torch.cuda.is_available())
+        if info["cuda_available"]:
+            for i in range(torch.cuda.device_count()):
+                major, minor = torch.cuda.get_device_capability(i)
+                info["devices"].append({"name": torch.cuda.get_device_name(i), "cc": f"{major}.{minor}"})
+except Exception as e:  # report, don't crash: the caller says what it means
+    info["error"] = f"{type(e).__name__}: {e}"
+json.dump(info, sys.stdout)

@@ -1,0 +1,304 @@
+//! What the arch model answers, as reports the commands render: a plan for a spec with every way
+//! it is written and read ([`plan_report`]), whether GPUs run it ([`gpu_verdicts`]), what a driver
+//! runs ([`describe_driver`]) and which official torch builds run on given GPUs ([`torch_options`]).
+//! `archs`, `doctor`, `verify` and build-torch's "should you build at all" all ask here.
+
+use super::compat::{runs_on, Image, PtxJit, Verdict};
+use super::spec::{consumer_reports, ConsumerReport, Plan, PlanContext};
+use crate::cuda_arch::{Arch, Cc};
+use crate::kb::KnowledgeBase;
+use crate::version::Version;
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct ReleaseChoice {
+    pub version: String,
+    /// True when the user gave no version and the newest known release was assumed.
+    pub assumed: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GpuVerdict {
+    pub name: String,
+    pub cc: Cc,
+    pub runs: bool,
+    pub via: Option<String>,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ArchsReport {
+    pub input: String,
+    pub torch: ReleaseChoice,
+    pub cuda: ReleaseChoice,
+    pub torch_cuda_arch_list: String,
+    pub gencode: Vec<String>,
+    pub sass: Vec<String>,
+    pub ptx: Vec<String>,
+    pub cmake_cuda_architectures: String,
+    pub notes: Vec<String>,
+    pub consumers: Vec<ConsumerReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<Vec<GpuVerdict>>,
+}
+
+/// What `archs` asks for: a spec, optional releases, GPUs and driver to check the plan against.
+#[derive(Debug, Clone, Default)]
+pub struct PlanRequest {
+    pub arch: String,
+    pub torch: Option<Version>,
+    pub cuda: Option<Version>,
+    pub gpus: Vec<String>,
+    pub driver: Option<Version>,
+}
+
+/// Plans `args.arch` for the chosen (or newest known) torch and CUDA: every way the list is written
+/// and read, and, for each named GPU, whether the result runs there.
+pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport> {
+    let ctx = PlanContext::new(kb, args.torch.clone(), args.cuda.clone());
+    let plan = match Plan::parse(kb, &ctx, &args.arch) {
+        Ok(p) => p,
+        Err(e) => bail!("invalid --arch `{}`:\n{e}", args.arch),
+    };
+    let mut notes = Vec::new();
+    if ctx.torch_assumed || ctx.cuda_assumed {
+        notes.push(format!(
+            "no {} given: planned for the newest known {}; pass them to plan for your versions",
+            match (ctx.torch_assumed, ctx.cuda_assumed) {
+                (true, true) => "--torch/--cuda",
+                (true, false) => "--torch",
+                _ => "--cuda",
+            },
+            match (ctx.torch_assumed, ctx.cuda_assumed) {
+                (true, true) => format!("torch {} and CUDA {}", ctx.torch, ctx.cuda),
+                (true, false) => format!("torch {}", ctx.torch),
+                _ => format!("CUDA {}", ctx.cuda),
+            }
+        ));
+    }
+    notes.extend(plan.notes.iter().cloned());
+    if plan.has_family_targets() {
+        notes.push("`f` targets: torch's cpp_extension rejects them in TORCH_CUDA_ARCH_LIST; pass them as -gencode in extra_compile_args['nvcc'] (which disables torch's own arch flags) or build through CMake".into());
+    }
+    let gpus = if args.gpus.is_empty() {
+        None
+    } else {
+        Some(gpu_verdicts(
+            kb,
+            &ctx,
+            &plan,
+            &args.gpus,
+            args.driver.as_ref(),
+        )?)
+    };
+    Ok(ArchsReport {
+        input: args.arch.clone(),
+        torch: ReleaseChoice {
+            version: ctx.torch.to_string(),
+            assumed: ctx.torch_assumed,
+        },
+        cuda: ReleaseChoice {
+            version: ctx.cuda.to_string(),
+            assumed: ctx.cuda_assumed,
+        },
+        torch_cuda_arch_list: plan.torch_cuda_arch_list(),
+        gencode: plan.gencode(),
+        sass: plan.sass().iter().map(|a| a.sm()).collect(),
+        ptx: plan.ptx().iter().map(|a| a.compute()).collect(),
+        cmake_cuda_architectures: plan.cmake_cuda_architectures(),
+        consumers: consumer_reports(kb, &ctx, &args.arch, &plan),
+        notes,
+        gpus,
+    })
+}
+
+/// Per GPU query: does the plan run there, through which image, and if not why (and whether the
+/// chosen CUDA could fix it at all).
+pub fn gpu_verdicts(
+    kb: &KnowledgeBase,
+    ctx: &PlanContext,
+    plan: &Plan,
+    queries: &[String],
+    driver: Option<&Version>,
+) -> Result<Vec<GpuVerdict>> {
+    let jit = PtxJit {
+        driver: driver.cloned(),
+        ptx_min_driver: kb
+            .cuda_row(&ctx.cuda)
+            .and_then(|r| r.min_driver_linux.clone()),
+        ptx_cuda: Some(ctx.cuda.clone()),
+    };
+    let images = plan.images();
+    queries
+        .iter()
+        .map(|q| {
+            let (name, cc) = kb.resolve_gpu(q)?;
+            let Verdict {
+                runs,
+                via,
+                mut reason,
+            } = runs_on(&images, cc, &jit);
+            if !runs {
+                if let Some(limit) = cuda_limit(kb, &ctx.cuda, cc) {
+                    reason = format!("{reason}. But {limit}");
+                }
+            }
+            Ok(GpuVerdict {
+                name,
+                cc,
+                runs,
+                via: via.map(|i| i.name()),
+                reason,
+            })
+        })
+        .collect()
+}
+
+/// When the chosen CUDA cannot compile for `cc` at all, the usual fix ("add cc") is impossible;
+/// says which CUDA releases can.
+fn cuda_limit(kb: &KnowledgeBase, cuda: &Version, cc: Cc) -> Option<String> {
+    let arch = Arch::plain(cc.major, cc.minor);
+    if kb.cuda_supports(cuda, arch) {
+        return None;
+    }
+    Some(match kb.target(arch) {
+        Some(row) => match &row.last_cuda {
+            Some(last) if *last < *cuda => format!(
+                "CUDA {cuda} cannot compile for CC {cc} (nvcc supports {} from CUDA {} through {last}): build with CUDA {last} or older",
+                arch.sm(),
+                row.first_cuda
+            ),
+            _ => format!(
+                "CUDA {cuda} cannot compile for CC {cc} (nvcc supports {} from CUDA {}): use CUDA {} or newer",
+                arch.sm(),
+                row.first_cuda,
+                row.first_cuda
+            ),
+        },
+        None => format!("no CUDA release compiles for CC {cc}"),
+    })
+}
+
+#[derive(Debug, Serialize)]
+pub struct Driver {
+    pub version: Version,
+    pub source: String,
+    /// Newest CUDA whose GA release this driver meets natively.
+    pub cuda_native_max: Option<String>,
+    /// CUDA majors this driver runs through minor-version compatibility (no PTX JIT of newer PTX).
+    pub cuda_minor_compat_majors: Vec<u32>,
+}
+
+/// What a driver runs: the newest CUDA whose GA minimum it meets, and the majors it runs through
+/// minor-version compatibility.
+pub fn describe_driver(kb: &KnowledgeBase, version: Version, source: String) -> Driver {
+    let native = kb
+        .cuda
+        .iter()
+        .filter(|c| c.min_driver_linux.as_ref().is_some_and(|m| *m <= version))
+        .max_by(|a, b| a.version.cmp(&b.version))
+        .map(|c| c.version.to_string());
+    let compat = kb
+        .cuda_majors
+        .iter()
+        .filter(|m| m.minor_compat_min_driver <= version)
+        .map(|m| m.major)
+        .collect();
+    Driver {
+        version,
+        source,
+        cuda_native_max: native,
+        cuda_minor_compat_majors: compat,
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct TorchOption {
+    pub torch: String,
+    pub variant: String,
+    pub runs: bool,
+    pub reason: String,
+}
+
+/// For each torch release line (major.minor) and official CUDA variant: would it run on these GPUs
+/// with this driver?
+pub fn torch_options(
+    kb: &KnowledgeBase,
+    gpus: &[(String, Cc)],
+    driver: Option<&Version>,
+) -> Vec<TorchOption> {
+    let mut lines: Vec<Version> = kb.torch.iter().map(|t| t.version.major_minor()).collect();
+    lines.dedup();
+    let mut out = Vec::new();
+    for line in lines {
+        let patches: Vec<String> = kb
+            .torch
+            .iter()
+            .filter(|t| t.version.major_minor() == line)
+            .map(|t| t.version.to_string())
+            .collect();
+        let mut variants: Vec<_> = kb
+            .torch_variants
+            .iter()
+            .filter(|v| v.covers(&line))
+            .collect();
+        variants.sort_by(|a, b| a.cuda.cmp(&b.cuda));
+        for variant in variants {
+            let mut problems = Vec::new();
+            if let Some(d) = driver {
+                let floor = kb
+                    .cuda_major(variant.cuda.major())
+                    .map(|m| &m.minor_compat_min_driver);
+                if let Some(floor) = floor.filter(|f| d < *f) {
+                    problems.push(format!(
+                        "driver {d} < {floor}, the floor for CUDA {}.x",
+                        variant.cuda.major()
+                    ));
+                }
+            }
+            let images: Vec<Image> = variant
+                .sass
+                .iter()
+                .filter_map(|s| s.parse::<Arch>().ok().map(Image::sass))
+                .chain(
+                    variant
+                        .ptx
+                        .iter()
+                        .filter_map(|s| s.parse::<Arch>().ok().map(Image::ptx)),
+                )
+                .collect();
+            let jit = PtxJit {
+                driver: driver.cloned(),
+                ptx_min_driver: kb
+                    .cuda_row(&variant.cuda)
+                    .and_then(|r| r.min_driver_linux.clone()),
+                ptx_cuda: Some(variant.cuda.clone()),
+            };
+            for (name, cc) in gpus {
+                if !runs_on(&images, *cc, &jit).runs {
+                    let ptx = if variant.ptx.is_empty() {
+                        "no PTX".to_string()
+                    } else {
+                        format!("PTX {}", variant.ptx.join(" "))
+                    };
+                    problems.push(format!(
+                        "{name}: no image for CC {cc} (built for {}; {ptx})",
+                        variant.sass.join(" ")
+                    ));
+                }
+            }
+            out.push(TorchOption {
+                torch: patches.join(", "),
+                variant: variant.tag(),
+                runs: problems.is_empty(),
+                reason: if problems.is_empty() {
+                    "ok".into()
+                } else {
+                    problems.join("; ")
+                },
+            });
+        }
+    }
+    out
+}

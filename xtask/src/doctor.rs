@@ -1,0 +1,287 @@
+//! `doctor`'s findings: this machine as a build host and as a runtime (driver, GPUs, CUDA toolkits,
+//! host compilers against each nvcc's ceiling, Python envs with torch), and for a GPU or driver you
+//! name, which torch releases and CUDA variants would run there. Everything found is compared with
+//! the knowledge base.
+
+use crate::arch::advice::{describe_driver, torch_options, Driver, TorchOption};
+use crate::cuda_arch::Cc;
+use crate::host;
+use crate::kb::KnowledgeBase;
+use crate::paths;
+use crate::process::{which, Cmd};
+use crate::python::{probe, Depth, PythonInfo};
+use crate::version::Version;
+use anyhow::Result;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Serialize)]
+pub struct Device {
+    pub name: String,
+    pub cc: Option<Cc>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Toolkit {
+    pub nvcc: PathBuf,
+    pub found_via: String,
+    pub release: Option<Version>,
+    pub max_gcc: Option<u32>,
+    pub max_clang: Option<u32>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostCompiler {
+    pub name: String,
+    pub path: PathBuf,
+    pub major: Option<u32>,
+    pub version: String,
+    /// Per toolkit release: whether its nvcc accepts this compiler without -allow-unsupported-compiler.
+    pub accepted_by: Vec<(String, bool)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PythonRuntime {
+    pub python: PathBuf,
+    pub found_via: String,
+    /// What the one Python probe found; None when it could not run (then `error` says why).
+    pub info: Option<PythonInfo>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DoctorReport {
+    pub driver: Option<Driver>,
+    pub devices: Vec<Device>,
+    pub toolkits: Vec<Toolkit>,
+    pub host_compilers: Vec<HostCompiler>,
+    pub pythons: Vec<PythonRuntime>,
+    pub plan_for: Option<PlanFor>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlanFor {
+    pub gpus: Vec<(String, Cc)>,
+    pub driver: Option<Version>,
+    pub torch: Vec<TorchOption>,
+}
+
+/// This machine as a build host and runtime; with `gpus` or `driver`, which official torch builds
+/// would run there. It only looks; it installs nothing.
+pub fn diagnose(
+    kb: &KnowledgeBase,
+    gpus: &[String],
+    plan_driver: Option<&Version>,
+) -> Result<DoctorReport> {
+    let mut notes = Vec::new();
+    let (driver_version, driver_source, devices) = probe_driver();
+    let driver = driver_version.map(|v| describe_driver(kb, v, driver_source));
+    if driver.is_none() {
+        notes.push("no NVIDIA driver found (no nvidia-smi, no /proc/driver/nvidia/version): this machine can build CUDA code but not run it".into());
+    }
+    let toolkits = find_toolkits(kb);
+    if toolkits.is_empty() {
+        notes.push("no CUDA toolkit found: `cargo xtask toolchain install --cuda 13.2` provisions one from PyPI".into());
+    }
+    let host_compilers = find_host_compilers(&toolkits);
+    let pythons = find_pythons();
+    let plan_for = if gpus.is_empty() && plan_driver.is_none() {
+        None
+    } else {
+        let gpus = gpus
+            .iter()
+            .map(|g| kb.resolve_gpu(g))
+            .collect::<Result<Vec<_>>>()?;
+        let driver = plan_driver
+            .cloned()
+            .or_else(|| driver.as_ref().map(|d| d.version.clone()));
+        Some(PlanFor {
+            torch: torch_options(kb, &gpus, driver.as_ref()),
+            gpus,
+            driver,
+        })
+    };
+    Ok(DoctorReport {
+        driver,
+        devices,
+        toolkits,
+        host_compilers,
+        pythons,
+        plan_for,
+        notes,
+    })
+}
+
+/// The driver and GPUs: nvidia-smi first, else the kernel module's version (no devices then).
+fn probe_driver() -> (Option<Version>, String, Vec<Device>) {
+    if let Some(gpus) = host::nvidia_smi() {
+        let driver = gpus.iter().find_map(|g| g.driver.clone());
+        if driver.is_some() {
+            let devices = gpus
+                .into_iter()
+                .map(|g| Device {
+                    name: g.name,
+                    cc: g.cc,
+                })
+                .collect();
+            return (driver, "nvidia-smi".into(), devices);
+        }
+    }
+    match host::kernel_module_driver() {
+        Some(v) => (Some(v), "/proc/driver/nvidia/version".into(), Vec::new()),
+        None => (None, String::new(), Vec::new()),
+    }
+}
+
+/// Every toolkit `toolchain list` knows (archsmith's and the system's), with each release's
+/// host-compiler ceiling from the knowledge base.
+fn find_toolkits(kb: &KnowledgeBase) -> Vec<Toolkit> {
+    let found = match crate::toolchain::discover() {
+        Ok(f) => f,
+        Err(e) => {
+            return vec![Toolkit {
+                nvcc: paths::toolchains_dir(),
+                found_via: "archsmith toolchains".into(),
+                release: None,
+                max_gcc: None,
+                max_clang: None,
+                error: Some(format!("{e:#}")),
+            }]
+        }
+    };
+    found
+        .into_iter()
+        .filter(|t| t.usable || t.cuda_home.join("bin/nvcc").exists())
+        .map(|t| {
+            let row = t.cuda.as_ref().and_then(|r| kb.cuda_row(r));
+            let limits = t
+                .nvcc_version
+                .as_ref()
+                .zip(row)
+                .map(|(v, r)| r.host_compiler_limits(v));
+            Toolkit {
+                nvcc: t.cuda_home.join("bin/nvcc"),
+                found_via: if t.source == "archsmith" {
+                    "archsmith toolchain".into()
+                } else {
+                    t.note.clone()
+                },
+                max_gcc: limits.as_ref().and_then(|l| l.max_gcc),
+                max_clang: limits.as_ref().and_then(|l| l.max_clang),
+                error: (!t.usable).then(|| t.note.clone()),
+                release: t.cuda,
+            }
+        })
+        .collect()
+}
+
+fn find_host_compilers(toolkits: &[Toolkit]) -> Vec<HostCompiler> {
+    let mut out = Vec::new();
+    for (name, is_gcc) in [("g++", true), ("gcc", true), ("clang++", false)] {
+        let Some(path) = which(name) else { continue };
+        let version = Cmd::new(&path)
+            .arg("-dumpversion")
+            .read()
+            .unwrap_or_default();
+        let major = version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse::<u32>().ok());
+        let accepted_by = toolkits
+            .iter()
+            .filter_map(|t| {
+                let limit = if is_gcc { t.max_gcc } else { t.max_clang }?;
+                Some((
+                    t.release.as_ref()?.to_string(),
+                    major.is_some_and(|m| m <= limit),
+                ))
+            })
+            .collect();
+        out.push(HostCompiler {
+            name: name.into(),
+            path,
+            major,
+            version,
+            accepted_by,
+        });
+    }
+    out
+}
+
+/// `python3` on PATH and every archsmith env, each described by the one Python probe (importing
+/// torch, for its built archs and devices).
+fn find_pythons() -> Vec<PythonRuntime> {
+    let mut candidates: Vec<(PathBuf, String)> = Vec::new();
+    if let Some(p) = which("python3") {
+        candidates.push((p, "PATH".into()));
+    }
+    let mut envs: Vec<PathBuf> = std::fs::read_dir(paths::envs_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin/python"))
+        .filter(|p| p.exists())
+        .collect();
+    envs.sort();
+    candidates.extend(envs.into_iter().map(|p| (p, "archsmith env".to_string())));
+    candidates
+        .into_iter()
+        .map(|(python, via)| {
+            let (info, error) = match probe(&python, Depth::ImportTorch) {
+                Ok(i) => (Some(i), None),
+                Err(e) => (None, Some(format!("{e:#}"))),
+            };
+            PythonRuntime {
+                python,
+                found_via: via,
+                info,
+                error,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kb::kb;
+
+    #[test]
+    fn driver_470_runs_cuda_11_4_natively_and_11_x_by_minor_compat() {
+        let d = describe_driver(kb(), "470.161.03".parse().unwrap(), "test".into());
+        assert_eq!(d.cuda_native_max.as_deref(), Some("11.4"));
+        assert_eq!(d.cuda_minor_compat_majors, vec![11]);
+    }
+
+    #[test]
+    fn rtx_5090_needs_torch_2_7_with_cu128_or_newer() {
+        let gpus = vec![kb().resolve_gpu("RTX 5090").unwrap()];
+        let opts = torch_options(kb(), &gpus, Some(&"595.71.05".parse().unwrap()));
+        let running: Vec<&TorchOption> = opts.iter().filter(|o| o.runs).collect();
+        assert!(!running.is_empty());
+        for o in &running {
+            let t: Version = o.torch.split(',').next().unwrap().parse().unwrap();
+            assert!(t >= "2.7".parse().unwrap(), "{} {}", o.torch, o.variant);
+            assert!(o.variant.as_str() >= "cu128", "{} {}", o.torch, o.variant);
+        }
+        assert!(opts
+            .iter()
+            .any(|o| o.torch.starts_with("2.7") && o.variant == "cu128" && o.runs));
+        assert!(opts
+            .iter()
+            .any(|o| o.torch.starts_with("2.7") && o.variant == "cu126" && !o.runs));
+    }
+
+    #[test]
+    fn old_driver_rules_out_cuda_12_and_13_builds() {
+        let gpus = vec![kb().resolve_gpu("A100").unwrap()];
+        let opts = torch_options(kb(), &gpus, Some(&"470.161.03".parse().unwrap()));
+        assert!(opts
+            .iter()
+            .filter(|o| o.runs)
+            .all(|o| o.variant.starts_with("cu11")));
+        assert!(opts.iter().any(|o| o.runs));
+    }
+}

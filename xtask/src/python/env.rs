@@ -1,0 +1,131 @@
+//! Python environments with a pinned torch from PyPI, created once and shared.
+//!
+//! An env lives in `envs_dir()/torch-<ver>-py<X.Y>/`, made with the one [`Installer`] (uv, hard-linked
+//! from uv's cache under archsmith's, or venv + pip) through [`provision_in_place`]: a file lock
+//! serializes concurrent creators (parallel tests, two terminals) and the stamp written last marks
+//! the env complete, so an interrupted install is wiped and redone instead of being mistaken for a
+//! good one. An env is built where it stays: a venv's scripts name its path in their `#!` lines.
+
+use super::installer::Installer;
+use super::probe::{probe, Depth};
+use crate::cache::provision_in_place;
+use crate::kb::kb;
+use crate::paths;
+use crate::process::Cmd;
+use crate::version::Version;
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Written by the build: the package set the env was made with. An env stamped with another set
+/// (archsmith added a package) is made again.
+const PACKAGES: &str = ".archsmith-env.json";
+
+#[derive(Debug, Clone)]
+pub struct TorchEnv {
+    pub root: PathBuf,
+    pub python: PathBuf,
+    pub torch: Version,
+}
+
+impl TorchEnv {
+    /// A command running this env's Python.
+    pub fn python_cmd(&self) -> Cmd {
+        Cmd::new(&self.python)
+    }
+}
+
+/// Returns the env for `torch`, creating it on first use. Progress of the download is shown by the
+/// installer itself (uv's or pip's progress bars on stderr).
+pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
+    let python = super::host_python()?;
+    let py_version = probe(&python, Depth::Files)?.python;
+    if let Some(row) = kb().torch_row(torch) {
+        if py_version.major_minor() < row.python_min || py_version.major_minor() > row.python_max {
+            bail!(
+                "torch {torch} publishes wheels for Python {}–{}, but `{}` is Python {py_version}. Install a matching Python and point ARCHSMITH_PYTHON at it",
+                row.python_min,
+                row.python_max,
+                python.display()
+            );
+        }
+    }
+    let root = paths::envs_dir().join(format!("torch-{torch}-py{}", py_version.major_minor()));
+    let packages = env_packages(torch);
+    let env = TorchEnv {
+        python: root.join("bin").join("python"),
+        root: root.clone(),
+        torch: torch.clone(),
+    };
+    let load = |dir: &Path| -> Result<Option<TorchEnv>> {
+        Ok((stamped_packages(dir).as_ref() == Some(&packages)).then(|| env.clone()))
+    };
+    provision_in_place(
+        &root,
+        &format!("the torch {torch} env"),
+        &load,
+        &mut |dir, progress| {
+            progress(&format!(
+                "creating {} with {} (one-time; cached in {})",
+                dir.display(),
+                packages.join(" "),
+                paths::cache_dir().display()
+            ));
+            let installer = Installer::detect()?;
+            let env_python = dir.join("bin").join("python");
+            installer
+                .venv(&python, dir)
+                .and_then(|()| installer.install_into(&env_python, &packages))
+                .with_context(|| format!(
+                    "could not create the torch {torch} env; check that PyPI is reachable and that torch=={torch} exists for Python {py_version} (`pip index versions torch`)"
+                ))?;
+            let info = probe(&env_python, Depth::ImportTorch)?;
+            if !info.imported {
+                bail!(
+                    "torch was installed in {} but does not import: {}",
+                    dir.display(),
+                    info.error.unwrap_or_default()
+                );
+            }
+            if info.torch.as_ref() != Some(torch) {
+                bail!(
+                    "asked for torch {torch} but the env has {}",
+                    info.torch.map(|v| v.to_string()).unwrap_or_default()
+                );
+            }
+            let stamp = serde_json::json!({ "torch": torch.to_string(), "python": py_version.to_string(), "packages": packages });
+            let path = dir.join(PACKAGES);
+            fs::write(&path, serde_json::to_vec_pretty(&stamp)?)
+                .with_context(|| format!("writing {}", path.display()))
+        },
+        &mut |msg| eprintln!("archsmith: {msg}"),
+    )
+}
+
+/// The package list a complete env was stamped with; None when the env is missing or incomplete.
+fn stamped_packages(root: &Path) -> Option<Vec<String>> {
+    if !root.join("bin").join("python").exists() {
+        return None;
+    }
+    let text = fs::read(root.join(PACKAGES)).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    serde_json::from_value(v.get("packages")?.clone()).ok()
+}
+
+/// torch plus what the commands that use the env need: numpy (torch warns without it), the build
+/// front end for extensions (setuptools, wheel, ninja, cmake), and the torchvision paired with
+/// this torch (ports compare against it).
+fn env_packages(torch: &Version) -> Vec<String> {
+    let mut p = vec![
+        format!("torch=={torch}"),
+        "numpy".into(),
+        "setuptools".into(),
+        "wheel".into(),
+        "ninja".into(),
+        "cmake".into(),
+    ];
+    if let Some(tv) = kb().torch_row(torch).and_then(|r| r.torchvision.last()) {
+        p.push(format!("torchvision=={tv}"));
+    }
+    p
+}

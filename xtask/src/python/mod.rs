@@ -1,0 +1,24 @@
+//! Python environments: which interpreter, what it holds, and how packages get into it.
+//!
+//! * [`probe`]: the one answer to "which Python / torch / CUDA is this" (`verify/probes/python_env.py`).
+//! * [`installer`]: "uv or pip", the one way packages are installed (envs, toolchains, tools).
+//! * [`env`]: archsmith's own envs with a pinned torch from PyPI, made once and shared.
+
+pub mod env;
+pub mod installer;
+pub mod probe;
+
+pub use env::{ensure_torch_env, TorchEnv};
+pub use probe::{probe, Depth, PythonInfo};
+
+use crate::process::which;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+
+/// The interpreter new envs are made from: `$ARCHSMITH_PYTHON`, else `python3` on PATH.
+pub fn host_python() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("ARCHSMITH_PYTHON").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    which("python3").context("no `python3` on PATH: install Python 3 (e.g. `apt-get install python3 python3-venv`) or set ARCHSMITH_PYTHON")
+}

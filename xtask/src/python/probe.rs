@@ -1,0 +1,127 @@
+//! The one probe of a Python environment. `verify/probes/python_env.py` (standard library only) runs
+//! inside the target interpreter and prints JSON; [`probe`] runs it and returns [`PythonInfo`].
+//! `build-ext`, `port-extension`, the torch envs and `doctor` all ask it; `verify env` extends it.
+
+use crate::process::Cmd;
+use crate::version::Version;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The probe's source, compiled in so archsmith works from any directory.
+pub const SCRIPT: &str = include_str!("../../../verify/probes/python_env.py");
+
+/// How much to ask: reading files only, or importing torch as well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Python, site-packages, pip, torch's version and CUDA variant from `torch/version.py`: no
+    /// torch import, a fraction of a second.
+    Files,
+    /// Also imports torch: the archs it was built for, CUDA availability, devices (seconds).
+    ImportTorch,
+}
+
+/// A device torch sees.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Device {
+    pub name: String,
+    pub cc: String,
+}
+
+/// What the probe reports; the keys of `python_env.py`'s JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonInfo {
+    /// The interpreter asked (not part of the probe's JSON).
+    #[serde(default)]
+    pub interpreter: PathBuf,
+    pub python: Version,
+    pub purelib: PathBuf,
+    pub has_pip: bool,
+    /// `torch.__version__` (`2.15.0+cu132`); None without torch.
+    pub torch: Option<Version>,
+    /// `torch.version.cuda`; None for CPU-only torch or without torch.
+    pub cuda: Option<Version>,
+    /// Whether torch was imported (only with [`Depth::ImportTorch`] and a torch present).
+    pub imported: bool,
+    pub arch_list: Vec<String>,
+    pub cuda_available: bool,
+    pub devices: Vec<Device>,
+    /// Why torch could not be read or imported.
+    pub error: Option<String>,
+}
+
+/// Runs the probe in `python` (isolated: `-I`, so no user site or `PYTHONPATH` leaks in).
+pub fn probe(python: &Path, depth: Depth) -> Result<PythonInfo> {
+    let mut cmd = Cmd::new(python).args(["-I", "-c", SCRIPT]);
+    if depth == Depth::ImportTorch {
+        cmd = cmd.arg("--import-torch");
+    }
+    let out = cmd
+        .read()
+        .with_context(|| format!("{} is not a working Python", python.display()))?;
+    parse(&out, python)
+}
+
+/// Parses the probe's JSON.
+pub fn parse(json: &str, interpreter: &Path) -> Result<PythonInfo> {
+    let mut info: PythonInfo = serde_json::from_str(json).with_context(|| {
+        format!(
+            "{}: the Python probe printed something that is not its JSON:\n{json}",
+            interpreter.display()
+        )
+    })?;
+    info.interpreter = interpreter.to_path_buf();
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    /// The probe reads torch's version and CUDA variant from `torch/version.py` without importing
+    /// torch (the fake package's `__init__.py` would raise if imported).
+    #[test]
+    fn reads_torch_version_py_without_importing_torch() {
+        let Some(python) = crate::process::which("python3") else {
+            panic!("python3 is needed for this test");
+        };
+        let site = tempfile::tempdir().unwrap();
+        let torch = site.path().join("torch");
+        fs::create_dir_all(&torch).unwrap();
+        fs::write(torch.join("__init__.py"), "raise ImportError('imported')\n").unwrap();
+        fs::write(
+            torch.join("version.py"),
+            "from typing import Optional\n__all__ = ['__version__']\n__version__ = '2.15.0+cu132'\ndebug = False\ncuda: Optional[str] = '13.2'\nhip: Optional[str] = None\n",
+        )
+        .unwrap();
+        let script = site.path().join("probe.py");
+        fs::write(&script, SCRIPT).unwrap();
+        let run = |args: &[&str]| {
+            let out = Cmd::new(&python)
+                .arg(&script)
+                .args(args)
+                .env("PYTHONPATH", site.path())
+                .read()
+                .unwrap();
+            parse(&out, &python).unwrap()
+        };
+        let info = run(&[]);
+        assert_eq!(info.torch.unwrap().to_string(), "2.15.0+cu132");
+        assert_eq!(info.cuda.unwrap().to_string(), "13.2");
+        assert!(!info.imported);
+        assert_eq!(info.error, None);
+
+        fs::write(
+            torch.join("version.py"),
+            "__version__ = '2.15.0+cpu'\ncuda = None\n",
+        )
+        .unwrap();
+        let cpu = run(&[]);
+        assert_eq!(cpu.cuda, None);
+        // Importing the broken package is reported, not a crash.
+        let deep = run(&["--import-torch"]);
+        assert!(!deep.imported);
+        assert!(deep.error.unwrap().contains("imported"));
+    }
+}

@@ -1,0 +1,5 @@
+//! Checks of what was built or installed, as reports with a verdict and an exit code.
+//!
+//! * [`binary`]: which SASS and PTX files and wheels really carry, against a spec and GPUs.
+
+pub mod binary;
