@@ -15,6 +15,7 @@ pub mod host;
 pub mod output;
 pub mod paths;
 pub mod process;
+pub mod wheel;
 
 // Model: the knowledge base and the arch model planned with it.
 pub mod arch;
@@ -31,6 +32,7 @@ pub mod python;
 // Workflows: what the commands do, each callable from the others and from tests.
 pub mod build_ext;
 pub mod doctor;
+pub mod kb_check;
 pub mod port;
 pub mod test_kernels;
 pub mod toolchain;

@@ -6,8 +6,8 @@
 //! releases. A cold cache first downloads them: about 17 s / 0.5 GB and 33 s / 0.55 GB. Cheap
 //! enough to run on every `cargo test`, like the real-torch tests that need PyPI too.
 
-use archsmith::commands::kb::{check_versions, releases_to_check, render};
 use archsmith::kb::kb;
+use archsmith::kb_check::{check_versions, releases_to_check};
 use archsmith::version::Version;
 
 fn check_all(filters: &[&str], at_least: usize) {
@@ -20,7 +20,7 @@ fn check_all(filters: &[&str], at_least: usize) {
         versions.len()
     );
     let report = check_versions(kb(), &versions, false);
-    assert_eq!(report.exit_code(), 0, "\n{}", render(&report));
+    assert_eq!(report.exit_code(), 0, "\n{}", report.table());
     assert_eq!(report.checked.len(), versions.len());
 }
 

@@ -151,13 +151,9 @@ impl ImportCheck {
 
     /// Unpacks `wheel` into the target and imports each of its extension modules. Returns them.
     pub fn run(self, wheel: &Path) -> Result<Vec<String>> {
-        let file = fs::File::open(wheel).with_context(|| format!("opening {}", wheel.display()))?;
-        let mut zip =
-            zip::ZipArchive::new(file).with_context(|| format!("reading {}", wheel.display()))?;
-        let mods = extension_modules(zip.file_names());
-        // `extract` refuses members that would land outside `target`.
-        zip.extract(&self.target)
-            .with_context(|| format!("unpacking {}", wheel.display()))?;
+        let mut zip = crate::wheel::Wheel::open(wheel)?;
+        let mods = extension_modules(zip.names());
+        zip.extract_all(&self.target)?;
         if mods.is_empty() {
             bail!("the wheel holds no extension module (.so)");
         }

@@ -164,6 +164,36 @@ pub struct CudaMajorRow {
     pub major: u32,
     pub minor_compat_min_driver: Version,
     pub source: String,
+    /// NVIDIA's packaging of this major on PyPI: the wheel that carries its compiler.
+    pub compiler_wheel: String,
+    /// Which tool that wheel ships: `nvcc` (a whole toolkit can be assembled from PyPI) or only
+    /// `ptxas` (CUDA 11/12: nvcc must come from a system toolkit).
+    pub compiler_tool: CompilerTool,
+    /// The wheel holding `crt/host_config.h` (the host-compiler ceilings).
+    pub crt_wheel: String,
+    /// Where inside those wheels the toolkit tree sits (`nvidia/cu13`).
+    pub wheel_prefix: String,
+    /// The first release whose `cuda-toolkit` meta-package has a `cuobjdump` extra.
+    #[serde(default)]
+    pub cuobjdump_from: Option<Version>,
+    pub packaging_source: String,
+}
+
+/// The compiler a CUDA major's PyPI wheel ships.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompilerTool {
+    Nvcc,
+    Ptxas,
+}
+
+impl CompilerTool {
+    pub fn name(self) -> &'static str {
+        match self {
+            CompilerTool::Nvcc => "nvcc",
+            CompilerTool::Ptxas => "ptxas",
+        }
+    }
 }
 
 /// One torch release as published on PyPI.
@@ -397,6 +427,16 @@ impl KnowledgeBase {
     pub fn cuda_row(&self, cuda: &Version) -> Option<&CudaRow> {
         let mm = cuda.major_minor();
         self.cuda.iter().find(|c| c.version.major_minor() == mm)
+    }
+
+    /// The first CUDA major whose PyPI wheels carry nvcc itself, so that a toolkit can be
+    /// assembled from PyPI (13 today).
+    pub fn first_pypi_nvcc_major(&self) -> Option<u32> {
+        self.cuda_majors
+            .iter()
+            .filter(|m| m.compiler_tool == CompilerTool::Nvcc)
+            .map(|m| m.major)
+            .min()
     }
 
     pub fn cuda_major(&self, major: u32) -> Option<&CudaMajorRow> {

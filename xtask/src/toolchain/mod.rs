@@ -21,8 +21,13 @@ use crate::version::Version;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
-/// The first CUDA release whose PyPI wheels carry a complete nvcc toolchain.
-pub const FIRST_PYPI_CUDA: u32 = 13;
+/// Whether CUDA `cuda`'s toolkit can be assembled from PyPI: its major is at or after the first
+/// whose wheels carry nvcc itself (the knowledge base's `[[cuda_major]]` packaging rows).
+pub fn from_pypi(cuda: &Version) -> bool {
+    crate::kb::kb()
+        .first_pypi_nvcc_major()
+        .is_some_and(|first| cuda.major() >= first)
+}
 
 /// Where a toolchain came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -136,7 +141,7 @@ pub fn shell_quote(value: &str) -> String {
 /// A toolchain that is already installed is returned after a few file reads, without running anything.
 pub fn ensure(cuda: &Version) -> Result<Toolchain> {
     check_requested(cuda)?;
-    if cuda.major() < FIRST_PYPI_CUDA {
+    if !from_pypi(cuda) {
         return system::require(&system::Search::from_env(), cuda);
     }
     let dir = crate::paths::toolchains_dir();

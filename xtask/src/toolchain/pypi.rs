@@ -29,10 +29,14 @@ pub const LOCK_FILE: &str = "archsmith-toolchain.lock.json";
 const LOCK_SCHEMA: u32 = 1;
 
 /// The `cuda-toolkit` extras archsmith installs: compiler, runtime, headers, and `cuobjdump` where it exists
-/// (13.2 and later). `curand` brings libcurand and its headers, which many extensions include.
+/// (the knowledge base's `cuobjdump_from` for the major). `curand` brings libcurand and its headers, which
+/// many extensions include.
 pub fn extras(cuda: &Version) -> Vec<&'static str> {
     let mut extras = vec!["nvcc", "nvvm", "crt", "cudart", "cccl"];
-    if cuda.major_minor() >= Version::new(&[13, 2]) {
+    let cuobjdump_from = crate::kb::kb()
+        .cuda_major(cuda.major())
+        .and_then(|m| m.cuobjdump_from.as_ref());
+    if cuobjdump_from.is_some_and(|from| cuda.major_minor() >= *from) {
         extras.push("cuobjdump");
     }
     extras.push("curand");
@@ -200,7 +204,7 @@ fn available_releases() -> Option<String> {
     let mut releases: Vec<Version> = crate::downloads::list_versions("cuda-toolkit")
         .ok()?
         .into_iter()
-        .filter(|v| v.major() >= super::FIRST_PYPI_CUDA)
+        .filter(super::from_pypi)
         .map(|v| v.major_minor())
         .collect();
     releases.sort();

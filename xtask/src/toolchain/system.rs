@@ -163,7 +163,7 @@ pub fn require(search: &Search, cuda: &Version) -> Result<Toolchain> {
     {
         looked.push_str("\n  - PATH: no nvcc");
     }
-    if cuda.major() >= super::FIRST_PYPI_CUDA {
+    if super::from_pypi(cuda) {
         bail!("no system CUDA {cuda} toolkit found.\nLooked at:{looked}\narchsmith installs CUDA {mm} from PyPI: `cargo xtask toolchain install --cuda {mm}`");
     }
     bail!(

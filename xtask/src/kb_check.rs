@@ -1,0 +1,816 @@
+//! The knowledge base's nvcc facts re-verified against NVIDIA's real wheels (`cargo xtask kb check`).
+//!
+//! For every `nvidia-cuda-nvcc` 13.x release on PyPI (or those named with `--cuda`) this downloads
+//! the wheel into [`paths::downloads_dir`] (once; later runs reuse it), unpacks `bin/nvcc` and
+//! `bin/nvcc.profile` into a temporary directory and asks nvcc itself:
+//!
+//! * `--list-gpu-code` gives the plain `sm_XY` targets;
+//! * `--help`'s "Allowed values" for `--gpu-code` gives every `sm_*` target including `a`/`f`
+//!   (`--list-gpu-code` prints only the plain ones);
+//!
+//! and reads `crt/host_config.h` from the matching `nvidia-cuda-crt` wheel for the newest GCC and
+//! Clang majors nvcc accepts. Each answer is compared with `[[target]]` and `[[cuda]]` rows.
+//!
+//! `--cuda 12` / `--cuda 11.8` check CUDA 11.7–12.9 instead: their `nvidia-cuda-nvcc-cu12/-cu11`
+//! wheels carry no nvcc, only `ptxas`. Which wheel holds which tool, under which prefix, is the
+//! knowledge base's `[[cuda_major]]` packaging rows (whose `--help` lists the same `sm_*` targets under
+//! `--gpu-name`) and `crt/host_config.h`.
+//!
+//! Exit status: 0 all match, 1 a fact differs, 2 something could not be fetched or read.
+
+use crate::cuda_arch::{Arch, Variant};
+use crate::kb::{kb, CompilerTool, CudaMajorRow, HostCompilerLimits, KnowledgeBase};
+use crate::output::Table;
+use crate::process::Cmd;
+use crate::version::Version;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+/// A CUDA major's packaging row, or an error saying which majors PyPI has compilers for.
+fn packaging(kb: &KnowledgeBase, major: u32) -> Result<&CudaMajorRow> {
+    kb.cuda_major(major).with_context(|| {
+        format!("PyPI has compiler wheels only for CUDA 11.7–11.8 and 12.x (ptxas) and 13.x (nvcc), so CUDA {major} cannot be checked")
+    })
+}
+
+/// One fact as the real tool reports it and as the knowledge base has it.
+#[derive(Debug, Serialize)]
+pub struct Compared<T> {
+    pub tool: T,
+    pub kb: T,
+    pub ok: bool,
+}
+
+impl<T: PartialEq> Compared<T> {
+    fn new(tool: T, kb: T) -> Compared<T> {
+        let ok = tool == kb;
+        Compared { tool, kb, ok }
+    }
+}
+
+/// What one release's tools said, compared with the knowledge base.
+#[derive(Debug, Serialize)]
+pub struct VersionCheck {
+    pub version: String,
+    /// `nvcc` (CUDA 13) or `ptxas` (CUDA 11/12 wheels, which have no nvcc).
+    pub asked: &'static str,
+    /// Plain `sm_XY` targets (nvcc `--list-gpu-code`, or ptxas `--help`) against the plain rows.
+    pub plain_targets: Compared<Vec<String>>,
+    /// `a`/`f` targets (nvcc `--help` for `--gpu-code`, ptxas `--help` for `--gpu-name`) against
+    /// the `a`/`f` rows.
+    pub variant_targets: Compared<Vec<String>>,
+    /// For nvcc: whether the plain targets in `--help` equal `--list-gpu-code` (nvcc agreeing with
+    /// itself); absent for ptxas, which has only the one list.
+    pub lists_agree: Option<bool>,
+    pub max_gcc: Compared<Option<u32>>,
+    pub max_clang: Compared<Option<u32>>,
+    pub ok: bool,
+}
+
+/// A release that could not be checked, and why.
+#[derive(Debug, Serialize)]
+pub struct CheckFailure {
+    pub version: String,
+    pub error: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CheckReport {
+    pub checked: Vec<VersionCheck>,
+    pub failures: Vec<CheckFailure>,
+    /// True when every release was checked and every fact matched.
+    pub ok: bool,
+}
+
+impl CheckReport {
+    /// 0 all matched, 1 a mismatch, 2 a release could not be fetched or read.
+    pub fn exit_code(&self) -> i32 {
+        if !self.failures.is_empty() {
+            2
+        } else if self.checked.iter().any(|c| !c.ok) {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// Lists PyPI for the CUDA majors `filters` name (13 when none) and keeps the matching releases.
+pub fn releases_to_check(filters: &[Version]) -> Result<Vec<Version>> {
+    let kb = kb();
+    if let Some(f) = filters.iter().find(|f| kb.cuda_major(f.major()).is_none()) {
+        bail!("--cuda {f}: PyPI has compiler wheels only for CUDA 11.7–11.8 and 12.x (ptxas) and 13.x (nvcc), so only those can be checked");
+    }
+    let mut majors: Vec<u32> = filters.iter().map(Version::major).collect();
+    if majors.is_empty() {
+        majors.push(13);
+    }
+    majors.sort_unstable();
+    majors.dedup();
+    let mut available = Vec::new();
+    for row in majors.into_iter().filter_map(|m| kb.cuda_major(m)) {
+        available.extend(crate::downloads::list_versions(&row.compiler_wheel)?);
+    }
+    select_versions(&available, filters)
+}
+
+/// Checks each release in turn; one that cannot be fetched or read becomes a failure, the rest go on.
+pub fn check_versions(kb: &KnowledgeBase, versions: &[Version], progress: bool) -> CheckReport {
+    let mut checked = Vec::new();
+    let mut failures = Vec::new();
+    for v in versions {
+        if progress {
+            eprintln!("archsmith: checking CUDA {v}");
+        }
+        match check_one(kb, v) {
+            Ok(c) => checked.push(c),
+            Err(e) => failures.push(CheckFailure {
+                version: v.to_string(),
+                error: format!("{e:#}"),
+            }),
+        }
+    }
+    let ok = failures.is_empty() && checked.iter().all(|c| c.ok);
+    CheckReport {
+        checked,
+        failures,
+        ok,
+    }
+}
+
+/// The releases to check, oldest first: those matching a `--cuda` prefix, or every 13.x if none.
+pub fn select_versions(available: &[Version], filters: &[Version]) -> Result<Vec<Version>> {
+    let mut out: Vec<Version> = available
+        .iter()
+        .filter(|v| kb().cuda_major(v.major()).is_some())
+        .filter(|v| {
+            if filters.is_empty() {
+                v.major() == 13
+            } else {
+                filters.iter().any(|f| v.matches_prefix(f))
+            }
+        })
+        .cloned()
+        .collect();
+    out.sort();
+    out.dedup();
+    if out.is_empty() {
+        let shown: Vec<String> = available.iter().map(|v| v.to_string()).collect();
+        let wanted: Vec<String> = filters.iter().map(|v| format!("--cuda {v}")).collect();
+        bail!(
+            "no CUDA compiler wheel on PyPI matches {}; PyPI has: {}",
+            if wanted.is_empty() {
+                "13.x".to_string()
+            } else {
+                wanted.join(", ")
+            },
+            shown.join(", ")
+        );
+    }
+    Ok(out)
+}
+
+/// What one release's tools report.
+struct ToolFacts {
+    /// nvcc `--list-gpu-code` (CUDA 13 only).
+    listed: Option<BTreeSet<Arch>>,
+    /// Every `sm_*` in the tool's `--help` "Allowed values".
+    allowed: BTreeSet<Arch>,
+    limits: HostCompilerLimits,
+}
+
+fn check_one(kb: &KnowledgeBase, version: &Version) -> Result<VersionCheck> {
+    let row = packaging(kb, version.major())?;
+    let tmp = tempfile::Builder::new()
+        .prefix("archsmith-kb-check-")
+        .tempdir()
+        .context("creating a temporary directory")?;
+    let facts = match row.compiler_tool {
+        CompilerTool::Nvcc => ask_nvcc(row, version, tmp.path())?,
+        CompilerTool::Ptxas => ask_ptxas(row, version, tmp.path())?,
+    };
+
+    let kb_set: BTreeSet<Arch> = kb.cuda_targets(version).into_iter().collect();
+    let split = |set: &BTreeSet<Arch>| -> (BTreeSet<Arch>, BTreeSet<Arch>) {
+        set.iter().partition(|a| a.variant == Variant::Plain)
+    };
+    let names = |set: &BTreeSet<Arch>| set.iter().map(|a| a.sm()).collect::<Vec<_>>();
+    let (kb_plain, kb_variants) = split(&kb_set);
+    let (help_plain, help_variants) = split(&facts.allowed);
+    let tool_plain = facts.listed.as_ref().unwrap_or(&help_plain);
+
+    let kb_limits = kb
+        .cuda_row(version)
+        .map(|r| r.host_compiler_limits(version))
+        .unwrap_or(HostCompilerLimits {
+            max_gcc: None,
+            max_clang: None,
+        });
+    let plain_targets = Compared::new(names(tool_plain), names(&kb_plain));
+    let variant_targets = Compared::new(names(&help_variants), names(&kb_variants));
+    let lists_agree = facts.listed.as_ref().map(|l| *l == help_plain);
+    let max_gcc = Compared::new(facts.limits.max_gcc, kb_limits.max_gcc);
+    let max_clang = Compared::new(facts.limits.max_clang, kb_limits.max_clang);
+    let ok = plain_targets.ok
+        && variant_targets.ok
+        && lists_agree != Some(false)
+        && max_gcc.ok
+        && max_clang.ok;
+    Ok(VersionCheck {
+        version: version.to_string(),
+        asked: row.compiler_tool.name(),
+        plain_targets,
+        variant_targets,
+        lists_agree,
+        max_gcc,
+        max_clang,
+        ok,
+    })
+}
+
+fn ask_nvcc(row: &CudaMajorRow, version: &Version, tmp: &Path) -> Result<ToolFacts> {
+    let prefix = &row.wheel_prefix;
+    let nvcc_wheel = crate::downloads::download_wheel(&row.compiler_wheel, version)?;
+    let crt_wheel = crate::downloads::download_wheel(&row.crt_wheel, version)?;
+    let bin = tmp.join("bin");
+    fs::create_dir_all(&bin)?;
+    // nvcc reads nvcc.profile next to itself.
+    for name in ["nvcc", "nvcc.profile"] {
+        extract(
+            &nvcc_wheel,
+            &format!("{prefix}/bin/{name}"),
+            &bin.join(name),
+        )?;
+    }
+    let nvcc = bin.join("nvcc");
+    make_executable(&nvcc)?;
+    check_tool_version(&nvcc, version, &nvcc_wheel)?;
+    let listed = parse_list_gpu_code(&Cmd::new(&nvcc).arg("--list-gpu-code").read()?)?;
+    let allowed = parse_allowed_targets(&Cmd::new(&nvcc).arg("--help").read()?, "--gpu-code")?;
+    let limits = read_host_config(&crt_wheel, &format!("{prefix}/include/crt/host_config.h"))?;
+    Ok(ToolFacts {
+        listed: Some(listed),
+        allowed,
+        limits,
+    })
+}
+
+fn ask_ptxas(row: &CudaMajorRow, version: &Version, tmp: &Path) -> Result<ToolFacts> {
+    let prefix = &row.wheel_prefix;
+    let wheel = crate::downloads::download_wheel(&row.compiler_wheel, version)?;
+    let crt_wheel = crate::downloads::download_wheel(&row.crt_wheel, version)?;
+    let ptxas = tmp.join("ptxas");
+    extract(&wheel, &format!("{prefix}/bin/ptxas"), &ptxas)?;
+    make_executable(&ptxas)?;
+    check_tool_version(&ptxas, version, &wheel)?;
+    let allowed = parse_allowed_targets(&Cmd::new(&ptxas).arg("--help").read()?, "--gpu-name")?;
+    let limits = read_host_config(&crt_wheel, &format!("{prefix}/include/crt/host_config.h"))?;
+    Ok(ToolFacts {
+        listed: None,
+        allowed,
+        limits,
+    })
+}
+
+/// The tool must be the release its wheel claims (`… release 13.0, V13.0.48`).
+///
+/// This is the first run of a just-written executable. If another thread forks while our write
+/// handle is open, the child holds it until it execs and the kernel refuses to run the file
+/// ("Text file busy"); that window is short, so wait it out.
+fn check_tool_version(tool: &Path, version: &Version, wheel: &Path) -> Result<()> {
+    const ETXTBSY: i32 = 26;
+    let mut tries = 0;
+    let reported = loop {
+        match Cmd::new(tool).arg("--version").read() {
+            Err(e)
+                if tries < 50
+                    && e.chain().any(|c| {
+                        c.downcast_ref::<std::io::Error>()
+                            .and_then(std::io::Error::raw_os_error)
+                            == Some(ETXTBSY)
+                    }) =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other?,
+        }
+    };
+    if !reported
+        .split_whitespace()
+        .any(|w| w == format!("V{version}"))
+    {
+        bail!(
+            "{} does not hold release {version}: `{} --version` says\n{reported}",
+            wheel.display(),
+            tool.display()
+        );
+    }
+    Ok(())
+}
+
+fn read_host_config(wheel: &Path, member: &str) -> Result<HostCompilerLimits> {
+    let header = String::from_utf8(crate::wheel::read_member(wheel, member)?)
+        .with_context(|| format!("{member} in {} is not UTF-8", wheel.display()))?;
+    parse_host_config(&header).with_context(|| format!("reading {member} from {}", wheel.display()))
+}
+
+fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<()> {
+    fs::write(dest, crate::wheel::read_member(wheel, member)?)
+        .with_context(|| format!("writing {}", dest.display()))
+}
+
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("making {} executable", path.display()))
+}
+
+/// `nvcc --list-gpu-code`: one `sm_XY` per line.
+pub fn parse_list_gpu_code(text: &str) -> Result<BTreeSet<Arch>> {
+    let set = text
+        .split_whitespace()
+        .map(|w| Arch::from_target_name(w).map_err(anyhow::Error::from))
+        .collect::<Result<BTreeSet<_>>>()?;
+    if set.is_empty() {
+        bail!("`nvcc --list-gpu-code` printed no targets");
+    }
+    Ok(set)
+}
+
+/// The `sm_*` names in the "Allowed values for this option:" list of `option`'s entry in a
+/// `--help` text (nvcc's `--gpu-code`, ptxas's `--gpu-name`): the only place the tools list
+/// `a`/`f` targets. Entries start with the option in column 0; the list ends at the line ending
+/// in `'.` (a `Default value:` line may follow).
+pub fn parse_allowed_targets(help: &str, option: &str) -> Result<BTreeSet<Arch>> {
+    let mut lines = help
+        .lines()
+        .skip_while(|l| !(l.starts_with(option) && l[option.len()..].starts_with([' ', '\t'])));
+    if lines.next().is_none() {
+        bail!("--help has no `{option}` entry");
+    }
+    let body: Vec<&str> = lines.take_while(|l| !l.starts_with('-')).collect();
+    let start = body
+        .iter()
+        .position(|l| l.contains("Allowed values for this option:"))
+        .ok_or_else(|| anyhow!("--help's `{option}` entry has no `Allowed values` list"))?;
+    let len = body[start..]
+        .iter()
+        .position(|l| l.trim_end().ends_with("'."))
+        .ok_or_else(|| anyhow!("--help's `{option}` allowed values do not end"))?;
+    let values = body[start..=start + len].join(" ");
+    let values = values.split_once(':').map_or("", |(_, rest)| rest);
+    let mut set = BTreeSet::new();
+    for quoted in values.split(',') {
+        let name = quoted.trim().trim_end_matches('.').trim_matches('\'');
+        if name.starts_with("sm_") {
+            set.insert(Arch::from_target_name(name)?);
+        }
+    }
+    if set.is_empty() {
+        bail!("--help's `{option}` allowed values name no sm_ target");
+    }
+    Ok(set)
+}
+
+/// The newest GCC and Clang majors `crt/host_config.h` accepts: the `#if` guarding
+/// `#error -- unsupported GNU version!` (`__GNUC__ > N` → N) and the one guarding
+/// `#error -- unsupported clang version!` (`__clang_major__ >= N` → N-1).
+///
+/// The conditions are read, not the messages: in CUDA 12.2 and 12.3 the message still says "clang
+/// version must be less than 16" while the check is `__clang_major__ >= 17`, i.e. clang 16 is
+/// accepted. Other compilers' checks (`HOS clang`, the GRCO clang) are ignored.
+pub fn parse_host_config(header: &str) -> Result<HostCompilerLimits> {
+    let mut last_if = "";
+    let (mut gcc, mut clang) = (None, None);
+    for line in header.lines().map(str::trim) {
+        if line.starts_with("#if") {
+            last_if = line;
+        } else if line.starts_with("#error") {
+            let (slot, operator, offset, what) = if line.contains("unsupported GNU version!") {
+                (&mut gcc, "__GNUC__ >", 0, "GNU")
+            } else if line.contains("unsupported clang version!") {
+                (&mut clang, "__clang_major__ >=", 1, "clang")
+            } else {
+                continue;
+            };
+            let n = number_after(last_if, operator).ok_or_else(|| {
+                anyhow!(
+                    "the {what} version #error is not guarded by `#if … {operator} N`: {last_if}"
+                )
+            })?;
+            let max = n
+                .checked_sub(offset)
+                .ok_or_else(|| anyhow!("impossible {what} limit in: {last_if}"))?;
+            if slot.is_some_and(|m| m != max) {
+                bail!("host_config.h has two different {what} version limits");
+            }
+            *slot = Some(max);
+        }
+    }
+    if gcc.is_none() && clang.is_none() {
+        bail!("found neither the GNU nor the clang version check; the header's layout changed, so update parse_host_config");
+    }
+    Ok(HostCompilerLimits {
+        max_gcc: gcc,
+        max_clang: clang,
+    })
+}
+
+/// `12` from `#if (__clang_major__ >= 12) || …` for operator `__clang_major__ >=`.
+fn number_after(line: &str, operator: &str) -> Option<u32> {
+    let rest = line.split_once(operator)?.1.trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The aligned table `kb check` prints, then one line per difference or failure.
+impl CheckReport {
+    /// The report for people: one row per release, then what differs.
+    pub fn table(&self) -> String {
+        let report = self;
+        let mut t = Table::new([
+            "CUDA",
+            "asked",
+            "sm targets",
+            "a/f targets",
+            "max gcc",
+            "max clang",
+            "result",
+        ]);
+        let count = |c: &Compared<Vec<String>>| {
+            if c.ok {
+                format!("ok ({})", c.tool.len())
+            } else {
+                "DIFFERS".to_string()
+            }
+        };
+        let show = |n: Option<u32>| n.map_or("-".to_string(), |n| n.to_string());
+        let limit = |c: &Compared<Option<u32>>| {
+            if c.ok {
+                format!("{} ok", show(c.tool))
+            } else {
+                format!("{} (kb {})", show(c.tool), show(c.kb))
+            }
+        };
+        for c in &report.checked {
+            let mut plain = count(&c.plain_targets);
+            if c.lists_agree == Some(false) {
+                plain.push_str(" (--help disagrees)");
+            }
+            let result = if c.ok { "match" } else { "MISMATCH" };
+            t.row([
+                c.version.clone(),
+                c.asked.to_string(),
+                plain,
+                count(&c.variant_targets),
+                limit(&c.max_gcc),
+                limit(&c.max_clang),
+                result.to_string(),
+            ]);
+        }
+        for f in &report.failures {
+            t.row([
+                f.version.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "FAILED".into(),
+            ]);
+        }
+        let mut out = t.render();
+        for c in &report.checked {
+            for (what, cmp) in [
+                ("sm targets", &c.plain_targets),
+                ("a/f targets", &c.variant_targets),
+            ] {
+                if !cmp.ok {
+                    let missing: Vec<&String> =
+                        cmp.tool.iter().filter(|x| !cmp.kb.contains(x)).collect();
+                    let extra: Vec<&String> =
+                        cmp.kb.iter().filter(|x| !cmp.tool.contains(x)).collect();
+                    out.push_str(&format!(
+                    "{}: {what}: {} has but kb lacks {missing:?}; kb has but {} lacks {extra:?}\n",
+                    c.version, c.asked, c.asked
+                ));
+                }
+            }
+        }
+        for f in &report.failures {
+            out.push_str(&format!("{}: could not check: {}\n", f.version, f.error));
+        }
+        let mismatches = report.checked.iter().filter(|c| !c.ok).count();
+        out.push_str(&format!(
+        "{} of {} releases checked; {} match the knowledge base, {mismatches} differ, {} could not be checked\n",
+        report.checked.len(),
+        report.checked.len() + report.failures.len(),
+        report.checked.len() - mismatches,
+        report.failures.len()
+    ));
+        if mismatches > 0 {
+            out.push_str(&format!(
+                "Fix the rows in {} (or, if the tool changed, re-read it and record the source).\n",
+                crate::kb::KB_PATH
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        s.parse().unwrap()
+    }
+
+    fn shown(set: &BTreeSet<Arch>) -> Vec<String> {
+        set.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn pip_index_output() {
+        let text = "WARNING: pip index is currently an experimental command.\nnvidia-cuda-nvcc (13.5.37)\nAvailable versions: 13.5.37, 13.4.92, 13.0.48\n";
+        assert_eq!(
+            crate::downloads::parse_pip_index_versions(text).unwrap(),
+            [v("13.5.37"), v("13.4.92"), v("13.0.48")]
+        );
+        assert!(crate::downloads::parse_pip_index_versions(
+            "ERROR: No matching distribution found"
+        )
+        .is_err());
+        assert!(crate::downloads::parse_pip_index_versions("Available versions: 13.x").is_err());
+    }
+
+    #[test]
+    fn version_selection() {
+        let avail = [
+            v("12.9.86"),
+            v("13.2.78"),
+            v("13.0.48"),
+            v("13.2.51"),
+            v("13.10.1"),
+            v("12.8.93"),
+        ];
+        // No filter: every 13.x, oldest first.
+        assert_eq!(
+            select_versions(&avail, &[]).unwrap(),
+            [v("13.0.48"), v("13.2.51"), v("13.2.78"), v("13.10.1")]
+        );
+        assert_eq!(
+            select_versions(&avail, &[v("13.2")]).unwrap(),
+            [v("13.2.51"), v("13.2.78")]
+        );
+        assert_eq!(
+            select_versions(&avail, &[v("13.2.78")]).unwrap(),
+            [v("13.2.78")]
+        );
+        assert_eq!(
+            select_versions(&avail, &[v("12")]).unwrap(),
+            [v("12.8.93"), v("12.9.86")]
+        );
+        // 13.1 must not match 13.10.x, and a filter matching nothing is an error naming what exists.
+        let err = select_versions(&avail, &[v("13.1")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("13.2.78") && err.contains("--cuda 13.1"),
+            "{err}"
+        );
+        assert!(select_versions(&[v("10.2.89")], &[v("10.2")]).is_err());
+        let package = |major| kb().cuda_major(major).map(|r| r.compiler_wheel.as_str());
+        assert!(packaging(kb(), 10).is_err());
+        assert_eq!(package(12), Some("nvidia-cuda-nvcc-cu12"));
+        assert_eq!(package(11), Some("nvidia-cuda-nvcc-cu11"));
+        assert_eq!(kb().first_pypi_nvcc_major(), Some(13));
+    }
+
+    #[test]
+    fn wheel_file_names() {
+        let f = "nvidia_cuda_nvcc-13.0.48-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
+        assert!(crate::downloads::is_wheel_for(
+            f,
+            "nvidia-cuda-nvcc",
+            &v("13.0.48"),
+            "x86_64"
+        ));
+        assert!(!crate::downloads::is_wheel_for(
+            f,
+            "nvidia-cuda-nvcc",
+            &v("13.0.48"),
+            "aarch64"
+        ));
+        assert!(!crate::downloads::is_wheel_for(
+            f,
+            "nvidia-cuda-nvcc",
+            &v("13.0.4"),
+            "x86_64"
+        ));
+        assert!(!crate::downloads::is_wheel_for(
+            f,
+            "nvidia-cuda-nvcc",
+            &v("13.0"),
+            "x86_64"
+        ));
+        assert!(!crate::downloads::is_wheel_for(
+            f,
+            "nvidia-cuda-crt",
+            &v("13.0.48"),
+            "x86_64"
+        ));
+        assert!(!crate::downloads::is_wheel_for(
+            f,
+            "nvidia-cuda-nvcc-cu12",
+            &v("13.0.48"),
+            "x86_64"
+        ));
+        assert!(!crate::downloads::is_wheel_for(
+            "nvidia_cuda_nvcc-13.0.48.tar.gz",
+            "nvidia-cuda-nvcc",
+            &v("13.0.48"),
+            "x86_64"
+        ));
+        assert!(crate::downloads::is_wheel_for(
+            "nvidia_cuda_crt-13.2.51-py3-none-manylinux_2_27_aarch64.whl",
+            "nvidia-cuda-crt",
+            &v("13.2.51"),
+            "aarch64"
+        ));
+        assert!(crate::downloads::is_wheel_for(
+            "nvidia_cuda_nvcc_cu12-12.0.140-py3-none-manylinux1_x86_64.whl",
+            "nvidia-cuda-nvcc-cu12",
+            &v("12.0.140"),
+            "x86_64"
+        ));
+    }
+
+    #[test]
+    fn list_gpu_code_output() {
+        let set = parse_list_gpu_code("sm_75\nsm_80\nsm_110\nsm_103\n").unwrap();
+        assert_eq!(shown(&set), ["7.5", "8.0", "10.3", "11.0"]);
+        assert!(parse_list_gpu_code("").is_err());
+        assert!(parse_list_gpu_code("nvcc fatal : oops").is_err());
+    }
+
+    /// Shaped like nvcc's help: option headers in column 0, indented text, a wrapped quoted list.
+    const NVCC_HELP: &str = "\
+--gpu-architecture <arch>                                      (-arch)
+        Allowed values for this option:  'all','compute_90','sm_50'.
+
+--gpu-code <code>,...                                          (-code)
+        Specify the name of the NVIDIA GPU to assemble and optimize PTX for.
+        Allowed values for this option:  'compute_100','compute_100f','lto_90a',
+        'sm_100','sm_100a','sm_100f','sm_110f','sm_75',
+        'sm_90','sm_90a'.
+
+--generate-code <specification>,...                            (-gencode)
+        Allowed values for this option:  'sm_999'.
+";
+
+    /// Shaped like ptxas's help: the list is followed by a default.
+    const PTXAS_HELP: &str = "\
+--gpu-name <gpu name>                               (-arch)
+        Specify name of NVIDIA GPU to generate code for.
+        Allowed values for this option:  'compute_50','lto_50','sm_50',
+        'sm_90','sm_90a'.
+        Default value:  'sm_52'.
+
+--help                                              (-h)
+";
+
+    #[test]
+    fn allowed_targets_in_help() {
+        assert_eq!(
+            shown(&parse_allowed_targets(NVCC_HELP, "--gpu-code").unwrap()),
+            ["7.5", "9.0", "9.0a", "10.0", "10.0a", "10.0f", "11.0f"]
+        );
+        // The default after the list is not a target of its own (sm_52 is not in the list).
+        assert_eq!(
+            shown(&parse_allowed_targets(PTXAS_HELP, "--gpu-name").unwrap()),
+            ["5.0", "9.0", "9.0a"]
+        );
+        // `--gpu-code` must not match `--gpu-codes` or take another option's list.
+        assert!(parse_allowed_targets(
+            "--gpu-codes <x>\n  Allowed values for this option: 'sm_90'.\n",
+            "--gpu-code"
+        )
+        .is_err());
+        assert!(parse_allowed_targets(
+            "--gpu-architecture <arch>\n  Allowed values for this option: 'sm_90'.\n",
+            "--gpu-code"
+        )
+        .is_err());
+        assert!(
+            parse_allowed_targets("--gpu-code <code>\n        no list here\n", "--gpu-code")
+                .is_err()
+        );
+        assert!(parse_allowed_targets(
+            "--gpu-code <code>\n  Allowed values for this option: 'compute_90'.\n",
+            "--gpu-code"
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn host_config_limits_come_from_the_conditions() {
+        let header = "\
+#if __GNUC__ > 16
+#error -- unsupported GNU version! gcc versions later than 16 are not supported! The nvcc flag ...
+#endif
+#if defined(__HORIZON__)
+#if (__clang_major__ >= 22) || (__clang_major__ < 3)
+#error -- unsupported HOS clang version! The version must be must be less than 22 and greater than 3.2 .
+#endif
+#endif
+#if (__clang_major__ >= 23) || (__clang_major__ < 3)
+#error -- unsupported clang version! clang version must be less than 23 and greater than 3.2 . The nvcc flag ...
+#endif
+";
+        assert_eq!(
+            parse_host_config(header).unwrap(),
+            HostCompilerLimits {
+                max_gcc: Some(16),
+                max_clang: Some(22)
+            }
+        );
+        // CUDA 12.2/12.3: the message lags the check; the check is what nvcc enforces.
+        let stale = "\
+#if __GNUC__ > 12
+#error -- unsupported GNU version! gcc versions later than 12 are not supported!
+#endif
+#if (__clang_major__ >= 17) || (__clang_major__ < 3) || ((__clang_major__ == 3) &&  (__clang_minor__ < 3))
+#error -- unsupported clang version! clang version must be less than 16 and greater than 3.2 .
+#endif
+";
+        assert_eq!(
+            parse_host_config(stale).unwrap(),
+            HostCompilerLimits {
+                max_gcc: Some(12),
+                max_clang: Some(16)
+            }
+        );
+        assert!(parse_host_config("#define NOTHING 1\n").is_err());
+        let unguarded = "#if defined(__GNUC__)\n#error -- unsupported GNU version! gcc versions later than 9 are not supported!\n";
+        assert!(parse_host_config(unguarded).is_err());
+        let two = format!("{header}#if __GNUC__ > 15\n#error -- unsupported GNU version! gcc versions later than 15 are not supported!\n");
+        assert!(parse_host_config(&two).is_err());
+    }
+
+    fn check(version: &str, gcc: (u32, u32), ok: bool) -> VersionCheck {
+        VersionCheck {
+            version: version.into(),
+            asked: "nvcc",
+            plain_targets: Compared::new(
+                vec!["sm_75".into(), "sm_107".into()],
+                if ok {
+                    vec!["sm_75".into(), "sm_107".into()]
+                } else {
+                    vec!["sm_75".into()]
+                },
+            ),
+            variant_targets: Compared::new(vec!["sm_90a".into()], vec!["sm_90a".into()]),
+            lists_agree: Some(true),
+            max_gcc: Compared::new(Some(gcc.0), Some(gcc.1)),
+            max_clang: Compared::new(Some(22), Some(22)),
+            ok,
+        }
+    }
+
+    #[test]
+    fn exit_codes_and_rendering() {
+        let mut report = CheckReport {
+            checked: vec![check("13.0.48", (15, 15), true)],
+            failures: vec![],
+            ok: true,
+        };
+        assert_eq!(report.exit_code(), 0);
+        let text = report.table();
+        assert!(
+            text.contains("13.0.48  nvcc   ok (2)") && text.contains("1 match"),
+            "{text}"
+        );
+        report.checked.push(check("13.4.59", (16, 15), false));
+        assert_eq!(report.exit_code(), 1);
+        let text = report.table();
+        assert!(
+            text.contains("16 (kb 15)")
+                && text.contains("nvcc has but kb lacks [\"sm_107\"]")
+                && text.contains("MISMATCH"),
+            "{text}"
+        );
+        report.failures.push(CheckFailure {
+            version: "13.5.37".into(),
+            error: "no network".into(),
+        });
+        assert_eq!(report.exit_code(), 2);
+        assert!(report
+            .table()
+            .contains("13.5.37: could not check: no network"));
+    }
+}

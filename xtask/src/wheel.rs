@@ -1,0 +1,89 @@
+//! Opening wheels (zip archives) for what archsmith reads whole members of: a header from NVIDIA's
+//! compiler wheels, an extension's built wheel to unpack and import. Every error names the wheel
+//! and the member. (The binary reader maps wheels itself and inflates members in parallel, with
+//! its own typed errors: [`crate::binary::input`].)
+
+use anyhow::{Context, Result};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// An open wheel.
+pub struct Wheel {
+    path: PathBuf,
+    zip: zip::ZipArchive<File>,
+}
+
+impl Wheel {
+    pub fn open(path: &Path) -> Result<Wheel> {
+        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let zip = zip::ZipArchive::new(file).with_context(|| {
+            format!(
+                "{} is not a readable wheel (zip); delete it so it is made or downloaded again",
+                path.display()
+            )
+        })?;
+        Ok(Wheel {
+            path: path.to_path_buf(),
+            zip,
+        })
+    }
+
+    /// Member names in archive order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.zip.file_names()
+    }
+
+    /// One member's bytes.
+    pub fn read(&mut self, member: &str) -> Result<Vec<u8>> {
+        let path = &self.path;
+        let mut entry = self
+            .zip
+            .by_name(member)
+            .with_context(|| format!("{} has no {member}", path.display()))?;
+        let mut buf = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0).min(1 << 26));
+        entry
+            .read_to_end(&mut buf)
+            .with_context(|| format!("unpacking {member} from {}", path.display()))?;
+        Ok(buf)
+    }
+
+    /// Unpacks every member under `dir` (the zip crate refuses members that would land outside it).
+    pub fn extract_all(&mut self, dir: &Path) -> Result<()> {
+        self.zip
+            .extract(dir)
+            .with_context(|| format!("unpacking {} into {}", self.path.display(), dir.display()))
+    }
+}
+
+/// One member of `wheel`.
+pub fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>> {
+    Wheel::open(wheel)?.read(member)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn reads_members_and_names_the_wheel_in_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x-1.0-py3-none-any.whl");
+        let mut z = zip::ZipWriter::new(File::create(&path).unwrap());
+        z.start_file("x/a.txt", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(b"hello").unwrap();
+        z.finish().unwrap();
+        assert_eq!(read_member(&path, "x/a.txt").unwrap(), b"hello");
+        let e = format!("{:#}", read_member(&path, "x/b.txt").unwrap_err());
+        assert!(e.contains("x-1.0-py3-none-any.whl has no x/b.txt"), "{e}");
+        let not_zip = dir.path().join("bad.whl");
+        std::fs::write(&not_zip, b"not a zip").unwrap();
+        let e = format!("{:#}", Wheel::open(&not_zip).err().unwrap());
+        assert!(e.contains("bad.whl is not a readable wheel"), "{e}");
+        let out = dir.path().join("out");
+        Wheel::open(&path).unwrap().extract_all(&out).unwrap();
+        assert_eq!(std::fs::read(out.join("x/a.txt")).unwrap(), b"hello");
+    }
+}
