@@ -30,6 +30,7 @@ pub mod downloads;
 pub mod python;
 
 // Workflows: what the commands do, each callable from the others and from tests.
+pub mod bench;
 pub mod build_ext;
 pub mod doctor;
 pub mod kb_check;

@@ -20,7 +20,6 @@
 //! Nothing is written into the output dir before step 7 except the log, so an interrupted build
 //! leaves no partial wheel there.
 
-pub mod bench;
 pub mod cache;
 pub mod check;
 pub mod jobs;

@@ -4,6 +4,8 @@
 //! `kernels/kernels.toml` declares each kernel's lowest arch and whether it needs an arch-specific target;
 //! every `.cu` enforces the same with an `#error` in device code, so a wrong declaration fails the build.
 
+pub mod run;
+
 use crate::arch::compat::{self, Image, ImageKind};
 use crate::arch::spec::{Plan, Target};
 use crate::arch::{Arch, Cc, Variant};

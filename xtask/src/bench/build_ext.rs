@@ -18,8 +18,10 @@
 //! alternate the order (forward in even rounds, reversed in odd ones) and the ratios use each
 //! build's fastest run, the one least disturbed; every sample is reported.
 
-use super::progress::Mode;
-use super::{build_command, jobs, prepare, probe_env, source, EnvInfo, Request, SourceSpec};
+use crate::build_ext::progress::Mode;
+use crate::build_ext::{
+    build_command, jobs, prepare, probe_env, source, EnvInfo, Request, SourceSpec,
+};
 use crate::paths;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -194,7 +196,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     let mut r = BenchReport {
         source: req.source.display().to_string(),
         torch_cuda_arch_list: p.plan.torch_cuda_arch_list(),
-        front_end: super::front_end(&p.env).to_string(),
+        front_end: crate::build_ext::front_end(&p.env).to_string(),
         cores,
         mem_available_gib: (mem * 10.0).round() / 10.0,
         max_jobs: par.jobs,
@@ -236,13 +238,13 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                         progress: Mode::Quiet,
                     };
                     let t = Instant::now();
-                    let first = super::run(&req_a)?;
+                    let first = crate::build_ext::run(&req_a)?;
                     let clean = t.elapsed().as_secs_f64();
                     if first.reused {
                         bail!("archsmith's clean build found a stamp in a fresh output dir");
                     }
                     let t = Instant::now();
-                    let second = super::run(&req_a)?;
+                    let second = crate::build_ext::run(&req_a)?;
                     let noop = t.elapsed().as_secs_f64();
                     if !second.reused {
                         bail!("archsmith's rebuild of an unchanged source was not a no-op");

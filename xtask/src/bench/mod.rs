@@ -1,0 +1,8 @@
+//! Benchmarks: archsmith against the tool a user would otherwise use, both sides in one run on the
+//! same machine (`cargo xtask bench …`).
+//!
+//! * [`audit`]: `verify binary` on a whole wheel vs `unzip` + `cuobjdump --list-elf` per .so.
+//! * [`build_ext`]: `build-ext` vs plain `pip wheel --no-build-isolation`, clean and no-op.
+
+pub mod audit;
+pub mod build_ext;
