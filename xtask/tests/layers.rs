@@ -195,6 +195,41 @@ fn a_wrong_import_is_caught() {
     );
 }
 
+#[test]
+fn commands_are_thin_and_never_import_each_other() {
+    let mut files = Vec::new();
+    rust_files(&src_dir().join("commands"), &mut files);
+    let mut problems = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        let lines = text.lines().count();
+        let name = file.strip_prefix(src_dir()).unwrap().display().to_string();
+        // About 150 lines: arguments, one library call, rendering. 200 leaves room for a long table.
+        if lines > 200 {
+            problems.push(format!(
+                "{name}: {lines} lines; move its logic into the library"
+            ));
+        }
+        for line in text.lines().filter(|l| l.contains("commands::")) {
+            if !line.trim_start().starts_with("//") && !name.ends_with("mod.rs") {
+                problems.push(format!("{name}: imports another command: {}", line.trim()));
+            }
+        }
+        if text.contains("super::") && !name.ends_with("mod.rs") {
+            for line in text
+                .lines()
+                .filter(|l| l.contains("super::") && !l.contains("super::*"))
+            {
+                problems.push(format!(
+                    "{name}: reaches a sibling command: {}",
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     let mut files = Vec::new();
     rust_files(from, &mut files);

@@ -207,3 +207,59 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     result
 }
+
+/// Rewrites (or, in [`Mode::DryRun`], previews) the sources under `paths`. A run that would write
+/// is computed first and refused when a file it changes has uncommitted changes or is outside a git
+/// work tree, unless `force`: what git cannot show or undo is not rewritten.
+pub fn run_on_paths(
+    cat: &Catalogue,
+    paths: &[std::path::PathBuf],
+    mode: Mode,
+    force: bool,
+) -> anyhow::Result<Report> {
+    let files = discover(paths)?;
+    let preview = run(cat, &files, Mode::DryRun)?;
+    if mode == Mode::DryRun || preview.files_changed == 0 {
+        return Ok(preview);
+    }
+    if !force {
+        let changed: Vec<&Path> = preview
+            .files
+            .iter()
+            .filter(|f| f.changed)
+            .map(|f| f.path.as_path())
+            .collect();
+        ensure_clean(&changed)?;
+    }
+    run(cat, &files, Mode::Apply)
+}
+
+/// Refuses when any of `files` has uncommitted changes or is outside a git work tree.
+pub fn ensure_clean(files: &[&Path]) -> anyhow::Result<()> {
+    for f in files {
+        let dir = f
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = f.file_name().unwrap_or_default();
+        let out = crate::process::Cmd::new("git")
+            .args(["status", "--porcelain", "--untracked-files=all", "--"])
+            .arg(name)
+            .dir(dir)
+            .output()?;
+        if !out.success() {
+            anyhow::bail!(
+                "{}: not inside a git work tree, so the rewrite could not be reviewed or undone with git; commit it first or pass --force",
+                f.display()
+            );
+        }
+        if !out.stdout.trim().is_empty() {
+            anyhow::bail!(
+                "{}: has uncommitted changes (`git status`: {}); commit or stash them first, or pass --force",
+                f.display(),
+                out.stdout.trim()
+            );
+        }
+    }
+    Ok(())
+}

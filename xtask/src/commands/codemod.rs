@@ -7,10 +7,9 @@
 use crate::codemod::catalogue::RuleKind;
 use crate::codemod::{self, Catalogue, Lang, Mode, Report};
 use crate::output::{emit, Table};
-use crate::process::Cmd;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct CodemodArgs {
@@ -48,24 +47,9 @@ pub fn run(args: &CodemodArgs) -> Result<i32> {
     if args.list_rules {
         return list_rules(cat, args.json);
     }
-    let files = codemod::discover(&args.paths)?;
     let apply = !args.dry_run && !args.check;
-    // Compute first; only a run that would write needs a clean tree.
-    let preview = codemod::run(cat, &files, Mode::DryRun)?;
-    let report = if apply && preview.files_changed > 0 {
-        if !args.force {
-            let changed: Vec<&Path> = preview
-                .files
-                .iter()
-                .filter(|f| f.changed)
-                .map(|f| f.path.as_path())
-                .collect();
-            ensure_clean(&changed)?;
-        }
-        codemod::run(cat, &files, Mode::Apply)?
-    } else {
-        preview
-    };
+    let mode = if apply { Mode::Apply } else { Mode::DryRun };
+    let report = codemod::run_on_paths(cat, &args.paths, mode, args.force)?;
     emit(args.json, &report, |r| {
         let mut out = String::new();
         if args.dry_run {
@@ -129,36 +113,6 @@ fn kind_name(kind: RuleKind) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-/// Refuses when any of `files` has uncommitted changes or is outside a git work tree.
-fn ensure_clean(files: &[&Path]) -> Result<()> {
-    for f in files {
-        let dir = f
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = f.file_name().unwrap_or_default();
-        let out = Cmd::new("git")
-            .args(["status", "--porcelain", "--untracked-files=all", "--"])
-            .arg(name)
-            .dir(dir)
-            .output()?;
-        if !out.success() {
-            bail!(
-                "{}: not inside a git work tree, so the rewrite could not be reviewed or undone with git; commit it first or pass --force",
-                f.display()
-            );
-        }
-        if !out.stdout.trim().is_empty() {
-            bail!(
-                "{}: has uncommitted changes (`git status`: {}); commit or stash them first, or pass --force",
-                f.display(),
-                out.stdout.trim()
-            );
-        }
-    }
-    Ok(())
 }
 
 pub fn render(report: &Report, applied: bool) -> String {

@@ -7,8 +7,8 @@
 //! recipe, a patch that does not apply, no source).
 
 use crate::build_ext::{progress, BuildFailure};
-use crate::output::{emit, print_json, Table};
-use crate::port::{self, recipe::Recipe, Outcome, Request, RunMode, VerifyFailure};
+use crate::output::{emit, print_json};
+use crate::port::{self, recipe::Recipe, Request, RunMode, VerifyFailure};
 use crate::version::Version;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -91,145 +91,11 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
     };
     emit(args.json, &out, |o| {
         let mut s = o.diff.clone().unwrap_or_default();
-        s.push_str(&render(o));
+        s.push_str(&o.summary());
         s
     })?;
     if mode == RunMode::Check && (!out.files_changed.is_empty() || out.unexplained > 0) {
         return Ok(1);
     }
     Ok(0)
-}
-
-/// The summary people read.
-pub fn render(o: &Outcome) -> String {
-    let mut s = String::new();
-    let mut t = Table::headerless();
-    t.row(["recipe".to_string(), o.recipe.clone()]);
-    t.row(["source".to_string(), o.source.clone()]);
-    t.row(["work tree".to_string(), o.work_tree.display().to_string()]);
-    t.row([
-        "files".to_string(),
-        format!(
-            "{} scanned by the rules, {} changed by rules and patches",
-            o.files_scanned,
-            o.files_changed.len()
-        ),
-    ]);
-    t.row([
-        "rewrites".to_string(),
-        format!("{}", o.rewrites.values().sum::<usize>()),
-    ]);
-    t.row([
-        "patches".to_string(),
-        if o.patches.is_empty() {
-            "none".to_string()
-        } else {
-            o.patches
-                .iter()
-                .map(|p| format!("{} ({} files)", p.patch, p.files.len()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        },
-    ]);
-    let resolved = o
-        .review
-        .iter()
-        .filter(|r| r.resolution.starts_with("patch"))
-        .count();
-    let accepted = o
-        .review
-        .iter()
-        .filter(|r| r.resolution.starts_with("accepted"))
-        .count();
-    t.row([
-        "review items".to_string(),
-        format!(
-            "{}: {resolved} resolved by patches, {accepted} accepted, {} unexplained",
-            o.review.len(),
-            o.unexplained
-        ),
-    ]);
-    if let Some(b) = &o.build {
-        t.row([
-            "build".to_string(),
-            if b.reused {
-                format!(
-                    "reused: the wheel of an identical port and toolchain (it took {:.0} s compiling)",
-                    b.build_seconds
-                )
-            } else {
-                format!(
-                    "{:.0} s compiling, {:.0} s with audit and import (torch {}, CUDA {})",
-                    b.build_seconds, b.total_seconds, b.torch, b.cuda
-                )
-            },
-        ]);
-        t.row(["wheel".to_string(), b.wheel.display().to_string()]);
-        for (f, sass) in &b.sass {
-            let ptx = b.ptx.get(f).cloned().unwrap_or_default();
-            t.row([
-                "archs verified".to_string(),
-                format!(
-                    "{f}: SASS {}{} (planned {})",
-                    sass.join(" "),
-                    if ptx.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", PTX {}", ptx.join(" "))
-                    },
-                    b.torch_cuda_arch_list
-                ),
-            ]);
-        }
-        t.row(["imported".to_string(), b.imported.join(", ")]);
-    }
-    if let Some(sm) = &o.smoke {
-        for dev in ["cpu", "cuda"] {
-            match &sm[dev] {
-                serde_json::Value::String(msg) => {
-                    t.row([format!("smoke {dev}"), msg.clone()]);
-                }
-                serde_json::Value::Object(m) => {
-                    for (k, v) in m {
-                        let line = if k == "nms" {
-                            format!(
-                                "{} cases, {} boxes, {} kept, {} mismatches vs torchvision.ops.nms",
-                                v["cases"], v["boxes"], v["kept"], v["mismatches"]
-                            )
-                        } else {
-                            format!(
-                                "{} cases, {} outputs, max |diff| {} vs torchvision.ops.roi_align",
-                                v["cases"], v["outputs"], v["max_abs_diff"]
-                            )
-                        };
-                        t.row([format!("smoke {dev} {k}"), line]);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    t.row(["time".to_string(), format!("{:.0} s", o.seconds)]);
-    s.push_str(&t.render());
-    if !o.rewrites.is_empty() {
-        let mut r = Table::new(["RULE", "REWRITES"]);
-        for (k, v) in &o.rewrites {
-            r.row([k.clone(), v.to_string()]);
-        }
-        s.push('\n');
-        s.push_str(&r.render());
-    }
-    if !o.review.is_empty() {
-        let mut r = Table::new(["FILE:LINE", "RULE", "RESOLUTION"]);
-        for x in &o.review {
-            r.row([
-                format!("{}:{}", x.file, x.line),
-                x.rule.clone(),
-                x.resolution.clone(),
-            ]);
-        }
-        s.push('\n');
-        s.push_str(&r.render());
-    }
-    s
 }

@@ -8,6 +8,7 @@
 //! source, so `git diff` there shows the port.
 
 pub mod recipe;
+mod summary;
 pub mod workdir;
 
 use crate::build_ext::{self, progress, SourceSpec};
