@@ -8,7 +8,7 @@ use crate::cuda_arch::Cc;
 use crate::host;
 use crate::kb::KnowledgeBase;
 use crate::paths;
-use crate::process::{which, Cmd};
+use crate::process::{shell, which, Cmd};
 use crate::python::{probe, Depth, PythonInfo};
 use crate::version::Version;
 use anyhow::Result;
@@ -181,9 +181,8 @@ fn find_host_compilers(toolkits: &[Toolkit]) -> Vec<HostCompiler> {
     let mut out = Vec::new();
     for (name, is_gcc) in [("g++", true), ("gcc", true), ("clang++", false)] {
         let Some(path) = which(name) else { continue };
-        let version = Cmd::new(&path)
-            .arg("-dumpversion")
-            .read()
+        let version = shell()
+            .and_then(|sh| Cmd::from(xshell::cmd!(sh, "{path} -dumpversion")).read())
             .unwrap_or_default();
         let major = version
             .split('.')

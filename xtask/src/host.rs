@@ -2,7 +2,7 @@
 //! place archsmith asks. Nothing here interprets the answers (the knowledge base does).
 
 use crate::cuda_arch::Cc;
-use crate::process::{which, Cmd};
+use crate::process::{shell, which, Cmd};
 use crate::version::Version;
 
 /// One GPU as `nvidia-smi --query-gpu=name,compute_cap,driver_version` lists it.
@@ -17,11 +17,9 @@ pub struct SmiGpu {
 /// Every GPU nvidia-smi lists; None without nvidia-smi, or when it fails (no driver loaded).
 pub fn nvidia_smi() -> Option<Vec<SmiGpu>> {
     let smi = which("nvidia-smi")?;
-    let out = Cmd::new(smi)
-        .args([
-            "--query-gpu=name,compute_cap,driver_version",
-            "--format=csv,noheader",
-        ])
+    let sh = shell().ok()?;
+    let query = "--query-gpu=name,compute_cap,driver_version";
+    let out = Cmd::from(xshell::cmd!(sh, "{smi} {query} --format=csv,noheader"))
         .read()
         .ok()?;
     Some(parse_nvidia_smi(&out))

@@ -3,6 +3,17 @@
 //!
 //! Arguments are passed as a vector, never through a shell string. Short commands are captured
 //! ([`Cmd::output`], [`Cmd::read`]); long builds stream through `duct` ([`Cmd::stream_lines`]).
+//! One-shot commands may be written with `xshell`'s `cmd!` (rust-analyzer's style: the template is
+//! split into arguments at compile time, `{var}` interpolates one argument, `{args...}` several) and
+//! converted into a [`Cmd`], so they still run, fail and report through this runner:
+//!
+//! ```no_run
+//! # use archsmith::process::{shell, Cmd};
+//! let sh = shell()?;
+//! let nvcc = "/opt/cuda/bin/nvcc";
+//! let text = Cmd::from(xshell::cmd!(sh, "{nvcc} --version")).read()?;
+//! # anyhow::Ok(())
+//! ```
 
 use anyhow::{bail, Context, Result};
 use std::ffi::{OsStr, OsString};
@@ -15,6 +26,27 @@ pub struct Cmd {
     args: Vec<OsString>,
     envs: Vec<(OsString, Option<OsString>)>,
     dir: Option<PathBuf>,
+}
+
+/// The `xshell` shell that one-shot `cmd!` templates are written against (its working directory is
+/// the process's; the command itself runs through [`Cmd`]).
+pub fn shell() -> Result<xshell::Shell> {
+    xshell::Shell::new().context("reading the current directory for a shell")
+}
+
+impl From<xshell::Cmd<'_>> for Cmd {
+    fn from(cmd: xshell::Cmd<'_>) -> Cmd {
+        let std: std::process::Command = cmd.into();
+        Cmd {
+            program: std.get_program().to_owned(),
+            args: std.get_args().map(ToOwned::to_owned).collect(),
+            envs: std
+                .get_envs()
+                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+                .collect(),
+            dir: std.get_current_dir().map(Path::to_path_buf),
+        }
+    }
 }
 
 /// What a finished command returned.
@@ -300,6 +332,21 @@ pub fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `cmd!` templates become [`Cmd`]s with the same program, arguments (an interpolated value
+    /// stays one argument, spaces and all), environment and directory, and fail like any other.
+    #[test]
+    fn xshell_templates_run_through_the_one_runner() {
+        let sh = shell().unwrap();
+        let word = "two words";
+        let many = ["a", "b"];
+        let cmd = Cmd::from(xshell::cmd!(sh, "printf %s| {word} {many...}").env("K", "v"));
+        assert_eq!(cmd.display(), "printf '%s|' 'two words' a b");
+        assert_eq!(cmd.read().unwrap(), "two words|a|b|");
+        let failing = Cmd::from(xshell::cmd!(sh, "sh -c 'exit 3'"));
+        let e = failing.read().unwrap_err().to_string();
+        assert!(e.contains("sh -c"), "{e}");
+    }
 
     #[test]
     fn a_piped_process_gets_its_input_late_and_is_killed_when_dropped() {

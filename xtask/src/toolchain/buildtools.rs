@@ -140,7 +140,8 @@ fn build(staging: &Path, installer: &Installer, progress: &mut dyn FnMut(&str)) 
 
 /// `cmake version 4.4.4` → 4.4.4.
 pub fn cmake_version(cmake: &Path) -> Result<Version> {
-    let out = Cmd::new(cmake).arg("--version").read()?;
+    let sh = crate::process::shell()?;
+    let out = Cmd::from(xshell::cmd!(sh, "{cmake} --version")).read()?;
     out.lines()
         .next()
         .and_then(|l| l.strip_prefix("cmake version "))
@@ -150,7 +151,8 @@ pub fn cmake_version(cmake: &Path) -> Result<Version> {
 }
 
 fn ninja_version(ninja: &Path) -> Result<Version> {
-    let out = Cmd::new(ninja).arg("--version").read()?;
+    let sh = crate::process::shell()?;
+    let out = Cmd::from(xshell::cmd!(sh, "{ninja} --version")).read()?;
     out.trim()
         .split(['.', '-'])
         .take(3)

@@ -190,7 +190,8 @@ pub fn parse_nvcc_version(text: &str) -> Option<NvccVersion> {
 
 /// Runs `nvcc --version` and parses it.
 pub fn nvcc_version(nvcc: &Path) -> Result<NvccVersion> {
-    let text = Cmd::new(nvcc).arg("--version").read()?;
+    let sh = crate::process::shell()?;
+    let text = Cmd::from(xshell::cmd!(sh, "{nvcc} --version")).read()?;
     parse_nvcc_version(&text).with_context(|| {
         format!(
             "`{} --version` printed no \"release X.Y, VX.Y.Z\" line:\n{text}",
