@@ -24,9 +24,9 @@ use crate::output::Table;
 use crate::process::Cmd;
 use crate::version::Version;
 use anyhow::{anyhow, bail, Context, Result};
+use fs_err as fs;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use std::fs;
 use std::path::Path;
 
 /// A CUDA major's packaging row, or an error saying which majors PyPI has compilers for.
@@ -325,7 +325,7 @@ fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<()> {
 
 fn make_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+    fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("making {} executable", path.display()))
 }
 

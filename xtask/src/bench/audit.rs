@@ -61,8 +61,8 @@ fn usual_way(
     cuobjdump: &Path,
     scratch: &Path,
 ) -> Result<(Duration, Duration, usize)> {
-    let _ = std::fs::remove_dir_all(scratch);
-    std::fs::create_dir_all(scratch)?;
+    let _ = fs_err::remove_dir_all(scratch);
+    fs_err::create_dir_all(scratch)?;
     let t = Instant::now();
     let unzip = Cmd::new("unzip")
         .args(["-q", "-o"])
@@ -77,7 +77,7 @@ fn usual_way(
     let mut files = Vec::new();
     let mut stack = vec![scratch.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)?.filter_map(|e| e.ok()) {
+        for e in fs_err::read_dir(&d)?.filter_map(|e| e.ok()) {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
@@ -98,7 +98,7 @@ fn usual_way(
             .count();
     }
     let list_time = t.elapsed();
-    std::fs::remove_dir_all(scratch)?;
+    fs_err::remove_dir_all(scratch)?;
     Ok((unzip_time, list_time, cubins))
 }
 
@@ -117,7 +117,7 @@ pub fn audit(args: &AuditRequest) -> Result<AuditReport> {
     let scratch =
         std::env::temp_dir().join(format!("archsmith-bench-audit-{}", std::process::id()));
     // Warm the page cache so neither side pays for the first read from disk.
-    std::fs::read(&wheel).with_context(|| format!("reading {}", wheel.display()))?;
+    fs_err::read(&wheel).with_context(|| format!("reading {}", wheel.display()))?;
     let opts = Options {
         extract: None,
         threads: args.threads,

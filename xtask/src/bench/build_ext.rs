@@ -25,7 +25,7 @@ use crate::build_ext::{
 use crate::paths;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
-use std::fs;
+use fs_err as fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

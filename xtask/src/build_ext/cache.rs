@@ -23,7 +23,7 @@ use crate::process::{which, Cmd};
 use crate::python::installer::Installer;
 use crate::toolchain::{shell_quote, Toolchain};
 use anyhow::{Context, Result};
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -82,7 +82,7 @@ fn write_wrapper(path: &Path, launcher: &Path, real: &Path) -> Result<()> {
     }
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
+    fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
     fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

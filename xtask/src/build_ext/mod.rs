@@ -36,7 +36,7 @@ use crate::python;
 use crate::toolchain::{self, Toolchain};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
-use std::fs;
+use fs_err as fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -647,7 +647,7 @@ pub fn scratch_root() -> PathBuf {
 /// runs (lock free) are removed by the next run.
 struct Scratch {
     path: PathBuf,
-    _lock: fs::File,
+    _lock: crate::cache::Lock,
 }
 
 impl Scratch {
@@ -660,18 +660,14 @@ impl Scratch {
                 continue;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            if let Ok(f) = fs::File::create(lock_of(&name)) {
-                if f.try_lock().is_ok() {
-                    let _ = fs::remove_dir_all(e.path());
-                }
+            if let Ok(Some(_free)) = crate::cache::try_lock(&lock_of(&name)) {
+                let _ = fs::remove_dir_all(e.path());
             }
         }
         let name = &key[..16];
-        let lock = fs::File::create(lock_of(name))?;
-        if lock.try_lock().is_err() {
-            eprintln!("archsmith: waiting for another build of the same inputs to finish");
-            lock.lock()?;
-        }
+        let lock = crate::cache::lock(&lock_of(name), &mut || {
+            eprintln!("archsmith: waiting for another build of the same inputs to finish")
+        })?;
         let path = base.join(name);
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path)?;

@@ -11,8 +11,8 @@
 use crate::paths;
 use crate::process::Cmd;
 use anyhow::{bail, Context, Result};
+use fs_err as fs;
 use sha2::{Digest, Sha256};
-use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

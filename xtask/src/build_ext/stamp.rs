@@ -13,9 +13,9 @@ use super::source::{hash_file, hex};
 use super::{EnvInfo, Outcome};
 use crate::toolchain::Toolchain;
 use anyhow::{Context, Result};
+use fs_err as fs;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Bump when what a build does changes in a way that changes its wheel.

@@ -19,10 +19,10 @@ use crate::process::Cmd;
 use crate::python;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
+use fs_err as fs;
 use recipe::{Recipe, SourceKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use workdir::{Applied, WorkTree};
@@ -125,14 +125,12 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let base = paths::cache_dir().join("port").join(&r.name);
     fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     // One port of a recipe at a time: they share the work tree and the output dir.
-    let lock = fs::File::create(base.join(".lock"))?;
-    if lock.try_lock().is_err() {
+    let _lock = crate::cache::lock(&base.join(".lock"), &mut || {
         eprintln!(
             "archsmith: waiting for another port of {} to finish",
             r.name
-        );
-        lock.lock()?;
-    }
+        )
+    })?;
     eprintln!("archsmith: porting {source_label}");
     let wt = WorkTree::create(&src_dir, &base.join(&r.name))?;
 

@@ -5,7 +5,7 @@
 use crate::build_ext::source;
 use crate::process::Cmd;
 use anyhow::{bail, Context, Result};
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 
 pub struct WorkTree {

@@ -14,7 +14,7 @@ use crate::paths;
 use crate::process::Cmd;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 
 /// Written by the build: the package set the env was made with. An env stamped with another set

@@ -7,7 +7,7 @@ use crate::cache::provision;
 use crate::paths;
 use crate::process::{is_executable, which, Cmd};
 use anyhow::{bail, Context, Result};
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 
 /// One resolved wheel: the exact version and the sha256 hashes the resolver allowed for it.

@@ -210,9 +210,9 @@ pub fn release_matches(found: &NvccVersion, requested: &Version) -> bool {
 /// Compiles a one-line kernel with `nvcc -c` in `scratch`, then links it against the shared `libcudart`
 /// (`-lcudart`, as torch links) so the library layout is proven too.
 pub fn smoke_test(nvcc: &Path, scratch: &Path) -> Result<()> {
-    std::fs::create_dir_all(scratch).with_context(|| format!("creating {}", scratch.display()))?;
+    fs_err::create_dir_all(scratch).with_context(|| format!("creating {}", scratch.display()))?;
     let src = scratch.join("archsmith_probe.cu");
-    std::fs::write(&src, "__global__ void archsmith_probe(float *x) { x[threadIdx.x] *= 2.0f; }\nint main() { return 0; }\n")?;
+    fs_err::write(&src, "__global__ void archsmith_probe(float *x) { x[threadIdx.x] *= 2.0f; }\nint main() { return 0; }\n")?;
     let obj = scratch.join("archsmith_probe.o");
     Cmd::new(nvcc)
         .arg("-c")

@@ -20,7 +20,7 @@ use crate::cache::{is_complete, provision, remove_path};
 use crate::python::installer::{Installer, Pinned};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
