@@ -10,7 +10,7 @@
 
 use anyhow::{Context, Result};
 use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Written last into a finished directory: without it, a directory is not used.
 pub const COMPLETE_STAMP: &str = ".archsmith-complete";
@@ -36,27 +36,74 @@ pub fn provision<T>(
     build: &mut Build<'_>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<T> {
+    build_once(parent, name, what, Layout::Staged, load, build, progress)
+}
+
+/// Like [`provision`], for a directory that must be built where it will stay (a virtual environment:
+/// its scripts' `#!` lines name its path). Under the lock, an unstamped `dir` is removed and built
+/// again in place; the stamp is written last, so an interrupted build is never taken for a good one.
+pub fn provision_in_place<T>(
+    dir: &Path,
+    what: &str,
+    load: &dyn Fn(&Path) -> Result<Option<T>>,
+    build: &mut Build<'_>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<T> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        anyhow::bail!(
+            "{} is not a directory inside archsmith's cache",
+            dir.display()
+        );
+    };
+    let name = name.to_string_lossy();
+    build_once(parent, &name, what, Layout::InPlace, load, build, progress)
+}
+
+/// Where a build writes: a staging directory renamed into place, or the final directory itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Staged,
+    InPlace,
+}
+
+/// The one sequence behind [`provision`] and [`provision_in_place`]: use a stamped directory as it
+/// is; otherwise take the lock, look again (another process may have finished while we waited),
+/// clear what a dead or failed build left, build, stamp last, and (staged) rename into place.
+fn build_once<T>(
+    parent: &Path,
+    name: &str,
+    what: &str,
+    layout: Layout,
+    load: &dyn Fn(&Path) -> Result<Option<T>>,
+    build: &mut Build<'_>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<T> {
     let dir = parent.join(name);
-    if is_complete(&dir) {
-        if let Some(t) = load(&dir)? {
-            return Ok(t);
+    let finished = |dir: &Path| -> Result<Option<T>> {
+        if is_complete(dir) {
+            load(dir)
+        } else {
+            Ok(None)
         }
+    };
+    if let Some(t) = finished(&dir)? {
+        return Ok(t);
     }
     let lock_path = parent.join(format!(".{name}.lock"));
     let _lock = lock(&lock_path, &mut || {
         progress(&format!(
-            "waiting for another archsmith process installing {what} (lock {})",
+            "waiting for another archsmith process making {what} (lock {})",
             lock_path.display()
         ))
     })?;
-    // Someone else may have finished while we waited.
-    if is_complete(&dir) {
-        if let Some(t) = load(&dir)? {
-            return Ok(t);
-        }
+    if let Some(t) = finished(&dir)? {
+        return Ok(t);
     }
     if dir.symlink_metadata().is_ok() {
-        progress(&format!("removing incomplete {what} at {}", dir.display()));
+        progress(&format!(
+            "removing incomplete or outdated {what} at {}",
+            dir.display()
+        ));
         remove_path(&dir)?;
     }
     let partial_prefix = format!(".{name}.partial-");
@@ -71,74 +118,24 @@ pub fn provision<T>(
             remove_path(&entry.path())?;
         }
     }
-    let staging: PathBuf = parent.join(format!("{partial_prefix}{}", std::process::id()));
-    fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
-    let built = build(&staging, progress).and_then(|()| {
-        fs::write(staging.join(COMPLETE_STAMP), format!("{what}\n"))
-            .with_context(|| format!("stamping {}", staging.display()))
+    let target = match layout {
+        Layout::Staged => parent.join(format!("{partial_prefix}{}", std::process::id())),
+        Layout::InPlace => dir.clone(),
+    };
+    fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
+    let built = build(&target, progress).and_then(|()| {
+        fs::write(target.join(COMPLETE_STAMP), format!("{what}\n"))
+            .with_context(|| format!("stamping {}", target.display()))
     });
     if let Err(e) = built {
-        let _ = remove_path(&staging);
+        let _ = remove_path(&target);
         return Err(e);
     }
-    fs::rename(&staging, &dir)
-        .with_context(|| format!("moving {} to {}", staging.display(), dir.display()))?;
+    if layout == Layout::Staged {
+        fs::rename(&target, &dir)
+            .with_context(|| format!("moving {} to {}", target.display(), dir.display()))?;
+    }
     load(&dir)?.with_context(|| {
-        format!(
-            "{what} at {} is not usable right after installing it",
-            dir.display()
-        )
-    })
-}
-
-/// Like [`provision`], for a directory that must be built where it will stay (a virtual environment:
-/// its scripts' `#!` lines name its path). Under the lock, an unstamped `dir` is removed and built
-/// again in place; the stamp is written last, so an interrupted build is never taken for a good one.
-pub fn provision_in_place<T>(
-    dir: &Path,
-    what: &str,
-    load: &dyn Fn(&Path) -> Result<Option<T>>,
-    build: &mut Build<'_>,
-    progress: &mut dyn FnMut(&str),
-) -> Result<T> {
-    if is_complete(dir) {
-        if let Some(t) = load(dir)? {
-            return Ok(t);
-        }
-    }
-    let name = dir
-        .file_name()
-        .with_context(|| format!("{} has no file name", dir.display()))?
-        .to_string_lossy();
-    let lock_path = dir.with_file_name(format!(".{name}.lock"));
-    let _lock = lock(&lock_path, &mut || {
-        progress(&format!(
-            "waiting for another archsmith process making {what} (lock {})",
-            lock_path.display()
-        ))
-    })?;
-    if is_complete(dir) {
-        if let Some(t) = load(dir)? {
-            return Ok(t);
-        }
-    }
-    if dir.symlink_metadata().is_ok() {
-        progress(&format!(
-            "removing incomplete or outdated {what} at {}",
-            dir.display()
-        ));
-        remove_path(dir)?;
-    }
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let built = build(dir, progress).and_then(|()| {
-        fs::write(dir.join(COMPLETE_STAMP), format!("{what}\n"))
-            .with_context(|| format!("stamping {}", dir.display()))
-    });
-    if let Err(e) = built {
-        let _ = remove_path(dir);
-        return Err(e);
-    }
-    load(dir)?.with_context(|| {
         format!(
             "{what} at {} is not usable right after making it",
             dir.display()
@@ -271,5 +268,61 @@ mod tests {
         .unwrap();
         assert_eq!(got, "fresh");
         assert!(!parent.path().join(".thing.partial-1").exists());
+    }
+
+    #[test]
+    fn in_place_builds_where_the_directory_stays_and_a_failure_leaves_nothing() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("env");
+        let err = provision_in_place(
+            &dir,
+            "the env",
+            &load_marker,
+            &mut |d, _| {
+                fs::write(d.join("marker"), "half")?;
+                anyhow::bail!("install failed")
+            },
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "install failed");
+        assert!(!dir.exists(), "a failed build is removed");
+
+        let built_in = std::cell::RefCell::new(Vec::new());
+        let mut build = |d: &Path, _: &mut dyn FnMut(&str)| {
+            built_in.borrow_mut().push(d.to_path_buf());
+            fs::write(d.join("marker"), "whole")?;
+            Ok(())
+        };
+        for _ in 0..2 {
+            let got =
+                provision_in_place(&dir, "the env", &load_marker, &mut build, &mut |_| {}).unwrap();
+            assert_eq!(got, "whole");
+        }
+        assert_eq!(
+            *built_in.borrow(),
+            vec![dir.clone()],
+            "built once, in the directory itself"
+        );
+
+        // An unstamped directory (an interrupted build) is removed and built again.
+        fs::remove_file(dir.join(COMPLETE_STAMP)).unwrap();
+        fs::write(dir.join("leftover"), "x").unwrap();
+        provision_in_place(&dir, "the env", &load_marker, &mut build, &mut |_| {}).unwrap();
+        assert!(!dir.join("leftover").exists());
+    }
+
+    #[test]
+    fn a_held_lock_is_not_taken_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/x.lock");
+        let held = try_lock(&path).unwrap();
+        assert!(held.is_some(), "the parent is created and the lock taken");
+        assert!(
+            try_lock(&path).unwrap().is_none(),
+            "a second handle cannot take it"
+        );
+        drop(held);
+        assert!(try_lock(&path).unwrap().is_some());
     }
 }

@@ -32,8 +32,21 @@ use std::path::Path;
 /// A CUDA major's packaging row, or an error saying which majors PyPI has compilers for.
 fn packaging(kb: &KnowledgeBase, major: u32) -> Result<&CudaMajorRow> {
     kb.cuda_major(major).with_context(|| {
-        format!("PyPI has compiler wheels only for CUDA 11.7–11.8 and 12.x (ptxas) and 13.x (nvcc), so CUDA {major} cannot be checked")
+        format!(
+            "PyPI has compiler wheels only for {}, so CUDA {major} cannot be checked",
+            majors_on_pypi(kb)
+        )
     })
+}
+
+/// `CUDA 11.x (ptxas), 12.x (ptxas), 13.x (nvcc)`, from the knowledge base's packaging rows.
+fn majors_on_pypi(kb: &KnowledgeBase) -> String {
+    let majors: Vec<String> = kb
+        .cuda_majors
+        .iter()
+        .map(|m| format!("{}.x ({})", m.major, m.compiler_tool.name()))
+        .collect();
+    format!("CUDA {}", majors.join(", "))
 }
 
 /// One fact as the real tool reports it and as the knowledge base has it.
@@ -101,8 +114,8 @@ impl CheckReport {
 /// Lists PyPI for the CUDA majors `filters` name (13 when none) and keeps the matching releases.
 pub fn releases_to_check(filters: &[Version]) -> Result<Vec<Version>> {
     let kb = kb();
-    if let Some(f) = filters.iter().find(|f| kb.cuda_major(f.major()).is_none()) {
-        bail!("--cuda {f}: PyPI has compiler wheels only for CUDA 11.7–11.8 and 12.x (ptxas) and 13.x (nvcc), so only those can be checked");
+    for f in filters {
+        packaging(kb, f.major()).with_context(|| format!("--cuda {f}"))?;
     }
     let mut majors: Vec<u32> = filters.iter().map(Version::major).collect();
     if majors.is_empty() {

