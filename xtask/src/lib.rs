@@ -10,11 +10,13 @@ pub mod cuda_arch;
 pub mod version;
 
 // Infrastructure: processes, files, caches, output and what the driver reports; no knowledge base.
+pub mod build_output;
 pub mod cache;
 pub mod host;
 pub mod output;
 pub mod paths;
 pub mod process;
+pub mod stamp;
 pub mod wheel;
 
 // Model: the knowledge base and the arch model planned with it.

@@ -285,7 +285,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         torch: None,
         cuda: None,
         mode: RunMode::DryRun,
-        progress: archsmith::build_ext::progress::Mode::Quiet,
+        progress: archsmith::build_output::progress::Mode::Quiet,
     };
     let e = format!("{:#}", port::run(&req).unwrap_err());
     assert!(
@@ -417,7 +417,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
     let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let sdist =
         archsmith::build_ext::source::download_sdist(&env.python, "torchsort", "0.1.10").unwrap();
-    let sha = archsmith::build_ext::source::hash_file(&sdist).unwrap();
+    let sha = archsmith::stamp::hash_file(&sdist).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let name = format!("pypi-test-{}", std::process::id());
     let rdir = dir.path().join(&name);
@@ -438,7 +438,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             torch: None,
             cuda: None,
             mode: RunMode::Check,
-            progress: archsmith::build_ext::progress::Mode::Quiet,
+            progress: archsmith::build_output::progress::Mode::Quiet,
         }
     };
     let e = format!(

@@ -18,10 +18,10 @@
 //! alternate the order (forward in even rounds, reversed in odd ones) and the ratios use each
 //! build's fastest run, the one least disturbed; every sample is reported.
 
-use crate::build_ext::progress::Mode;
 use crate::build_ext::{
     build_command, jobs, prepare, probe_env, source, EnvInfo, Request, SourceSpec,
 };
+use crate::build_output::progress::Mode;
 use crate::paths;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -118,7 +118,7 @@ pub fn pip_env(env: &EnvInfo) -> Result<EnvInfo> {
         .args(["pip", "freeze", "--python"])
         .arg(&env.python)
         .read()?;
-    let key = source::hex(&<sha2::Sha256 as sha2::Digest>::digest(freeze.as_bytes()));
+    let key = crate::stamp::hex(&<sha2::Sha256 as sha2::Digest>::digest(freeze.as_bytes()));
     let root = paths::cache_dir()
         .join("bench")
         .join(format!("pip-env-{}", &key[..16]));

@@ -23,12 +23,11 @@
 pub mod cache;
 pub mod check;
 pub mod jobs;
-pub mod log;
-pub mod progress;
 pub mod source;
 pub mod stamp;
 
 use crate::arch::spec::{Plan, PlanContext};
+use crate::build_output::{log, progress};
 use crate::kb::kb;
 use crate::paths;
 use crate::process::Cmd;
@@ -253,7 +252,8 @@ pub fn run(req: &Request) -> Result<Outcome> {
 /// The outcome recorded for the wheel in `out` whose stamp is `key`, as a reuse of it: no log and
 /// no cache statistics (nothing ran), this run's time.
 fn reuse(out: &Path, key: &str, started: Instant) -> Option<Outcome> {
-    let mut hit = stamp::lookup(out, key)?;
+    let (wheel, mut hit): (PathBuf, Outcome) = crate::stamp::lookup(out, key)?;
+    hit.wheel = wheel;
     hit.reused = true;
     hit.total_seconds = started.elapsed().as_secs_f64();
     hit.log = None;
@@ -312,7 +312,7 @@ fn build(
     fs::create_dir_all(&req.out)
         .with_context(|| format!("creating the output dir {}", req.out.display()))?;
     let out = req.out.canonicalize()?;
-    stamp::remove_stale_partials(&out);
+    crate::stamp::remove_stale_partials(&out);
     let log_path = out.join(format!("{}-{}.log", src.spec.label(), &key[..12]));
     let mut log_file = fs::File::create(&log_path)
         .with_context(|| format!("creating the log {}", log_path.display()))?;
@@ -444,7 +444,7 @@ fn build(
         }
     };
     // 7. deliver
-    let wheel = stamp::deliver(&built, &out)?;
+    let wheel = crate::stamp::deliver(&built, &out)?;
     let outcome = Outcome {
         wheel,
         reused: false,
@@ -465,7 +465,7 @@ fn build(
         warnings,
         cache_stats,
     };
-    stamp::record(&out, &inputs, &outcome)?;
+    crate::stamp::record(&out, &inputs, &outcome.wheel, &outcome)?;
     drop(scratch);
     Ok(outcome)
 }

@@ -10,10 +10,10 @@
 
 use crate::paths;
 use crate::process::Cmd;
+use crate::stamp::{hash_file, hex};
 use anyhow::{bail, Context, Result};
 use fs_err as fs;
 use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,24 +120,6 @@ pub fn resolve(spec: &SourceSpec, python: &Path) -> Result<Resolved> {
         path,
         hash,
     })
-}
-
-pub fn hash_file(p: &Path) -> Result<String> {
-    let mut f = fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex(&h.finalize()))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Names a source walk skips: build outputs, VCS data, caches. What is left is what a build reads.

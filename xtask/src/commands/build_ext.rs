@@ -1,8 +1,7 @@
 //! `cargo xtask build-ext SOURCE --arch SPEC`: thin CLI over [`crate::build_ext`].
 
-use crate::build_ext::{
-    self, progress::Mode, BuildFailure, CacheKind, Outcome, Request, SourceSpec,
-};
+use crate::build_ext::{self, BuildFailure, CacheKind, Outcome, Request, SourceSpec};
+use crate::build_output::progress::Mode;
 use crate::output::{print_json, Table};
 use crate::version::Version;
 use anyhow::Result;

@@ -6,7 +6,8 @@
 //! with --check when the rules or patches would change something); 2 on other errors (a bad
 //! recipe, a patch that does not apply, no source).
 
-use crate::build_ext::{progress, BuildFailure};
+use crate::build_ext::BuildFailure;
+use crate::build_output::progress;
 use crate::output::{emit, print_json};
 use crate::port::{self, recipe::Recipe, Request, RunMode, VerifyFailure};
 use crate::version::Version;

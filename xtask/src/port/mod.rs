@@ -11,7 +11,8 @@ pub mod recipe;
 mod summary;
 pub mod workdir;
 
-use crate::build_ext::{self, progress, SourceSpec};
+use crate::build_ext::{self, SourceSpec};
+use crate::build_output::progress;
 use crate::codemod::{self, Catalogue, Mode};
 use crate::kb::kb;
 use crate::paths;
@@ -347,7 +348,7 @@ fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String)> {
             let torch = kb().releases.newest_torch.clone();
             let env = python::ensure_torch_env(&torch)?;
             let sdist = build_ext::source::download_sdist(&env.python, name, version)?;
-            let got = build_ext::source::hash_file(&sdist)?;
+            let got = crate::stamp::hash_file(&sdist)?;
             if got != sha256 {
                 bail!(
                     "{}: sha256 {got}, recipe {} pins {sha256}; the sdist changed or the recipe is wrong",
