@@ -8,7 +8,7 @@ use crate::cuda_arch::Cc;
 use crate::host;
 use crate::kb::KnowledgeBase;
 use crate::paths;
-use crate::process::{shell, which, Cmd};
+use crate::process::which;
 use crate::python::{probe, Depth, PythonInfo};
 use crate::version::Version;
 use anyhow::Result;
@@ -177,36 +177,33 @@ fn find_toolkits(kb: &KnowledgeBase) -> Vec<Toolkit> {
         .collect()
 }
 
+/// Every C++ compiler on PATH (the one host-compiler probe, [`crate::host::cxx_compilers`]) and
+/// which toolkits' nvcc accept it.
 fn find_host_compilers(toolkits: &[Toolkit]) -> Vec<HostCompiler> {
-    let mut out = Vec::new();
-    for (name, is_gcc) in [("g++", true), ("gcc", true), ("clang++", false)] {
-        let Some(path) = which(name) else { continue };
-        let version = shell()
-            .and_then(|sh| Cmd::from(xshell::cmd!(sh, "{path} -dumpversion")).read())
-            .unwrap_or_default();
-        let major = version
-            .split('.')
-            .next()
-            .and_then(|m| m.parse::<u32>().ok());
-        let accepted_by = toolkits
-            .iter()
-            .filter_map(|t| {
-                let limit = if is_gcc { t.max_gcc } else { t.max_clang }?;
-                Some((
-                    t.release.as_ref()?.to_string(),
-                    major.is_some_and(|m| m <= limit),
-                ))
-            })
-            .collect();
-        out.push(HostCompiler {
-            name: name.into(),
-            path,
-            major,
-            version,
-            accepted_by,
-        });
-    }
-    out
+    crate::host::cxx_compilers()
+        .into_iter()
+        .map(|c| {
+            let is_gcc = c.family == crate::host::CompilerFamily::Gcc;
+            let major = c.major();
+            let accepted_by = toolkits
+                .iter()
+                .filter_map(|t| {
+                    let limit = if is_gcc { t.max_gcc } else { t.max_clang }?;
+                    Some((
+                        t.release.as_ref()?.to_string(),
+                        major.is_some_and(|m| m <= limit),
+                    ))
+                })
+                .collect();
+            HostCompiler {
+                name: c.name,
+                path: c.path,
+                major,
+                version: c.version.map(|v| v.to_string()).unwrap_or_default(),
+                accepted_by,
+            }
+        })
+        .collect()
 }
 
 /// `python3` on PATH and every archsmith env, each described by the one Python probe (importing

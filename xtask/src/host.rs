@@ -1,9 +1,11 @@
-//! This machine's NVIDIA driver and GPUs, as `nvidia-smi` and the kernel module report them: the one
-//! place archsmith asks. Nothing here interprets the answers (the knowledge base does).
+//! This machine as a build host: its NVIDIA driver and GPUs (as `nvidia-smi` and the kernel module
+//! report them), its cores and available memory, its host C++ compilers, its free disk. The one
+//! place archsmith asks; nothing here interprets the answers (the knowledge base does).
 
 use crate::cuda_arch::Cc;
-use crate::process::{shell, which, Cmd};
+use crate::process::{is_executable, shell, which, Cmd};
 use crate::version::Version;
+use std::path::{Path, PathBuf};
 
 /// One GPU as `nvidia-smi --query-gpu=name,compute_cap,driver_version` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,5 +77,136 @@ mod tests {
             "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.124.06  Wed Feb 26 2025\nGCC version:  gcc version 12.2.0\n",
         );
         assert_eq!(v, Some("570.124.06".parse().unwrap()));
+    }
+}
+
+/// `MemAvailable` from /proc/meminfo in GiB (8 GiB when unreadable, a cautious guess).
+pub fn mem_available_gib() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map(|kb| kb / (1024.0 * 1024.0))
+        .unwrap_or(8.0)
+}
+
+pub fn cores() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1)
+}
+
+/// Free space, in GiB, on the file system holding `path` (its nearest existing ancestor), from
+/// `df`; None when it cannot be read.
+pub fn free_disk_gib(path: &Path) -> Option<f64> {
+    let mut p = path;
+    while !p.exists() {
+        p = p.parent()?;
+    }
+    let out = Cmd::new("df").args(["-Pk"]).arg(p).read().ok()?;
+    let kb: f64 = out
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()?;
+    Some(kb / (1024.0 * 1024.0))
+}
+
+/// Which compiler family a host compiler is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompilerFamily {
+    Gcc,
+    Clang,
+}
+
+/// A C++ compiler on `PATH`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostCompiler {
+    /// The name it was found by (`g++`, `g++-11`, `clang++-14`).
+    pub name: String,
+    pub path: PathBuf,
+    pub family: CompilerFamily,
+    /// Its full version (`12.2.0`), from `-dumpfullversion` (gcc) or `-dumpversion`.
+    pub version: Option<Version>,
+}
+
+impl HostCompiler {
+    pub fn major(&self) -> Option<u32> {
+        self.version.as_ref().map(|v| v.major())
+    }
+
+    /// The C compiler of the same installation (`g++-11` → `gcc-11`, `clang++` → `clang`), if
+    /// it exists beside it.
+    pub fn c_compiler(&self) -> Option<PathBuf> {
+        let name = self.path.file_name()?.to_str()?;
+        let c = match self.family {
+            CompilerFamily::Gcc => name.replacen("g++", "gcc", 1),
+            CompilerFamily::Clang => name.replacen("clang++", "clang", 1),
+        };
+        let p = self.path.with_file_name(c);
+        is_executable(&p).then_some(p)
+    }
+}
+
+/// Every `g++`, `g++-N`, `clang++` and `clang++-N` on `PATH` (first of each name wins), newest
+/// version first within a family; the unversioned names first when they tie.
+pub fn cxx_compilers() -> Vec<HostCompiler> {
+    let mut names: Vec<String> = vec!["g++".into(), "clang++".into()];
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let versioned = ["g++-", "clang++-"].iter().any(|p| {
+                n.strip_prefix(p)
+                    .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+            });
+            if versioned && !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    let mut out: Vec<HostCompiler> = names
+        .into_iter()
+        .filter_map(|name| {
+            let path = which(&name)?;
+            let family = if name.starts_with("clang") {
+                CompilerFamily::Clang
+            } else {
+                CompilerFamily::Gcc
+            };
+            Some(describe_compiler(name, path, family))
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (a.family == CompilerFamily::Clang)
+            .cmp(&(b.family == CompilerFamily::Clang))
+            .then(b.version.cmp(&a.version))
+            .then(a.name.len().cmp(&b.name.len()))
+    });
+    out
+}
+
+/// Asks a compiler its version.
+pub fn describe_compiler(name: String, path: PathBuf, family: CompilerFamily) -> HostCompiler {
+    let ask = |flag: &str| Cmd::new(&path).arg(flag).read().ok();
+    let text = match family {
+        CompilerFamily::Gcc => ask("-dumpfullversion").or_else(|| ask("-dumpversion")),
+        CompilerFamily::Clang => ask("-dumpversion"),
+    };
+    let version = text.and_then(|t| t.trim().parse::<Version>().ok());
+    HostCompiler {
+        name,
+        path,
+        family,
+        version,
     }
 }

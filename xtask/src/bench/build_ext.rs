@@ -171,8 +171,8 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     let files = source::tree_files(&req.source)?;
     let (units, cu) = jobs::count_sources(&files);
     let images = (p.plan.sass().len() + p.plan.ptx().len()) as u32;
-    let cores = jobs::cores();
-    let mem = jobs::mem_available_gib();
+    let cores = crate::host::cores();
+    let mem = crate::host::mem_available_gib();
     let par = jobs::parallelism(cores, mem, units, cu, images, req.jobs);
     let plain_env = pip_env(&p.env)?;
     let mut plain_jobs = vec![(par.jobs, "archsmith's")];

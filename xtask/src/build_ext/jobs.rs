@@ -82,26 +82,6 @@ pub fn parallelism(
     }
 }
 
-/// `MemAvailable` from /proc/meminfo in GiB (8 GiB when unreadable, a cautious guess).
-pub fn mem_available_gib() -> f64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map(|kb| kb / (1024.0 * 1024.0))
-        .unwrap_or(8.0)
-}
-
-pub fn cores() -> u32 {
-    std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1)
-}
-
 /// A place in the extension's build files that overrides `TORCH_CUDA_ARCH_LIST`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ArchOverride {

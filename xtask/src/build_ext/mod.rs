@@ -301,8 +301,8 @@ fn build(
     let (units, cu) = jobs::count_sources(&files);
     let images = (plan.sass().len() + plan.ptx().len()) as u32;
     let par = jobs::parallelism(
-        jobs::cores(),
-        jobs::mem_available_gib(),
+        crate::host::cores(),
+        crate::host::mem_available_gib(),
         units,
         cu,
         images,
