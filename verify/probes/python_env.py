@@ -8,6 +8,9 @@ the live module knows: the archs it was built for, whether CUDA is available, th
 Keys: python, purelib, has_pip, torch (null without torch), cuda (torch.version.cuda, null for a CPU
 build), imported (whether torch was imported), arch_list, cuda_available, devices [{name, cc}],
 error (why torch could not be read or imported; null when all went well).
+With `--modules a,b` it adds modules {name: importable} (found by importlib, not imported).
+With `--import-torch`, config is torch.__config__.show() (build settings, paths), and with
+`--gpu-smoke` as well, gpu_smoke is "ok" or why a small CUDA computation failed (null: not run).
 """
 import importlib.util
 import json
@@ -25,7 +28,22 @@ info = {
     "cuda_available": False,
     "devices": [],
     "error": None,
+    "modules": {},
+    "config": None,
+    "gpu_smoke": None,
 }
+
+
+def arg_value(flag):
+    args = sys.argv[1:]
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+for name in filter(None, (arg_value("--modules") or "").split(",")):
+    try:
+        info["modules"][name] = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        info["modules"][name] = False
 
 
 def read_version_py():
@@ -70,7 +88,19 @@ try:
             info["arch_list"] = (flags or "").split() or list(torch.cuda.get_arch_list())
         except Exception:  # CPU builds have no arch list
             info["arch_list"] = []
+        try:
+            info["config"] = torch.__config__.show()
+        except Exception as e:
+            info["config"] = f"unavailable: {type(e).__name__}: {e}"
         info["cuda_available"] = bool(torch.cuda.is_available())
+        if "--gpu-smoke" in sys.argv[1:] and info["cuda_available"]:
+            try:
+                a = torch.arange(64, dtype=torch.float32, device="cuda").reshape(8, 8)
+                got = (a @ a).sum().item()
+                want = float((a.cpu() @ a.cpu()).sum().item())
+                info["gpu_smoke"] = "ok" if abs(got - want) <= 1e-3 * abs(want) else f"matmul {got} != CPU {want}"
+            except Exception as e:
+                info["gpu_smoke"] = f"{type(e).__name__}: {e}"
         if info["cuda_available"]:
             for i in range(torch.cuda.device_count()):
                 major, minor = torch.cuda.get_device_capability(i)

@@ -48,13 +48,42 @@ pub struct PythonInfo {
     pub devices: Vec<Device>,
     /// Why torch could not be read or imported.
     pub error: Option<String>,
+    /// `--modules`: whether each asked module is importable.
+    #[serde(default)]
+    pub modules: std::collections::BTreeMap<String, bool>,
+    /// `torch.__config__.show()` (only with [`Depth::ImportTorch`]).
+    #[serde(default)]
+    pub config: Option<String>,
+    /// "ok", or why a small CUDA computation failed; None when not asked or no GPU.
+    #[serde(default)]
+    pub gpu_smoke: Option<String>,
+}
+
+/// What else to ask besides [`Depth`].
+#[derive(Debug, Clone, Default)]
+pub struct Ask<'a> {
+    /// Modules whose presence to report (found, not imported).
+    pub modules: &'a [&'a str],
+    /// Run a small CUDA computation when a GPU is there (needs [`Depth::ImportTorch`]).
+    pub gpu_smoke: bool,
 }
 
 /// Runs the probe in `python` (isolated: `-I`, so no user site or `PYTHONPATH` leaks in).
 pub fn probe(python: &Path, depth: Depth) -> Result<PythonInfo> {
+    probe_with(python, depth, &Ask::default())
+}
+
+/// [`probe`], asking more.
+pub fn probe_with(python: &Path, depth: Depth, ask: &Ask) -> Result<PythonInfo> {
     let mut cmd = Cmd::new(python).args(["-I", "-c", SCRIPT]);
     if depth == Depth::ImportTorch {
         cmd = cmd.arg("--import-torch");
+    }
+    if !ask.modules.is_empty() {
+        cmd = cmd.arg("--modules").arg(ask.modules.join(","));
+    }
+    if ask.gpu_smoke {
+        cmd = cmd.arg("--gpu-smoke");
     }
     let out = cmd
         .read()
