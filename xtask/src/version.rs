@@ -2,7 +2,8 @@
 //!
 //! Ordering is numeric per component with missing components as zero, so `13.2 == 13.2.0` and
 //! `12.10 > 12.9`. A `+local` suffix (`2.15.0+cu132`) is kept for display but ignored in comparisons,
-//! as torch's own version objects do.
+//! as torch's own version objects do. A PEP 440 pre-release or dev suffix (`2.12.0a0`,
+//! `2.13.0.dev20260801`, `2.6.0rc3`) orders before its release, as PEP 440 says.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -12,6 +13,8 @@ use std::str::FromStr;
 #[serde(try_from = "String", into = "String")]
 pub struct Version {
     parts: Vec<u32>,
+    /// A pre-release: (0 dev, 1 a, 2 b, 3 rc; its number). None for a release.
+    pre: Option<(u8, u64)>,
     local: Option<String>,
     /// The text as written, for display: driver versions keep their zeros (`595.45.04`).
     text: String,
@@ -32,6 +35,7 @@ impl Version {
             .join(".");
         Version {
             parts: parts.to_vec(),
+            pre: None,
             local: None,
             text,
         }
@@ -85,6 +89,26 @@ impl FromStr for Version {
         if release.is_empty() {
             return Err(err());
         }
+        let (release, pre) = match release.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+            None => (release, None),
+            Some(at) => {
+                let (nums, suffix) = release.split_at(at);
+                let kind = [("dev", 0u8), ("rc", 3), ("a", 1), ("b", 2)]
+                    .iter()
+                    .find(|(k, _)| suffix.starts_with(k))
+                    .ok_or_else(err)?;
+                let n = &suffix[kind.0.len()..];
+                if n.is_empty() || n.len() > 18 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(err());
+                }
+                let nums = if kind.1 == 0 {
+                    nums.strip_suffix('.').ok_or_else(err)?
+                } else {
+                    nums
+                };
+                (nums, Some((kind.1, n.parse::<u64>().map_err(|_| err())?)))
+            }
+        };
         let parts = release
             .split('.')
             .map(|p| {
@@ -97,6 +121,7 @@ impl FromStr for Version {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Version {
             parts,
+            pre,
             local,
             text: trimmed.strip_prefix('v').unwrap_or(trimmed).to_string(),
         })
@@ -145,7 +170,13 @@ impl Ord for Version {
                 o => return o,
             }
         }
-        Ordering::Equal
+        // A release sorts after its pre-releases.
+        match (self.pre, other.pre) {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(_), None) => Ordering::Less,
+            (Some(a), Some(b)) => a.cmp(&b),
+        }
     }
 }
 
@@ -172,6 +203,20 @@ mod tests {
         for bad in ["", "2..1", "a.b", "2.15.0+", "1.2.3.4x", "99999999999"] {
             let e = bad.parse::<Version>().unwrap_err();
             assert!(e.to_string().contains("is not a version"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pre_releases_order_before_their_release() {
+        assert!(v("2.12.0a0") < v("2.12.0"));
+        assert!(v("2.12.0a0") > v("2.11.9"));
+        assert!(v("2.13.0.dev20260801") < v("2.13.0a0"));
+        assert!(v("2.6.0rc3") > v("2.6.0b1"));
+        assert_eq!(v("2.12.0a0+cu132").to_string(), "2.12.0a0+cu132");
+        assert_eq!(v("2.12.0a0+cu132").local(), Some("cu132"));
+        assert_eq!(v("2.12.0a0").major_minor(), v("2.12"));
+        for bad in ["2.12.0x1", "2.12.0a", "2.12.0dev1", "2.12.0.a1"] {
+            assert!(bad.parse::<Version>().is_err(), "{bad}");
         }
     }
 
