@@ -13,8 +13,22 @@ pub fn ninja_step(line: &str) -> Option<(u32, u32)> {
     (m > 0 && n <= m).then_some((n, m))
 }
 
-/// The file a ninja step compiled (`-c X.cu` / `-c X.cpp`), shortened to its name.
+/// The file a ninja step compiled (`-c X.cu` / `-c X.cpp` in a verbose line, or CMake's
+/// `Building CUDA object …/X.cu.o` / `Linking CXX shared library X`), shortened to its name.
 pub fn step_file(line: &str) -> Option<&str> {
+    for marker in [
+        " object ",
+        " shared library ",
+        " static library ",
+        " executable ",
+    ] {
+        if let Some((_, rest)) = line.split_once(marker) {
+            if let Some(f) = rest.split_whitespace().next() {
+                let name = f.rsplit('/').next().unwrap_or(f);
+                return Some(name.strip_suffix(".o").unwrap_or(name));
+            }
+        }
+    }
     let mut it = line.split_whitespace();
     while let Some(tok) = it.next() {
         if tok == "-c" {
@@ -74,6 +88,48 @@ pub fn first_compiler_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Opt
     None
 }
 
+/// The first `CMake Error at FILE:LINE (...)` with the message CMake prints under it (its
+/// indented lines up to the first blank one), for a configure that failed before any compiler ran.
+pub fn first_cmake_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<CompilerError> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"^CMake Error(?: at (?P<file>[^:]+):(?P<line>\d+))?[^:]*:?\s*(?P<msg>.*)$")
+            .expect("cmake error regex")
+    });
+    let mut found: Option<CompilerError> = None;
+    for (i, line) in lines.into_iter().enumerate() {
+        match &mut found {
+            None => {
+                if let Some(c) = re.captures(line.trim_end()) {
+                    found = Some(CompilerError {
+                        file: c.name("file").map(|m| m.as_str().to_string()),
+                        line: c.name("line").and_then(|m| m.as_str().parse().ok()),
+                        message: c.name("msg").map_or("", |m| m.as_str()).trim().to_string(),
+                        log_line: i + 1,
+                    });
+                }
+            }
+            Some(e) => {
+                let t = line.trim();
+                if t.is_empty() {
+                    if !e.message.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
+                if !line.starts_with(' ') {
+                    break;
+                }
+                if !e.message.is_empty() {
+                    e.message.push(' ');
+                }
+                e.message.push_str(t);
+            }
+        }
+    }
+    found
+}
+
 /// The last `SomethingError: message` line of a Python traceback (setup.py failing before any
 /// compiler ran), if there is one.
 pub fn last_python_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<String> {
@@ -94,12 +150,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cmake_errors_with_their_message() {
+        let log = "-- Found CUDA\nCMake Error at cmake/public/cuda.cmake:47 (message):\n  PyTorch requires CUDA 11.0 or above.\nCall Stack (most recent call first):\n  cmake/Dependencies.cmake:44 (include)\n\n-- Configuring incomplete";
+        let e = first_cmake_error(log.lines()).unwrap();
+        assert_eq!(e.file.as_deref(), Some("cmake/public/cuda.cmake"));
+        assert_eq!(e.line, Some(47));
+        assert_eq!(e.message, "PyTorch requires CUDA 11.0 or above.");
+        assert_eq!(e.log_line, 2);
+        assert!(first_cmake_error("-- ok\n-- fine".lines()).is_none());
+    }
+
+    #[test]
     fn ninja_steps() {
         assert_eq!(
             ninja_step("[2/5] /cuda/bin/nvcc -c a.cu -o a.o"),
             Some((2, 5))
         );
         assert_eq!(ninja_step("[0/5]"), Some((0, 5)));
+        assert_eq!(
+            step_file("[1/2] Building CUDA object CMakeFiles/torch_cuda.dir/aten/kernel.cu.o"),
+            Some("kernel.cu")
+        );
+        assert_eq!(
+            step_file("[2/2] Linking CUDA shared library libtorch_cuda.so"),
+            Some("libtorch_cuda.so")
+        );
         assert_eq!(ninja_step("[6/5] x"), None);
         assert_eq!(ninja_step("[a/b] x"), None);
         assert_eq!(ninja_step("building 'x' extension"), None);

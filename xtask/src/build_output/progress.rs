@@ -23,6 +23,8 @@ pub struct Progress {
     started: Instant,
     step_started: Instant,
     extension: Option<String>,
+    /// What the bar names when no extension is being built (`extension`, `torch`).
+    label: &'static str,
 }
 
 fn fmt_secs(s: f64) -> String {
@@ -32,6 +34,11 @@ fn fmt_secs(s: f64) -> String {
 
 impl Progress {
     pub fn new(mode: Mode) -> Progress {
+        Progress::labelled(mode, "extension")
+    }
+
+    /// A progress whose steps are named `label` until a `building 'x'` line names them.
+    pub fn labelled(mode: Mode, label: &'static str) -> Progress {
         let tty = std::io::stderr().is_terminal();
         let bar = (mode == Mode::Auto && tty).then(|| {
             let b = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
@@ -52,6 +59,7 @@ impl Progress {
             started: Instant::now(),
             step_started: Instant::now(),
             extension: None,
+            label,
         }
     }
 
@@ -77,7 +85,7 @@ impl Progress {
             return;
         };
         let what = step_file(line).unwrap_or("link");
-        let ext = self.extension.as_deref().unwrap_or("extension");
+        let ext = self.extension.as_deref().unwrap_or(self.label);
         if let Some(b) = &self.bar {
             b.set_length(m as u64);
             b.set_position(n as u64);
