@@ -34,6 +34,7 @@ pub mod python;
 // Workflows: what the commands do, each callable from the others and from tests.
 pub mod bench;
 pub mod build_ext;
+pub mod build_torch;
 pub mod doctor;
 pub mod kb_check;
 pub mod port;

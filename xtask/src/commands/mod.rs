@@ -3,6 +3,7 @@
 pub mod archs;
 pub mod bench;
 pub mod build_ext;
+pub mod build_torch;
 pub mod codemod;
 pub mod doctor;
 pub mod kb;
@@ -33,6 +34,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Build a torch C++/CUDA extension for exactly the chosen archs, audit the wheel, import it.
     BuildExt(build_ext::BuildExtArgs),
+    /// Build PyTorch from source for exactly the chosen archs: advise, plan, preflight, build, verify.
+    BuildTorch(build_torch::BuildTorchArgs),
     /// Port legacy PyTorch C++/CUDA extension sources (AT_CHECK, THC, `.type()` dispatch, ...) to modern torch.
     Codemod(codemod::CodemodArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
@@ -55,6 +58,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Archs(args) => archs::run(&args),
         Command::Bench(args) => bench::run(args),
         Command::BuildExt(args) => build_ext::run(args),
+        Command::BuildTorch(args) => build_torch::run(args),
         Command::Codemod(args) => codemod::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Kernels(args) => kernels::run(&args),

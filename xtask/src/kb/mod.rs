@@ -36,6 +36,61 @@ pub struct KnowledgeBase {
     pub torch_cmake_arch_lists: Vec<TorchCmakeArchListRow>,
     #[serde(rename = "torch_variant")]
     pub torch_variants: Vec<TorchVariantRow>,
+    #[serde(rename = "torch_switch")]
+    pub torch_switches: Vec<TorchSwitchRow>,
+    #[serde(rename = "torch_submodule")]
+    pub torch_submodules: Vec<TorchSubmoduleRow>,
+    #[serde(rename = "nvcc_option")]
+    pub nvcc_options: Vec<NvccOptionRow>,
+}
+
+/// A feature switch a from-source torch build sets explicitly, for a range of torch releases.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchSwitchRow {
+    pub name: String,
+    /// What build-torch sets unless the user overrides it.
+    pub value: String,
+    pub from: Version,
+    pub to: Version,
+    pub why: String,
+    pub source: String,
+}
+
+/// A `third_party/` directory a torch configure needs while some switches are on.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchSubmoduleRow {
+    pub path: String,
+    /// Switches that must all be on for the directory to be needed (empty: always).
+    pub needs: Vec<String>,
+    /// The `USE_SYSTEM_*` switch that takes the library from the system instead.
+    pub system: Option<String>,
+    /// The Debian package that provides the library (a distribution build's alternative).
+    pub debian: Option<String>,
+    pub from: Version,
+    pub to: Version,
+    pub source: String,
+}
+
+/// An nvcc option the torch build plan passes, from the first CUDA release that has it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvccOptionRow {
+    /// The words added to `TORCH_NVCC_FLAGS`.
+    pub flags: Vec<String>,
+    /// The program whose `--help` lists [`Self::option`] (`nvcc`, `fatbinary`).
+    pub tool: String,
+    pub option: String,
+    pub first_cuda: Version,
+    pub why: String,
+    pub source: String,
+}
+
+/// Whether `torch` (any precision) falls in the inclusive major.minor range `from..=to`.
+pub fn torch_in_range(torch: &Version, from: &Version, to: &Version) -> bool {
+    let mm = torch.major_minor();
+    *from <= mm && mm <= *to
 }
 
 /// One official torch wheel variant (a `cuXYZ` build) for a range of torch releases.
@@ -379,6 +434,40 @@ impl KnowledgeBase {
                 }
             }
         }
+        for r in &self.torch_switches {
+            if empty(&r.source) || empty(&r.why) || r.from > r.to {
+                return bad(format!(
+                    "torch_switch {} has no source/why or an empty range",
+                    r.name
+                ));
+            }
+        }
+        for r in &self.torch_submodules {
+            if empty(&r.source) || r.from > r.to || !r.path.starts_with("third_party/") {
+                return bad(format!(
+                    "torch_submodule {}: no source, empty range or not under third_party/",
+                    r.path
+                ));
+            }
+            if let Some(n) = r
+                .needs
+                .iter()
+                .find(|n| !self.torch_switches.iter().any(|s| s.name == **n))
+            {
+                return bad(format!(
+                    "torch_submodule {} needs `{n}`, which no torch_switch row names",
+                    r.path
+                ));
+            }
+        }
+        for r in &self.nvcc_options {
+            if empty(&r.source) || r.flags.is_empty() {
+                return bad(format!(
+                    "nvcc_option {} has no source or no flags",
+                    r.option
+                ));
+            }
+        }
         for r in &self.torch {
             for s in r
                 .wheel_sass
@@ -395,6 +484,30 @@ impl KnowledgeBase {
             }
         }
         Ok(())
+    }
+
+    /// The switches a from-source build of `torch` sets, in knowledge-base order.
+    pub fn torch_switches(&self, torch: &Version) -> Vec<&TorchSwitchRow> {
+        self.torch_switches
+            .iter()
+            .filter(|r| torch_in_range(torch, &r.from, &r.to))
+            .collect()
+    }
+
+    /// The `third_party/` directories a configure of `torch` may need.
+    pub fn torch_submodules(&self, torch: &Version) -> Vec<&TorchSubmoduleRow> {
+        self.torch_submodules
+            .iter()
+            .filter(|r| torch_in_range(torch, &r.from, &r.to))
+            .collect()
+    }
+
+    /// The nvcc options CUDA `cuda` has, for `TORCH_NVCC_FLAGS`.
+    pub fn nvcc_options(&self, cuda: &Version) -> Vec<&NvccOptionRow> {
+        self.nvcc_options
+            .iter()
+            .filter(|r| r.first_cuda.major_minor() <= cuda.major_minor())
+            .collect()
     }
 
     /// The target row for `arch` (exact variant), if nvcc ever knew it.

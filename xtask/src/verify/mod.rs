@@ -3,3 +3,4 @@
 //! * [`binary`]: which SASS and PTX files and wheels really carry, against a spec and GPUs.
 
 pub mod binary;
+pub mod torch_wheel;

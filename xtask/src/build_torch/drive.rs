@@ -1,0 +1,204 @@
+//! Running the plan: the front end's command under the plan's environment, with ninja's `[N/M]`
+//! as progress, the whole output in a log on disk, the first real error on failure, the build
+//! directory reconfigured when its configuration differs (else resumed: ninja rebuilds only what
+//! changed), compiler-cache statistics and the slowest steps at the end.
+
+use super::plan::BuildPlan;
+use super::{Prepared, Request};
+use crate::build_ext::cache::CompilerCache;
+use crate::build_output::log::{first_cmake_error, first_compiler_error, last_python_error};
+use crate::build_output::progress::Progress;
+use crate::process::Cmd;
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub struct Driven {
+    /// The wheel in the plan's private wheel directory (None after `--stop-after configure`).
+    pub wheel: Option<PathBuf>,
+    pub log: PathBuf,
+    pub ninja_log: Option<PathBuf>,
+    pub seconds: f64,
+    pub cache_stats: Option<String>,
+    pub slowest: Vec<(String, f64)>,
+}
+
+/// The build failed: where, and the log with everything.
+#[derive(Debug, thiserror::Error)]
+#[error("the torch build failed ({exit}){first}\nfull log: {}", log.display())]
+pub struct BuildFailed {
+    pub exit: String,
+    pub first: String,
+    pub log: PathBuf,
+}
+
+/// The command with the plan's environment.
+pub fn command(plan: &BuildPlan, words: &[String], dir: &Path) -> Cmd {
+    let mut path: Vec<PathBuf> = plan.path_first.clone();
+    if let Some(p) = std::env::var_os("PATH") {
+        path.extend(std::env::split_paths(&p));
+    }
+    let mut cmd = Cmd::new(&words[0]).args(&words[1..]).dir(dir);
+    if let Ok(joined) = std::env::join_paths(path) {
+        cmd = cmd.env("PATH", joined);
+    }
+    for v in &plan.env {
+        cmd = cmd.env(&v.name, &v.value);
+    }
+    cmd
+}
+
+pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Result<Driven> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&plan.build_dir)
+        .with_context(|| format!("creating {}", plan.build_dir.display()))?;
+    // One build at a time in a tree: a second run waits instead of corrupting the first.
+    let _lock = crate::cache::lock(&plan.build_dir.join(".archsmith-build.lock"), &mut || {
+        eprintln!(
+            "archsmith: another build-torch is building {}; waiting",
+            p.tree.root.display()
+        )
+    })?;
+    if !p.reconfigure.is_empty() {
+        for stale in ["CMakeCache.txt", "CMakeFiles"] {
+            crate::cache::remove_path(&plan.build_dir.join(stale))?;
+        }
+        eprintln!(
+            "archsmith: reconfiguring {} ({})",
+            plan.build_dir.display(),
+            p.reconfigure.join("; ")
+        );
+    }
+    let _ = std::fs::remove_dir_all(&plan.wheel_dir);
+    std::fs::create_dir_all(&plan.wheel_dir)?;
+    let log_path = out.join("build-torch.log");
+    let mut log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    writeln!(
+        log,
+        "{}",
+        plan.shell_script(&p.tree.root, req.stop_after_configure)
+    )?;
+    let cache = req.cache.map(CompilerCache::launcher_only).transpose()?;
+    let words = if req.stop_after_configure {
+        &plan.configure_command
+    } else {
+        &plan.wheel_command
+    };
+    let cmd = command(plan, words, &p.tree.root);
+    eprintln!("archsmith: {} (log: {})", cmd.display(), log_path.display());
+    let mut ui = Progress::labelled(req.progress, "torch");
+    let status = cmd.stream_lines(|line| {
+        let _ = writeln!(log, "{line}");
+        ui.line(line);
+    })?;
+    ui.finish();
+    drop(log);
+    let cache_stats = cache.as_ref().and_then(|c| c.stats().ok());
+    if status != Some(0) {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let first = first_compiler_error(lines.iter().copied())
+            .or_else(|| first_cmake_error(lines.iter().copied()))
+            .map(|e| {
+                let at = match (&e.file, e.line) {
+                    (Some(f), Some(l)) => format!("{f}:{l}: "),
+                    _ => String::new(),
+                };
+                format!("\nfirst error (log line {}): {at}{}", e.log_line, e.message)
+            })
+            .or_else(|| last_python_error(lines.iter().copied()).map(|e| format!("\n{e}")))
+            .unwrap_or_default();
+        return Err(BuildFailed {
+            exit: status.map_or("killed by a signal".into(), |c| format!("exit {c}")),
+            first,
+            log: log_path,
+        }
+        .into());
+    }
+    let ninja_log = Some(plan.build_dir.join(".ninja_log")).filter(|p| p.is_file());
+    let slowest = ninja_log
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|t| slowest_steps(&t, 10))
+        .unwrap_or_default();
+    let wheel = if req.stop_after_configure {
+        None
+    } else {
+        let found = std::fs::read_dir(&plan.wheel_dir)?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "whl"));
+        Some(found.with_context(|| {
+            format!(
+                "the build succeeded but left no wheel in {} (log: {})",
+                plan.wheel_dir.display(),
+                log_path.display()
+            )
+        })?)
+    };
+    Ok(Driven {
+        wheel,
+        log: log_path,
+        ninja_log,
+        seconds: started.elapsed().as_secs_f64(),
+        cache_stats,
+        slowest,
+    })
+}
+
+/// The `n` longest steps of a `.ninja_log` (v5: start, end, mtime, output, hash; ms), longest
+/// first; a step rebuilt later counts once, with its last time.
+pub fn slowest_steps(ninja_log: &str, n: usize) -> Vec<(String, f64)> {
+    let mut last: std::collections::HashMap<&str, f64> = std::collections::HashMap::new();
+    for line in ninja_log.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 4 {
+            continue;
+        }
+        if let (Ok(s), Ok(e)) = (f[0].parse::<f64>(), f[1].parse::<f64>()) {
+            last.insert(f[3], (e - s).max(0.0) / 1000.0);
+        }
+    }
+    let mut v: Vec<(String, f64)> = last.into_iter().map(|(k, s)| (k.to_string(), s)).collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
+/// A Python to import the built wheel in, without a network or an installer: a venv of the build
+/// Python whose site-packages holds the wheel's files and a `.pth` line naming the build Python's
+/// own site-packages (so torch's dependencies, which the build already needed, are found).
+pub fn verify_env(plan: &BuildPlan, wheel: &Path, out: &Path) -> Result<PathBuf> {
+    use crate::python::probe::{probe, Depth};
+    let dir = out.join(".build-torch-verify-env");
+    crate::cache::remove_path(&dir)?;
+    Cmd::new(&plan.python)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&dir)
+        .read()?;
+    let py = dir.join("bin/python");
+    let site = probe(&py, Depth::Files)?.purelib;
+    let build_site = probe(&plan.python, Depth::Files)?.purelib;
+    std::fs::write(
+        site.join("archsmith-build-python.pth"),
+        format!("{}\n", build_site.display()),
+    )?;
+    crate::wheel::Wheel::open(wheel)?.extract_all(&site)?;
+    Ok(py)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slowest_steps_from_a_ninja_log() {
+        let log = "# ninja log v5\n0\t1500\t0\ta.o\tx\n10\t90010\t0\tflash.cu.o\ty\n5\t2505\t0\tb.o\tz\n3000\t3100\t0\ta.o\tx\n";
+        assert_eq!(
+            slowest_steps(log, 2),
+            vec![("flash.cu.o".to_string(), 90.0), ("b.o".to_string(), 2.5)]
+        );
+    }
+}

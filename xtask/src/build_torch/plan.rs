@@ -1,0 +1,510 @@
+//! The build plan: one environment, computed from the arch model, the toolchain, the knowledge base
+//! and the tree, that the whole build (configure, every later ninja step, the wheel) runs under.
+//! `--dry-run` prints it as a sourceable env plus the command; `--json` as data.
+//!
+//! Every variable of kind [`VarKind::Build`] must be read by the tree's build or by CMake itself
+//! ([`super::reads`]); the plan carries where each is read, and preflight fails on one that is not.
+
+use super::reads::{BuildFiles, Reader};
+use super::tree::{FrontEnd, TorchTree};
+use crate::arch::spec::{Plan, PlanContext};
+use crate::host::HostCompiler;
+use crate::kb::KnowledgeBase;
+use crate::toolchain::Toolchain;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Memory one compile job of torch takes, in GiB: ordinary C++ and CUDA translation units peak at
+/// 1.5–3 GB (the build-ext measurements); FlashAttention's units for sm_80 and newer at ~5 GB
+/// each (flash-attention's own setup.py budgets 5 GB a job, Dao-AILab/flash-attention#2493).
+pub const GIB_PER_JOB: f64 = 2.5;
+pub const GIB_PER_JOB_FLASH: f64 = 5.0;
+/// Memory left for the rest of the machine.
+pub const RESERVE_GIB: f64 = 2.0;
+/// Disk a CUDA build of torch takes: ~10 GB for the CPU side and the wheel (the README's floor),
+/// plus ~2 GB of objects per device image (measured on ATen's CUDA objects: docs/build-torch.md).
+pub const DISK_BASE_GIB: f64 = 10.0;
+pub const DISK_PER_IMAGE_GIB: f64 = 2.0;
+
+/// Whose variable it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VarKind {
+    /// Read by the tree's build (checked against the tree).
+    Build,
+    /// For the processes around it (compiler-cache directories): not the tree's.
+    Process,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanVar {
+    pub name: String,
+    pub value: String,
+    pub why: String,
+    pub kind: VarKind,
+    /// Where the tree (or CMake) reads it; None for [`VarKind::Process`] or when nothing does.
+    pub read_by: Option<Reader>,
+}
+
+/// Parallelism and the model behind it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Jobs {
+    pub jobs: u32,
+    pub gib_per_job: f64,
+    pub mem_available_gib: f64,
+    pub cores: u32,
+    pub reason: String,
+}
+
+/// `jobs = min(cores, floor((MemAvailable − 2 GiB) / per-job))`, at least 1, per-job 5 GiB when
+/// FlashAttention is on and an sm_80+ image is planned (its kernels are only built for those),
+/// else 2.5 GiB. `--jobs` replaces the count (preflight then checks it fits in memory).
+pub fn jobs(cores: u32, mem_available_gib: f64, flash: bool, jobs_override: Option<u32>) -> Jobs {
+    let per_job = if flash {
+        GIB_PER_JOB_FLASH
+    } else {
+        GIB_PER_JOB
+    };
+    let by_mem = ((mem_available_gib - RESERVE_GIB) / per_job)
+        .floor()
+        .max(1.0) as u32;
+    let cores = cores.max(1);
+    let (jobs, reason) = match jobs_override {
+        Some(j) => (j.max(1), "--jobs".to_string()),
+        None if by_mem < cores => (
+            by_mem,
+            format!(
+                "limited by memory: ({mem_available_gib:.1} − {RESERVE_GIB}) GiB / {per_job} GiB a job"
+            ),
+        ),
+        None => (cores, "one job per core".to_string()),
+    };
+    Jobs {
+        jobs,
+        gib_per_job: per_job,
+        mem_available_gib,
+        cores,
+        reason,
+    }
+}
+
+/// Everything the plan is computed from.
+pub struct Inputs<'a> {
+    pub kb: &'a KnowledgeBase,
+    pub tree: &'a TorchTree,
+    pub arch_plan: &'a Plan,
+    pub ctx: &'a PlanContext,
+    pub toolchain: &'a Toolchain,
+    /// The compiler nvcc uses for host code (`CUDAHOSTCXX`) and the C/C++ compilers.
+    pub host_cxx: &'a HostCompiler,
+    pub cxx: &'a HostCompiler,
+    pub python: &'a Path,
+    pub jobs: &'a Jobs,
+    /// `--set NAME=VALUE`, in order.
+    pub sets: &'a [(String, String)],
+    /// cuDNN's include directory and library, when found.
+    pub cudnn: Option<(PathBuf, PathBuf)>,
+    /// The compiler-cache launcher and its directory variable.
+    pub launcher: Option<(PathBuf, (String, String))>,
+    /// `PATH` entries put first: the toolkit's bin, the build tools.
+    pub path_first: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildPlan {
+    pub torch: String,
+    pub front_end: FrontEnd,
+    pub torch_cuda_arch_list: String,
+    pub sass: Vec<String>,
+    pub ptx: Vec<String>,
+    pub cuda: String,
+    pub nvcc: PathBuf,
+    pub nvcc_version: String,
+    pub python: PathBuf,
+    pub jobs: Jobs,
+    pub env: Vec<PlanVar>,
+    /// Prepended to `PATH` for every step.
+    pub path_first: Vec<PathBuf>,
+    /// The build directory the front end uses (`SRC/build`).
+    pub build_dir: PathBuf,
+    /// Configure only (`--stop-after configure`).
+    pub configure_command: Vec<String>,
+    /// Configure (when needed), build and produce the wheel into `wheel_dir`.
+    pub wheel_command: Vec<String>,
+    pub wheel_dir: PathBuf,
+}
+
+impl BuildPlan {
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| v.value.as_str())
+    }
+
+    /// The build-kind variables nothing reads.
+    pub fn unread(&self) -> Vec<&PlanVar> {
+        self.env
+            .iter()
+            .filter(|v| v.kind == VarKind::Build && v.read_by.is_none())
+            .collect()
+    }
+
+    /// The plan as a POSIX shell script to source: `export` lines, then the command as a comment
+    /// (sourcing sets the environment; it never starts a multi-hour build by surprise).
+    pub fn shell_script(&self, root: &Path, stop_after_configure: bool) -> String {
+        use crate::toolchain::shell_quote;
+        let mut s = String::from(
+            "# archsmith build-torch plan: source it, then run the command at the end\n",
+        );
+        let path: Vec<String> = self
+            .path_first
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        s += &format!(
+            "export PATH={}\"${{PATH:+:$PATH}}\"\n",
+            shell_quote(&path.join(":"))
+        );
+        for v in &self.env {
+            s += &format!("export {}={}  # {}\n", v.name, shell_quote(&v.value), v.why);
+        }
+        let cmd = if stop_after_configure {
+            &self.configure_command
+        } else {
+            &self.wheel_command
+        };
+        s += &format!(
+            "# command: cd {} && {}\n",
+            shell_quote(&root.display().to_string()),
+            cmd.iter()
+                .map(|w| shell_quote(w))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        s
+    }
+}
+
+/// Computes the plan and the reader of each build variable.
+pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
+    let tree = i.tree;
+    let tc = i.toolchain;
+    let mut env: Vec<PlanVar> = Vec::new();
+    let mut set = |name: &str, value: String, why: String, kind: VarKind| {
+        env.retain(|v| v.name != name);
+        env.push(PlanVar {
+            name: name.to_string(),
+            value,
+            why,
+            kind,
+            read_by: None,
+        });
+    };
+    let build = VarKind::Build;
+    set(
+        "TORCH_CUDA_ARCH_LIST",
+        i.arch_plan.torch_cuda_arch_list(),
+        "the archs, explicit numbers both of torch's parsers read alike".into(),
+        build,
+    );
+    let cuda_tag = format!("cu{}{}", tc.cuda.major(), tc.cuda.minor());
+    for row in i.kb.torch_switches(&tree.version) {
+        set(&row.name, row.value.clone(), row.why.clone(), build);
+    }
+    // CUDA locations, all from one canonical root: two roots are pytorch#106971's "conflicting
+    // CUDA installs" and nvcc/header mismatches.
+    let root =
+        std::fs::canonicalize(tc.cuda_home()).unwrap_or_else(|_| tc.cuda_home().to_path_buf());
+    let nvcc = root.join("bin/nvcc");
+    let r = root.display().to_string();
+    set(
+        "CUDA_HOME",
+        r.clone(),
+        format!("CUDA {} ({})", tc.nvcc_version, source_label(tc)),
+        build,
+    );
+    set(
+        "CUDA_PATH",
+        r.clone(),
+        "the same root, for FindCUDAToolkit".into(),
+        build,
+    );
+    set(
+        "CUDAToolkit_ROOT",
+        r,
+        "the same root, for find_package(CUDAToolkit)".into(),
+        build,
+    );
+    set(
+        "CUDA_NVCC_EXECUTABLE",
+        nvcc.display().to_string(),
+        "that root's nvcc, not another on PATH".into(),
+        build,
+    );
+    set(
+        "CUDACXX",
+        nvcc.display().to_string(),
+        "CMake's CUDA compiler: the same nvcc".into(),
+        build,
+    );
+    set(
+        "CUDAHOSTCXX",
+        i.host_cxx.path.display().to_string(),
+        format!(
+            "nvcc's host compiler: {} {}",
+            i.host_cxx.name,
+            i.host_cxx
+                .version
+                .as_ref()
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        ),
+        build,
+    );
+    if let Some(cc) = i.cxx.c_compiler() {
+        set(
+            "CC",
+            cc.display().to_string(),
+            "the C compiler beside CXX".into(),
+            build,
+        );
+    }
+    set(
+        "CXX",
+        i.cxx.path.display().to_string(),
+        format!(
+            "the C++ compiler: {} {}",
+            i.cxx.name,
+            i.cxx
+                .version
+                .as_ref()
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        ),
+        build,
+    );
+    let mut nvcc_flags: Vec<String> = Vec::new();
+    let mut why = Vec::new();
+    for o in i.kb.nvcc_options(&tc.cuda) {
+        nvcc_flags.extend(o.flags.iter().cloned());
+        why.push(format!("{}: {}", o.flags.join(" "), o.why));
+    }
+    set(
+        "TORCH_NVCC_FLAGS",
+        nvcc_flags.join(" "),
+        why.join("; "),
+        build,
+    );
+    if let Some((inc, lib)) = &i.cudnn {
+        set(
+            "CUDNN_INCLUDE_DIR",
+            inc.display().to_string(),
+            "cuDNN headers found by preflight".into(),
+            build,
+        );
+        set(
+            "CUDNN_LIBRARY",
+            lib.display().to_string(),
+            "cuDNN library found by preflight".into(),
+            build,
+        );
+    }
+    let j = i.jobs.jobs.to_string();
+    set(
+        "MAX_JOBS",
+        j.clone(),
+        format!("{} ({})", i.jobs.jobs, i.jobs.reason),
+        build,
+    );
+    set(
+        "CMAKE_BUILD_PARALLEL_LEVEL",
+        j,
+        "the same count for cmake --build steps".into(),
+        build,
+    );
+    set(
+        "CMAKE_BUILD_TYPE",
+        "Release".into(),
+        "an optimized wheel".into(),
+        build,
+    );
+    set(
+        "PYTORCH_BUILD_VERSION",
+        format!("{}+{cuda_tag}", tree.release_version()),
+        "the wheel's version: the tree's release and the CUDA it was built with".into(),
+        build,
+    );
+    set(
+        "PYTORCH_BUILD_NUMBER",
+        "0".into(),
+        "required with PYTORCH_BUILD_VERSION; 0 keeps `.postN` off the version".into(),
+        build,
+    );
+    if tree.front_end == FrontEnd::ScikitBuildCore {
+        set(
+            "CMAKE_GENERATOR",
+            "Ninja".into(),
+            "ninja, whose [N/M] lines are the progress".into(),
+            build,
+        );
+    }
+    if let Some((launcher, (dir_var, dir))) = &i.launcher {
+        let l = launcher.display().to_string();
+        for lang in ["C", "CXX", "CUDA"] {
+            set(
+                &format!("CMAKE_{lang}_COMPILER_LAUNCHER"),
+                l.clone(),
+                "--cache".into(),
+                build,
+            );
+        }
+        set(
+            dir_var,
+            dir.clone(),
+            "the compiler cache's own directory".into(),
+            VarKind::Process,
+        );
+    }
+    for (name, value) in i.sets {
+        set(name, value.clone(), "--set".into(), build);
+    }
+    // `--set NAME=` (empty) leaves NAME unset: for a variable a patched tree no longer reads.
+    env.retain(|v| !v.value.is_empty() || !i.sets.iter().any(|(n, _)| *n == v.name));
+    for v in &mut env {
+        if v.kind == VarKind::Build {
+            v.read_by = files.reader(&v.name);
+        }
+    }
+    let py = i.python.display().to_string();
+    let build_dir = tree.root.join("build");
+    let wd = wheel_dir.display().to_string();
+    let (configure_command, wheel_command) = match tree.front_end {
+        FrontEnd::SetupPy => (
+            vec![
+                py.clone(),
+                "setup.py".into(),
+                "build".into(),
+                "--cmake-only".into(),
+            ],
+            vec![
+                py.clone(),
+                "setup.py".into(),
+                "bdist_wheel".into(),
+                "--dist-dir".into(),
+                wd,
+            ],
+        ),
+        FrontEnd::ScikitBuildCore => (
+            vec![
+                "cmake".into(),
+                "-S".into(),
+                ".".into(),
+                "-B".into(),
+                "build".into(),
+                "-G".into(),
+                "Ninja".into(),
+            ],
+            vec![
+                py.clone(),
+                "-m".into(),
+                "pip".into(),
+                "wheel".into(),
+                "--no-build-isolation".into(),
+                "--no-deps".into(),
+                "-v".into(),
+                ".".into(),
+                "--wheel-dir".into(),
+                wd,
+                "-Cbuild-dir=build".into(),
+            ],
+        ),
+    };
+    BuildPlan {
+        torch: tree.version_text.clone(),
+        front_end: tree.front_end,
+        torch_cuda_arch_list: i.arch_plan.torch_cuda_arch_list(),
+        sass: i.arch_plan.sass().iter().map(|a| a.sm()).collect(),
+        ptx: i.arch_plan.ptx().iter().map(|a| a.compute()).collect(),
+        cuda: tc.cuda.to_string(),
+        nvcc,
+        nvcc_version: tc.nvcc_version.to_string(),
+        python: i.python.to_path_buf(),
+        jobs: i.jobs.clone(),
+        env,
+        path_first: i.path_first.clone(),
+        build_dir,
+        configure_command,
+        wheel_command,
+        wheel_dir: wheel_dir.to_path_buf(),
+    }
+}
+
+fn source_label(tc: &Toolchain) -> String {
+    match &tc.source {
+        crate::toolchain::Source::Pypi { .. } => "NVIDIA's PyPI wheels".into(),
+        crate::toolchain::Source::System { found_via } => format!("system, {found_via}"),
+    }
+}
+
+/// Parses `--set NAME=VALUE`.
+pub fn parse_set(s: &str) -> Result<(String, String), String> {
+    let (n, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--set {s}: expected NAME=VALUE, e.g. --set USE_CUDNN=0"))?;
+    let ok = !n.is_empty()
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !n.starts_with(|c: char| c.is_ascii_digit());
+    if !ok {
+        return Err(format!("--set {s}: `{n}` is not a variable name"));
+    }
+    Ok((n.to_string(), v.to_string()))
+}
+
+/// Whether a value is one of CMake's boolean constants.
+pub fn is_bool(value: &str) -> bool {
+    matches!(
+        value.to_ascii_uppercase().as_str(),
+        "0" | "1" | "ON" | "OFF" | "YES" | "NO" | "TRUE" | "FALSE" | "Y" | "N"
+    )
+}
+
+/// Whether a switch value means on (CMake's truthy constants as torch's build reads them).
+pub fn is_on(value: &str) -> bool {
+    matches!(
+        value.to_ascii_uppercase().as_str(),
+        "1" | "ON" | "YES" | "TRUE" | "Y"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_model() {
+        // 2 cores, 20 GiB: cores bound it.
+        let j = jobs(2, 20.0, true, None);
+        assert_eq!((j.jobs, j.gib_per_job), (2, 5.0));
+        // 16 cores, 30 GiB with FlashAttention: (30 − 2) / 5 = 5.
+        assert_eq!(jobs(16, 30.0, true, None).jobs, 5);
+        // without: (30 − 2) / 2.5 = 11.
+        assert_eq!(jobs(16, 30.0, false, None).jobs, 11);
+        // never below one; --jobs wins.
+        assert_eq!(jobs(16, 1.0, true, None).jobs, 1);
+        assert_eq!(jobs(16, 30.0, true, Some(12)).jobs, 12);
+    }
+
+    #[test]
+    fn set_parsing() {
+        assert_eq!(
+            parse_set("USE_CUDNN=0").unwrap(),
+            ("USE_CUDNN".into(), "0".into())
+        );
+        assert_eq!(parse_set("X=a=b").unwrap(), ("X".into(), "a=b".into()));
+        assert!(parse_set("USE_CUDNN").unwrap_err().contains("NAME=VALUE"));
+        assert!(parse_set("1X=0").is_err());
+        assert!(parse_set("A B=0").is_err());
+        assert!(is_on("ON") && is_on("1") && !is_on("0") && !is_on("OFF"));
+    }
+}

@@ -1,0 +1,139 @@
+//! build-torch's output for people: the tree, the should-you-build advice, the preflight checks
+//! with their fixes, the plan as a sourceable script, and the result.
+
+use super::preflight::Status;
+use super::{Outcome, Prepared};
+use crate::output::Table;
+
+pub fn prepared(p: &Prepared, dry_run: bool, stop_after_configure: bool) -> String {
+    let t = &p.tree;
+    let kind = match &t.git {
+        Some(g) => format!(
+            "git {}{}",
+            &g.head[..g.head.len().min(12)],
+            if g.dirty { ", modified" } else { "" }
+        ),
+        None => "not a git checkout".into(),
+    };
+    let mut s = format!(
+        "torch {} at {} ({} front end, {kind})\nCUDA {}: {}\n\n",
+        t.version_text,
+        t.root.display(),
+        t.front_end.name(),
+        p.cuda,
+        p.cuda_reason
+    );
+    if !p.advice.is_empty() {
+        s += &format!(
+            "should you build? official torch {} wheels:\n",
+            t.version.major_minor()
+        );
+        let mut tab = Table::new([
+            "TARGET",
+            "CC",
+            "OFFICIAL WHEELS THAT RUN",
+            "VIA",
+            "A SOURCE BUILD ADDS",
+        ]);
+        for a in &p.advice {
+            tab.row([
+                a.target.clone(),
+                a.cc.to_string(),
+                if a.runs_with.is_empty() {
+                    "none".into()
+                } else {
+                    a.runs_with.join(", ")
+                },
+                a.via.clone().unwrap_or_else(|| "-".into()),
+                a.source_build_adds.clone(),
+            ]);
+        }
+        s += &indent(&tab.render());
+        s.push('\n');
+    }
+    s += &format!("preflight ({:.1} s)\n", p.preflight_seconds);
+    let mut tab = Table::new(["CHECK", "STATUS", "DETAIL"]);
+    for c in &p.checks {
+        let status = match c.status {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        tab.row([c.name.to_string(), status.to_string(), c.detail.clone()]);
+        if let (Some(fix), true) = (&c.fix, c.status != Status::Ok) {
+            tab.row(["".to_string(), "".to_string(), format!("fix: {fix}")]);
+        }
+    }
+    s += &indent(&tab.render());
+    if let (Some(plan), true) = (&p.plan, dry_run) {
+        s += &format!(
+            "\nplan: {} jobs ({}), build directory {}\n",
+            plan.jobs.jobs,
+            plan.jobs.reason,
+            plan.build_dir.display()
+        );
+        let mut script = plan.shell_script(&t.root, stop_after_configure);
+        // Where each variable is read, beside it.
+        for v in &plan.env {
+            if let Some(r) = &v.read_by {
+                let line = format!("  # {}\n", v.why);
+                let with = format!("  # {} [read: {}]\n", v.why, r.describe());
+                script = script.replacen(
+                    &format!("{}{}", export_prefix(&v.name, &v.value), line),
+                    &format!("{}{}", export_prefix(&v.name, &v.value), with),
+                    1,
+                );
+            }
+        }
+        s += &script;
+    }
+    if p.failed() {
+        s += "\npreflight failed: nothing was built; the fixes are above\n";
+    }
+    s
+}
+
+fn export_prefix(name: &str, value: &str) -> String {
+    format!("export {name}={}", crate::toolchain::shell_quote(value))
+}
+
+pub fn outcome(o: &Outcome) -> String {
+    let mut s = prepared(&o.prepared, false, false);
+    if o.reused {
+        s += "\nunchanged: source, plan and toolchain match the stamp; the existing wheel is returned\n";
+    }
+    if let Some(log) = &o.log {
+        s += &format!(
+            "\nbuilt in {:.0} s; log {}\n",
+            o.build_seconds,
+            log.display()
+        );
+    }
+    if !o.slowest_steps.is_empty() {
+        s += "slowest steps:\n";
+        let mut tab = Table::headerless();
+        for (step, secs) in &o.slowest_steps {
+            tab.row([format!("{secs:.1} s"), step.clone()]);
+        }
+        s += &indent(&tab.render());
+    }
+    if let Some(c) = &o.cache_stats {
+        s += &format!("compiler cache: {c}\n");
+    }
+    if let Some(v) = &o.verify {
+        s += &format!("\nverify {}\n", v.wheel.display());
+        s += &indent(&v.table());
+    }
+    match &o.wheel {
+        Some(w) => s += &format!("\nwheel: {}\n", w.display()),
+        None if o.log.is_some() => {
+            s += "\nconfigured (--stop-after configure): build/build.ninja is ready\n"
+        }
+        None => {}
+    }
+    s
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}

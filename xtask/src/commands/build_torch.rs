@@ -1,0 +1,125 @@
+//! `cargo xtask build-torch --arch SPEC (--src DIR | --version VER)`: thin CLI over
+//! [`crate::build_torch`]; `--verify-wheel WHEEL` runs only the verify step on a wheel.
+
+use crate::build_ext::cache::CacheKind;
+use crate::build_output::progress::Mode;
+use crate::build_torch::{self, plan::parse_set, report, Request};
+use crate::kb::kb;
+use crate::output::print_json;
+use crate::verify::torch_wheel;
+use crate::version::Version;
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Stage {
+    Configure,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildTorchArgs {
+    /// Archs to build, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar).
+    #[arg(long, value_name = "SPEC")]
+    pub arch: String,
+    /// A PyTorch checkout or unpacked source tarball.
+    #[arg(long, value_name = "DIR", conflicts_with = "version")]
+    pub src: Option<PathBuf>,
+    /// A release to clone with its submodules into archsmith's cache (needs network).
+    #[arg(long, value_name = "VER")]
+    pub version: Option<String>,
+    /// CUDA release to build with (default: the newest toolkit here that this torch supports).
+    #[arg(long, value_name = "VER")]
+    pub cuda: Option<Version>,
+    /// The Python to build with (default: python3 on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// GPUs to advise for (does an official wheel already run there?).
+    #[arg(long = "gpu", value_name = "NAME")]
+    pub gpus: Vec<String>,
+    /// Where the wheel, its record, the log and .ninja_log go.
+    #[arg(long, value_name = "DIR", default_value = "dist")]
+    pub out: PathBuf,
+    /// Concurrent compile jobs (default: from cores and available memory).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<u32>,
+    /// Compiler cache, through CMake's compiler launchers.
+    #[arg(long, value_enum)]
+    pub cache: Option<CacheKind>,
+    /// Override a build variable: `--set USE_CUDNN=0` (checked against the tree like the rest).
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
+    pub sets: Vec<(String, String)>,
+    /// Print the plan (advice, preflight, sourceable env and command) and build nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Stop after this stage.
+    #[arg(long, value_enum)]
+    pub stop_after: Option<Stage>,
+    /// Only verify this wheel against --arch (and --cuda, --python).
+    #[arg(long, value_name = "WHEEL")]
+    pub verify_wheel: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: BuildTorchArgs) -> Result<i32> {
+    if let Some(wheel) = &args.verify_wheel {
+        let r = torch_wheel::check_wheel(
+            kb(),
+            &torch_wheel::Request {
+                wheel: wheel.clone(),
+                arch: args.arch.clone(),
+                cuda: args.cuda.clone(),
+                python: args.python.clone(),
+            },
+        )?;
+        if args.json {
+            print_json(&r)?;
+        } else {
+            print!("{}", r.table());
+        }
+        return Ok(if r.ok { 0 } else { 1 });
+    }
+    let req = Request {
+        arch: args.arch.clone(),
+        src: args.src.clone(),
+        version: args.version.clone(),
+        cuda: args.cuda.clone(),
+        python: args.python.clone(),
+        gpus: args.gpus.clone(),
+        out: args.out.clone(),
+        jobs: args.jobs,
+        cache: args.cache,
+        sets: args.sets.clone(),
+        dry_run: args.dry_run,
+        stop_after_configure: args.stop_after == Some(Stage::Configure),
+        progress: if args.json { Mode::Plain } else { Mode::Auto },
+    };
+    let o = match build_torch::run(kb(), &req) {
+        Ok(o) => o,
+        Err(e) => match e.downcast::<build_torch::drive::BuildFailed>() {
+            Ok(f) => {
+                eprintln!("error: {f}");
+                return Ok(1);
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    if args.json {
+        print_json(&o)?;
+    } else if req.dry_run || o.prepared.failed() {
+        print!(
+            "{}",
+            report::prepared(&o.prepared, req.dry_run, req.stop_after_configure)
+        );
+    } else {
+        print!("{}", report::outcome(&o));
+    }
+    Ok(if o.prepared.failed() {
+        2
+    } else if o.verify.as_ref().is_some_and(|v| !v.ok) {
+        1
+    } else {
+        0
+    })
+}

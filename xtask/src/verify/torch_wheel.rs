@@ -1,0 +1,347 @@
+//! The check of a built (or downloaded) torch: what its device libraries really carry against the
+//! planned arch list, and, in a Python where that torch is installed, `torch.version.cuda`,
+//! `torch._C._cuda_getArchFlags()`, no conda paths in its build configuration, and with a GPU a
+//! small CUDA computation. build-torch runs it on the wheel it produced; `verify env` runs the
+//! same check on an installed torch.
+//!
+//! The libraries are held to the plan the way torch builds them: `libtorch_cuda.so` (the library
+//! with the most kernel containers) is compiled entirely with `TORCH_CUDA_ARCH_LIST`, so every
+//! planned arch must be in every container, and an arch in every container that was not planned
+//! means another list was used. Images in only some containers are per-kernel extras torch adds on
+//! its own (cmake/Codegen.cmake's `_BUILD_FOR_ADDITIONAL_ARCHS`: `sm_90a` for a few Hopper GEMMs)
+//! and are reported, not failed. Other device libraries (`libtorch_cuda_linalg.so`,
+//! `libtorch_nvshmem.so`) also link code built elsewhere with its own list (MAGMA), so there each
+//! planned arch must be in at least one container; where it is in only some, the report says so.
+
+use crate::arch::spec::{Plan, PlanContext};
+use crate::binary::expect::{check, Expectation};
+use crate::binary::input::{audit_paths, Options, Outcome};
+use crate::kb::KnowledgeBase;
+use crate::python::probe::{probe_with, Ask, Depth};
+use crate::version::Version;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub wheel: PathBuf,
+    /// The planned list (the `archs --arch` grammar).
+    pub arch: String,
+    /// The CUDA release the build used; `torch.version.cuda` must say the same.
+    pub cuda: Option<Version>,
+    /// A Python with this torch installed, for the checks only the live module can answer.
+    pub python: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Fail,
+    Skipped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Item {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub wheel: PathBuf,
+    pub expected_sass: Vec<String>,
+    pub expected_ptx: Vec<String>,
+    pub items: Vec<Item>,
+    pub ok: bool,
+}
+
+impl Report {
+    pub fn table(&self) -> String {
+        let mut t = crate::output::Table::new(["CHECK", "STATUS", "DETAIL"]);
+        for i in &self.items {
+            let s = match i.status {
+                Status::Ok => "ok",
+                Status::Fail => "FAIL",
+                Status::Skipped => "skipped",
+            };
+            t.row([i.name.clone(), s.to_string(), i.detail.clone()]);
+        }
+        t.render()
+    }
+}
+
+fn item(name: impl Into<String>, status: Status, detail: impl Into<String>) -> Item {
+    Item {
+        name: name.into(),
+        status,
+        detail: detail.into(),
+    }
+}
+
+/// Runs the check. Bad input (an unparsable spec, an unreadable wheel) is an error.
+pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
+    let ctx = PlanContext::new(kb, None, req.cuda.clone());
+    let plan = Plan::parse_unvalidated(kb, &ctx, &req.arch)
+        .with_context(|| format!("invalid --arch `{}`", req.arch))?;
+    let expect = Expectation {
+        sass: plan.sass(),
+        ptx: plan.ptx(),
+    };
+    if !req.wheel.is_file() {
+        anyhow::bail!("{}: no such wheel", req.wheel.display());
+    }
+    let audits = audit_paths(
+        std::slice::from_ref(&req.wheel),
+        &Options {
+            extract: None,
+            threads: 0,
+        },
+    );
+    let mut items = Vec::new();
+    let mut device: Vec<(String, &crate::binary::ElfAudit)> = Vec::new();
+    for a in &audits {
+        match &a.outcome {
+            Outcome::Audited(e) if e.has_device_code() => device.push((short(&a.path), e)),
+            Outcome::Audited(_) => {}
+            Outcome::Failed(err) => items.push(item(
+                short(&a.path),
+                Status::Fail,
+                format!("unreadable: {err}"),
+            )),
+        }
+    }
+    let primary = device
+        .iter()
+        .max_by_key(|(_, e)| e.counted().map_or(0, |s| s.code_containers()))
+        .map(|(n, _)| n.clone());
+    match &primary {
+        None => items.push(item(
+            "device code",
+            Status::Fail,
+            "no library in the wheel carries device code: a CPU-only build (USE_CUDA=0, or CUDA not found at configure)",
+        )),
+        Some(p) => items.push(item("device code", Status::Ok, format!("{} device libraries; primary {p}", device.len()))),
+    }
+    for (name, audit) in &device {
+        let c = check(audit, &expect);
+        let n = audit.counted().map_or(0, |s| s.code_containers());
+        let is_primary = Some(name) == primary.as_ref();
+        let missing: Vec<String> = c
+            .missing_sass
+            .iter()
+            .chain(&c.missing_ptx)
+            .filter(|m| is_primary || m.containers_with == 0)
+            .map(|m| format!("{} ({} of {n} containers)", m.name, m.containers_with))
+            .collect();
+        let partial: Vec<String> = c
+            .missing_sass
+            .iter()
+            .chain(&c.missing_ptx)
+            .filter(|m| !is_primary && m.containers_with > 0)
+            .map(|m| format!("{} in {} of {n}", m.name, m.containers_with))
+            .collect();
+        let unplanned: Vec<String> = c
+            .extra_sass
+            .iter()
+            .chain(&c.extra_ptx)
+            .filter(|e| is_primary && e.containers_with == n)
+            .map(|e| format!("{} (in every container)", e.name))
+            .collect();
+        let per_kernel: Vec<String> = c
+            .extra_sass
+            .iter()
+            .chain(&c.extra_ptx)
+            .filter(|e| !(is_primary && e.containers_with == n))
+            .map(|e| format!("{}×{}", e.name, e.count))
+            .collect();
+        let mut detail = Vec::new();
+        if !missing.is_empty() {
+            detail.push(format!("missing {}", missing.join(", ")));
+        }
+        if !unplanned.is_empty() {
+            detail.push(format!("not planned {}", unplanned.join(", ")));
+        }
+        if detail.is_empty() {
+            detail.push(format!(
+                "{} planned image(s) in {n} containers",
+                expect.sass.len() + expect.ptx.len()
+            ));
+        }
+        if !partial.is_empty() {
+            detail.push(format!(
+                "linked-in code with its own list: {}",
+                partial.join(", ")
+            ));
+        }
+        if !per_kernel.is_empty() {
+            detail.push(format!("per-kernel extras {}", per_kernel.join(" ")));
+        }
+        let status = if missing.is_empty() && unplanned.is_empty() {
+            Status::Ok
+        } else {
+            Status::Fail
+        };
+        items.push(item(name.clone(), status, detail.join("; ")));
+    }
+    python_items(req, &plan, &mut items)?;
+    let ok = items.iter().all(|i| i.status != Status::Fail);
+    Ok(Report {
+        wheel: req.wheel.clone(),
+        expected_sass: expect.sass.iter().map(|a| a.sm()).collect(),
+        expected_ptx: expect.ptx.iter().map(|a| a.compute()).collect(),
+        items,
+        ok,
+    })
+}
+
+fn python_items(req: &Request, plan: &Plan, items: &mut Vec<Item>) -> Result<()> {
+    let Some(python) = &req.python else {
+        for n in [
+            "torch.version.cuda",
+            "arch flags",
+            "no conda paths",
+            "gpu smoke",
+        ] {
+            items.push(item(
+                n,
+                Status::Skipped,
+                "no Python with this wheel installed (--python)",
+            ));
+        }
+        return Ok(());
+    };
+    let info = probe_with(
+        python,
+        Depth::ImportTorch,
+        &Ask {
+            modules: &[],
+            gpu_smoke: true,
+        },
+    )?;
+    if !info.imported {
+        items.push(item(
+            "import torch",
+            Status::Fail,
+            format!(
+                "{}: {}",
+                python.display(),
+                info.error
+                    .unwrap_or_else(|| "torch is not installed".into())
+            ),
+        ));
+        return Ok(());
+    }
+    let torch = info
+        .torch
+        .clone()
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    if let Some(wheel_version) = wheel_version(&req.wheel) {
+        let public = torch.split('+').next().unwrap_or(&torch).to_string();
+        if public != wheel_version.split('+').next().unwrap_or(&wheel_version) {
+            items.push(item(
+                "import torch",
+                Status::Fail,
+                format!(
+                    "{} has torch {torch}, not this wheel's {wheel_version}",
+                    python.display()
+                ),
+            ));
+            return Ok(());
+        }
+    }
+    items.push(item(
+        "import torch",
+        Status::Ok,
+        format!("torch {torch} in {}", python.display()),
+    ));
+    match (&req.cuda, &info.cuda) {
+        (Some(want), Some(have)) if have.major_minor() == want.major_minor() => {
+            items.push(item("torch.version.cuda", Status::Ok, format!("{have}")))
+        }
+        (Some(want), have) => items.push(item(
+            "torch.version.cuda",
+            Status::Fail,
+            format!(
+                "{} but the build used CUDA {want}",
+                have.as_ref()
+                    .map_or("None (a CPU build)".to_string(), |h| h.to_string())
+            ),
+        )),
+        (None, have) => items.push(item(
+            "torch.version.cuda",
+            Status::Skipped,
+            format!(
+                "{} (no --cuda to compare with)",
+                have.as_ref().map_or("None".into(), |h| h.to_string())
+            ),
+        )),
+    }
+    let mut want: Vec<String> = plan.sass().iter().map(|a| a.sm()).collect();
+    want.extend(plan.ptx().iter().map(|a| a.compute()));
+    let mut have = info.arch_list.clone();
+    want.sort();
+    have.sort();
+    let status = if have == want {
+        Status::Ok
+    } else {
+        Status::Fail
+    };
+    items.push(item(
+        "arch flags",
+        status,
+        if status == Status::Ok {
+            format!("_cuda_getArchFlags() = {}", info.arch_list.join(" "))
+        } else {
+            format!(
+                "_cuda_getArchFlags() = {}; planned {}",
+                info.arch_list.join(" "),
+                want.join(" ")
+            )
+        },
+    ));
+    let conda: Vec<&str> = info
+        .config
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .filter(|l| l.contains("/conda") || l.contains("conda/") || l.contains("miniconda"))
+        .collect();
+    items.push(if conda.is_empty() {
+        item(
+            "no conda paths",
+            Status::Ok,
+            "torch.__config__.show() names no conda prefix",
+        )
+    } else {
+        item(
+            "no conda paths",
+            Status::Fail,
+            format!("torch.__config__.show(): {}", conda.join(" | ").trim()),
+        )
+    });
+    items.push(match (&info.gpu_smoke, info.cuda_available) {
+        (Some(s), _) if s == "ok" => item(
+            "gpu smoke",
+            Status::Ok,
+            "8×8 matmul on the GPU equals the CPU's",
+        ),
+        (Some(s), _) => item("gpu smoke", Status::Fail, s.clone()),
+        (None, _) => item("gpu smoke", Status::Skipped, "no GPU"),
+    });
+    Ok(())
+}
+
+/// `torch-2.15.0-cp311-…whl` → `2.15.0`; `torch-2.6.0+cu118-…` → `2.6.0+cu118`.
+fn wheel_version(wheel: &Path) -> Option<String> {
+    let name = wheel.file_name()?.to_str()?;
+    name.split('-').nth(1).map(str::to_string)
+}
+
+/// `torch-2.15.0-….whl!torch/lib/libtorch_cuda.so` → `libtorch_cuda.so`.
+fn short(path: &str) -> String {
+    path.rsplit(['/', '!']).next().unwrap_or(path).to_string()
+}

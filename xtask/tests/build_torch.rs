@@ -1,0 +1,1076 @@
+//! `cargo xtask build-torch` end to end on trees that mimic each of torch's front ends
+//! (`tests/fixtures/torch-tree-*`): the dry-run plan and its variable cross-check, preflight
+//! failures with their fixes, a real build of the setup.py fixture with CMake, ninja and the CUDA
+//! 13.2 nvcc from PyPI (progress, log, first error, stamp reuse, reconfigure on a changed list,
+//! the verify step), `--version` cloning a local git repository, and the verify step on the real
+//! torch 2.15.0 wheel. The real PyTorch 2.6.0 tree (Debian's source package) is exercised by
+//! `real_torch_tree_*`, which runs where `ARCHSMITH_TORCH_SRC` names one (docs/build-torch.md).
+
+mod support;
+
+use archsmith::process::Cmd;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CUDA: &str = "13.2";
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn xtask_env(args: &[&str], env: &[(&str, &str)], dir: Option<&Path>) -> Run {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    // The host compiler comes from the test's own choice, never the caller's shell.
+    c.env_remove("CUDAHOSTCXX").env_remove("CXX");
+    if let Some(d) = dir {
+        c.current_dir(d);
+    }
+    let out = c.output().expect("run xtask");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn xtask(args: &[&str]) -> Run {
+    xtask_env(args, &[], None)
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A private copy of a fixture tree (builds write `build/` into it).
+fn copy_fixture(name: &str, test: &str) -> PathBuf {
+    let dir = support::scratch(test).join("src");
+    copy_dir(&fixture(name), &dir);
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        let t = to.join(e.file_name());
+        if p.is_dir() {
+            copy_dir(&p, &t);
+        } else {
+            std::fs::copy(&p, &t).unwrap();
+        }
+    }
+}
+
+fn json(r: &Run) -> Value {
+    serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr:\n{}", r.stdout, r.stderr))
+}
+
+fn check<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["prepared"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {v}"))
+}
+
+fn var<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    v["prepared"]["plan"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+}
+
+fn value(v: &Value, name: &str) -> String {
+    var(v, name).unwrap_or_else(|| panic!("the plan sets no {name}"))["value"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Every build variable is read by the tree (file:line) or by CMake.
+fn assert_all_read(v: &Value) {
+    for e in v["prepared"]["plan"]["env"].as_array().unwrap() {
+        if e["kind"] == "build" {
+            assert!(!e["read_by"].is_null(), "nothing reads {e}");
+        }
+    }
+    assert_eq!(check(v, "variables read")["status"], "ok");
+}
+
+#[test]
+fn dry_run_plans_the_setup_py_front_end() {
+    let src = copy_fixture("torch-tree-setup-py", "bt-dry-setup");
+    let s = src.to_str().unwrap();
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--dry-run",
+        "--json",
+    ]);
+    let v = json(&r);
+    let tree = &v["prepared"]["tree"];
+    assert_eq!(tree["front_end"], "setup-py");
+    assert_eq!(tree["version_text"], "2.12.0a0");
+    assert_eq!(tree["python_min"], "3.9.0");
+    assert_eq!(tree["cmake_min"], "3.18");
+    assert_eq!(tree["gcc_min"], "9.3");
+    assert_eq!(value(&v, "TORCH_CUDA_ARCH_LIST"), "7.5;8.9;9.0");
+    assert_eq!(value(&v, "USE_CUDA"), "1");
+    assert_eq!(value(&v, "USE_NINJA"), "1");
+    assert_eq!(value(&v, "USE_CCACHE"), "0");
+    assert_eq!(value(&v, "BUILD_TEST"), "0");
+    assert_eq!(value(&v, "PYTORCH_BUILD_VERSION"), "2.12.0a0+cu132");
+    assert_eq!(value(&v, "PYTORCH_BUILD_NUMBER"), "0");
+    assert_eq!(
+        value(&v, "TORCH_NVCC_FLAGS"),
+        "-Xfatbin -compress-all -compress-mode=size"
+    );
+    // One CUDA root for every location variable.
+    let root = value(&v, "CUDA_HOME");
+    assert_eq!(value(&v, "CUDA_PATH"), root);
+    assert_eq!(value(&v, "CUDAToolkit_ROOT"), root);
+    assert_eq!(
+        value(&v, "CUDA_NVCC_EXECUTABLE"),
+        format!("{root}/bin/nvcc")
+    );
+    assert_eq!(value(&v, "CUDACXX"), format!("{root}/bin/nvcc"));
+    assert!(var(&v, "CMAKE_GENERATOR").is_none());
+    assert_all_read(&v);
+    let plan = &v["prepared"]["plan"];
+    let cmd: Vec<&str> = plan["wheel_command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(&cmd[1..3], ["setup.py", "bdist_wheel"]);
+    let configure: Vec<&str> = plan["configure_command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(&configure[1..], ["setup.py", "build", "--cmake-only"]);
+    // The advice is there for each planned arch.
+    let advice = v["prepared"]["advice"].as_array().unwrap();
+    assert_eq!(advice.len(), 3);
+    assert!(
+        advice[1]["source_build_adds"]
+            .as_str()
+            .unwrap()
+            .contains("native sm_89"),
+        "{advice:?}"
+    );
+
+    // The people's form is a sourceable environment.
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--dry-run",
+    ]);
+    let exports: String = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("export "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(r.stdout.contains("# command: cd "), "{}", r.stdout);
+    let out = Cmd::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{exports}printf '%s|%s' \"$TORCH_CUDA_ARCH_LIST\" \"$USE_CUDA\""
+        ))
+        .read()
+        .unwrap();
+    assert_eq!(out, "7.5;8.9;9.0|1");
+    let _ = std::fs::remove_dir_all(src.parent().unwrap());
+}
+
+#[test]
+fn dry_run_plans_the_scikit_build_front_end() {
+    let src = copy_fixture("torch-tree-scikit-build", "bt-dry-skbuild");
+    let s = src.to_str().unwrap();
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--dry-run",
+        "--json",
+    ]);
+    let v = json(&r);
+    assert_eq!(v["prepared"]["tree"]["front_end"], "scikit-build-core");
+    assert_eq!(v["prepared"]["tree"]["python_min"], "3.10");
+    assert_eq!(v["prepared"]["tree"]["cmake_min"], "3.27");
+    assert_eq!(value(&v, "TORCH_CUDA_ARCH_LIST"), "7.5;8.9;9.0");
+    assert_eq!(value(&v, "CMAKE_GENERATOR"), "Ninja");
+    assert_eq!(value(&v, "PYTORCH_BUILD_VERSION"), "2.15.0+cu132");
+    // setup.py's switches are gone with setup.py.
+    assert!(var(&v, "USE_NINJA").is_none());
+    assert_all_read(&v);
+    let plan = &v["prepared"]["plan"];
+    let cmd: Vec<&str> = plan["wheel_command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(&cmd[1..5], ["-m", "pip", "wheel", "--no-build-isolation"]);
+    assert!(cmd.contains(&"-Cbuild-dir=build"), "{cmd:?}");
+    assert_eq!(plan["configure_command"][0], "cmake");
+    let _ = std::fs::remove_dir_all(src.parent().unwrap());
+}
+
+#[test]
+fn preflight_fails_fast_with_the_fix() {
+    let sk = copy_fixture("torch-tree-scikit-build", "bt-preflight");
+    let s = sk.to_str().unwrap();
+    // An arch CUDA 13 dropped.
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "7.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--json",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let v = json(&r);
+    let c = check(&v, "arch list");
+    assert_eq!(c["status"], "fail");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("7.0 is not supported by CUDA 13.2"),
+        "{c}"
+    );
+    assert!(c["fix"].as_str().unwrap().contains("--cuda 12.9"), "{c}");
+    assert!(v["wheel"].is_null());
+    eprintln!(
+        "preflight for --cuda 13.2 --arch 7.0: {} s",
+        v["prepared"]["preflight_seconds"]
+    );
+
+    // A misspelt switch: nothing in the tree reads it.
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--set",
+        "USE_CUDNNN=0",
+        "--dry-run",
+        "--json",
+    ]);
+    let v = json(&r);
+    let c = check(&v, "variables read");
+    assert_eq!(c["status"], "fail");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("USE_CUDNNN=0 (--set)"),
+        "{c}"
+    );
+    assert!(var(&v, "USE_CUDNNN").unwrap()["read_by"].is_null());
+    // `--set NAME=` leaves a variable unset.
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--set",
+        "USE_MAGMA=",
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(var(&json(&r), "USE_MAGMA").is_none());
+
+    // Missing submodules in a tarball-like tree: named, with where to get them.
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--dry-run",
+        "--json",
+    ]);
+    let v = json(&r);
+    let c = check(&v, "submodules");
+    assert_eq!(c["status"], "fail");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("third_party/cutlass") && detail.contains("third_party/kineto"),
+        "{c}"
+    );
+    let fix = c["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("pytorch-v2.15.0.tar.gz") && fix.contains("--set USE_KINETO=0"),
+        "{c}"
+    );
+    assert!(!fix.contains("USE_CUDA=0"), "{c}");
+    // Switching a feature off drops its directory from the list.
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--set",
+        "USE_KINETO=0",
+        "--dry-run",
+        "--json",
+    ]);
+    let detail = check(&json(&r), "submodules")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!detail.contains("kineto"), "{detail}");
+
+    // The same tree as a git checkout: the fix is the submodule command for exactly those.
+    git(&sk, &["init", "-q"]);
+    git(&sk, &["add", "."]);
+    git(
+        &sk,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "fixture",
+        ],
+    );
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--dry-run",
+        "--json",
+    ]);
+    let v = json(&r);
+    let fix = check(&v, "submodules")["fix"].as_str().unwrap().to_string();
+    assert!(
+        fix.starts_with(&format!(
+            "git -C {s} submodule update --init --recursive third_party/"
+        )),
+        "{fix}"
+    );
+    assert!(v["prepared"]["tree"]["git"]["head"].as_str().unwrap().len() == 40);
+
+    // A torch that predates the CUDA.
+    let old = copy_fixture("torch-tree-setup-py", "bt-preflight-old");
+    std::fs::write(old.join("version.txt"), "2.6.0\n").unwrap();
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--src",
+        old.to_str().unwrap(),
+        "--cuda",
+        CUDA,
+        "--json",
+    ]);
+    assert_eq!(r.code, 2);
+    let c = check(&json(&r), "torch vs CUDA").clone();
+    assert_eq!(c["status"], "fail");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("torch 2.6.0 predates CUDA 13"),
+        "{c}"
+    );
+    assert!(c["fix"].as_str().unwrap().contains("--cuda 12.6"), "{c}");
+
+    // Not a torch tree, and no source at all: exit 2 with what to give.
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "9.0",
+        "--src",
+        sk.parent().unwrap().to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .contains("not a PyTorch source tree (no version.txt"),
+        "{}",
+        r.stderr
+    );
+    let r = xtask(&["build-torch", "--arch", "9.0"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("give --src DIR"), "{}", r.stderr);
+    for d in [sk, old] {
+        let _ = std::fs::remove_dir_all(d.parent().unwrap());
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    Cmd::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .read()
+        .unwrap();
+}
+
+/// nvcc 11.8's ceiling is GCC 11 (crt/host_config.h): with Debian bookworm's real
+/// `nvidia-cuda-toolkit` (11.8) and its default g++ 12, preflight refuses and names the g++-11
+/// that is installed beside it. Runs where that toolkit is installed; says so where it is not.
+#[test]
+fn preflight_refuses_a_gcc_newer_than_a_real_nvcc_11_8_accepts() {
+    let nvcc = Path::new("/usr/bin/nvcc");
+    let g12 = Path::new("/usr/bin/g++-12");
+    let g11 = Path::new("/usr/bin/g++-11");
+    let is_118 = Cmd::new(nvcc)
+        .arg("--version")
+        .read()
+        .is_ok_and(|v| v.contains("release 11.8"));
+    if !(is_118 && g12.exists() && g11.exists()) {
+        eprintln!("skipped: needs Debian's nvidia-cuda-toolkit 11.8 with g++-12 and g++-11 (apt-get install nvidia-cuda-toolkit)");
+        return;
+    }
+    let src = copy_fixture("torch-tree-setup-py", "bt-gcc");
+    std::fs::write(src.join("version.txt"), "2.6.0\n").unwrap();
+    let s = src.to_str().unwrap();
+    let args = [
+        "build-torch",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--src",
+        s,
+        "--cuda",
+        "11.8",
+        "--json",
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .env("CXX", g12)
+        .env_remove("CUDAHOSTCXX")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hc = check(&v, "host compiler").clone();
+    assert_eq!(hc["status"], "fail");
+    assert!(
+        hc["detail"]
+            .as_str()
+            .unwrap()
+            .contains("newer than nvcc 11.8.89 accepts (GCC ≤ 11"),
+        "{hc}"
+    );
+    assert!(
+        hc["fix"]
+            .as_str()
+            .unwrap()
+            .contains("CUDAHOSTCXX=/usr/bin/g++-11"),
+        "{hc}"
+    );
+    // With the fix applied, the host compiler passes.
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .env("CXX", g12)
+        .env("CUDAHOSTCXX", g11)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(check(&v, "host compiler")["status"], "ok");
+    assert_eq!(value(&v, "CUDAHOSTCXX"), "/usr/bin/g++-11");
+    let _ = std::fs::remove_dir_all(src.parent().unwrap());
+}
+
+/// A Python with what the setup.py fixture's front end imports, made with archsmith's installer.
+fn build_python(scratch: &Path) -> PathBuf {
+    use archsmith::python::installer::Installer;
+    let dir = scratch.join("py");
+    let inst = Installer::detect().unwrap();
+    inst.venv(&archsmith::python::host_python().unwrap(), &dir)
+        .unwrap();
+    let py = dir.join("bin/python");
+    let pkgs: Vec<String> = ["pyyaml", "typing_extensions", "setuptools", "wheel"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    inst.install_into(&py, &pkgs).unwrap();
+    py
+}
+
+/// The third_party directories as checked-out submodules would leave them.
+fn fake_submodules(src: &Path) {
+    for d in [
+        "pybind11",
+        "cpuinfo",
+        "pthreadpool",
+        "FP16",
+        "FXdiv",
+        "psimd",
+        "sleef",
+        "onnx",
+        "fmt",
+        "flatbuffers",
+        "cutlass",
+        "NVTX",
+        "kineto",
+        "gloo",
+        "tensorpipe",
+        "cpp-httplib",
+        "fbgemm",
+        "ideep",
+        "XNNPACK",
+        "NNPACK",
+    ] {
+        let p = src.join("third_party").join(d);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("LICENSE"), "fixture\n").unwrap();
+    }
+}
+
+#[test]
+fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
+    let src = copy_fixture("torch-tree-setup-py", "bt-build");
+    let scratch = src.parent().unwrap().to_path_buf();
+    fake_submodules(&src);
+    let py = build_python(&scratch);
+    let out = scratch.join("out");
+    let (s, p, o) = (
+        src.to_str().unwrap(),
+        py.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let build = |arch: &str| {
+        xtask(&[
+            "build-torch",
+            "--arch",
+            arch,
+            "--src",
+            s,
+            "--cuda",
+            CUDA,
+            "--python",
+            p,
+            "--set",
+            "USE_CUDNN=0",
+            "--set",
+            "USE_NUMPY=0",
+            "--out",
+            o,
+            "--json",
+        ])
+    };
+    let r = build("7.5,8.9,9.0+PTX");
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    let wheel = PathBuf::from(v["wheel"].as_str().unwrap());
+    assert!(wheel.is_file() && wheel.parent() == Some(out.as_path()));
+    assert_eq!(
+        wheel
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .split('-')
+            .nth(1),
+        Some("2.12.0a0+cu132")
+    );
+    assert_eq!(v["reused"], false);
+    // Progress from ninja's [N/M] lines, the full log on disk, .ninja_log beside the wheel.
+    assert!(r.stderr.contains("torch [1/2] kernel.cu"), "{}", r.stderr);
+    let log = std::fs::read_to_string(v["log"].as_str().unwrap()).unwrap();
+    assert!(
+        log.contains("export TORCH_CUDA_ARCH_LIST='7.5;8.9;9.0+PTX'")
+            && log.contains("Building CUDA object"),
+        "{log}"
+    );
+    assert!(out
+        .join(format!(
+            "{}.ninja_log",
+            wheel.file_name().unwrap().to_str().unwrap()
+        ))
+        .is_file());
+    // The verify step: exactly the planned images, and the live module's answers.
+    let verify = &v["verify"];
+    assert_eq!(verify["ok"], true, "{verify}");
+    let items = verify["items"].as_array().unwrap();
+    let item = |n: &str| {
+        items
+            .iter()
+            .find(|i| i["name"] == n)
+            .unwrap_or_else(|| panic!("{n}: {verify}"))
+    };
+    assert_eq!(item("libtorch_cuda.so")["status"], "ok");
+    assert_eq!(item("torch.version.cuda")["detail"], "13.2");
+    assert_eq!(
+        item("arch flags")["detail"],
+        "_cuda_getArchFlags() = sm_75 sm_89 sm_90 compute_90"
+    );
+    let audit = xtask(&[
+        "verify",
+        "binary",
+        wheel.to_str().unwrap(),
+        "--expect-arch",
+        "7.5,8.9,9.0+PTX",
+        "--strict",
+    ]);
+    assert_eq!(audit.code, 0, "{}", audit.stdout);
+
+    // Unchanged: the stamp returns the same wheel without building.
+    let r = build("7.5,8.9,9.0+PTX");
+    let v = json(&r);
+    assert_eq!(v["reused"], true, "{}", r.stderr);
+    assert!(v["log"].is_null());
+    assert_eq!(v["wheel"].as_str().unwrap(), wheel.to_str().unwrap());
+
+    // A changed list: the old CMakeCache.txt is named and reconfigured, never silently reused.
+    let r = build("8.0,9.0");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = json(&r);
+    let reconf: Vec<&str> = v["prepared"]["reconfigure"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert_eq!(reconf, ["TORCH_CUDA_ARCH_LIST: 7.5;8.9;9.0+PTX → 8.0;9.0"]);
+    assert_eq!(v["verify"]["ok"], true, "{}", v["verify"]);
+    let new_wheel = v["wheel"].as_str().unwrap().to_string();
+    let audit = xtask(&[
+        "verify",
+        "binary",
+        &new_wheel,
+        "--expect-arch",
+        "8.0,9.0",
+        "--strict",
+    ]);
+    assert_eq!(audit.code, 0, "{}", audit.stdout);
+
+    // A compile error: exit 1, the first real error with its file and line, the log's path.
+    let kernel = src.join("aten/kernel.cu");
+    let text = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(
+        &kernel,
+        text.replace(
+            "y[i] = a * x[i] + y[i];",
+            "y[i] = a * x[i] + undeclared_name;",
+        ),
+    )
+    .unwrap();
+    let r = build("8.0,9.0");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the torch build failed (exit 1)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("aten/kernel.cu") && r.stderr.contains("undeclared_name"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("full log: "), "{}", r.stderr);
+    // No half-written wheel: only delivered wheels and their records.
+    for e in std::fs::read_dir(&out).unwrap().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        assert!(!n.contains(".partial-"), "{n}");
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn stop_after_configure_leaves_a_configured_build_directory() {
+    let src = copy_fixture("torch-tree-setup-py", "bt-configure");
+    let scratch = src.parent().unwrap().to_path_buf();
+    fake_submodules(&src);
+    let py = build_python(&scratch);
+    let out = scratch.join("out");
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--src",
+        src.to_str().unwrap(),
+        "--cuda",
+        CUDA,
+        "--python",
+        py.to_str().unwrap(),
+        "--set",
+        "USE_CUDNN=0",
+        "--set",
+        "USE_NUMPY=0",
+        "--out",
+        out.to_str().unwrap(),
+        "--stop-after",
+        "configure",
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    assert!(v["wheel"].is_null());
+    let cache = std::fs::read_to_string(src.join("build/CMakeCache.txt")).unwrap();
+    assert!(
+        cache.contains("TORCH_CUDA_ARCH_LIST:UNINITIALIZED=7.5;8.9;9.0")
+            || cache.contains("TORCH_CUDA_ARCH_LIST:STRING=7.5;8.9;9.0"),
+        "{cache}"
+    );
+    assert!(src.join("build/build.ninja").is_file());
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn version_clones_a_release_with_its_submodules() {
+    let scratch = support::scratch("bt-clone");
+    // A "pytorch" repository with a submodule, both local.
+    let sub = scratch.join("pybind11");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("LICENSE"), "fixture\n").unwrap();
+    git(&sub, &["init", "-q"]);
+    git(&sub, &["add", "."]);
+    git(
+        &sub,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "sub",
+        ],
+    );
+    let repo = scratch.join("pytorch");
+    copy_dir(&fixture("torch-tree-scikit-build"), &repo);
+    let version = format!("2.15.{}", std::process::id());
+    std::fs::write(repo.join("version.txt"), format!("{version}\n")).unwrap();
+    git(&repo, &["init", "-q"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            sub.to_str().unwrap(),
+            "third_party/pybind11",
+        ],
+    );
+    git(&repo, &["add", "."]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "release",
+        ],
+    );
+    git(&repo, &["tag", &format!("v{version}")]);
+    let url = format!("file://{}", repo.display());
+    let env = [
+        ("ARCHSMITH_PYTORCH_GIT", url.as_str()),
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "protocol.file.allow"),
+        ("GIT_CONFIG_VALUE_0", "always"),
+    ];
+    let r = xtask_env(
+        &[
+            "build-torch",
+            "--arch",
+            "9.0",
+            "--version",
+            &version,
+            "--cuda",
+            CUDA,
+            "--dry-run",
+            "--json",
+        ],
+        &env,
+        None,
+    );
+    let v = json(&r);
+    let root = PathBuf::from(v["prepared"]["tree"]["root"].as_str().unwrap());
+    assert!(
+        root.ends_with(format!("sources/pytorch-v{version}")),
+        "{}",
+        root.display()
+    );
+    assert!(
+        root.join("third_party/pybind11/LICENSE").is_file(),
+        "the submodule came with the clone"
+    );
+    assert_eq!(v["prepared"]["tree"]["git"]["tag"], format!("v{version}"));
+    // A release tag gives the release version, whatever version.txt's suffix.
+    assert_eq!(
+        value(&v, "PYTORCH_BUILD_VERSION"),
+        format!("{version}+cu132")
+    );
+    // --src and --version together: refused.
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "9.0",
+        "--version",
+        &version,
+        "--src",
+        ".",
+    ]);
+    assert_eq!(r.code, 2);
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// The verify step on the real torch 2.15.0 wheel, a stand-in for a finished build: its own list
+/// (`7.5;8.0;8.6;9.0;10.0;12.0`) passes; a wrong one fails naming what differs.
+#[test]
+fn verify_step_on_the_real_torch_wheel() {
+    let wheel = support::torch_wheel();
+    let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
+    let (w, p) = (wheel.to_str().unwrap(), env.python.to_str().unwrap());
+    let r = xtask(&[
+        "build-torch",
+        "--verify-wheel",
+        w,
+        "--arch",
+        "7.5;8.0;8.6;9.0;10.0;12.0",
+        "--cuda",
+        "13.2",
+        "--python",
+        p,
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json_plain(&r);
+    assert_eq!(v["ok"], true);
+    let item = |v: &Value, n: &str| {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        item(&v, "arch flags")["detail"],
+        "_cuda_getArchFlags() = sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+    );
+    assert_eq!(item(&v, "torch.version.cuda")["status"], "ok");
+    assert!(item(&v, "libtorch_cuda.so")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("per-kernel extras sm_89×1 sm_90a×4"));
+
+    // 8.9 added: libtorch_cuda.so has sm_89 in 1 of 476 containers; the module's flags lack it.
+    let r = xtask(&[
+        "build-torch",
+        "--verify-wheel",
+        w,
+        "--arch",
+        "7.5,8.0,8.6,8.9,9.0,10.0,12.0",
+        "--cuda",
+        "13.2",
+        "--python",
+        p,
+        "--json",
+    ]);
+    assert_eq!(r.code, 1);
+    let v = json_plain(&r);
+    assert!(
+        item(&v, "libtorch_cuda.so")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing sm_89 (1 of 476 containers)"),
+        "{v}"
+    );
+    assert_eq!(item(&v, "arch flags")["status"], "fail");
+    // 8.0, 10.0 and 12.0 left out: present in every container, so another list was used.
+    let r = xtask(&[
+        "build-torch",
+        "--verify-wheel",
+        w,
+        "--arch",
+        "7.5,8.6,9.0",
+        "--json",
+    ]);
+    assert_eq!(r.code, 1);
+    let d = item(&json_plain(&r), "libtorch_cuda.so")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(d.starts_with("not planned sm_80 (in every container), sm_100 (in every container), sm_120 (in every container)"), "{d}");
+    // The wrong CUDA.
+    let r = xtask(&[
+        "build-torch",
+        "--verify-wheel",
+        w,
+        "--arch",
+        "7.5;8.0;8.6;9.0;10.0;12.0",
+        "--cuda",
+        "12.8",
+        "--python",
+        p,
+        "--json",
+    ]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        item(&json_plain(&r), "torch.version.cuda")["detail"],
+        "13.2 but the build used CUDA 12.8"
+    );
+}
+
+fn json_plain(r: &Run) -> Value {
+    serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", r.stdout, r.stderr))
+}
+
+/// The real PyTorch 2.6.0 tree (Debian trixie's source package `pytorch`, unpacked with
+/// `dpkg-source --skip-patches -x`: upstream's files without third_party/): detection, the plan's
+/// cross-check, the missing submodules, the advice. Runs where `ARCHSMITH_TORCH_SRC` names it.
+#[test]
+fn real_torch_tree_2_6_0() {
+    let Some(src) = std::env::var_os("ARCHSMITH_TORCH_SRC") else {
+        eprintln!("skipped: set ARCHSMITH_TORCH_SRC to an unpacked PyTorch 2.6.0 source tree (docs/build-torch.md)");
+        return;
+    };
+    let s = src.to_str().unwrap();
+    let r = xtask(&[
+        "build-torch",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--dry-run",
+        "--json",
+        "--gpu",
+        "T4",
+        "--gpu",
+        "L4",
+        "--gpu",
+        "A100",
+        "--gpu",
+        "H100",
+        "--gpu",
+        "RTX 5090",
+    ]);
+    let v = json(&r);
+    assert_eq!(v["prepared"]["tree"]["front_end"], "setup-py");
+    assert!(v["prepared"]["tree"]["version_text"]
+        .as_str()
+        .unwrap()
+        .starts_with("2.6.0"));
+    assert_eq!(check(&v, "torch vs CUDA")["status"], "fail");
+    assert_eq!(check(&v, "submodules")["status"], "fail");
+    let adds: Vec<String> = v["prepared"]["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{}: {} via {}",
+                a["target"], a["source_build_adds"], a["via"]
+            )
+        })
+        .collect();
+    assert!(
+        adds[0].contains("nothing for this GPU") && adds[0].contains("sm_75"),
+        "{adds:?}"
+    );
+    assert!(
+        adds[1].contains("native sm_89 SASS") && adds[1].contains("sm_86"),
+        "{adds:?}"
+    );
+    assert!(
+        adds[4].contains("the only way to run torch 2.6.0 there"),
+        "{adds:?}"
+    );
+    assert_all_read(&v);
+}
+
+/// The knowledge base's nvcc options (what TORCH_NVCC_FLAGS gets per CUDA) against the real
+/// tools' `--help`: present from their first CUDA on, absent before. CUDA 13.2 from PyPI always;
+/// Debian's CUDA 11.8 where it is installed.
+#[test]
+fn nvcc_options_in_the_knowledge_base_match_the_real_tools() {
+    let kb = archsmith::kb::kb();
+    let mut toolchains = vec![archsmith::toolchain::ensure(&CUDA.parse().unwrap()).unwrap()];
+    match archsmith::toolchain::ensure(&"11.8".parse().unwrap()) {
+        Ok(tc) => toolchains.push(tc),
+        Err(_) => eprintln!("CUDA 11.8 not installed: checked against 13.2 only"),
+    }
+    for tc in &toolchains {
+        for row in &kb.nvcc_options {
+            let tool = tc.bin_dir().join(&row.tool);
+            let help = Cmd::new(&tool).arg("--help").output().unwrap();
+            let text = format!("{}{}", help.stdout, help.stderr);
+            let has = text.contains(&row.option);
+            let should = row.first_cuda.major_minor() <= tc.cuda.major_minor();
+            assert_eq!(
+                has,
+                should,
+                "{} of CUDA {}: `{}` {} in --help, but the knowledge base says it arrived in {}",
+                row.tool,
+                tc.nvcc_version,
+                row.option,
+                if has { "is" } else { "is not" },
+                row.first_cuda
+            );
+        }
+        // And the plan passes exactly those rows' flags.
+        let flags: Vec<String> = kb
+            .nvcc_options(&tc.cuda)
+            .iter()
+            .flat_map(|r| r.flags.clone())
+            .collect();
+        assert!(!flags.is_empty());
+    }
+}
