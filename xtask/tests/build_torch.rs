@@ -583,8 +583,8 @@ fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
         py.to_str().unwrap(),
         out.to_str().unwrap(),
     );
-    let build = |arch: &str| {
-        xtask(&[
+    let build_with = |arch: &str, extra: &[&str]| {
+        let mut args = vec![
             "build-torch",
             "--arch",
             arch,
@@ -601,8 +601,11 @@ fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
             "--out",
             o,
             "--json",
-        ])
+        ];
+        args.extend_from_slice(extra);
+        xtask(&args)
     };
+    let build = |arch: &str| build_with(arch, &[]);
     let r = build("7.5,8.9,9.0+PTX");
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let v = json(&r);
@@ -667,7 +670,8 @@ fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
     assert_eq!(v["wheel"].as_str().unwrap(), wheel.to_str().unwrap());
 
     // A changed list: the old CMakeCache.txt is named and reconfigured, never silently reused.
-    let r = build("8.0,9.0");
+    // (With sccache through CMake's launchers, and its statistics at the end.)
+    let r = build_with("8.0,9.0", &["--cache", "sccache"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = json(&r);
     let reconf: Vec<&str> = v["prepared"]["reconfigure"]
@@ -678,6 +682,12 @@ fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
         .collect();
     assert_eq!(reconf, ["TORCH_CUDA_ARCH_LIST: 7.5;8.9;9.0+PTX → 8.0;9.0"]);
     assert_eq!(v["verify"]["ok"], true, "{}", v["verify"]);
+    let stats = v["cache_stats"].as_str().unwrap_or_default();
+    assert!(stats.contains("Compile requests"), "{stats}");
+    assert_eq!(
+        value(&v, "CMAKE_CUDA_COMPILER_LAUNCHER"),
+        value(&v, "CMAKE_CXX_COMPILER_LAUNCHER")
+    );
     let new_wheel = v["wheel"].as_str().unwrap().to_string();
     let audit = xtask(&[
         "verify",

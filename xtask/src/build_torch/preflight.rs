@@ -387,27 +387,37 @@ pub fn submodules(
             v = tree.version
         )
     };
-    let mut fix = bring;
+    let mut fix = bring.clone();
     if !offs.is_empty() {
         fix += &format!("; or switch the features off: {}", offs.join(" "));
+    }
+    let detail = format!(
+        "{} of {} needed third_party directories missing: {}",
+        missing.len(),
+        needed.len(),
+        missing.join(" ")
+    );
+    // With USE_SYSTEM_LIBS the remaining ones have no system switch upstream: only a tree patched
+    // to use the system libraries (Debian's 1040-cmake-strip-3rdparty.patch) configures without
+    // them. Preflight cannot tell a patched tree from an unpatched one, so it says so and goes on.
+    if system_libs {
+        return (
+            Check::warn(
+                NAME,
+                detail,
+                format!(
+                    "USE_SYSTEM_LIBS=1: upstream has no system switch for these, so configure finds them only in a tree patched for the system libraries ({}), as Debian's is; otherwise {bring}",
+                    debian.join(" ")
+                ),
+            ),
+            missing,
+        );
     }
     fix += &format!(
         "; or take the libraries from the system (--set USE_SYSTEM_LIBS=1 with {}), as Debian's packaging does",
         debian.join(" ")
     );
-    (
-        Check::fail(
-            NAME,
-            format!(
-                "{} of {} needed third_party directories missing: {}",
-                missing.len(),
-                needed.len(),
-                missing.join(" ")
-            ),
-            fix,
-        ),
-        missing,
-    )
+    (Check::fail(NAME, detail, fix), missing)
 }
 
 /// Free disk for the build directory and the wheel.
