@@ -564,6 +564,8 @@ fn fake_submodules(src: &Path) {
         "ideep",
         "XNNPACK",
         "NNPACK",
+        "ittapi",
+        "protobuf",
     ] {
         let p = src.join("third_party").join(d);
         std::fs::create_dir_all(&p).unwrap();

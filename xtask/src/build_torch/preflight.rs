@@ -348,7 +348,7 @@ pub fn submodules(
         if !row.needs.iter().all(|n| on(n)) {
             continue;
         }
-        if row.system.as_deref().is_some_and(|s| system_libs || on(s)) {
+        if row.system.as_deref().is_some_and(on) || (system_libs && row.system_libs) {
             continue;
         }
         needed.push(row.path.clone());
@@ -708,6 +708,33 @@ mod tests {
         );
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("GCC ≥ 9.3"), "{}", c.detail);
+    }
+
+    #[test]
+    fn use_system_libs_covers_only_the_libraries_it_switches() {
+        let mut switches: BTreeMap<String, String> = kb()
+            .torch_switches(&"2.6.0".parse().unwrap())
+            .iter()
+            .map(|r| (r.name.clone(), r.value.clone()))
+            .collect();
+        let (c, missing) = submodules(kb(), &tree("2.6.0"), &switches);
+        assert_eq!(c.status, Status::Fail);
+        assert!(missing.contains(&"third_party/cpuinfo".to_string()));
+        switches.insert("USE_SYSTEM_LIBS".into(), "1".into());
+        let (c, missing) = submodules(kb(), &tree("2.6.0"), &switches);
+        assert_eq!(c.status, Status::Warn);
+        // 2.6.0's USE_SYSTEM_LIBS sets USE_SYSTEM_CPUINFO, BUILD_CUSTOM_PROTOBUF=OFF, … but not TensorPipe.
+        for gone in [
+            "third_party/cpuinfo",
+            "third_party/protobuf",
+            "third_party/pybind11",
+        ] {
+            assert!(!missing.contains(&gone.to_string()), "{gone}");
+        }
+        assert!(missing.contains(&"third_party/tensorpipe".to_string()));
+        switches.insert("USE_SYSTEM_TENSORPIPE".into(), "1".into());
+        let (_, missing) = submodules(kb(), &tree("2.6.0"), &switches);
+        assert!(!missing.contains(&"third_party/tensorpipe".to_string()));
     }
 
     #[test]

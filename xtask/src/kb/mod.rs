@@ -66,6 +66,9 @@ pub struct TorchSubmoduleRow {
     pub needs: Vec<String>,
     /// The `USE_SYSTEM_*` switch that takes the library from the system instead.
     pub system: Option<String>,
+    /// Whether `USE_SYSTEM_LIBS=1` turns this library to the system's (it sets only some).
+    #[serde(default)]
+    pub system_libs: bool,
     /// The Debian package that provides the library (a distribution build's alternative).
     pub debian: Option<String>,
     pub from: Version,
