@@ -44,6 +44,23 @@ fn xtask(args: &[&str]) -> Run {
     xtask_env(args, &[], None)
 }
 
+/// `build-torch --arch ARCH --src SRC --cuda 13.2 --dry-run --json` plus `extra`, as JSON.
+fn dry_run(src: &str, arch: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "build-torch",
+        "--arch",
+        arch,
+        "--src",
+        src,
+        "--cuda",
+        CUDA,
+        "--dry-run",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    json(&xtask(&args))
+}
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -113,18 +130,7 @@ fn assert_all_read(v: &Value) {
 fn dry_run_plans_the_setup_py_front_end() {
     let src = copy_fixture("torch-tree-setup-py", "bt-dry-setup");
     let s = src.to_str().unwrap();
-    let r = xtask(&[
-        "build-torch",
-        "--arch",
-        "7.5,8.9,9.0",
-        "--src",
-        s,
-        "--cuda",
-        CUDA,
-        "--dry-run",
-        "--json",
-    ]);
-    let v = json(&r);
+    let v = dry_run(s, "7.5,8.9,9.0", &[]);
     let tree = &v["prepared"]["tree"];
     assert_eq!(tree["front_end"], "setup-py");
     assert_eq!(tree["version_text"], "2.12.0a0");
@@ -212,18 +218,7 @@ fn dry_run_plans_the_setup_py_front_end() {
 fn dry_run_plans_the_scikit_build_front_end() {
     let src = copy_fixture("torch-tree-scikit-build", "bt-dry-skbuild");
     let s = src.to_str().unwrap();
-    let r = xtask(&[
-        "build-torch",
-        "--arch",
-        "7.5,8.9,9.0",
-        "--src",
-        s,
-        "--cuda",
-        CUDA,
-        "--dry-run",
-        "--json",
-    ]);
-    let v = json(&r);
+    let v = dry_run(s, "7.5,8.9,9.0", &[]);
     assert_eq!(v["prepared"]["tree"]["front_end"], "scikit-build-core");
     assert_eq!(v["prepared"]["tree"]["python_min"], "3.10");
     assert_eq!(v["prepared"]["tree"]["cmake_min"], "3.27");
@@ -280,20 +275,7 @@ fn preflight_fails_fast_with_the_fix() {
     );
 
     // A misspelt switch: nothing in the tree reads it.
-    let r = xtask(&[
-        "build-torch",
-        "--arch",
-        "9.0",
-        "--src",
-        s,
-        "--cuda",
-        CUDA,
-        "--set",
-        "USE_CUDNNN=0",
-        "--dry-run",
-        "--json",
-    ]);
-    let v = json(&r);
+    let v = dry_run(s, "9.0", &["--set", "USE_CUDNNN=0"]);
     let c = check(&v, "variables read");
     assert_eq!(c["status"], "fail");
     assert!(
@@ -321,18 +303,7 @@ fn preflight_fails_fast_with_the_fix() {
     assert!(var(&json(&r), "USE_MAGMA").is_none());
 
     // Missing submodules in a tarball-like tree: named, with where to get them.
-    let r = xtask(&[
-        "build-torch",
-        "--arch",
-        "9.0",
-        "--src",
-        s,
-        "--cuda",
-        CUDA,
-        "--dry-run",
-        "--json",
-    ]);
-    let v = json(&r);
+    let v = dry_run(s, "9.0", &[]);
     let c = check(&v, "submodules");
     assert_eq!(c["status"], "fail");
     let detail = c["detail"].as_str().unwrap();
@@ -381,18 +352,7 @@ fn preflight_fails_fast_with_the_fix() {
             "fixture",
         ],
     );
-    let r = xtask(&[
-        "build-torch",
-        "--arch",
-        "9.0",
-        "--src",
-        s,
-        "--cuda",
-        CUDA,
-        "--dry-run",
-        "--json",
-    ]);
-    let v = json(&r);
+    let v = dry_run(s, "9.0", &[]);
     let fix = check(&v, "submodules")["fix"].as_str().unwrap().to_string();
     assert!(
         fix.starts_with(&format!(

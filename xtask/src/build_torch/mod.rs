@@ -395,7 +395,6 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
                     kb,
                     tree: &tree,
                     arch_plan,
-                    ctx: &ctx,
                     toolchain: tc,
                     host_cxx: h,
                     cxx: c,

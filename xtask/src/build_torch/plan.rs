@@ -7,7 +7,7 @@
 
 use super::reads::{BuildFiles, Reader};
 use super::tree::{FrontEnd, TorchTree};
-use crate::arch::spec::{Plan, PlanContext};
+use crate::arch::spec::Plan;
 use crate::host::HostCompiler;
 use crate::kb::KnowledgeBase;
 use crate::toolchain::Toolchain;
@@ -93,7 +93,6 @@ pub struct Inputs<'a> {
     pub kb: &'a KnowledgeBase,
     pub tree: &'a TorchTree,
     pub arch_plan: &'a Plan,
-    pub ctx: &'a PlanContext,
     pub toolchain: &'a Toolchain,
     /// The compiler nvcc uses for host code (`CUDAHOSTCXX`) and the C/C++ compilers.
     pub host_cxx: &'a HostCompiler,
