@@ -487,16 +487,20 @@ fn preflight_refuses_a_gcc_newer_than_a_real_nvcc_11_8_accepts() {
 
 /// A Python with what the setup.py fixture's front end imports, made with archsmith's installer.
 fn build_python(scratch: &Path) -> PathBuf {
+    build_python_with(
+        scratch,
+        &["pyyaml", "typing_extensions", "setuptools", "wheel"],
+    )
+}
+
+fn build_python_with(scratch: &Path, packages: &[&str]) -> PathBuf {
     use archsmith::python::installer::Installer;
     let dir = scratch.join("py");
     let inst = Installer::detect().unwrap();
     inst.venv(&archsmith::python::host_python().unwrap(), &dir)
         .unwrap();
     let py = dir.join("bin/python");
-    let pkgs: Vec<String> = ["pyyaml", "typing_extensions", "setuptools", "wheel"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let pkgs: Vec<String> = packages.iter().map(|s| s.to_string()).collect();
     inst.install_into(&py, &pkgs).unwrap();
     py
 }
@@ -1045,4 +1049,95 @@ fn nvcc_options_in_the_knowledge_base_match_the_real_tools() {
             .collect();
         assert!(!flags.is_empty());
     }
+}
+
+/// The scikit-build-core front end for real: scikit-build-core from PyPI builds the fixture with
+/// `pip wheel --no-build-isolation -Cbuild-dir=build`, its metadata plugin reads
+/// PYTORCH_BUILD_VERSION, and the verify step passes; `--stop-after configure` runs CMake alone.
+#[test]
+fn builds_the_scikit_build_fixture_through_its_front_end() {
+    let src = copy_fixture("torch-tree-scikit-build", "bt-skbuild");
+    let scratch = src.parent().unwrap().to_path_buf();
+    fake_submodules(&src);
+    let py = build_python_with(
+        &scratch,
+        &[
+            "pyyaml",
+            "typing_extensions",
+            "scikit-build-core>=1.0",
+            "pip",
+        ],
+    );
+    let out = scratch.join("out");
+    let (s, p, o) = (
+        src.to_str().unwrap(),
+        py.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let common = [
+        "--src",
+        s,
+        "--cuda",
+        CUDA,
+        "--python",
+        p,
+        "--set",
+        "USE_CUDNN=0",
+        "--set",
+        "USE_NUMPY=0",
+        "--out",
+        o,
+        "--json",
+    ];
+    let mut args = vec![
+        "build-torch",
+        "--arch",
+        "7.5,8.9,9.0+PTX",
+        "--stop-after",
+        "configure",
+    ];
+    args.extend_from_slice(&common);
+    let r = xtask(&args);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let cache = std::fs::read_to_string(src.join("build/CMakeCache.txt")).unwrap();
+    assert!(
+        cache.contains("TORCH_CUDA_ARCH_LIST:STRING=7.5;8.9;9.0+PTX"),
+        "{cache}"
+    );
+    let mut args = vec!["build-torch", "--arch", "7.5,8.9,9.0+PTX"];
+    args.extend_from_slice(&common);
+    let r = xtask(&args);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    let wheel = v["wheel"].as_str().unwrap();
+    assert!(wheel.contains("torch-2.15.0+cu132-"), "{wheel}");
+    assert_eq!(v["verify"]["ok"], true, "{}", v["verify"]);
+    let audit = xtask(&[
+        "verify",
+        "binary",
+        wheel,
+        "--expect-arch",
+        "7.5,8.9,9.0+PTX",
+        "--strict",
+    ]);
+    assert_eq!(audit.code, 0, "{}", audit.stdout);
+    // A front-end failure before CMake: its ERROR line is the first error.
+    std::fs::write(
+        src.join("pyproject.toml"),
+        std::fs::read_to_string(src.join("pyproject.toml"))
+            .unwrap()
+            .replace("experimental = true", ""),
+    )
+    .unwrap();
+    let mut args = vec!["build-torch", "--arch", "7.5"];
+    args.extend_from_slice(&common);
+    let r = xtask(&args);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("first error: experimental must be enabled"),
+        "{}",
+        r.stderr
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
 }

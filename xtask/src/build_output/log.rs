@@ -130,6 +130,16 @@ pub fn first_cmake_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option
     found
 }
 
+/// The first `ERROR: message` line of a Python build front end (pip, scikit-build-core), for a
+/// failure before CMake or any compiler ran.
+pub fn first_front_end_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    lines
+        .into_iter()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("ERROR: "))
+        .map(|m| m.trim().to_string())
+}
+
 /// The last `SomethingError: message` line of a Python traceback (setup.py failing before any
 /// compiler ran), if there is one.
 pub fn last_python_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<String> {
@@ -148,6 +158,15 @@ pub fn last_python_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn front_end_errors() {
+        let log = "  Running command Preparing metadata\n  ERROR: experimental must be enabled currently to use plugins not provided by scikit-build-core\n  error: subprocess-exited-with-error";
+        assert_eq!(
+            first_front_end_error(log.lines()).as_deref(),
+            Some("experimental must be enabled currently to use plugins not provided by scikit-build-core")
+        );
+    }
 
     #[test]
     fn cmake_errors_with_their_message() {

@@ -6,7 +6,9 @@
 use super::plan::BuildPlan;
 use super::{Prepared, Request};
 use crate::build_ext::cache::CompilerCache;
-use crate::build_output::log::{first_cmake_error, first_compiler_error, last_python_error};
+use crate::build_output::log::{
+    first_cmake_error, first_compiler_error, first_front_end_error, last_python_error,
+};
 use crate::build_output::progress::Progress;
 use crate::process::Cmd;
 use anyhow::{Context, Result};
@@ -107,6 +109,9 @@ pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Resul
                     _ => String::new(),
                 };
                 format!("\nfirst error (log line {}): {at}{}", e.log_line, e.message)
+            })
+            .or_else(|| {
+                first_front_end_error(lines.iter().copied()).map(|e| format!("\nfirst error: {e}"))
             })
             .or_else(|| last_python_error(lines.iter().copied()).map(|e| format!("\n{e}")))
             .unwrap_or_default();
