@@ -9,6 +9,10 @@ Keys: python, purelib, has_pip, torch (null without torch), cuda (torch.version.
 build), imported (whether torch was imported), arch_list, cuda_available, devices [{name, cc}],
 error (why torch could not be read or imported; null when all went well).
 With `--modules a,b` it adds modules {name: importable} (found by importlib, not imported).
+Always: torch_dir (where the torch package is), packages {distribution: version} for torch and its
+usual companions (from their metadata, not imported), conda_paths (sys.path entries inside a conda
+environment: a prefix with a conda-meta directory).
+With `--import-torch`, cudnn {compile, runtime} as torch reports them (null without cuDNN).
 With `--import-torch`, config is torch.__config__.show() (build settings, paths), and with
 `--gpu-smoke` as well, gpu_smoke is "ok" or why a small CUDA computation failed (null: not run).
 """
@@ -29,6 +33,10 @@ info = {
     "devices": [],
     "error": None,
     "modules": {},
+    "torch_dir": None,
+    "packages": {},
+    "conda_paths": [],
+    "cudnn": None,
     "config": None,
     "gpu_smoke": None,
 }
@@ -38,6 +46,39 @@ def arg_value(flag):
     args = sys.argv[1:]
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
+
+COMPANIONS = (
+    "torch", "torchvision", "torchaudio", "triton", "numpy", "lightning", "pytorch-lightning",
+    "torchmetrics", "transformers", "xformers", "nvidia-cudnn-cu11", "nvidia-cudnn-cu12",
+    "nvidia-cudnn-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime",
+)
+try:
+    import importlib.metadata as metadata
+
+    for dist in COMPANIONS:
+        try:
+            info["packages"][dist] = metadata.version(dist)
+        except Exception:
+            pass
+except ImportError:
+    pass
+
+
+def in_conda(path):
+    """True when `path` lies inside a conda environment (an ancestor holds conda-meta/)."""
+    import os
+
+    p = os.path.abspath(path)
+    while True:
+        if os.path.isdir(os.path.join(p, "conda-meta")):
+            return True
+        parent = os.path.dirname(p)
+        if parent == p:
+            return False
+        p = parent
+
+
+info["conda_paths"] = [p for p in sys.path if p and in_conda(p)]
 
 for name in filter(None, (arg_value("--modules") or "").split(",")):
     try:
@@ -52,6 +93,7 @@ def read_version_py():
     if spec is None or not spec.submodule_search_locations:
         return False
     for location in spec.submodule_search_locations:
+        info["torch_dir"] = location
         try:
             with open(location + "/version.py", encoding="utf-8") as f:
                 text = f.read()
@@ -92,6 +134,14 @@ try:
             info["config"] = torch.__config__.show()
         except Exception as e:
             info["config"] = f"unavailable: {type(e).__name__}: {e}"
+        try:
+            if torch.backends.cudnn.is_available():
+                compile_v = getattr(torch._C, "_cudnn", None)
+                compile_v = ".".join(map(str, compile_v.getCompileVersion())) if compile_v else None
+                runtime = torch.backends.cudnn.version()
+                info["cudnn"] = {"compile": compile_v, "runtime": runtime}
+        except Exception as e:
+            info["cudnn"] = {"compile": None, "runtime": None, "error": f"{type(e).__name__}: {e}"}
         info["cuda_available"] = bool(torch.cuda.is_available())
         if "--gpu-smoke" in sys.argv[1:] and info["cuda_available"]:
             try:

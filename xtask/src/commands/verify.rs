@@ -1,5 +1,7 @@
-//! `cargo xtask verify …`: checks of what was built. `verify binary` audits the SASS and PTX that
-//! ELF files, directories and wheels really carry ([`crate::verify::binary`], docs/verify-binary.md).
+//! `cargo xtask verify …`: checks of what was built or installed. `verify binary` audits the SASS
+//! and PTX that ELF files, directories and wheels really carry ([`crate::verify::binary`],
+//! docs/verify-binary.md); `verify env` checks a Python environment with torch
+//! ([`crate::verify::env`], docs/verify-env.md).
 
 use crate::binary::Outcome;
 use crate::cuda_arch::Cc;
@@ -20,6 +22,39 @@ pub enum VerifyCommand {
     /// Which SASS and PTX ELF files, directories or wheels really carry (read from the fatbin
     /// headers in pure Rust). Exit 0 ok, 1 an expectation failed, 2 unreadable or malformed input.
     Binary(BinaryArgs),
+    /// A Python environment with torch: expected versions, pairing, CUDA, what torch's libraries
+    /// carry, GPUs, cuDNN, conda. Exit 0 all passed, 1 a check failed, 2 bad input.
+    Env(EnvArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EnvArgs {
+    /// The Python to check (default: python3 on PATH, or ARCHSMITH_PYTHON).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// A version an installed distribution must have, e.g. torch==2.6.0 (repeatable).
+    #[arg(long = "expect", value_name = "NAME==VER", value_parser = crate::verify::env::parse_expect)]
+    pub expects: Vec<crate::verify::env::Expect>,
+    /// The CUDA torch must be built for (torch.version.cuda), e.g. 12.4.
+    #[arg(long, value_name = "VER")]
+    pub expect_cuda: Option<crate::version::Version>,
+    /// The archs torch's libraries must carry (read from the binaries) and report.
+    #[arg(long, value_name = "SPEC")]
+    pub expect_arch: Option<String>,
+    /// A GPU this environment must run on (repeatable).
+    #[arg(long = "gpu", value_name = "NAME")]
+    pub gpus: Vec<String>,
+    /// Fail when a conda prefix shows in sys.path or torch's build configuration.
+    #[arg(long)]
+    pub no_conda: bool,
+    /// Run a small computation on the GPU (skipped without one).
+    #[arg(long)]
+    pub gpu_smoke: bool,
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the checks as JUnit XML (for CI test reports).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -53,7 +88,29 @@ pub struct BinaryArgs {
 pub fn run(args: VerifyArgs) -> Result<i32> {
     match args.what {
         VerifyCommand::Binary(b) => binary(b),
+        VerifyCommand::Env(e) => env(e),
     }
+}
+
+fn env(args: EnvArgs) -> Result<i32> {
+    use crate::verify::env::{check_env, validate, EnvRequest};
+    let req = EnvRequest {
+        python: args.python,
+        expects: args.expects,
+        expect_cuda: args.expect_cuda,
+        expect_arch: args.expect_arch,
+        gpus: args.gpus,
+        no_conda: args.no_conda,
+        gpu_smoke: args.gpu_smoke,
+    };
+    validate(&req)?;
+    let report = check_env(kb(), &req)?;
+    if let Some(path) = &args.junit {
+        let xml = crate::verify::checks::junit("verify env", &report.items)?;
+        fs_err::write(path, xml)?;
+    }
+    crate::output::emit(args.json, &report, |r| r.table())?;
+    Ok(if report.ok { 0 } else { 1 })
 }
 
 fn binary(args: BinaryArgs) -> Result<i32> {

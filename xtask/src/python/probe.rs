@@ -57,6 +57,28 @@ pub struct PythonInfo {
     /// "ok", or why a small CUDA computation failed; None when not asked or no GPU.
     #[serde(default)]
     pub gpu_smoke: Option<String>,
+    /// Where the torch package is (without importing it).
+    #[serde(default)]
+    pub torch_dir: Option<PathBuf>,
+    /// torch and its usual companions: distribution name → version, from their metadata.
+    #[serde(default)]
+    pub packages: std::collections::BTreeMap<String, String>,
+    /// `sys.path` entries inside a conda environment.
+    #[serde(default)]
+    pub conda_paths: Vec<String>,
+    /// cuDNN as torch reports it (only with [`Depth::ImportTorch`]; None without cuDNN).
+    #[serde(default)]
+    pub cudnn: Option<Cudnn>,
+}
+
+/// cuDNN's versions as torch reports them: the one it was compiled against (`9.26.0`) and the
+/// one it loaded (`92600`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cudnn {
+    pub compile: Option<String>,
+    pub runtime: Option<i64>,
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// What else to ask besides [`Depth`].

@@ -3,4 +3,6 @@
 //! * [`binary`]: which SASS and PTX files and wheels really carry, against a spec and GPUs.
 
 pub mod binary;
+pub mod checks;
+pub mod env;
 pub mod torch_wheel;

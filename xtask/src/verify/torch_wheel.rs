@@ -13,10 +13,14 @@
 //! `libtorch_nvshmem.so`) also link code built elsewhere with its own list (MAGMA), so there each
 //! planned arch must be in at least one container; where it is in only some, the report says so.
 
+use super::checks::{all_ok, item, table, Item, Status};
 use crate::arch::spec::{Plan, PlanContext};
 use crate::binary::expect::{check, Expectation};
+use crate::binary::input::FileAudit;
 use crate::binary::input::{audit_paths, Options, Outcome};
+use crate::binary::ElfAudit;
 use crate::kb::KnowledgeBase;
+use crate::python::probe::PythonInfo;
 use crate::python::probe::{probe_with, Ask, Depth};
 use crate::version::Version;
 use anyhow::{Context, Result};
@@ -34,21 +38,6 @@ pub struct Request {
     pub python: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Ok,
-    Fail,
-    Skipped,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Item {
-    pub name: String,
-    pub status: Status,
-    pub detail: String,
-}
-
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
     pub wheel: PathBuf,
@@ -60,41 +49,34 @@ pub struct Report {
 
 impl Report {
     pub fn table(&self) -> String {
-        let mut t = crate::output::Table::new(["CHECK", "STATUS", "DETAIL"]);
-        for i in &self.items {
-            let s = match i.status {
-                Status::Ok => "ok",
-                Status::Fail => "FAIL",
-                Status::Skipped => "skipped",
-            };
-            t.row([i.name.clone(), s.to_string(), i.detail.clone()]);
-        }
-        t.render()
+        table(&self.items)
     }
 }
 
-fn item(name: impl Into<String>, status: Status, detail: impl Into<String>) -> Item {
-    Item {
-        name: name.into(),
-        status,
-        detail: detail.into(),
+/// What device libraries carry, against the plan: the items, and the audits with the primary
+/// library (the one with the most kernel containers) for runs-on questions.
+pub struct LibraryAudit {
+    pub items: Vec<Item>,
+    pub audits: Vec<FileAudit>,
+    pub primary: Option<String>,
+}
+
+impl LibraryAudit {
+    /// The primary library's audit.
+    pub fn primary_audit(&self) -> Option<&ElfAudit> {
+        let name = self.primary.as_deref()?;
+        self.audits.iter().find_map(|a| match &a.outcome {
+            Outcome::Audited(e) if short(&a.path) == name => Some(e),
+            _ => None,
+        })
     }
 }
 
-/// Runs the check. Bad input (an unparsable spec, an unreadable wheel) is an error.
-pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
-    let ctx = PlanContext::new(kb, None, req.cuda.clone());
-    let plan = Plan::parse_unvalidated(kb, &ctx, &req.arch)
-        .with_context(|| format!("invalid --arch `{}`", req.arch))?;
-    let expect = Expectation {
-        sass: plan.sass(),
-        ptx: plan.ptx(),
-    };
-    if !req.wheel.is_file() {
-        anyhow::bail!("{}: no such wheel", req.wheel.display());
-    }
+/// Audits the device libraries under `paths` (a wheel, a directory such as an installed
+/// `torch/lib`, or files) against `expect`, with the rules in the module docs.
+pub fn audit_libraries(paths: &[PathBuf], expect: &Expectation) -> LibraryAudit {
     let audits = audit_paths(
-        std::slice::from_ref(&req.wheel),
+        paths,
         &Options {
             extract: None,
             threads: 0,
@@ -126,7 +108,7 @@ pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
         Some(p) => items.push(item("device code", Status::Ok, format!("{} device libraries; primary {p}", device.len()))),
     }
     for (name, audit) in &device {
-        let c = check(audit, &expect);
+        let c = check(audit, expect);
         let n = audit.counted().map_or(0, |s| s.code_containers());
         let is_primary = Some(name) == primary.as_ref();
         let missing: Vec<String> = c
@@ -186,8 +168,29 @@ pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
         };
         items.push(item(name.clone(), status, detail.join("; ")));
     }
+    LibraryAudit {
+        items,
+        audits,
+        primary,
+    }
+}
+
+/// Runs the check. Bad input (an unparsable spec, an unreadable wheel) is an error.
+pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
+    let ctx = PlanContext::new(kb, None, req.cuda.clone());
+    let plan = Plan::parse_unvalidated(kb, &ctx, &req.arch)
+        .with_context(|| format!("invalid --arch `{}`", req.arch))?;
+    let expect = Expectation {
+        sass: plan.sass(),
+        ptx: plan.ptx(),
+    };
+    if !req.wheel.is_file() {
+        anyhow::bail!("{}: no such wheel", req.wheel.display());
+    }
+    let libs = audit_libraries(std::slice::from_ref(&req.wheel), &expect);
+    let mut items = libs.items;
     python_items(req, &plan, &mut items)?;
-    let ok = items.iter().all(|i| i.status != Status::Fail);
+    let ok = all_ok(&items);
     Ok(Report {
         wheel: req.wheel.clone(),
         expected_sass: expect.sass.iter().map(|a| a.sm()).collect(),
@@ -229,6 +232,7 @@ fn python_items(req: &Request, plan: &Plan, items: &mut Vec<Item>) -> Result<()>
                 "{}: {}",
                 python.display(),
                 info.error
+                    .clone()
                     .unwrap_or_else(|| "torch is not installed".into())
             ),
         ));
@@ -258,81 +262,116 @@ fn python_items(req: &Request, plan: &Plan, items: &mut Vec<Item>) -> Result<()>
         Status::Ok,
         format!("torch {torch} in {}", python.display()),
     ));
-    match (&req.cuda, &info.cuda) {
+    items.push(cuda_item(&info, req.cuda.as_ref(), "the build used"));
+    items.push(arch_flags_item(&info, plan));
+    items.push(conda_item(&info));
+    items.push(gpu_smoke_item(&info, None));
+    Ok(())
+}
+
+/// `torch.version.cuda` against the CUDA the build (or the expectation) names.
+pub fn cuda_item(info: &PythonInfo, want: Option<&Version>, whose: &str) -> Item {
+    match (want, &info.cuda) {
         (Some(want), Some(have)) if have.major_minor() == want.major_minor() => {
-            items.push(item("torch.version.cuda", Status::Ok, format!("{have}")))
+            item("torch.version.cuda", Status::Ok, format!("{have}"))
         }
-        (Some(want), have) => items.push(item(
+        (Some(want), have) => item(
             "torch.version.cuda",
             Status::Fail,
             format!(
-                "{} but the build used CUDA {want}",
+                "{} but {whose} CUDA {want}",
                 have.as_ref()
                     .map_or("None (a CPU build)".to_string(), |h| h.to_string())
             ),
-        )),
-        (None, have) => items.push(item(
+        ),
+        (None, have) => item(
             "torch.version.cuda",
             Status::Skipped,
             format!(
                 "{} (no --cuda to compare with)",
                 have.as_ref().map_or("None".into(), |h| h.to_string())
             ),
-        )),
+        ),
     }
+}
+
+/// `torch._C._cuda_getArchFlags()` against the plan, as sets.
+pub fn arch_flags_item(info: &PythonInfo, plan: &Plan) -> Item {
     let mut want: Vec<String> = plan.sass().iter().map(|a| a.sm()).collect();
     want.extend(plan.ptx().iter().map(|a| a.compute()));
+    let planned = want.join(" ");
     let mut have = info.arch_list.clone();
     want.sort();
     have.sort();
-    let status = if have == want {
-        Status::Ok
+    if have == want {
+        item(
+            "arch flags",
+            Status::Ok,
+            format!("_cuda_getArchFlags() = {}", info.arch_list.join(" ")),
+        )
     } else {
-        Status::Fail
-    };
-    items.push(item(
-        "arch flags",
-        status,
-        if status == Status::Ok {
-            format!("_cuda_getArchFlags() = {}", info.arch_list.join(" "))
-        } else {
+        item(
+            "arch flags",
+            Status::Fail,
             format!(
-                "_cuda_getArchFlags() = {}; planned {}",
-                info.arch_list.join(" "),
-                want.join(" ")
-            )
-        },
-    ));
-    let conda: Vec<&str> = info
+                "_cuda_getArchFlags() = {}; planned {planned}",
+                info.arch_list.join(" ")
+            ),
+        )
+    }
+}
+
+/// No conda prefix in torch's build configuration or on `sys.path`.
+pub fn conda_item(info: &PythonInfo) -> Item {
+    let mut found: Vec<String> = info
         .config
         .as_deref()
         .unwrap_or("")
         .lines()
         .filter(|l| l.contains("/conda") || l.contains("conda/") || l.contains("miniconda"))
+        .map(|l| format!("torch.__config__.show(): {}", l.trim()))
         .collect();
-    items.push(if conda.is_empty() {
+    found.extend(info.conda_paths.iter().map(|p| format!("sys.path: {p}")));
+    if found.is_empty() {
         item(
             "no conda paths",
             Status::Ok,
-            "torch.__config__.show() names no conda prefix",
+            "neither torch.__config__.show() nor sys.path names a conda prefix",
         )
     } else {
-        item(
-            "no conda paths",
-            Status::Fail,
-            format!("torch.__config__.show(): {}", conda.join(" | ").trim()),
-        )
-    });
-    items.push(match (&info.gpu_smoke, info.cuda_available) {
-        (Some(s), _) if s == "ok" => item(
+        item("no conda paths", Status::Fail, found.join(" | "))
+    }
+}
+
+/// The probe's small CUDA computation; `no kernel image` explained with what torch carries.
+pub fn gpu_smoke_item(info: &PythonInfo, carried: Option<&str>) -> Item {
+    match &info.gpu_smoke {
+        Some(s) if s == "ok" => item(
             "gpu smoke",
             Status::Ok,
             "8×8 matmul on the GPU equals the CPU's",
         ),
-        (Some(s), _) => item("gpu smoke", Status::Fail, s.clone()),
-        (None, _) => item("gpu smoke", Status::Skipped, "no GPU"),
-    });
-    Ok(())
+        Some(s) if s.contains("no kernel image") => {
+            let devices: Vec<String> = info
+                .devices
+                .iter()
+                .map(|d| format!("{} (CC {})", d.name, d.cc))
+                .collect();
+            item(
+                "gpu smoke",
+                Status::Fail,
+                format!(
+                    "{s}: this torch carries {} and none of it loads on {}",
+                    carried
+                        .map(str::to_string)
+                        .unwrap_or_else(|| info.arch_list.join(" ")),
+                    devices.join(", ")
+                ),
+            )
+        }
+        Some(s) => item("gpu smoke", Status::Fail, s.clone()),
+        None => item("gpu smoke", Status::Skipped, "no GPU"),
+    }
 }
 
 /// `torch-2.15.0-cp311-…whl` → `2.15.0`; `torch-2.6.0+cu118-…` → `2.6.0+cu118`.

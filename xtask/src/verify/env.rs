@@ -1,0 +1,484 @@
+//! `verify env`: one Python environment checked the way teams check it by hand after an upgrade —
+//! the versions they expect, torch ↔ torchvision ↔ torchaudio pairing from the knowledge base,
+//! the CUDA variant, what torch's own libraries really carry (the binary reader, against
+//! `--expect-arch`, with the same rules as build-torch's verify step: [`super::torch_wheel`]),
+//! whether each `--gpu` runs it and through which image, cuDNN compile-time vs runtime, no conda
+//! prefix leaking in, and with a GPU a small computation. Everything the environment says comes
+//! from the one Python probe.
+
+use super::checks::{all_ok, item, Item, Status};
+use super::torch_wheel::{arch_flags_item, audit_libraries, conda_item, cuda_item, gpu_smoke_item};
+use crate::arch::spec::{Plan, PlanContext};
+use crate::binary::expect::Expectation;
+use crate::kb::KnowledgeBase;
+use crate::python::probe::{probe_with, Ask, Depth, PythonInfo};
+use crate::version::Version;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Bump when the JSON's shape changes.
+pub const SCHEMA: u32 = 1;
+
+/// `NAME==VERSION` (or `>=`, `<=`, `>`, `<`, `!=`): what an installed distribution must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    pub name: String,
+    pub op: &'static str,
+    pub version: Version,
+}
+
+impl std::str::FromStr for Expect {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Expect, String> {
+        for op in ["==", ">=", "<=", "!=", ">", "<"] {
+            if let Some((n, v)) = s.split_once(op) {
+                let name = normalize(n.trim());
+                if name.is_empty()
+                    || !name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+                {
+                    return Err(format!(
+                        "--expect {s}: `{}` is not a package name",
+                        n.trim()
+                    ));
+                }
+                let version = v.trim().parse().map_err(|e| format!("--expect {s}: {e}"))?;
+                return Ok(Expect { name, op, version });
+            }
+        }
+        Err(format!(
+            "--expect {s}: expected NAME==VERSION, e.g. --expect torch==2.6.0"
+        ))
+    }
+}
+
+impl Expect {
+    /// PEP 440's rule for `==` without a local label: `2.6.0` matches `2.6.0+cu124`; with one, the
+    /// local label must match too.
+    pub fn matches(&self, have: &Version) -> bool {
+        let local_ok = self.version.local().is_none() || self.version.local() == have.local();
+        match self.op {
+            "==" => have == &self.version && local_ok,
+            "!=" => !(have == &self.version && local_ok),
+            ">=" => have >= &self.version,
+            "<=" => have <= &self.version,
+            ">" => have > &self.version,
+            _ => have < &self.version,
+        }
+    }
+}
+
+/// PEP 503's normalized distribution name.
+fn normalize(name: &str) -> String {
+    name.to_ascii_lowercase().replace(['_', '.'], "-")
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EnvRequest {
+    pub python: Option<PathBuf>,
+    pub expects: Vec<Expect>,
+    pub expect_cuda: Option<Version>,
+    pub expect_arch: Option<String>,
+    pub gpus: Vec<String>,
+    pub no_conda: bool,
+    pub gpu_smoke: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EnvReport {
+    pub schema: u32,
+    pub python: PathBuf,
+    pub python_version: String,
+    pub torch: Option<String>,
+    pub cuda: Option<String>,
+    pub packages: std::collections::BTreeMap<String, String>,
+    pub items: Vec<Item>,
+    pub ok: bool,
+}
+
+impl EnvReport {
+    pub fn table(&self) -> String {
+        let head = format!(
+            "{} (Python {}): torch {}, CUDA {}\n",
+            self.python.display(),
+            self.python_version,
+            self.torch.as_deref().unwrap_or("not installed"),
+            self.cuda.as_deref().unwrap_or("none")
+        );
+        head + &super::checks::table(&self.items)
+    }
+}
+
+/// Runs every check the request asks for. Bad input (a Python that does not run, an unknown GPU,
+/// an unparsable spec) is an error; everything about the environment is an item.
+pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
+    let python = match &req.python {
+        Some(p) => p.clone(),
+        None => crate::python::host_python()?,
+    };
+    let plan = req
+        .expect_arch
+        .as_deref()
+        .map(|spec| {
+            Plan::parse_unvalidated(kb, &PlanContext::new(kb, None, None), spec)
+                .with_context(|| format!("invalid --expect-arch `{spec}`"))
+        })
+        .transpose()?;
+    let mut gpus = Vec::new();
+    for g in &req.gpus {
+        gpus.push(kb.resolve_gpu(g)?);
+    }
+    let info = probe_with(
+        &python,
+        Depth::ImportTorch,
+        &Ask {
+            modules: &[],
+            gpu_smoke: req.gpu_smoke,
+        },
+    )?;
+    let mut items = vec![item(
+        "python",
+        Status::Ok,
+        format!("Python {}", info.python),
+    )];
+    let torch = info.torch.clone();
+    match (&torch, info.imported) {
+        (None, _) => items.push(item(
+            "torch",
+            Status::Fail,
+            info.error
+                .clone()
+                .unwrap_or_else(|| format!("no torch in {}", python.display())),
+        )),
+        (Some(t), false) => items.push(item(
+            "torch",
+            Status::Fail,
+            format!(
+                "torch {t} is installed but does not import: {}",
+                info.error.clone().unwrap_or_default()
+            ),
+        )),
+        (Some(t), true) => items.push(item("torch", Status::Ok, format!("torch {t} imports"))),
+    }
+    for e in &req.expects {
+        items.push(expectation_item(e, &info));
+    }
+    if req.expect_cuda.is_some() {
+        items.push(cuda_item(&info, req.expect_cuda.as_ref(), "expected"));
+    }
+    if let Some(t) = &torch {
+        items.extend(pairing_items(kb, t, &info));
+    }
+    items.push(cudnn_item(&info));
+
+    // What torch's own libraries carry: against --expect-arch, and for --gpu verdicts.
+    let lib_dir = info.torch_dir.as_ref().map(|d| d.join("lib"));
+    let mut carried = None;
+    if plan.is_some() || !gpus.is_empty() {
+        match lib_dir.as_ref().filter(|d| d.is_dir()) {
+            None => items.push(item(
+                "torch libraries",
+                Status::Fail,
+                "torch's lib directory was not found",
+            )),
+            Some(dir) => {
+                let expect = plan
+                    .as_ref()
+                    .map_or_else(Expectation::default, |p| Expectation {
+                        sass: p.sass(),
+                        ptx: p.ptx(),
+                    });
+                let libs = audit_libraries(std::slice::from_ref(dir), &expect);
+                if plan.is_some() {
+                    items.extend(libs.items.iter().cloned());
+                }
+                if let Some(primary) = libs.primary_audit() {
+                    let sass: Vec<String> = primary
+                        .counts(crate::binary::Kind::Elf)
+                        .keys()
+                        .map(|a| a.to_string())
+                        .collect();
+                    carried = Some(sass.join(" "));
+                }
+                for (name, cc) in &gpus {
+                    items.push(gpu_item(name, *cc, &libs));
+                }
+            }
+        }
+    }
+    if let Some(p) = &plan {
+        if info.imported {
+            items.push(arch_flags_item(&info, p));
+        }
+    }
+    let conda = conda_item(&info);
+    items.push(if req.no_conda || conda.status == Status::Ok {
+        conda
+    } else {
+        item(
+            "no conda paths",
+            Status::Skipped,
+            format!("{} (--no-conda fails on this)", conda.detail),
+        )
+    });
+    if req.gpu_smoke {
+        items.push(gpu_smoke_item(&info, carried.as_deref()));
+    }
+    let ok = all_ok(&items);
+    Ok(EnvReport {
+        schema: SCHEMA,
+        python,
+        python_version: info.python.to_string(),
+        torch: torch.map(|t| t.to_string()),
+        cuda: info.cuda.as_ref().map(|c| c.to_string()),
+        packages: info.packages.clone(),
+        items,
+        ok,
+    })
+}
+
+/// The installed version of a distribution: torch's own answer for torch (it carries the
+/// `+cuXYZ` label its metadata may not), the metadata for the rest.
+fn installed(name: &str, info: &PythonInfo) -> Option<Version> {
+    if name == "torch" {
+        if let Some(t) = &info.torch {
+            return Some(t.clone());
+        }
+    }
+    info.packages
+        .iter()
+        .find(|(n, _)| normalize(n) == name)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+fn expectation_item(e: &Expect, info: &PythonInfo) -> Item {
+    let name = format!("{}{}{}", e.name, e.op, e.version);
+    match installed(&e.name, info) {
+        None => item(name, Status::Fail, format!("{} is not installed", e.name)),
+        Some(have) if e.matches(&have) => item(name, Status::Ok, format!("{} {have}", e.name)),
+        Some(have) => item(
+            name,
+            Status::Fail,
+            format!("{} {have} is installed", e.name),
+        ),
+    }
+}
+
+/// torchvision and torchaudio built for this torch, from the knowledge base's torch rows.
+fn pairing_items(kb: &KnowledgeBase, torch: &Version, info: &PythonInfo) -> Vec<Item> {
+    let Some(row) = kb.torch_row(torch) else {
+        return vec![item(
+            "pairing",
+            Status::Skipped,
+            format!("torch {torch} is not in the knowledge base"),
+        )];
+    };
+    let mut out = Vec::new();
+    for (dist, paired) in [
+        ("torchvision", &row.torchvision),
+        ("torchaudio", &row.torchaudio),
+    ] {
+        let name = format!("{dist} pairing");
+        let Some(have) = installed(dist, info) else {
+            out.push(item(
+                name,
+                Status::Skipped,
+                format!("{dist} is not installed"),
+            ));
+            continue;
+        };
+        if paired.is_empty() {
+            out.push(item(
+                name,
+                Status::Skipped,
+                format!(
+                    "the knowledge base records no {dist} for torch {}",
+                    row.version
+                ),
+            ));
+            continue;
+        }
+        let ok = paired.iter().any(|p| p.parts() == have.parts());
+        let want: Vec<String> = paired.iter().map(|p| p.to_string()).collect();
+        if ok {
+            out.push(item(
+                name,
+                Status::Ok,
+                format!(
+                    "{dist} {have} is built for torch {}",
+                    row.version.major_minor()
+                ),
+            ));
+        } else {
+            let theirs = kb
+                .torch
+                .iter()
+                .filter(|t| {
+                    let list = if dist == "torchvision" {
+                        &t.torchvision
+                    } else {
+                        &t.torchaudio
+                    };
+                    list.iter().any(|p| p.parts() == have.parts())
+                })
+                .map(|t| t.version.to_string())
+                .collect::<Vec<_>>();
+            out.push(item(
+                name,
+                Status::Fail,
+                format!(
+                    "{dist} {have} {}; torch {torch} pairs with {dist} {}",
+                    if theirs.is_empty() {
+                        "is not paired with any torch the knowledge base knows".to_string()
+                    } else {
+                        format!("is built for torch {}", theirs.join(", "))
+                    },
+                    want.join(" or ")
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// cuDNN: the major torch was compiled against must be the one it loads.
+fn cudnn_item(info: &PythonInfo) -> Item {
+    let Some(c) = &info.cudnn else {
+        return item(
+            "cuDNN",
+            Status::Skipped,
+            "torch reports no cuDNN (a build without it, or torch did not import)",
+        );
+    };
+    let compile_major = c
+        .compile
+        .as_deref()
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<i64>().ok());
+    // cuDNN ≥ 9 reports major·10000 + minor·100 + patch; cuDNN 8 major·1000 + minor·100 + patch.
+    let runtime_major = c
+        .runtime
+        .map(|r| if r >= 10000 { r / 10000 } else { r / 1000 });
+    match (compile_major, runtime_major) {
+        (Some(a), Some(b)) if a == b => item(
+            "cuDNN",
+            Status::Ok,
+            format!(
+                "compiled against {}, loads {}",
+                c.compile.as_deref().unwrap_or("?"),
+                c.runtime.unwrap_or_default()
+            ),
+        ),
+        (Some(_), Some(_)) => item(
+            "cuDNN",
+            Status::Fail,
+            format!(
+                "compiled against {} but loads {}: another cuDNN comes first on the library path",
+                c.compile.as_deref().unwrap_or("?"),
+                c.runtime.unwrap_or_default()
+            ),
+        ),
+        _ => item(
+            "cuDNN",
+            Status::Skipped,
+            c.error
+                .clone()
+                .unwrap_or_else(|| "versions not reported".into()),
+        ),
+    }
+}
+
+/// Whether a GPU runs this torch: its primary library must load on it (every container); the
+/// other device libraries' partial coverage is named, since their kernels may then fail there.
+fn gpu_item(name: &str, cc: crate::cuda_arch::Cc, libs: &super::torch_wheel::LibraryAudit) -> Item {
+    use crate::binary::input::Outcome;
+    let label = format!("runs on {name} (CC {cc})");
+    let mut primary = None;
+    let mut partial = Vec::new();
+    for a in &libs.audits {
+        let Outcome::Audited(e) = &a.outcome else {
+            continue;
+        };
+        let Some(v) = super::binary::file_verdict(e, name, cc) else {
+            continue;
+        };
+        let file = a
+            .path
+            .rsplit(['/', '!'])
+            .next()
+            .unwrap_or(&a.path)
+            .to_string();
+        if Some(&file) == libs.primary.as_ref() {
+            primary = Some(v);
+        } else if !v.runs {
+            partial.push(format!(
+                "{file} ({} of {} containers)",
+                v.containers_running, v.containers
+            ));
+        }
+    }
+    let Some(v) = primary else {
+        return item(
+            label,
+            Status::Fail,
+            "no library with device code: a CPU-only torch",
+        );
+    };
+    let partly = if partial.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; only partly: {} — their other kernels cannot launch there",
+            partial.join(", ")
+        )
+    };
+    if v.runs {
+        item(
+            label,
+            Status::Ok,
+            format!("via {}{partly}", v.via.unwrap_or_default()),
+        )
+    } else {
+        item(label, Status::Fail, format!("{}{partly}", v.reason))
+    }
+}
+
+/// `--expect` arguments parsed, for the CLI.
+pub fn parse_expect(s: &str) -> Result<Expect, String> {
+    s.parse()
+}
+
+/// Refuses a request that cannot be answered before probing anything.
+pub fn validate(req: &EnvRequest) -> Result<()> {
+    if let Some(p) = &req.python {
+        if !p.exists() {
+            bail!("--python {}: no such file", p.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expectations_follow_pep_440_for_local_labels() {
+        let e: Expect = "torch==2.6.0".parse().unwrap();
+        assert!(e.matches(&"2.6.0+cu124".parse().unwrap()));
+        assert!(!e.matches(&"2.6.1".parse().unwrap()));
+        let e: Expect = "torch==2.6.0+cu124".parse().unwrap();
+        assert!(!e.matches(&"2.6.0+cu118".parse().unwrap()));
+        assert!(e.matches(&"2.6.0+cu124".parse().unwrap()));
+        let e: Expect = "Torch_Vision>=0.21".parse().unwrap();
+        assert_eq!(e.name, "torch-vision");
+        assert!(e.matches(&"0.21.0".parse().unwrap()));
+        assert!("torch"
+            .parse::<Expect>()
+            .unwrap_err()
+            .contains("NAME==VERSION"));
+        assert!("torch==x".parse::<Expect>().is_err());
+    }
+}

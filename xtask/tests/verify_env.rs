@@ -1,0 +1,163 @@
+//! `cargo xtask verify env` on real environments: the torch 2.15.0 env archsmith provisions (true
+//! expectations pass; a wrong arch list, a wrong version and a wrong CUDA fail naming what
+//! differs; JUnit written), a Python without torch, and a venv inside a conda prefix.
+
+mod support;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+fn verify_env(python: &Path, extra: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "env", "--python"])
+        .arg(python)
+        .args(extra)
+        .arg("--json")
+        .output()
+        .expect("run xtask");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v, stderr)
+}
+
+fn item<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no item {name} in {v}"))
+}
+
+#[test]
+fn the_real_torch_env_passes_its_truth_and_fails_a_wrong_list() {
+    let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
+    let junit = support::scratch("verify-env").join("env.xml");
+    let truth = [
+        "--expect",
+        "torch==2.15.0",
+        "--expect-cuda",
+        "13.2",
+        "--expect-arch",
+        "7.5;8.0;8.6;9.0;10.0;12.0",
+        "--gpu",
+        "L4",
+        "--no-conda",
+        "--gpu-smoke",
+        "--junit",
+        junit.to_str().unwrap(),
+    ];
+    let (code, v, stderr) = verify_env(&env.python, &truth);
+    assert_eq!(code, 0, "{v}\n{stderr}");
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["ok"], true);
+    assert_eq!(item(&v, "torch==2.15.0")["status"], "ok");
+    assert_eq!(item(&v, "libtorch_cuda.so")["status"], "ok");
+    assert_eq!(
+        item(&v, "arch flags")["detail"],
+        "_cuda_getArchFlags() = sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+    );
+    assert_eq!(item(&v, "runs on L4 (CC 8.9)")["detail"], "via sm_86");
+    assert_eq!(item(&v, "gpu smoke")["status"], "skipped");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(r#"<testcase name="arch flags" classname="verify env">"#),
+        "{xml}"
+    );
+    assert!(xml.contains(r#"failures="0""#), "{xml}");
+
+    // A list this torch was not built for: each difference named.
+    let (code, v, _) = verify_env(
+        &env.python,
+        &[
+            "--expect-arch",
+            "7.5,8.9,9.0",
+            "--expect-cuda",
+            "12.8",
+            "--expect",
+            "torch==2.6.0",
+        ],
+    );
+    assert_eq!(code, 1);
+    let lib = item(&v, "libtorch_cuda.so");
+    assert_eq!(lib["status"], "fail");
+    let d = lib["detail"].as_str().unwrap();
+    assert!(
+        d.starts_with(
+            "missing sm_89 (1 of 476 containers); not planned sm_80 (in every container)"
+        ),
+        "{d}"
+    );
+    assert_eq!(item(&v, "arch flags")["status"], "fail");
+    assert_eq!(
+        item(&v, "torch.version.cuda")["detail"],
+        "13.2 but expected CUDA 12.8"
+    );
+    assert_eq!(
+        item(&v, "torch==2.6.0")["detail"],
+        "torch 2.15.0+cu132 is installed"
+    );
+
+    // The T4 runs libtorch_cuda.so, and the report names the library that covers sm_75 only partly.
+    let (_, v, _) = verify_env(&env.python, &["--gpu", "T4"]);
+    let t4 = item(&v, "runs on Tesla T4 (CC 7.5)");
+    assert!(
+        t4["detail"]
+            .as_str()
+            .unwrap()
+            .contains("only partly: libtorch_cuda_linalg.so (1 of 33 containers)"),
+        "{t4}"
+    );
+}
+
+#[test]
+fn a_python_without_torch_fails_and_bad_input_exits_2() {
+    let python = archsmith::python::host_python().unwrap();
+    let (code, v, _) = verify_env(&python, &[]);
+    if v["torch"].is_null() {
+        assert_eq!(code, 1);
+        assert_eq!(item(&v, "torch")["status"], "fail");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "env", "--expect", "torch"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected NAME==VERSION"));
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "env", "--python", "/nonexistent/python3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A venv created inside a directory that holds `conda-meta/` (what a conda prefix has): its
+/// sys.path entries are conda's, and --no-conda fails on them.
+#[test]
+fn no_conda_fails_inside_a_conda_prefix() {
+    let prefix = support::scratch("verify-env-conda");
+    std::fs::create_dir_all(prefix.join("conda-meta")).unwrap();
+    let venv = prefix.join("envs/py");
+    let host = archsmith::python::host_python().unwrap();
+    let ok = Command::new(&host)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let (code, v, _) = verify_env(&venv.join("bin/python"), &["--no-conda"]);
+    assert_eq!(code, 1);
+    let c = item(&v, "no conda paths");
+    assert_eq!(c["status"], "fail");
+    assert!(c["detail"].as_str().unwrap().contains("sys.path: "), "{c}");
+    // Without --no-conda it is reported, not failed.
+    let (_, v, _) = verify_env(&venv.join("bin/python"), &[]);
+    assert_eq!(item(&v, "no conda paths")["status"], "skipped");
+    let _ = std::fs::remove_dir_all(&prefix);
+}
