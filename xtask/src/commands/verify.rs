@@ -25,6 +25,24 @@ pub enum VerifyCommand {
     /// A Python environment with torch: expected versions, pairing, CUDA, what torch's libraries
     /// carry, GPUs, cuDNN, conda. Exit 0 all passed, 1 a check failed, 2 bad input.
     Env(EnvArgs),
+    /// A repository's requirement files (requirements*.txt, constraints, pyproject.toml):
+    /// contradictions, CUDA variants, torch pairs, Python and GPU fit. Exit 1 on a finding.
+    Pins(PinsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PinsArgs {
+    /// A repository directory or one requirements file (default: the current directory).
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// A GPU the pinned torch must run on (repeatable).
+    #[arg(long = "gpu", value_name = "NAME")]
+    pub gpus: Vec<String>,
+    /// The Python the pins must have wheels for, e.g. 3.13.
+    #[arg(long, value_name = "VER")]
+    pub python: Option<crate::version::Version>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -89,7 +107,22 @@ pub fn run(args: VerifyArgs) -> Result<i32> {
     match args.what {
         VerifyCommand::Binary(b) => binary(b),
         VerifyCommand::Env(e) => env(e),
+        VerifyCommand::Pins(p) => pins(p),
     }
+}
+
+fn pins(args: PinsArgs) -> Result<i32> {
+    use crate::verify::pins::{check_pins, PinsRequest};
+    let report = check_pins(
+        kb(),
+        &PinsRequest {
+            path: args.path,
+            gpus: args.gpus,
+            python: args.python,
+        },
+    )?;
+    crate::output::emit(args.json, &report, |r| r.table())?;
+    Ok(if report.findings.is_empty() { 0 } else { 1 })
 }
 
 fn env(args: EnvArgs) -> Result<i32> {

@@ -5,4 +5,5 @@
 pub mod binary;
 pub mod checks;
 pub mod env;
+pub mod pins;
 pub mod torch_wheel;
