@@ -40,6 +40,7 @@ pub mod kb_check;
 pub mod port;
 pub mod test_kernels;
 pub mod toolchain;
+pub mod upgrade_audit;
 pub mod verify;
 
 // CLI: one thin module per subcommand.

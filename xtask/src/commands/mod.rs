@@ -1,6 +1,7 @@
 //! One module per subcommand; `main.rs` only parses arguments and calls [`run`].
 
 pub mod archs;
+pub mod audit;
 pub mod bench;
 pub mod build_ext;
 pub mod build_torch;
@@ -30,6 +31,8 @@ pub struct Cli {
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
     Archs(archs::ArchsArgs),
+    /// Audits of a project's sources: `audit upgrade --from 2.3.1 --to 2.6.0 [PATH]`.
+    Audit(audit::AuditArgs),
     /// Measured comparisons with the usual tools: `bench audit`, `bench build-ext`.
     Bench(bench::BenchArgs),
     /// Build a torch C++/CUDA extension for exactly the chosen archs, audit the wheel, import it.
@@ -56,6 +59,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
+        Command::Audit(args) => audit::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BuildExt(args) => build_ext::run(args),
         Command::BuildTorch(args) => build_torch::run(args),

@@ -1,0 +1,54 @@
+//! `cargo xtask audit upgrade --from A --to B [PATH]`: thin CLI over [`crate::upgrade_audit`].
+
+use crate::output::emit;
+use crate::upgrade_audit::{audit, AuditRequest};
+use crate::version::Version;
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    pub what: AuditCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Torch APIs a project uses that the upgrade removes, deprecates or changes (Python, by syntax
+    /// tree), and C++/CUDA sources the port catalogue would change. Exit 1 on a finding.
+    Upgrade(UpgradeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// The torch release the project runs on now.
+    #[arg(long, value_name = "VER")]
+    pub from: Version,
+    /// The torch release it moves to.
+    #[arg(long, value_name = "VER")]
+    pub to: Version,
+    /// The project (a directory or one file; default: the current directory).
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// More API changes, in the format of xtask/data/torch-api-changes.toml (repeatable).
+    #[arg(long = "changes", value_name = "FILE")]
+    pub changes: Vec<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: AuditArgs) -> Result<i32> {
+    match args.what {
+        AuditCommand::Upgrade(u) => {
+            let report = audit(&AuditRequest {
+                from: u.from,
+                to: u.to,
+                path: u.path,
+                changes: u.changes,
+            })?;
+            emit(u.json, &report, |r| r.table())?;
+            Ok(if report.is_clean() { 0 } else { 1 })
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! `audit upgrade --from A --to B [PATH]`: what in a project's sources a torch upgrade breaks or
+//! deprecates. Python sources are read as syntax trees ([`python`]) and matched against the table
+//! of API changes (`xtask/data/torch-api-changes.toml`, a source and real-wheel evidence per row,
+//! extendable with `--changes FILE`); C++/CUDA sources go through the port rule catalogue (the
+//! codemod's, in dry-run). Files are walked with `ignore` (git-ignored and hidden files skipped).
+
+pub mod python;
+
+use crate::codemod;
+use crate::version::Version;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const CHANGES_PATH: &str = "xtask/data/torch-api-changes.toml";
+const CHANGES_TEXT: &str = include_str!("../../data/torch-api-changes.toml");
+
+/// One API change: what, when, why, the fix, and where it is documented.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub api: String,
+    /// `use` (any use) or `call-without` (a call lacking [`Self::keyword`]).
+    #[serde(rename = "match")]
+    pub matching: String,
+    #[serde(default)]
+    pub keyword: Option<String>,
+    #[serde(default)]
+    pub deprecated: Option<Version>,
+    #[serde(default)]
+    pub removed: Option<Version>,
+    #[serde(default)]
+    pub changed: Option<Version>,
+    pub reason: String,
+    pub fix: String,
+    pub source: String,
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+}
+
+/// What a real torch wheel shows about a change.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    pub torch: Version,
+    pub member: String,
+    #[serde(default)]
+    pub present: bool,
+    #[serde(default)]
+    pub absent: bool,
+    #[serde(default)]
+    pub contains: Option<String>,
+    #[serde(default)]
+    pub lacks: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    change: Vec<Change>,
+}
+
+/// Parses a change table, checking each row can be applied.
+pub fn parse_changes(origin: &str, text: &str) -> Result<Vec<Change>> {
+    let t: Table = toml::from_str(text).with_context(|| format!("{origin}: not a change table"))?;
+    for c in &t.change {
+        match c.matching.as_str() {
+            "use" => {}
+            "call-without" if c.keyword.is_some() => {}
+            m => bail!("{origin}: change `{}`: match `{m}` needs to be `use` or `call-without` with a keyword", c.api),
+        }
+        if c.deprecated.is_none() && c.removed.is_none() && c.changed.is_none() {
+            bail!(
+                "{origin}: change `{}` has no deprecated, removed or changed release",
+                c.api
+            );
+        }
+        if c.source.trim().is_empty() {
+            bail!("{origin}: change `{}` has no source", c.api);
+        }
+    }
+    Ok(t.change)
+}
+
+/// The built-in table.
+pub fn builtin_changes() -> Vec<Change> {
+    parse_changes(CHANGES_PATH, CHANGES_TEXT)
+        .unwrap_or_else(|e| panic!("the embedded change table is invalid: {e:#}"))
+}
+
+impl Change {
+    /// What happened to it by release `to` (the earliest event at or before `to`), if anything.
+    fn event(&self, to: &Version) -> Option<String> {
+        let mut events = Vec::new();
+        if let Some(v) = self.removed.as_ref().filter(|v| *v <= to) {
+            events.push(format!("removed in {v}"));
+        }
+        if let Some(v) = self.changed.as_ref().filter(|v| *v <= to) {
+            events.push(format!("behaviour changed in {v}"));
+        }
+        if let Some(v) = self.deprecated.as_ref().filter(|v| *v <= to) {
+            events.push(format!("deprecated since {v}"));
+        }
+        (!events.is_empty()).then(|| events.join(", "))
+    }
+
+    /// Whether the change already held at `from` (so the upgrade did not introduce it).
+    fn before(&self, from: &Version) -> bool {
+        [&self.removed, &self.changed, &self.deprecated]
+            .into_iter()
+            .flatten()
+            .all(|v| v <= from)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub api: String,
+    /// The code as written (`amp.autocast`).
+    pub code: String,
+    /// `removed in 2.4`, `deprecated since 2.4`, …
+    pub what: String,
+    /// The change held already at `--from`.
+    pub before_from: bool,
+    pub reason: String,
+    pub fix: String,
+    pub source: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AuditReport {
+    pub schema: u32,
+    pub from: Version,
+    pub to: Version,
+    pub python_files: usize,
+    pub findings: Vec<Finding>,
+    /// C++/CUDA sources the port catalogue would rewrite or flags for review.
+    pub native: Vec<codemod::FileReport>,
+}
+
+impl AuditReport {
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "torch {} → {}: {} Python file(s), {} finding(s); {} C++/CUDA file(s) the port catalogue would change\n",
+            self.from,
+            self.to,
+            self.python_files,
+            self.findings.len(),
+            self.native.iter().filter(|f| f.changed || !f.review.is_empty()).count()
+        );
+        let mut t = crate::output::Table::new(["WHERE", "CODE", "WHAT", "FIX"]);
+        for f in &self.findings {
+            t.row([
+                format!("{}:{}", f.file.display(), f.line),
+                f.code.clone(),
+                format!("{} {}", f.api, f.what),
+                f.fix.clone(),
+            ]);
+        }
+        for f in self
+            .native
+            .iter()
+            .filter(|f| f.changed || !f.review.is_empty())
+        {
+            let rules: Vec<String> = f.rewrites.iter().map(|(r, n)| format!("{r}×{n}")).collect();
+            if !rules.is_empty() {
+                t.row([
+                    f.path.display().to_string(),
+                    String::new(),
+                    format!("port rules: {}", rules.join(" ")),
+                    "cargo xtask codemod PATH --dry-run shows the diff".into(),
+                ]);
+            }
+            for r in &f.review {
+                t.row([
+                    format!("{}:{}", f.path.display(), r.line),
+                    r.code.clone(),
+                    format!("review: {}", r.message),
+                    r.suggestion.clone(),
+                ]);
+            }
+        }
+        if !t.is_empty() {
+            s += &t.render();
+        }
+        s
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+            && self
+                .native
+                .iter()
+                .all(|f| !f.changed && f.review.is_empty())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AuditRequest {
+    pub from: Version,
+    pub to: Version,
+    pub path: PathBuf,
+    /// Extra change tables (`--changes FILE`).
+    pub changes: Vec<PathBuf>,
+}
+
+/// Python files under `root`, git-ignored and hidden ones skipped.
+fn python_files(root: &Path) -> Vec<PathBuf> {
+    if root.is_file() {
+        return vec![root.to_path_buf()];
+    }
+    let mut out: Vec<PathBuf> = ignore::WalkBuilder::new(root)
+        .build()
+        .flatten()
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .map(|e| e.into_path())
+        .filter(|p| p.extension().is_some_and(|x| x == "py"))
+        .collect();
+    out.sort();
+    out
+}
+
+pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
+    if req.to <= req.from {
+        bail!("--to {} is not newer than --from {}: give the release you upgrade from and the one you upgrade to", req.to, req.from);
+    }
+    if !req.path.exists() {
+        bail!("{}: no such file or directory", req.path.display());
+    }
+    let mut changes = builtin_changes();
+    for f in &req.changes {
+        let text = fs_err::read_to_string(f)?;
+        changes.extend(parse_changes(&f.display().to_string(), &text)?);
+    }
+    let files = python_files(&req.path);
+    let mut findings = Vec::new();
+    for f in &files {
+        let Ok(src) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        let Some(uses) = python::uses(&src) else {
+            continue;
+        };
+        for u in uses {
+            for c in &changes {
+                let Some(what) = c.event(&req.to) else {
+                    continue;
+                };
+                let hit = match c.matching.as_str() {
+                    "use" => u.path == c.api || u.path.starts_with(&format!("{}.", c.api)),
+                    _ => {
+                        u.path == c.api
+                            && u.call_keywords
+                                .as_ref()
+                                .is_some_and(|k| !k.iter().any(|k| Some(k) == c.keyword.as_ref()))
+                    }
+                };
+                if hit {
+                    findings.push(Finding {
+                        file: f.clone(),
+                        line: u.line,
+                        column: u.column,
+                        api: c.api.clone(),
+                        code: u.text.clone(),
+                        what: what.clone(),
+                        before_from: c.before(&req.from),
+                        reason: c.reason.clone(),
+                        fix: c.fix.clone(),
+                        source: c.source.clone(),
+                    });
+                }
+            }
+        }
+    }
+    let native_files = codemod::discover(std::slice::from_ref(&req.path)).unwrap_or_default();
+    let native_files: Vec<PathBuf> = native_files
+        .into_iter()
+        .filter(|p| p.extension().is_none_or(|x| x != "py"))
+        .collect();
+    let native = if native_files.is_empty() {
+        Vec::new()
+    } else {
+        codemod::run(
+            codemod::catalogue::builtin(),
+            &native_files,
+            codemod::Mode::DryRun,
+        )?
+        .files
+    };
+    Ok(AuditReport {
+        schema: 1,
+        from: req.from.clone(),
+        to: req.to.clone(),
+        python_files: files.len(),
+        findings,
+        native,
+    })
+}
+
+/// Holds each row's evidence to a real torch wheel: `wheel_for(version)` gives the wheel's path.
+/// Returns one line per piece of evidence the wheel contradicts (empty: all hold).
+pub fn check_evidence(
+    changes: &[Change],
+    wheel_for: &dyn Fn(&Version) -> Result<PathBuf>,
+) -> Result<Vec<String>> {
+    let mut wrong = Vec::new();
+    for c in changes {
+        for e in &c.evidence {
+            let wheel = wheel_for(&e.torch)?;
+            let mut w = crate::wheel::Wheel::open(&wheel)?;
+            let present = w.names().any(|n| n == e.member);
+            let text = if present {
+                String::from_utf8_lossy(&w.read(&e.member)?).into_owned()
+            } else {
+                String::new()
+            };
+            let mut fail = |what: &str| {
+                wrong.push(format!("{}: torch {} {}: {what}", c.api, e.torch, e.member))
+            };
+            if e.present && !present {
+                fail("expected present, absent");
+            }
+            if e.absent && present {
+                fail("expected absent, present");
+            }
+            if let Some(s) = &e.contains {
+                if !text.contains(s.as_str()) {
+                    fail(&format!("does not contain `{s}`"));
+                }
+            }
+            if let Some(s) = &e.lacks {
+                if text.contains(s.as_str()) {
+                    fail(&format!("contains `{s}`"));
+                }
+            }
+        }
+    }
+    Ok(wrong)
+}

@@ -1,0 +1,142 @@
+//! `cargo xtask audit upgrade` on a fixture training script (`tests/fixtures/upgrade-project`)
+//! and the change table held to the real torch wheels (2.1.2, 2.7.1, 2.15.0).
+
+mod support;
+
+use archsmith::upgrade_audit::{builtin_changes, check_evidence, parse_changes};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+fn audit(args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["audit", "upgrade"])
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn project() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/upgrade-project")
+        .display()
+        .to_string()
+}
+
+fn hits(v: &Value) -> Vec<(u64, String, bool)> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["line"].as_u64().unwrap(),
+                f["api"].as_str().unwrap().to_string(),
+                f["before_from"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn each_api_with_file_and_line_and_nothing_in_comments_or_strings() {
+    let (code, v, stderr) = audit(&["--from", "2.3.1", "--to", "2.6.0", &project()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(v["schema"], 1);
+    let expected = [
+        (6, "torch.cuda.amp.GradScaler", false),
+        (14, "torch.load", false),
+        (16, "torch.cuda.amp.GradScaler", false),
+        (18, "torch.cuda.amp.autocast", false),
+        (24, "torch.testing.assert_allclose", true),
+    ];
+    let got = hits(&v);
+    assert_eq!(got, expected.map(|(l, a, b)| (l, a.to_string(), b)));
+    let f = &v["findings"][1];
+    assert!(f["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("upgrade-project/train.py"));
+    assert_eq!(f["what"], "behaviour changed in 2.6");
+    assert_eq!(f["code"], "torch.load");
+    // The C++/CUDA source through the port catalogue.
+    let native = v["native"].as_array().unwrap();
+    assert_eq!(native.len(), 1);
+    assert!(native[0]["path"].as_str().unwrap().ends_with("csrc/nms.cu"));
+    assert_eq!(native[0]["rewrites"]["at-check"], 1);
+
+    // Before 2.4 nothing of the amp deprecations applies; only the old assert.
+    let (_, v, _) = audit(&["--from", "2.1.2", "--to", "2.3.1", &project()]);
+    let apis: Vec<String> = hits(&v).into_iter().map(|h| h.1).collect();
+    assert_eq!(apis, ["torch.testing.assert_allclose"]);
+}
+
+#[test]
+fn users_extend_the_table_and_bad_input_exits_2() {
+    let dir = support::scratch("audit-upgrade");
+    let table = dir.join("ours.toml");
+    std::fs::write(
+        &table,
+        "[[change]]\napi = \"torch.nn.functional.mse_loss\"\nmatch = \"use\"\ndeprecated = \"2.5\"\nreason = \"our house rule\"\nfix = \"our_loss\"\nsource = \"team wiki\"\n",
+    )
+    .unwrap();
+    let (_, v, _) = audit(&[
+        "--from",
+        "2.3.1",
+        "--to",
+        "2.6.0",
+        "--changes",
+        table.to_str().unwrap(),
+        &project(),
+    ]);
+    assert!(
+        hits(&v)
+            .iter()
+            .any(|h| h.0 == 19 && h.1 == "torch.nn.functional.mse_loss"),
+        "{v}"
+    );
+    std::fs::write(&table, "[[change]]\napi = \"x\"\nmatch = \"sometimes\"\ndeprecated = \"2.5\"\nreason = \"r\"\nfix = \"f\"\nsource = \"s\"\n").unwrap();
+    let (code, _, stderr) = audit(&[
+        "--from",
+        "2.3.1",
+        "--to",
+        "2.6.0",
+        "--changes",
+        table.to_str().unwrap(),
+        &project(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("match `sometimes` needs to be"), "{stderr}");
+    let (code, _, stderr) = audit(&["--from", "2.6.0", "--to", "2.3.1", &project()]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--to 2.3.1 is not newer than --from 2.6.0"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every row's evidence holds in the real wheels, and a planted wrong row is caught.
+#[test]
+fn the_change_table_holds_against_the_real_wheels() {
+    let wheel_for =
+        |v: &archsmith::version::Version| archsmith::downloads::download_wheel("torch", v);
+    let wrong = check_evidence(&builtin_changes(), &wheel_for).unwrap();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let planted = parse_changes(
+        "planted",
+        "[[change]]\napi = \"torch.cuda.amp.autocast\"\nmatch = \"use\"\ndeprecated = \"2.0\"\nreason = \"r\"\nfix = \"f\"\nsource = \"s\"\nevidence = [ { torch = \"2.1.2\", member = \"torch/cuda/amp/autocast_mode.py\", contains = \"is deprecated\" }, { torch = \"2.7.1\", member = \"torch/_six.py\", present = true } ]\n",
+    )
+    .unwrap();
+    let wrong = check_evidence(&planted, &wheel_for).unwrap();
+    assert_eq!(wrong.len(), 2, "{wrong:#?}");
+    assert!(wrong[0]
+        .contains("torch 2.1.2 torch/cuda/amp/autocast_mode.py: does not contain `is deprecated`"));
+}
