@@ -12,6 +12,7 @@ pub mod version;
 // Infrastructure: processes, files, caches, output and what the driver reports; no knowledge base.
 pub mod build_output;
 pub mod cache;
+pub mod data;
 pub mod host;
 pub mod output;
 pub mod paths;

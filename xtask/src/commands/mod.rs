@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "cargo xtask",
+    version,
     about = "archsmith: build, port and verify PyTorch and CUDA extensions for exactly the GPU archs you need"
 )]
 pub struct Cli {
@@ -53,6 +54,25 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
     Kb(kb::KbArgs),
+    /// Print a shell completion script: `archsmith completions bash > /etc/bash_completion.d/archsmith`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The name the binary runs under: `archsmith` when installed as such, else `cargo xtask`.
+pub fn bin_name() -> &'static str {
+    let exe = std::env::args_os().next().unwrap_or_default();
+    let stem = std::path::Path::new(&exe)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if stem == "archsmith" {
+        "archsmith"
+    } else {
+        "cargo xtask"
+    }
 }
 
 /// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
@@ -70,5 +90,11 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Kb(args) => kb::run(&args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let name = bin_name().replace("cargo ", "cargo-");
+            clap_complete::generate(shell, &mut Cli::command(), name, &mut std::io::stdout());
+            Ok(0)
+        }
     }
 }

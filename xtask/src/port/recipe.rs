@@ -2,11 +2,15 @@
 //! to run over which paths, the build settings and the smoke test. Patch files are the
 //! `*.patch` files next to the recipe, applied in name order. Format: `patches/README.md`.
 
-use crate::paths::repo_root;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::fs;
 use std::path::{Path, PathBuf};
+
+/// Where `patches/` is: this repository, or the copy an installed binary carries.
+fn data_root() -> PathBuf {
+    crate::data::data_root().unwrap_or_else(|_| crate::paths::repo_root())
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -104,7 +108,7 @@ impl Recipe {
         {
             bail!("`{name}`: a recipe name holds only letters, digits, - and _");
         }
-        let dir = repo_root().join("patches").join(name);
+        let dir = data_root().join("patches").join(name);
         if !dir.join("recipe.toml").is_file() {
             bail!(
                 "no recipe `{name}` ({} does not exist); recipes: {}",
@@ -196,13 +200,13 @@ impl Recipe {
     }
 
     pub fn smoke_script(&self) -> PathBuf {
-        repo_root().join(&self.smoke.script)
+        data_root().join(&self.smoke.script)
     }
 }
 
 /// The names of the recipes in this repository.
 pub fn list() -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(repo_root().join("patches"))
+    let mut names: Vec<String> = fs::read_dir(data_root().join("patches"))
         .map(|rd| {
             rd.flatten()
                 .filter(|e| e.path().join("recipe.toml").is_file())

@@ -42,9 +42,11 @@ struct Manifest {
     kernel: Vec<Kernel>,
 }
 
-/// `kernels/` in this repository.
+/// `kernels/`: this repository's, or the copy an installed binary carries ([`crate::data`]).
 pub fn kernels_dir() -> PathBuf {
-    crate::paths::repo_root().join("kernels")
+    crate::data::data_root()
+        .unwrap_or_else(|_| crate::paths::repo_root())
+        .join("kernels")
 }
 
 /// Reads `dir/kernels.toml` and checks every kernel has its `.cu`.

@@ -1,0 +1,79 @@
+//! The `archsmith` binary away from this repository: copied to a directory outside the checkout
+//! (what `cargo install --path xtask` or the wheel leaves), it answers `--version`, `archs`,
+//! `verify env` and `port-extension --dry-run` from the data compiled into it.
+
+mod support;
+
+use std::process::Command;
+
+#[test]
+fn the_binary_works_outside_the_repository() {
+    let dir = support::scratch("installed-binary");
+    let bin = dir.join("bin/archsmith");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_archsmith"), &bin).unwrap();
+    let work = dir.join("project");
+    std::fs::create_dir_all(&work).unwrap();
+    // Its own cache, so the data it writes is seen being written.
+    let home = dir.join("home");
+    let run = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(args)
+            .current_dir(&work)
+            .env("ARCHSMITH_HOME", &home)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = run(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("archsmith "), "{out}");
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Usage: archsmith <COMMAND>"), "{out}");
+    let (code, out, err) = run(&["archs", "--arch", "7.5,8.9,9.0", "--gpu", "L4", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("\"torch_cuda_arch_list\": \"7.5;8.9;9.0\""),
+        "{out}"
+    );
+    // The recipe, its rules and patches come from the binary itself.
+    let (code, out, err) = run(&[
+        "port-extension",
+        "legacy-demo",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--dry-run",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("thc-header"), "{out}");
+    let data: Vec<_> = std::fs::read_dir(home.join("data"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert_eq!(data.len(), 1);
+    assert!(data[0]
+        .path()
+        .join("patches/legacy-demo/recipe.toml")
+        .is_file());
+    // verify env on the provisioned torch env.
+    let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
+    let (code, out, err) = run(&[
+        "verify",
+        "env",
+        "--python",
+        env.python.to_str().unwrap(),
+        "--expect",
+        "torch==2.15.0",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, _) = run(&["completions", "bash"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("_archsmith()"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
