@@ -82,7 +82,7 @@ fn every_workflow_passes_actionlint() {
     // The linter really lints: a typo in an expression is found.
     let bad = support::scratch("actionlint").join("bad.yml");
     std::fs::write(&bad, "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.evnt }}\n").unwrap();
-    let findings = lint(&pkg, &[bad.clone()]);
+    let findings = lint(&pkg, std::slice::from_ref(&bad));
     assert!(
         findings[0]["message"]
             .as_str()
