@@ -77,3 +77,84 @@ fn the_binary_works_outside_the_repository() {
     assert!(out.contains("_archsmith()"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The Python wheel (maturin from PyPI, `bindings = "bin"`), installed into a fresh venv outside
+/// the repository: its `archsmith` runs `archs`, `port-extension --dry-run` and `verify env`.
+#[test]
+fn the_wheel_installs_into_a_fresh_venv_and_runs() {
+    use archsmith::python::installer::{tool, Installer};
+    let maturin = tool("maturin", "maturin", &Installer::detect).unwrap();
+    let scratch = support::scratch("archsmith-wheel");
+    let wheels = scratch.join("wheels");
+    // Its own target directory under the cache: the test's cargo holds this workspace's.
+    let target = archsmith::paths::cache_dir().join("maturin-target");
+    let manifest = archsmith::paths::repo_root().join("xtask/Cargo.toml");
+    archsmith::process::Cmd::new(&maturin)
+        .args(["build", "--profile", "dev", "--quiet", "-m"])
+        .arg(&manifest)
+        .arg("-o")
+        .arg(&wheels)
+        .arg("--target-dir")
+        .arg(&target)
+        .read()
+        .unwrap();
+    let wheel = std::fs::read_dir(&wheels)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .unwrap();
+    assert!(
+        wheel
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("archsmith-0.1.0-py3-none-"),
+        "{}",
+        wheel.display()
+    );
+    let inst = Installer::detect().unwrap();
+    let venv = scratch.join("venv");
+    inst.venv(&archsmith::python::host_python().unwrap(), &venv)
+        .unwrap();
+    inst.install_into(&venv.join("bin/python"), &[wheel.display().to_string()])
+        .unwrap();
+    let bin = venv.join("bin/archsmith");
+    let work = scratch.join("elsewhere");
+    std::fs::create_dir_all(&work).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(args)
+            .current_dir(&work)
+            .env("ARCHSMITH_HOME", scratch.join("home"))
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&["archs", "--arch", "7.5,8.9,9.0", "--gpu", "L4"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("7.5;8.9;9.0"), "{out}");
+    let (code, out, err) = run(&[
+        "port-extension",
+        "legacy-demo",
+        "--arch",
+        "7.5,8.9,9.0",
+        "--dry-run",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
+    let (code, out, err) = run(&[
+        "verify",
+        "env",
+        "--python",
+        env.python.to_str().unwrap(),
+        "--expect",
+        "torch==2.15.0",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let _ = std::fs::remove_dir_all(&scratch);
+}
