@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 static PATCHES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../patches");
 static KERNELS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../kernels");
+static VERIFY: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../verify");
 
 /// Forces the embedded copies even inside the checkout (tests of an installed binary).
 pub const EMBEDDED_ENV: &str = "ARCHSMITH_EMBEDDED_DATA";
@@ -38,20 +39,20 @@ fn files<'a>(dir: &'a Dir<'a>, out: &mut Vec<&'a include_dir::File<'a>>) {
 
 /// sha256 of every embedded path and its bytes.
 fn content_hash() -> String {
-    let mut all = Vec::new();
-    files(&PATCHES, &mut all);
-    let n = all.len();
-    files(&KERNELS, &mut all);
     let mut h = Sha256::new();
-    for (i, f) in all.iter().enumerate() {
-        h.update(if i < n {
-            b"patches/" as &[u8]
-        } else {
-            b"kernels/"
-        });
-        h.update(f.path().to_string_lossy().as_bytes());
-        h.update([0]);
-        h.update(f.contents());
+    for (name, dir) in [
+        ("patches/", &PATCHES),
+        ("kernels/", &KERNELS),
+        ("verify/", &VERIFY),
+    ] {
+        let mut all = Vec::new();
+        files(dir, &mut all);
+        for f in all {
+            h.update(name.as_bytes());
+            h.update(f.path().to_string_lossy().as_bytes());
+            h.update([0]);
+            h.update(f.contents());
+        }
     }
     crate::stamp::hex(&h.finalize())[..16].to_string()
 }
@@ -69,7 +70,7 @@ fn write_all(dir: &Dir<'_>, root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The directory that holds `patches/` and `kernels/`.
+/// The directory that holds `patches/`, `kernels/` and `verify/`.
 pub fn data_root() -> Result<PathBuf> {
     if running_from_checkout() {
         return Ok(repo_root());
@@ -83,7 +84,8 @@ pub fn data_root() -> Result<PathBuf> {
         &|d| Ok(d.join("patches").is_dir().then(|| d.to_path_buf())),
         &mut |staging, _| {
             write_all(&PATCHES, &staging.join("patches"))?;
-            write_all(&KERNELS, &staging.join("kernels"))
+            write_all(&KERNELS, &staging.join("kernels"))?;
+            write_all(&VERIFY, &staging.join("verify"))
         },
         &mut |_| {},
     )

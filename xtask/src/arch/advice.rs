@@ -257,17 +257,7 @@ pub fn torch_options(
                     ));
                 }
             }
-            let images: Vec<Image> = variant
-                .sass
-                .iter()
-                .filter_map(|s| s.parse::<Arch>().ok().map(Image::sass))
-                .chain(
-                    variant
-                        .ptx
-                        .iter()
-                        .filter_map(|s| s.parse::<Arch>().ok().map(Image::ptx)),
-                )
-                .collect();
+            let images = variant_images(variant);
             let jit = PtxJit {
                 driver: driver.cloned(),
                 ptx_min_driver: kb
@@ -337,17 +327,7 @@ pub fn official_wheel_advice(
         ptx_min_driver: None,
         ptx_cuda: Some(v.cuda.clone()),
     };
-    let images = |v: &crate::kb::TorchVariantRow| -> Vec<Image> {
-        v.sass
-            .iter()
-            .filter_map(|s| s.parse::<Arch>().ok().map(Image::sass))
-            .chain(
-                v.ptx
-                    .iter()
-                    .filter_map(|s| s.parse::<Arch>().ok().map(Image::ptx)),
-            )
-            .collect()
-    };
+    let images = |v: &crate::kb::TorchVariantRow| variant_images(v);
     targets
         .iter()
         .map(|(name, cc)| {
@@ -403,4 +383,27 @@ pub fn official_wheel_advice(
             }
         })
         .collect()
+}
+
+/// The images an official torch variant carries (its SASS and PTX rows).
+pub fn variant_images(v: &crate::kb::TorchVariantRow) -> Vec<Image> {
+    v.sass
+        .iter()
+        .filter_map(|s| s.parse::<Arch>().ok().map(Image::sass))
+        .chain(
+            v.ptx
+                .iter()
+                .filter_map(|s| s.parse::<Arch>().ok().map(Image::ptx)),
+        )
+        .collect()
+}
+
+/// Whether an official variant runs on `cc`, the driver unknown (PTX JIT assumed possible).
+pub fn variant_runs_on(v: &crate::kb::TorchVariantRow, cc: Cc) -> Verdict {
+    let jit = PtxJit {
+        driver: None,
+        ptx_min_driver: None,
+        ptx_cuda: Some(v.cuda.clone()),
+    };
+    runs_on(&variant_images(v), cc, &jit)
 }

@@ -8,8 +8,7 @@
 //! `-c` includes and `--index-url` / `--extra-index-url` lines, and `pyproject.toml`'s
 //! `[project] dependencies`, `[project.optional-dependencies]` and `[dependency-groups]`.
 
-use crate::arch::compat::{runs_on, Image, PtxJit};
-use crate::cuda_arch::Arch;
+use crate::arch::advice::variant_runs_on;
 use crate::kb::KnowledgeBase;
 use crate::version::Version;
 use anyhow::{Context, Result};
@@ -455,45 +454,13 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
             else {
                 continue;
             };
-            let images: Vec<Image> = variant
-                .sass
-                .iter()
-                .filter_map(|s| s.parse::<Arch>().ok().map(Image::sass))
-                .chain(
-                    variant
-                        .ptx
-                        .iter()
-                        .filter_map(|s| s.parse::<Arch>().ok().map(Image::ptx)),
-                )
-                .collect();
-            let jit = PtxJit {
-                driver: None,
-                ptx_min_driver: None,
-                ptx_cuda: Some(variant.cuda.clone()),
-            };
-            if runs_on(&images, *cc, &jit).runs {
+            if variant_runs_on(variant, *cc).runs {
                 continue;
             }
             let would = kb
                 .torch_variants
                 .iter()
-                .filter(|v| {
-                    let imgs: Vec<Image> = v
-                        .sass
-                        .iter()
-                        .filter_map(|s| s.parse::<Arch>().ok().map(Image::sass))
-                        .collect();
-                    runs_on(
-                        &imgs,
-                        *cc,
-                        &PtxJit {
-                            driver: None,
-                            ptx_min_driver: None,
-                            ptx_cuda: Some(v.cuda.clone()),
-                        },
-                    )
-                    .runs
-                })
+                .filter(|v| variant_runs_on(v, *cc).runs)
                 .min_by(|a, b| a.from.cmp(&b.from).then(a.cuda.cmp(&b.cuda)));
             findings.push(Finding {
                 kind: "gpu",
