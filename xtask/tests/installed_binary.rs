@@ -4,23 +4,32 @@
 
 mod support;
 
+use std::path::PathBuf;
 use std::process::Command;
 
-#[test]
-fn the_binary_works_outside_the_repository() {
-    let dir = support::scratch("installed-binary");
-    let bin = dir.join("bin/archsmith");
-    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_archsmith"), &bin).unwrap();
-    let work = dir.join("project");
-    std::fs::create_dir_all(&work).unwrap();
-    // Its own cache, so the data it writes is seen being written.
-    let home = dir.join("home");
-    let run = |args: &[&str]| {
-        let out = Command::new(&bin)
+/// An installed `archsmith`, run from a directory outside the repository with its own cache.
+struct Installed {
+    bin: PathBuf,
+    work: PathBuf,
+    home: PathBuf,
+}
+
+impl Installed {
+    fn new(bin: PathBuf, scratch: &std::path::Path) -> Installed {
+        let work = scratch.join("project");
+        std::fs::create_dir_all(&work).unwrap();
+        Installed {
+            bin,
+            work,
+            home: scratch.join("home"),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(&self.bin)
             .args(args)
-            .current_dir(&work)
-            .env("ARCHSMITH_HOME", &home)
+            .current_dir(&self.work)
+            .env("ARCHSMITH_HOME", &self.home)
             .output()
             .unwrap();
         (
@@ -28,7 +37,19 @@ fn the_binary_works_outside_the_repository() {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
-    };
+    }
+}
+
+#[test]
+fn the_binary_works_outside_the_repository() {
+    let dir = support::scratch("installed-binary");
+    let bin = dir.join("bin/archsmith");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_archsmith"), &bin).unwrap();
+    // Its own cache, so the data it writes is seen being written.
+    let installed = Installed::new(bin, &dir);
+    let run = |args: &[&str]| installed.run(args);
+    let home = installed.home.clone();
     let (code, out, _) = run(&["--version"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("archsmith "), "{out}");
@@ -120,21 +141,8 @@ fn the_wheel_installs_into_a_fresh_venv_and_runs() {
     inst.install_into(&venv.join("bin/python"), &[wheel.display().to_string()])
         .unwrap();
     let bin = venv.join("bin/archsmith");
-    let work = scratch.join("elsewhere");
-    std::fs::create_dir_all(&work).unwrap();
-    let run = |args: &[&str]| {
-        let out = Command::new(&bin)
-            .args(args)
-            .current_dir(&work)
-            .env("ARCHSMITH_HOME", scratch.join("home"))
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let installed = Installed::new(bin, &scratch);
+    let run = |args: &[&str]| installed.run(args);
     let (code, out, err) = run(&["archs", "--arch", "7.5,8.9,9.0", "--gpu", "L4"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("7.5;8.9;9.0"), "{out}");

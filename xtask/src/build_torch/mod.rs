@@ -25,7 +25,7 @@ use crate::host::{self, CompilerFamily, HostCompiler};
 use crate::kb::KnowledgeBase;
 use crate::process::which;
 use crate::python::probe::{probe_with, Ask, Depth};
-use crate::toolchain::{self, Toolchain};
+use crate::toolchain;
 use crate::verify::torch_wheel;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -73,8 +73,6 @@ pub struct Prepared {
     /// What differs in an existing `build/CMakeCache.txt` (it is then reconfigured).
     pub reconfigure: Vec<String>,
     pub preflight_seconds: f64,
-    #[serde(skip)]
-    pub toolchain: Option<Toolchain>,
 }
 
 impl Prepared {
@@ -437,7 +435,6 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         plan,
         reconfigure,
         preflight_seconds: started.elapsed().as_secs_f64(),
-        toolchain: tc,
     })
 }
 

@@ -149,8 +149,9 @@ impl BuildPlan {
             .collect()
     }
 
-    /// The plan as a POSIX shell script to source: `export` lines, then the command as a comment
-    /// (sourcing sets the environment; it never starts a multi-hour build by surprise).
+    /// The plan as a POSIX shell script to source: `export` lines (each with why, and where the
+    /// tree reads it), then the command as a comment (sourcing sets the environment; it never
+    /// starts a multi-hour build by surprise).
     pub fn shell_script(&self, root: &Path, stop_after_configure: bool) -> String {
         use crate::toolchain::shell_quote;
         let mut s = String::from(
@@ -166,7 +167,17 @@ impl BuildPlan {
             shell_quote(&path.join(":"))
         );
         for v in &self.env {
-            s += &format!("export {}={}  # {}\n", v.name, shell_quote(&v.value), v.why);
+            let read = v
+                .read_by
+                .as_ref()
+                .map(|r| format!(" [read: {}]", r.describe()))
+                .unwrap_or_default();
+            s += &format!(
+                "export {}={}  # {}{read}\n",
+                v.name,
+                shell_quote(&v.value),
+                v.why
+            );
         }
         let cmd = if stop_after_configure {
             &self.configure_command

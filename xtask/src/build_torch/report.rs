@@ -72,29 +72,12 @@ pub fn prepared(p: &Prepared, dry_run: bool, stop_after_configure: bool) -> Stri
             plan.jobs.reason,
             plan.build_dir.display()
         );
-        let mut script = plan.shell_script(&t.root, stop_after_configure);
-        // Where each variable is read, beside it.
-        for v in &plan.env {
-            if let Some(r) = &v.read_by {
-                let line = format!("  # {}\n", v.why);
-                let with = format!("  # {} [read: {}]\n", v.why, r.describe());
-                script = script.replacen(
-                    &format!("{}{}", export_prefix(&v.name, &v.value), line),
-                    &format!("{}{}", export_prefix(&v.name, &v.value), with),
-                    1,
-                );
-            }
-        }
-        s += &script;
+        s += &plan.shell_script(&t.root, stop_after_configure);
     }
     if p.failed() {
         s += "\npreflight failed: nothing was built; the fixes are above\n";
     }
     s
-}
-
-fn export_prefix(name: &str, value: &str) -> String {
-    format!("export {name}={}", crate::toolchain::shell_quote(value))
 }
 
 pub fn outcome(o: &Outcome) -> String {

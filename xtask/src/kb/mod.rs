@@ -119,6 +119,17 @@ impl TorchVariantRow {
         format!("cu{}{}", self.cuda.major(), self.cuda.minor())
     }
 
+    /// The CUDA release of a variant tag: `cu121` → 12.1, `cu128` → 12.8 (the last digit is the
+    /// minor); None for anything that is not one.
+    pub fn cuda_of_tag(tag: &str) -> Option<Version> {
+        let digits = tag.strip_prefix("cu")?;
+        if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (major, minor) = digits.split_at(digits.len() - 1);
+        format!("{major}.{minor}").parse().ok()
+    }
+
     pub fn covers(&self, torch: &Version) -> bool {
         let mm = torch.major_minor();
         self.from <= mm && mm <= self.to

@@ -79,21 +79,26 @@ fn resolve(chain: &str, bindings: &HashMap<String, String>) -> Option<String> {
     })
 }
 
+/// An imported name and its `as` alias: `a.b as c` → (`a.b`, `c`), `a.b` → (`a.b`, none).
+fn imported_name(name: Node, src: &[u8]) -> Option<(String, Option<String>)> {
+    match name.kind() {
+        "aliased_import" => Some((
+            text(name.child_by_field_name("name")?, src).to_string(),
+            name.child_by_field_name("alias")
+                .map(|a| text(a, src).to_string()),
+        )),
+        _ => Some((text(name, src).to_string(), None)),
+    }
+}
+
 fn collect(n: Node, src: &[u8], bindings: &mut HashMap<String, String>, out: &mut Vec<Use>) {
     match n.kind() {
         "import_statement" => {
             let mut c = n.walk();
             for name in n.children_by_field_name("name", &mut c) {
-                let (module, alias) = match name.kind() {
-                    "aliased_import" => (
-                        name.child_by_field_name("name")
-                            .map(|m| text(m, src).to_string()),
-                        name.child_by_field_name("alias")
-                            .map(|a| text(a, src).to_string()),
-                    ),
-                    _ => (Some(text(name, src).to_string()), None),
+                let Some((module, alias)) = imported_name(name, src) else {
+                    continue;
                 };
-                let Some(module) = module else { continue };
                 out.push(at(name, src, module.clone(), true));
                 match alias {
                     Some(a) => {
@@ -118,16 +123,9 @@ fn collect(n: Node, src: &[u8], bindings: &mut HashMap<String, String>, out: &mu
             let module = text(module, src).to_string();
             let mut c = n.walk();
             for name in n.children_by_field_name("name", &mut c) {
-                let (orig, alias) = match name.kind() {
-                    "aliased_import" => (
-                        name.child_by_field_name("name")
-                            .map(|m| text(m, src).to_string()),
-                        name.child_by_field_name("alias")
-                            .map(|a| text(a, src).to_string()),
-                    ),
-                    _ => (Some(text(name, src).to_string()), None),
+                let Some((orig, alias)) = imported_name(name, src) else {
+                    continue;
                 };
-                let Some(orig) = orig else { continue };
                 let path = format!("{module}.{orig}");
                 out.push(at(name, src, path.clone(), true));
                 bindings.insert(alias.unwrap_or(orig), path);

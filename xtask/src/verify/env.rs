@@ -404,12 +404,7 @@ fn gpu_item(name: &str, cc: crate::cuda_arch::Cc, libs: &super::torch_wheel::Lib
         let Some(v) = super::binary::file_verdict(e, name, cc) else {
             continue;
         };
-        let file = a
-            .path
-            .rsplit(['/', '!'])
-            .next()
-            .unwrap_or(&a.path)
-            .to_string();
+        let file = super::torch_wheel::short(&a.path);
         if Some(&file) == libs.primary.as_ref() {
             primary = Some(v);
         } else if !v.runs {

@@ -440,12 +440,7 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
         for (name, cc) in &gpus {
             let variant_cuda = t
                 .variant()
-                .and_then(|v| v.strip_prefix("cu").map(str::to_string))
-                .and_then(|d| {
-                    format!("{}.{}", &d[..d.len() - 1], &d[d.len() - 1..])
-                        .parse::<Version>()
-                        .ok()
-                })
+                .and_then(|v| crate::kb::TorchVariantRow::cuda_of_tag(&v))
                 .or_else(|| row.pypi_cuda.clone());
             let Some(variant) = kb
                 .torch_variants
@@ -502,6 +497,20 @@ mod tests {
         assert_eq!(includes, [PathBuf::from("/r/other.txt")]);
         let err = requirements_pins(Path::new("/r/req.txt"), "torch===\n").unwrap_err();
         assert!(format!("{err:#}").contains("/r/req.txt:1"), "{err:#}");
+    }
+
+    #[test]
+    fn odd_local_labels_name_no_cuda() {
+        let p = |t: &str| parse_requirement(Path::new("x"), 1, t, None).unwrap();
+        for t in ["torch==2.6.0+cu", "torch==2.6.0+cuda", "torch==2.6.0+cu1"] {
+            let v = p(t).variant();
+            assert!(
+                v.as_deref()
+                    .and_then(crate::kb::TorchVariantRow::cuda_of_tag)
+                    .is_none(),
+                "{t}"
+            );
+        }
     }
 
     #[test]

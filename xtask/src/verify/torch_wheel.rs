@@ -381,6 +381,6 @@ fn wheel_version(wheel: &Path) -> Option<String> {
 }
 
 /// `torch-2.15.0-….whl!torch/lib/libtorch_cuda.so` → `libtorch_cuda.so`.
-fn short(path: &str) -> String {
+pub fn short(path: &str) -> String {
     path.rsplit(['/', '!']).next().unwrap_or(path).to_string()
 }
