@@ -1,9 +1,11 @@
-//! Dotted release numbers (`2.15.0`, `13.2`, `595.45.04`) as NVIDIA and PyTorch print them.
+//! The one version type: PEP 440 versions (`2.15.0`, `2.6.0rc1`, `2.8.0.dev20250601+cu128`, `13.2`,
+//! `595.45.04`), parsed by `pep440_rs`, the crate uv uses, for every release archsmith reads —
+//! torch and its companions, CUDA, drivers, compilers.
 //!
-//! Ordering is numeric per component with missing components as zero, so `13.2 == 13.2.0` and
-//! `12.10 > 12.9`. A `+local` suffix (`2.15.0+cu132`) is kept for display but ignored in comparisons,
-//! as torch's own version objects do. A PEP 440 pre-release or dev suffix (`2.12.0a0`,
-//! `2.13.0.dev20260801`, `2.6.0rc3`) orders before its release, as PEP 440 says.
+//! Ordering is PEP 440's (`13.2 == 13.2.0`, `12.10 > 12.9`, `2.6.0rc3 < 2.6.0`, dev releases before
+//! pre-releases) with one exception: a `+local` label (`2.15.0+cu132`) is kept for display and
+//! [`Version::local`] but ignored in comparisons, as torch's own version checks treat it. The
+//! text as written is what is displayed, so driver versions keep their zeros (`595.45.04`).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -12,41 +14,40 @@ use std::str::FromStr;
 #[derive(Clone, Debug, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Version {
-    parts: Vec<u32>,
-    /// A pre-release: (0 dev, 1 a, 2 b, 3 rc; its number). None for a release.
-    pre: Option<(u8, u64)>,
+    /// The PEP 440 version without its local label: what comparisons use.
+    public: pep440_rs::Version,
     local: Option<String>,
-    /// The text as written, for display: driver versions keep their zeros (`595.45.04`).
+    /// The text as written, without a leading `v`.
     text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{input}` is not a version: expected numbers separated by dots, such as 2.15.0 or 13.2")]
+#[error("`{input}` is not a version: expected a PEP 440 version such as 2.15.0, 13.2, 2.6.0rc1 or 2.8.0.dev20250601+cu128")]
 pub struct VersionError {
     pub input: String,
 }
 
 impl Version {
-    pub fn new(parts: &[u32]) -> Version {
-        let text = parts
-            .iter()
-            .map(|p| p.to_string())
-            .collect::<Vec<_>>()
-            .join(".");
+    pub fn new<T: Copy + Into<u64>>(parts: &[T]) -> Version {
+        let public = pep440_rs::Version::new(parts.iter().map(|&p| p.into()));
         Version {
-            parts: parts.to_vec(),
-            pre: None,
+            text: public.to_string(),
+            public,
             local: None,
-            text,
         }
     }
 
     pub fn major(&self) -> u32 {
-        self.parts.first().copied().unwrap_or(0)
+        self.part(0)
     }
 
     pub fn minor(&self) -> u32 {
-        self.parts.get(1).copied().unwrap_or(0)
+        self.part(1)
+    }
+
+    fn part(&self, i: usize) -> u32 {
+        let p = self.public.release().get(i).copied().unwrap_or(0);
+        u32::try_from(p).unwrap_or(u32::MAX)
     }
 
     /// `major.minor`, the granularity at which CUDA and torch releases differ in what they accept.
@@ -59,17 +60,39 @@ impl Version {
         self.local.as_deref()
     }
 
-    pub fn parts(&self) -> &[u32] {
-        &self.parts
+    /// The release numbers as written (`[13, 2]` for `13.2`, `[2, 6, 0]` for `2.6.0rc1`).
+    pub fn parts(&self) -> &[u64] {
+        self.public.release()
+    }
+
+    /// The PEP 440 version, local label included, for specifier matching.
+    pub fn pep440(&self) -> pep440_rs::Version {
+        match &self.local {
+            Some(l) => format!("{}+{l}", self.public)
+                .parse()
+                .unwrap_or_else(|_| self.public.clone()),
+            None => self.public.clone(),
+        }
     }
 
     /// True when `self` starts with all of `prefix`'s components: `13.2.78` matches `13.2`.
     pub fn matches_prefix(&self, prefix: &Version) -> bool {
         prefix
-            .parts
+            .parts()
             .iter()
             .enumerate()
-            .all(|(i, p)| self.parts.get(i).copied().unwrap_or(0) == *p)
+            .all(|(i, p)| self.parts().get(i).copied().unwrap_or(0) == *p)
+    }
+}
+
+impl From<&pep440_rs::Version> for Version {
+    fn from(v: &pep440_rs::Version) -> Version {
+        let text = v.to_string();
+        Version {
+            public: v.clone().without_local(),
+            local: text.split_once('+').map(|(_, l)| l.to_string()),
+            text,
+        }
     }
 }
 
@@ -80,51 +103,17 @@ impl FromStr for Version {
             input: s.to_string(),
         };
         let trimmed = s.trim();
-        let (release, local) = match trimmed.split_once('+') {
-            Some((r, l)) if !l.is_empty() => (r, Some(l.to_string())),
-            Some(_) => return Err(err()),
-            None => (trimmed, None),
-        };
-        let release = release.strip_prefix('v').unwrap_or(release);
-        if release.is_empty() {
+        // `2.*` is a specifier's wildcard, never a release someone printed.
+        if trimmed.is_empty() || trimmed.contains('*') {
             return Err(err());
         }
-        let (release, pre) = match release.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-            None => (release, None),
-            Some(at) => {
-                let (nums, suffix) = release.split_at(at);
-                let kind = [("dev", 0u8), ("rc", 3), ("a", 1), ("b", 2)]
-                    .iter()
-                    .find(|(k, _)| suffix.starts_with(k))
-                    .ok_or_else(err)?;
-                let n = &suffix[kind.0.len()..];
-                if n.is_empty() || n.len() > 18 || !n.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(err());
-                }
-                let nums = if kind.1 == 0 {
-                    nums.strip_suffix('.').ok_or_else(err)?
-                } else {
-                    nums
-                };
-                (nums, Some((kind.1, n.parse::<u64>().map_err(|_| err())?)))
-            }
-        };
-        let parts = release
-            .split('.')
-            .map(|p| {
-                if p.is_empty() || p.len() > 9 || !p.bytes().all(|b| b.is_ascii_digit()) {
-                    Err(err())
-                } else {
-                    p.parse::<u32>().map_err(|_| err())
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Version {
-            parts,
-            pre,
-            local,
-            text: trimmed.strip_prefix('v').unwrap_or(trimmed).to_string(),
-        })
+        let parsed: pep440_rs::Version = trimmed.parse().map_err(|_| err())?;
+        let mut v = Version::from(&parsed);
+        v.text = trimmed
+            .strip_prefix(['v', 'V'])
+            .unwrap_or(trimmed)
+            .to_string();
+        Ok(v)
     }
 }
 
@@ -161,22 +150,7 @@ impl PartialOrd for Version {
 
 impl Ord for Version {
     fn cmp(&self, other: &Self) -> Ordering {
-        let n = self.parts.len().max(other.parts.len());
-        for i in 0..n {
-            let a = self.parts.get(i).copied().unwrap_or(0);
-            let b = other.parts.get(i).copied().unwrap_or(0);
-            match a.cmp(&b) {
-                Ordering::Equal => continue,
-                o => return o,
-            }
-        }
-        // A release sorts after its pre-releases.
-        match (self.pre, other.pre) {
-            (None, None) => Ordering::Equal,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(_), None) => Ordering::Less,
-            (Some(a), Some(b)) => a.cmp(&b),
-        }
+        self.public.cmp(&other.public)
     }
 }
 
@@ -200,7 +174,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage_with_a_message() {
-        for bad in ["", "2..1", "a.b", "2.15.0+", "1.2.3.4x", "99999999999"] {
+        for bad in ["", "2..1", "a.b", "2.15.0+", "1.2.3.4x", "2.*", "cu132"] {
             let e = bad.parse::<Version>().unwrap_err();
             assert!(e.to_string().contains("is not a version"), "{bad}");
         }
@@ -215,9 +189,26 @@ mod tests {
         assert_eq!(v("2.12.0a0+cu132").to_string(), "2.12.0a0+cu132");
         assert_eq!(v("2.12.0a0+cu132").local(), Some("cu132"));
         assert_eq!(v("2.12.0a0").major_minor(), v("2.12"));
-        for bad in ["2.12.0x1", "2.12.0a", "2.12.0dev1", "2.12.0.a1"] {
+        for bad in ["2.12.0x1", "2.12.0a1b", "2.12.0dev1x"] {
             assert!(bad.parse::<Version>().is_err(), "{bad}");
         }
+        // PEP 440's normal forms: what pip and uv read these as.
+        assert_eq!(v("2.12.0dev1"), v("2.12.0.dev1"));
+        assert_eq!(v("2.12.0.a1"), v("2.12.0a1"));
+        assert_eq!(v("v2.6.0").to_string(), "2.6.0");
+    }
+
+    #[test]
+    fn nightlies_and_post_releases() {
+        let n = v("2.8.0.dev20250601+cu128");
+        assert!(n < v("2.8.0a0") && n > v("2.7.1"));
+        assert_eq!(n.local(), Some("cu128"));
+        assert_eq!(n.parts(), &[2, 8, 0]);
+        assert!(v("2.6.0.post1") > v("2.6.0"));
+        assert_eq!(n.pep440().to_string(), "2.8.0.dev20250601+cu128");
+        let from: Version = (&n.pep440()).into();
+        assert_eq!(from, n);
+        assert_eq!(from.local(), Some("cu128"));
     }
 
     #[test]

@@ -121,6 +121,25 @@ fn pairs_markers_and_clean_files() {
         stderr.contains("requirements.txt:2: `torch>=>2` is not a PEP 508 requirement"),
         "{stderr}"
     );
+    // Nightlies and release candidates are PEP 440 versions like any other: the CUDA variants a
+    // nightly names are compared, and an rc is judged against the GPU like its release.
+    std::fs::write(
+        dir.join("requirements.txt"),
+        "torch==2.8.0.dev20250601+cu128\ntorchvision==0.21.0+cu124\n",
+    )
+    .unwrap();
+    let (code, v, _) = pins(&dir, &[]);
+    assert_eq!(code, 1);
+    let m = finding(&v, "cuda variant").expect("cuda variant")["message"].to_string();
+    assert!(m.contains("torch==2.8.0.dev20250601+cu128 → cu128"), "{m}");
+    std::fs::write(dir.join("requirements.txt"), "torch==2.6.0rc1+cu124\n").unwrap();
+    let (code, v, _) = pins(&dir, &["--gpu", "RTX 5090"]);
+    assert_eq!(code, 1);
+    let m = finding(&v, "gpu").expect("gpu")["message"].to_string();
+    assert!(
+        m.contains("torch 2.6.0rc1+cu124 (cu124) has no image for RTX 5090"),
+        "{m}"
+    );
     std::fs::remove_file(dir.join("requirements.txt")).unwrap();
     let (code, _, stderr) = pins(&dir, &[]);
     assert_eq!(code, 2);

@@ -177,13 +177,8 @@ impl TorchTree {
 
 /// `2.6.0` → 2.6.0; `2.7.0a0` → 2.7.0; `2.6.0+git1234` → 2.6.0.
 fn release_numbers(text: &str) -> Option<Version> {
-    let end = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let v = text[..end].trim_end_matches('.');
-    (v.split('.').count() >= 2)
-        .then(|| v.parse().ok())
-        .flatten()
+    let v: Version = text.trim().parse().ok()?;
+    (v.parts().len() >= 2).then(|| Version::new(v.parts()))
 }
 
 fn backend(pyproject: &str) -> Option<String> {

@@ -310,10 +310,6 @@ fn range(p: &Pin) -> Ranges<pep440_rs::Version> {
     r
 }
 
-fn our_version(v: &pep440_rs::Version) -> Option<Version> {
-    v.to_string().parse().ok()
-}
-
 /// Runs every check over the pins under `req.path`.
 pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
     let files = find_files(&req.path)?;
@@ -388,7 +384,7 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
 
     // Pairs, Python, GPUs: for each exact torch pin.
     for t in pins.iter().filter(|p| p.name == "torch") {
-        let Some(tv) = t.exact().as_ref().and_then(our_version) else {
+        let Some(tv) = t.exact().as_ref().map(Version::from) else {
             continue;
         };
         let Some(row) = kb.torch_row(&tv) else {
@@ -402,7 +398,7 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
                 .iter()
                 .filter(|p| p.name == dist && !p.marker.is_disjoint(&t.marker))
             {
-                let Some(cv) = c.exact().as_ref().and_then(our_version) else {
+                let Some(cv) = c.exact().as_ref().map(Version::from) else {
                     continue;
                 };
                 if paired.is_empty() || paired.iter().any(|p| p.parts() == cv.parts()) {
