@@ -62,29 +62,136 @@ impl Table {
     }
 }
 
+/// A JSON document archsmith prints: its name and the version of its shape. Every `--json`
+/// document is an object whose first two keys are `"schema": VERSION` and `"document": NAME`, so a
+/// consumer can refuse a shape it does not know; docs/json.md describes each one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Document {
+    pub name: &'static str,
+    /// Raised whenever a key is removed or changes meaning; adding keys keeps it.
+    pub version: u32,
+}
+
+/// The documents, one per `--json` output.
+pub mod documents {
+    use super::Document;
+
+    const fn doc(name: &'static str, version: u32) -> Document {
+        Document { name, version }
+    }
+
+    pub const ARCHS: Document = doc("archs", 1);
+    pub const AUDIT_UPGRADE: Document = doc("audit-upgrade", 1);
+    pub const BENCH_AUDIT: Document = doc("bench-audit", 1);
+    pub const BENCH_BUILD_EXT: Document = doc("bench-build-ext", 1);
+    pub const BUILD_EXT: Document = doc("build-ext", 1);
+    pub const BUILD_TORCH: Document = doc("build-torch", 1);
+    pub const BUILD_TORCH_VERIFY_WHEEL: Document = doc("build-torch-verify-wheel", 1);
+    pub const CODEMOD: Document = doc("codemod", 1);
+    pub const CODEMOD_RULES: Document = doc("codemod-rules", 1);
+    pub const DOCTOR: Document = doc("doctor", 1);
+    pub const KB_CHECK: Document = doc("kb-check", 1);
+    pub const KERNELS: Document = doc("kernels", 1);
+    pub const PORT_EXTENSION: Document = doc("port-extension", 1);
+    pub const TOOLCHAIN_ENV: Document = doc("toolchain-env", 1);
+    pub const TOOLCHAIN_INSTALL: Document = doc("toolchain-install", 1);
+    pub const TOOLCHAIN_LIST: Document = doc("toolchain-list", 1);
+    pub const VERIFY_BINARY: Document = doc("verify-binary", 1);
+    pub const VERIFY_ENV: Document = doc("verify-env", 1);
+    pub const VERIFY_PINS: Document = doc("verify-pins", 1);
+
+    /// All of them, for the check that docs/json.md describes each.
+    pub const ALL: &[Document] = &[
+        ARCHS,
+        AUDIT_UPGRADE,
+        BENCH_AUDIT,
+        BENCH_BUILD_EXT,
+        BUILD_EXT,
+        BUILD_TORCH,
+        BUILD_TORCH_VERIFY_WHEEL,
+        CODEMOD,
+        CODEMOD_RULES,
+        DOCTOR,
+        KB_CHECK,
+        KERNELS,
+        PORT_EXTENSION,
+        TOOLCHAIN_ENV,
+        TOOLCHAIN_INSTALL,
+        TOOLCHAIN_LIST,
+        VERIFY_BINARY,
+        VERIFY_ENV,
+        VERIFY_PINS,
+    ];
+}
+
 /// Prints a command's report: JSON for machines with `--json`, the rendered table otherwise.
 pub fn emit<T: Serialize>(
     json: bool,
+    doc: Document,
     report: &T,
     render: impl FnOnce(&T) -> String,
 ) -> anyhow::Result<()> {
     if json {
-        print_json(report)
+        print_json(doc, report)
     } else {
         print!("{}", render(report));
         Ok(())
     }
 }
 
-/// Prints `value` as pretty JSON.
-pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+/// `value` as the document `doc`: `schema` and `document` first, then the value's own keys.
+pub fn document_json<T: Serialize>(doc: Document, value: &T) -> anyhow::Result<serde_json::Value> {
+    use serde_json::Value;
+    let mut map = serde_json::Map::new();
+    map.insert("schema".into(), doc.version.into());
+    map.insert("document".into(), doc.name.into());
+    match serde_json::to_value(value)? {
+        Value::Object(fields) => map.extend(fields),
+        // A bug, not bad input: a document names its lists.
+        _ => anyhow::bail!("the {} document must be a JSON object", doc.name),
+    }
+    Ok(Value::Object(map))
+}
+
+/// Prints `value` as the pretty JSON document `doc`.
+pub fn print_json<T: Serialize>(doc: Document, value: &T) -> anyhow::Result<()> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&document_json(doc, value)?)?
+    );
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn documents_lead_with_their_schema_and_name() {
+        let v = document_json(documents::ARCHS, &serde_json::json!({"sass": ["sm_75"]})).unwrap();
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["schema", "document", "sass"]);
+        assert_eq!(v["document"], "archs");
+        assert!(document_json(documents::TOOLCHAIN_LIST, &[1, 2]).is_err());
+    }
+
+    /// docs/json.md describes every document at its current version.
+    #[test]
+    fn every_document_is_described_in_the_docs() {
+        let docs = std::fs::read_to_string(crate::paths::repo_root().join("docs/json.md")).unwrap();
+        let mut names = std::collections::HashSet::new();
+        for d in documents::ALL {
+            assert!(names.insert(d.name), "{} twice", d.name);
+            let heading = format!("## `{}`, schema {}\n", d.name, d.version);
+            assert!(docs.contains(&heading), "docs/json.md lacks {heading:?}");
+        }
+        let described = docs.matches("\n## `").count();
+        assert_eq!(
+            described,
+            documents::ALL.len(),
+            "docs/json.md describes a document archsmith does not print"
+        );
+    }
 
     #[test]
     fn aligns_columns_by_display_width() {

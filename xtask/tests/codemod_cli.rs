@@ -213,7 +213,11 @@ fn list_rules_shows_the_catalogue_with_breaking_releases() {
     let (code, out, err) = xtask(tmp.path(), &["codemod", "--list-rules", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let rules = v.as_array().unwrap();
+    assert_eq!(
+        (&v["schema"], &v["document"]),
+        (&1.into(), &"codemod-rules".into())
+    );
+    let rules = v["rules"].as_array().unwrap();
     assert_eq!(rules.len(), archsmith::codemod::builtin().rules.len());
     let at_check = rules.iter().find(|r| r["id"] == "at-check").unwrap();
     assert_eq!(at_check["broke_in"], "1.5");

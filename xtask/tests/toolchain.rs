@@ -445,7 +445,8 @@ fn list_shows_archsmith_toolchains_and_system_cuda() {
         .read()
         .unwrap();
     let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let rows = rows.as_array().unwrap();
+    assert_eq!(rows["document"], "toolchain-list");
+    let rows = rows["toolchains"].as_array().unwrap();
     let ours = rows
         .iter()
         .find(|r| r["cuda_home"] == tc.cuda_home.display().to_string())

@@ -3,7 +3,7 @@
 
 use crate::arch::advice::{plan_report, ArchsReport, PlanRequest, ReleaseChoice};
 use crate::kb::kb;
-use crate::output::{emit, Table};
+use crate::output::{documents, emit, Table};
 use crate::version::Version;
 use anyhow::Result;
 
@@ -36,7 +36,12 @@ pub fn run(args: &ArchsArgs) -> Result<i32> {
         gpus: args.gpus.clone(),
         driver: args.driver.clone(),
     };
-    emit(args.json, &plan_report(kb(), &request)?, render)?;
+    emit(
+        args.json,
+        documents::ARCHS,
+        &plan_report(kb(), &request)?,
+        render,
+    )?;
     Ok(0)
 }
 

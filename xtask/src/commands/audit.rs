@@ -1,6 +1,6 @@
 //! `cargo xtask audit upgrade --from A --to B [PATH]`: thin CLI over [`crate::upgrade_audit`].
 
-use crate::output::emit;
+use crate::output::{documents, emit};
 use crate::upgrade_audit::{audit, AuditRequest};
 use crate::version::Version;
 use anyhow::Result;
@@ -47,7 +47,7 @@ pub fn run(args: AuditArgs) -> Result<i32> {
                 path: u.path,
                 changes: u.changes,
             })?;
-            emit(u.json, &report, |r| r.table())?;
+            emit(u.json, documents::AUDIT_UPGRADE, &report, |r| r.table())?;
             Ok(if report.is_clean() { 0 } else { 1 })
         }
     }

@@ -2,7 +2,7 @@
 
 use crate::build_ext::{self, BuildFailure, CacheKind, Outcome, Request, SourceSpec};
 use crate::build_output::progress::Mode;
-use crate::output::{print_json, Table};
+use crate::output::{documents, print_json, Table};
 use crate::version::Version;
 use anyhow::Result;
 use clap::Args;
@@ -54,7 +54,10 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
     match build_ext::run(&req) {
         Ok(o) => {
             if args.json {
-                print_json(&serde_json::json!({ "ok": true, "result": o }))?;
+                print_json(
+                    documents::BUILD_EXT,
+                    &serde_json::json!({ "ok": true, "result": o }),
+                )?;
             } else {
                 print!("{}", summary(&o));
             }
@@ -63,7 +66,10 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
         Err(e) => match e.downcast_ref::<BuildFailure>() {
             Some(f) => {
                 if args.json {
-                    print_json(&serde_json::json!({ "ok": false, "failure": f }))?;
+                    print_json(
+                        documents::BUILD_EXT,
+                        &serde_json::json!({ "ok": false, "failure": f }),
+                    )?;
                 }
                 eprintln!("error: {f}");
                 Ok(1)

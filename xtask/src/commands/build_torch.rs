@@ -5,7 +5,7 @@ use crate::build_ext::cache::CacheKind;
 use crate::build_output::progress::Mode;
 use crate::build_torch::{self, plan::parse_set, report, Request};
 use crate::kb::kb;
-use crate::output::print_json;
+use crate::output::{documents, print_json};
 use crate::verify::torch_wheel;
 use crate::version::Version;
 use anyhow::Result;
@@ -74,7 +74,7 @@ pub fn run(args: BuildTorchArgs) -> Result<i32> {
             },
         )?;
         if args.json {
-            print_json(&r)?;
+            print_json(documents::BUILD_TORCH_VERIFY_WHEEL, &r)?;
         } else {
             print!("{}", r.table());
         }
@@ -106,7 +106,7 @@ pub fn run(args: BuildTorchArgs) -> Result<i32> {
         },
     };
     if args.json {
-        print_json(&o)?;
+        print_json(documents::BUILD_TORCH, &o)?;
     } else if req.dry_run || o.prepared.failed() {
         print!(
             "{}",

@@ -6,7 +6,7 @@
 
 use crate::codemod::catalogue::RuleKind;
 use crate::codemod::{self, Catalogue, Lang, Mode, Report};
-use crate::output::{emit, Table};
+use crate::output::{documents, emit, Table};
 use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -50,7 +50,7 @@ pub fn run(args: &CodemodArgs) -> Result<i32> {
     let apply = !args.dry_run && !args.check;
     let mode = if apply { Mode::Apply } else { Mode::DryRun };
     let report = codemod::run_on_paths(cat, &args.paths, mode, args.force)?;
-    emit(args.json, &report, |r| {
+    emit(args.json, documents::CODEMOD, &report, |r| {
         let mut out = String::new();
         if args.dry_run {
             for d in r.files.iter().filter_map(|f| f.diff.as_deref()) {
@@ -92,7 +92,17 @@ fn list_rules(cat: &Catalogue, json: bool) -> Result<i32> {
             why: &r.why,
         })
         .collect();
-    emit(json, &rows, |rows| {
+    #[derive(Serialize)]
+    struct Rules<'a> {
+        catalogue: &'a str,
+        rules: Vec<RuleRow<'a>>,
+    }
+    let doc = Rules {
+        catalogue: &cat.name,
+        rules: rows,
+    };
+    emit(json, documents::CODEMOD_RULES, &doc, |doc| {
+        let rows = &doc.rules;
         let mut t = Table::new(["RULE", "KIND", "BROKE IN", "REPLACEMENT SINCE"]);
         for r in rows {
             t.row([

@@ -3,7 +3,7 @@
 
 use crate::doctor::{diagnose, DoctorReport};
 use crate::kb::kb;
-use crate::output::{emit, Table};
+use crate::output::{documents, emit, Table};
 use crate::version::Version;
 use anyhow::Result;
 
@@ -21,7 +21,7 @@ pub struct DoctorArgs {
 
 pub fn run(args: &DoctorArgs) -> Result<i32> {
     let report = diagnose(kb(), &args.gpus, args.driver.as_ref())?;
-    emit(args.json, &report, render)?;
+    emit(args.json, documents::DOCTOR, &report, render)?;
     Ok(0)
 }
 

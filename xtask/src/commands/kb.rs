@@ -3,7 +3,7 @@
 
 use crate::kb::kb;
 use crate::kb_check::{check_versions, releases_to_check};
-use crate::output::print_json;
+use crate::output::{documents, print_json};
 use crate::version::Version;
 use anyhow::Result;
 
@@ -41,7 +41,7 @@ fn check(args: &CheckArgs) -> Result<i32> {
     let versions = releases_to_check(&args.cuda)?;
     let report = check_versions(kb(), &versions, !args.json);
     if args.json {
-        print_json(&report)?;
+        print_json(documents::KB_CHECK, &report)?;
     } else {
         print!("{}", report.table());
     }

@@ -3,7 +3,7 @@
 //! GPU ([`crate::test_kernels::run`]).
 
 use crate::kb::kb;
-use crate::output::{emit, Table};
+use crate::output::{documents, emit, Table};
 use crate::test_kernels::run::{run as run_kernels, KernelsReport};
 use crate::version::Version;
 use anyhow::Result;
@@ -23,7 +23,7 @@ pub struct KernelsArgs {
 
 pub fn run(args: &KernelsArgs) -> Result<i32> {
     let report = run_kernels(kb(), &args.arch, args.cuda.as_ref())?;
-    emit(args.json, &report, render)?;
+    emit(args.json, documents::KERNELS, &report, render)?;
     Ok(if report.ok { 0 } else { 1 })
 }
 

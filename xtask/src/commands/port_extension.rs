@@ -8,7 +8,7 @@
 
 use crate::build_ext::BuildFailure;
 use crate::build_output::progress;
-use crate::output::{emit, print_json};
+use crate::output::{documents, emit, print_json};
 use crate::port::{self, recipe::Recipe, Request, RunMode, VerifyFailure};
 use crate::version::Version;
 use anyhow::{bail, Result};
@@ -75,14 +75,20 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
         Err(e) => {
             if let Some(f) = e.downcast_ref::<BuildFailure>() {
                 if args.json {
-                    print_json(&serde_json::json!({ "ok": false, "failure": f }))?;
+                    print_json(
+                        documents::PORT_EXTENSION,
+                        &serde_json::json!({ "ok": false, "failure": f }),
+                    )?;
                 }
                 eprintln!("error: the ported {name} does not build: {f}");
                 return Ok(1);
             }
             if let Some(f) = e.downcast_ref::<VerifyFailure>() {
                 if args.json {
-                    print_json(&serde_json::json!({ "ok": false, "failure": f }))?;
+                    print_json(
+                        documents::PORT_EXTENSION,
+                        &serde_json::json!({ "ok": false, "failure": f }),
+                    )?;
                 }
                 eprintln!("error: {f}");
                 return Ok(1);
@@ -90,7 +96,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
             return Err(e);
         }
     };
-    emit(args.json, &out, |o| {
+    emit(args.json, documents::PORT_EXTENSION, &out, |o| {
         let mut s = o.diff.clone().unwrap_or_default();
         s.push_str(&o.summary());
         s

@@ -1,6 +1,6 @@
 //! `cargo xtask toolchain install|env|list`: CUDA toolchains from PyPI (13.x) or the system (11.x/12.x).
 
-use crate::output::{print_json, Table};
+use crate::output::{documents, print_json, Table};
 use crate::paths::toolchains_dir;
 use crate::toolchain::{self, discover, pypi, Source};
 use crate::version::Version;
@@ -61,7 +61,7 @@ fn install(args: &CudaArgs) -> Result<i32> {
             "lock": lock,
             "seconds": seconds,
         });
-        print_json(&value)?;
+        print_json(documents::TOOLCHAIN_INSTALL, &value)?;
     } else {
         println!(
             "CUDA {} (nvcc {}) at {}",
@@ -101,7 +101,7 @@ fn env(args: &CudaArgs) -> Result<i32> {
             .into_iter()
             .map(|(k, v)| (k.to_string(), serde_json::Value::String(v)))
             .collect();
-        print_json(&map)?;
+        print_json(documents::TOOLCHAIN_ENV, &map)?;
     } else {
         print!("{}", tc.shell_exports());
     }
@@ -112,7 +112,10 @@ fn list(json: bool) -> Result<i32> {
     let dir = toolchains_dir();
     let rows = discover()?;
     if json {
-        print_json(&rows)?;
+        print_json(
+            documents::TOOLCHAIN_LIST,
+            &serde_json::json!({ "toolchains": rows }),
+        )?;
         return Ok(0);
     }
     if rows.is_empty() {

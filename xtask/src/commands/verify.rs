@@ -6,6 +6,7 @@
 use crate::binary::Outcome;
 use crate::cuda_arch::Cc;
 use crate::kb::kb;
+use crate::output::documents;
 use crate::verify::binary::{audit, BinaryRequest, Report};
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -121,7 +122,7 @@ fn pins(args: PinsArgs) -> Result<i32> {
             python: args.python,
         },
     )?;
-    crate::output::emit(args.json, &report, |r| r.table())?;
+    crate::output::emit(args.json, documents::VERIFY_PINS, &report, |r| r.table())?;
     Ok(if report.findings.is_empty() { 0 } else { 1 })
 }
 
@@ -142,7 +143,7 @@ fn env(args: EnvArgs) -> Result<i32> {
         let xml = crate::verify::checks::junit("verify env", &report.items)?;
         fs_err::write(path, xml)?;
     }
-    crate::output::emit(args.json, &report, |r| r.table())?;
+    crate::output::emit(args.json, documents::VERIFY_ENV, &report, |r| r.table())?;
     Ok(if report.ok { 0 } else { 1 })
 }
 
@@ -165,7 +166,7 @@ fn binary(args: BinaryArgs) -> Result<i32> {
     );
     let spec = request.expect_arch.as_deref();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report.json(spec))?);
+        crate::output::print_json(documents::VERIFY_BINARY, &report.json(spec))?;
     } else {
         print!("{}", report.table(spec));
     }

@@ -132,7 +132,6 @@ pub struct Finding {
 
 #[derive(Debug, Serialize)]
 pub struct AuditReport {
-    pub schema: u32,
     pub from: Version,
     pub to: Version,
     pub python_files: usize,
@@ -291,7 +290,6 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         .files
     };
     Ok(AuditReport {
-        schema: 1,
         from: req.from.clone(),
         to: req.to.clone(),
         python_files: files.len(),

@@ -406,7 +406,6 @@ impl<'a> Report<'a> {
             })
             .collect();
         serde_json::json!({
-            "schema": 1,
             "files": files,
             "expect_arch": spec,
             "devices": devices,

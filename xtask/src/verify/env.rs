@@ -17,9 +17,6 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::path::PathBuf;
 
-/// Bump when the JSON's shape changes.
-pub const SCHEMA: u32 = 1;
-
 /// `NAME==VERSION` (or `>=`, `<=`, `>`, `<`, `!=`): what an installed distribution must be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expect {
@@ -88,7 +85,6 @@ pub struct EnvRequest {
 
 #[derive(Debug, Serialize)]
 pub struct EnvReport {
-    pub schema: u32,
     pub python: PathBuf,
     pub python_version: String,
     pub torch: Option<String>,
@@ -228,7 +224,6 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
     }
     let ok = all_ok(&items);
     Ok(EnvReport {
-        schema: SCHEMA,
         python,
         python_version: info.python.to_string(),
         torch: torch.map(|t| t.to_string()),

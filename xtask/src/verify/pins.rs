@@ -77,7 +77,6 @@ pub struct Finding {
 
 #[derive(Debug, Serialize)]
 pub struct PinsReport {
-    pub schema: u32,
     pub files: Vec<PathBuf>,
     pub requirements: usize,
     pub findings: Vec<Finding>,
@@ -469,7 +468,6 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
         }
     }
     Ok(PinsReport {
-        schema: 1,
         files,
         requirements: pins.len(),
         findings,

@@ -2,7 +2,7 @@
 //! ([`crate::bench::audit`]).
 
 use crate::bench::audit::{audit as run_audit, AuditReport, AuditRequest};
-use crate::output::emit;
+use crate::output::{documents, emit};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -32,7 +32,12 @@ pub fn audit(args: AuditArgs) -> Result<i32> {
         runs: args.runs,
         threads: args.threads,
     };
-    emit(args.json, &run_audit(&request)?, render)?;
+    emit(
+        args.json,
+        documents::BENCH_AUDIT,
+        &run_audit(&request)?,
+        render,
+    )?;
     Ok(0)
 }
 

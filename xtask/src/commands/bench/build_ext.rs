@@ -2,7 +2,7 @@
 //! no-op rebuild of each.
 
 use crate::bench::build_ext::{self as bench, BenchRequest};
-use crate::output::{print_json, Table};
+use crate::output::{documents, print_json, Table};
 use crate::version::Version;
 use anyhow::Result;
 use clap::Args;
@@ -47,7 +47,7 @@ pub fn build_ext(a: BuildExtBench) -> Result<i32> {
         rounds: a.rounds,
     })?;
     if a.json {
-        print_json(&r)?;
+        print_json(documents::BENCH_BUILD_EXT, &r)?;
         return Ok(0);
     }
     let secs = |v: &[f64], digits: usize| {
