@@ -58,6 +58,29 @@ fn archs_json_has_the_documented_fields() {
     assert_eq!(gpus[2]["runs"], false);
 }
 
+/// `--print` gives CI scripts the one value they need, the same as the JSON document's.
+#[test]
+fn archs_prints_plain_values_for_scripts() {
+    let value = |what: &str| {
+        let (code, out, err) = xtask(&["archs", "--arch", "sm_75, 8.9,Hopper", "--print", what]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.lines().count(), 1, "{out}");
+        out.trim_end().to_string()
+    };
+    let (_, json, _) = xtask(&["archs", "--arch", "sm_75, 8.9,Hopper", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value("torch-cuda-arch-list"), v["torch_cuda_arch_list"]);
+    assert_eq!(
+        value("cmake-cuda-architectures"),
+        v["cmake_cuda_architectures"]
+    );
+    assert_eq!(value("sass"), "sm_75 sm_89 sm_90");
+    assert_eq!(value("ptx"), "compute_90");
+    assert_eq!(value("nvcc-flags").split(' ').count(), 4);
+    let (code, _, err) = xtask(&["archs", "--arch", "7.5", "--print", "sass", "--json"]);
+    assert_eq!(code, 2, "{err}");
+}
+
 #[test]
 fn archs_table_says_when_newest_releases_were_assumed() {
     let (code, stdout, _) = xtask(&["archs", "--arch", "9.0a", "--gpu", "H100", "--gpu", "B200"]);

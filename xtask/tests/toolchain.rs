@@ -189,6 +189,79 @@ fn env_prints_exports_a_shell_can_source() {
     assert_eq!(map["PATH"], format!("{home}/bin"));
 }
 
+/// `--format github` as a GitHub Actions step uses it: lines appended to the files `$GITHUB_ENV`
+/// and `$GITHUB_PATH` name, read back the way the runner reads them for the next step.
+#[test]
+fn env_for_github_actions_reaches_the_next_step() {
+    let tc = cuda_13_2();
+    let dir = tempfile::tempdir().unwrap();
+    let (env_file, path_file) = (dir.path().join("env"), dir.path().join("path"));
+    std::fs::write(&env_file, "EARLIER=1\n").unwrap();
+    let said = xtask(None)
+        .args(["toolchain", "env", "--cuda", "13.2", "--format", "github"])
+        .env("GITHUB_ENV", &env_file)
+        .env("GITHUB_PATH", &path_file)
+        .env("LD_LIBRARY_PATH", "/opt/earlier")
+        .read()
+        .unwrap();
+    assert!(
+        said.contains("CUDA_HOME CUDA_PATH LD_LIBRARY_PATH appended to $GITHUB_ENV"),
+        "{said}"
+    );
+    // The runner: NAME=value lines (or NAME<<DELIM blocks) become variables; each $GITHUB_PATH
+    // line goes first on PATH.
+    let env_text = std::fs::read_to_string(&env_file).unwrap();
+    let mut vars: Vec<(String, String)> = Vec::new();
+    let mut lines = env_text.lines();
+    while let Some(line) = lines.next() {
+        if let Some((name, delim)) = line.split_once("<<") {
+            let value: Vec<&str> = lines.by_ref().take_while(|l| *l != delim).collect();
+            vars.push((name.into(), value.join("\n")));
+        } else {
+            let (name, value) = line.split_once('=').expect("NAME=value");
+            vars.push((name.into(), value.into()));
+        }
+    }
+    let mut path = "/usr/bin:/bin".to_string();
+    for dir in std::fs::read_to_string(&path_file).unwrap().lines() {
+        path = format!("{dir}:{path}");
+    }
+    let mut next_step = Cmd::new("/bin/sh")
+        .args([
+            "-c",
+            "nvcc --version && echo \"home=$CUDA_HOME ld=$LD_LIBRARY_PATH earlier=$EARLIER\"",
+        ])
+        .env("PATH", path)
+        .env_remove("LD_LIBRARY_PATH");
+    for (k, v) in vars {
+        next_step = next_step.env(k, v);
+    }
+    let out = next_step.read().unwrap();
+    let home = tc.cuda_home().display().to_string();
+    assert!(out.contains("release 13.2,"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "home={home} ld={home}/lib64:/opt/earlier earlier=1"
+        )),
+        "{out}"
+    );
+    // Outside a GitHub Actions step it says so before installing anything.
+    let fresh = tempfile::tempdir().unwrap();
+    let out = xtask(Some(fresh.path()))
+        .args(["toolchain", "env", "--cuda", "13.2", "--format", "github"])
+        .env_remove("GITHUB_ENV")
+        .env_remove("GITHUB_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(out.status, Some(2));
+    let err = &out.stderr;
+    assert!(
+        err.contains("$GITHUB_ENV is not set") && err.contains("--format shell"),
+        "{err}"
+    );
+    assert!(!fresh.path().join("toolchains").exists());
+}
+
 #[test]
 fn concurrent_installs_build_once_and_replace_leftovers() {
     cuda_13_2(); // the wheels are in uv's cache, so this private install costs seconds

@@ -26,6 +26,32 @@ pub struct ArchsArgs {
     pub driver: Option<Version>,
     #[arg(long)]
     pub json: bool,
+    /// Print one value alone, for CI scripts: `torch-cuda-arch-list` (`7.5;8.9;9.0`),
+    /// `cmake-cuda-architectures`, `nvcc-flags`, `sass` or `ptx` (space-separated).
+    #[arg(long, value_enum, value_name = "VALUE", conflicts_with = "json")]
+    pub print: Option<PlainValue>,
+}
+
+/// The values `--print` writes alone on a line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PlainValue {
+    TorchCudaArchList,
+    CmakeCudaArchitectures,
+    NvccFlags,
+    Sass,
+    Ptx,
+}
+
+impl PlainValue {
+    fn of(self, r: &ArchsReport) -> String {
+        match self {
+            PlainValue::TorchCudaArchList => r.torch_cuda_arch_list.clone(),
+            PlainValue::CmakeCudaArchitectures => r.cmake_cuda_architectures.clone(),
+            PlainValue::NvccFlags => r.gencode.join(" "),
+            PlainValue::Sass => r.sass.join(" "),
+            PlainValue::Ptx => r.ptx.join(" "),
+        }
+    }
 }
 
 pub fn run(args: &ArchsArgs) -> Result<i32> {
@@ -36,12 +62,11 @@ pub fn run(args: &ArchsArgs) -> Result<i32> {
         gpus: args.gpus.clone(),
         driver: args.driver.clone(),
     };
-    emit(
-        args.json,
-        documents::ARCHS,
-        &plan_report(kb(), &request)?,
-        render,
-    )?;
+    let report = plan_report(kb(), &request)?;
+    match args.print {
+        Some(value) => println!("{}", value.of(&report)),
+        None => emit(args.json, documents::ARCHS, &report, render)?,
+    }
     Ok(0)
 }
 

@@ -18,8 +18,9 @@ pub struct ToolchainArgs {
 pub enum ToolchainCommand {
     /// Install (or reuse) the CUDA toolchain for a release: 13.x from NVIDIA's PyPI wheels, 11.x/12.x from the system.
     Install(CudaArgs),
-    /// Print sourceable shell exports (CUDA_HOME, CUDA_PATH, PATH, LD_LIBRARY_PATH), installing first if needed.
-    Env(CudaArgs),
+    /// Put the toolchain in the environment (CUDA_HOME, CUDA_PATH, PATH, LD_LIBRARY_PATH), installing first if needed:
+    /// sourceable shell exports, or appended to $GITHUB_ENV/$GITHUB_PATH for the next steps of a GitHub Actions job.
+    Env(EnvArgs),
     /// List archsmith's toolchains and any system CUDA found.
     List {
         #[arg(long)]
@@ -35,6 +36,26 @@ pub struct CudaArgs {
     /// Machine-readable output on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EnvArgs {
+    /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
+    #[arg(long)]
+    pub cuda: Version,
+    /// `shell`: exports to eval; `github`: append to the files $GITHUB_ENV and $GITHUB_PATH name; `json`.
+    #[arg(long, value_enum, default_value_t = EnvFormat::Shell)]
+    pub format: EnvFormat,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EnvFormat {
+    Shell,
+    Github,
+    Json,
 }
 
 pub fn run(args: ToolchainArgs) -> Result<i32> {
@@ -93,9 +114,30 @@ fn install(args: &CudaArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn env(args: &CudaArgs) -> Result<i32> {
+fn env(args: &EnvArgs) -> Result<i32> {
+    let format = if args.json {
+        EnvFormat::Json
+    } else {
+        args.format
+    };
+    // Checked before installing: a job that runs this outside GitHub Actions learns it at once.
+    let github_files = match format {
+        EnvFormat::Github => Some(toolchain::GithubFiles::from_env()?),
+        _ => None,
+    };
     let tc = toolchain::ensure(&args.cuda)?;
-    if args.json {
+    if let Some(files) = github_files {
+        let lines = tc.github_env(std::env::var("LD_LIBRARY_PATH").ok().as_deref());
+        files.append(&lines)?;
+        println!(
+            "CUDA {} for the next steps: {} appended to $GITHUB_ENV, {} to $GITHUB_PATH",
+            tc.cuda,
+            lines.names.join(" "),
+            lines.path.trim_end()
+        );
+        return Ok(0);
+    }
+    if format == EnvFormat::Json {
         let map: serde_json::Map<String, serde_json::Value> = tc
             .env_vars()
             .into_iter()

@@ -113,6 +113,35 @@ impl Toolchain {
         out
     }
 
+    /// The toolchain for the steps after this one in a GitHub Actions job: the lines to append to
+    /// the file `$GITHUB_ENV` names and those to append to `$GITHUB_PATH`'s. The runner does not
+    /// expand `$VAR` in `$GITHUB_ENV`, so `LD_LIBRARY_PATH` is written out with `current_ld`, the
+    /// value it has now; `PATH` goes through `$GITHUB_PATH`, which prepends.
+    pub fn github_env(&self, current_ld: Option<&str>) -> GithubEnv {
+        let mut env = String::new();
+        let mut path = String::new();
+        let mut names = Vec::new();
+        for (name, value) in self.env_vars() {
+            match name {
+                "PATH" => {
+                    path.push_str(&value);
+                    path.push('\n');
+                }
+                _ => {
+                    let value = match current_ld {
+                        Some(old) if name == "LD_LIBRARY_PATH" && !old.is_empty() => {
+                            format!("{value}:{old}")
+                        }
+                        _ => value,
+                    };
+                    env.push_str(&github_env_line(name, &value));
+                    names.push(name);
+                }
+            }
+        }
+        GithubEnv { env, path, names }
+    }
+
     /// A [`Cmd`] for `program` with this toolkit first on `PATH` and `CUDA_HOME`/`CUDA_PATH` set.
     pub fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Cmd {
         let mut cmd = Cmd::new(program);
@@ -129,6 +158,67 @@ impl Toolchain {
         }
         cmd
     }
+}
+
+/// What a GitHub Actions step appends to `$GITHUB_ENV` (`NAME=value` lines) and `$GITHUB_PATH`
+/// (one directory a line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GithubEnv {
+    pub env: String,
+    pub path: String,
+    /// The variables `env` sets, in order.
+    pub names: Vec<&'static str>,
+}
+
+/// The files a GitHub Actions step appends to, from `$GITHUB_ENV` and `$GITHUB_PATH`.
+#[derive(Debug, Clone)]
+pub struct GithubFiles {
+    pub env: std::path::PathBuf,
+    pub path: std::path::PathBuf,
+}
+
+impl GithubFiles {
+    /// Both variables must name a file; unset means this is not a GitHub Actions step.
+    pub fn from_env() -> Result<GithubFiles> {
+        let file = |var: &str| {
+            match std::env::var_os(var) {
+            Some(p) if !p.is_empty() => Ok(std::path::PathBuf::from(p)),
+            _ => anyhow::bail!(
+                "--format github appends to the file ${var} names, and ${var} is not set: run it inside a GitHub Actions step, or use --format shell (eval \"$(archsmith toolchain env --cuda VER)\") elsewhere"
+            ),
+        }
+        };
+        Ok(GithubFiles {
+            env: file("GITHUB_ENV")?,
+            path: file("GITHUB_PATH")?,
+        })
+    }
+
+    /// Appends `lines`, as the runner expects of a step (other steps' lines stay).
+    pub fn append(&self, lines: &GithubEnv) -> Result<()> {
+        use std::io::Write;
+        for (file, text) in [(&self.env, &lines.env), (&self.path, &lines.path)] {
+            let mut f = fs_err::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(file)?;
+            f.write_all(text.as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// One `$GITHUB_ENV` entry: `NAME=value`, or the runner's multi-line form
+/// (`NAME<<DELIM` … `DELIM`) when the value holds a line break, with a delimiter the value lacks.
+fn github_env_line(name: &str, value: &str) -> String {
+    if !value.contains(['\n', '\r']) {
+        return format!("{name}={value}\n");
+    }
+    let mut delim = String::from("ARCHSMITH_EOF");
+    while value.contains(&delim) {
+        delim.push('_');
+    }
+    format!("{name}<<{delim}\n{value}\n{delim}\n")
 }
 
 /// `'value'` with embedded single quotes escaped, safe to paste into any POSIX shell.
@@ -299,6 +389,15 @@ pub fn discover() -> Result<Vec<Listed>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn github_env_lines_use_the_multiline_form_only_when_needed() {
+        assert_eq!(github_env_line("CUDA_HOME", "/a b"), "CUDA_HOME=/a b\n");
+        assert_eq!(
+            github_env_line("X", "1\nARCHSMITH_EOF"),
+            "X<<ARCHSMITH_EOF_\n1\nARCHSMITH_EOF\nARCHSMITH_EOF_\n"
+        );
+    }
 
     #[test]
     fn parses_nvcc_version_output() {
