@@ -17,6 +17,7 @@ pub struct AuditArgs {
 pub enum AuditCommand {
     /// Torch APIs a project uses that the upgrade removes, deprecates or changes (Python, by syntax
     /// tree), and C++/CUDA sources the port catalogue would change. Exit 1 on a finding.
+    #[command(after_help = "Example:\n  archsmith audit upgrade --from 2.3.1 --to 2.6.0 .")]
     Upgrade(UpgradeArgs),
 }
 

@@ -17,6 +17,7 @@ pub struct KbArgs {
 pub enum KbCommand {
     /// Check the nvcc target and host-compiler rows against NVIDIA's PyPI wheels (every CUDA 13.x
     /// release unless --cuda narrows or widens it).
+    #[command(after_help = "Example:\n  archsmith kb check --cuda 13.2")]
     Check(CheckArgs),
 }
 

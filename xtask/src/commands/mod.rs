@@ -31,22 +31,29 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
+    #[command(after_help = "Example:\n  archsmith archs --arch 7.5,8.9,9.0 --gpu L4 --gpu \"RTX 5090\"")]
     Archs(archs::ArchsArgs),
     /// Audits of a project's sources: `audit upgrade --from 2.3.1 --to 2.6.0 [PATH]`.
     Audit(audit::AuditArgs),
     /// Measured comparisons with the usual tools: `bench audit`, `bench build-ext`.
     Bench(bench::BenchArgs),
     /// Build a torch C++/CUDA extension for exactly the chosen archs, audit the wheel, import it.
+    #[command(after_help = "Example:\n  archsmith build-ext ./my_ext --arch 7.5,8.9,9.0 --out dist")]
     BuildExt(build_ext::BuildExtArgs),
     /// Build PyTorch from source for exactly the chosen archs: advise, plan, preflight, build, verify.
+    #[command(after_help = "Example:\n  archsmith build-torch --version 2.6.0 --arch 7.5,8.9,9.0 --gpu L4 --dry-run")]
     BuildTorch(build_torch::BuildTorchArgs),
     /// Port legacy PyTorch C++/CUDA extension sources (AT_CHECK, THC, `.type()` dispatch, ...) to modern torch.
+    #[command(after_help = "Example:\n  archsmith codemod csrc/ --dry-run")]
     Codemod(codemod::CodemodArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
+    #[command(after_help = "Example:\n  archsmith doctor --gpu \"RTX 5090\" --driver 570.86")]
     Doctor(doctor::DoctorArgs),
     /// Build archsmith's test kernels for an arch list, audit every binary, run them when there is a GPU.
+    #[command(after_help = "Example:\n  archsmith kernels --arch 8.9,9.0")]
     Kernels(kernels::KernelsArgs),
     /// Port a legacy extension with a recipe (rules, patches), build it for the archs, verify it.
+    #[command(after_help = "Example:\n  archsmith port-extension maskrcnn --arch 7.5,8.9,9.0")]
     PortExtension(port_extension::PortExtensionArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
@@ -55,6 +62,7 @@ pub enum Command {
     /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
     Kb(kb::KbArgs),
     /// Print a shell completion script: `archsmith completions bash > /etc/bash_completion.d/archsmith`.
+    #[command(after_help = "Example:\n  archsmith completions zsh")]
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
@@ -95,6 +103,58 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             let name = bin_name().replace("cargo ", "cargo-");
             clap_complete::generate(shell, &mut Cli::command(), name, &mut std::io::stdout());
             Ok(0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The commands a user runs: the leaves of the tree, with their names from the top.
+    fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
+        let subs: Vec<_> = cmd.get_subcommands().filter(|s| s.get_name() != "help").collect();
+        if subs.is_empty() {
+            out.push((path, cmd.clone()));
+            return;
+        }
+        for s in subs {
+            let mut p = path.clone();
+            p.push(s.get_name().to_string());
+            leaves(s, p, out);
+        }
+    }
+
+    /// Every command shows one example in its help; the example parses as that very command, and
+    /// the README shows it too.
+    #[test]
+    fn every_command_has_an_example_that_parses_and_is_in_the_readme() {
+        let readme =
+            std::fs::read_to_string(crate::paths::repo_root().join("README.md")).unwrap();
+        let mut all = Vec::new();
+        leaves(&Cli::command(), Vec::new(), &mut all);
+        assert!(all.len() >= 18, "{} commands", all.len());
+        for (path, cmd) in all {
+            let name = path.join(" ");
+            let help = cmd.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            let example = help
+                .strip_prefix("Example:\n  ")
+                .unwrap_or_else(|| panic!("`{name}` has no example in its help"));
+            assert!(!example.contains('\n'), "`{name}`: one example");
+            let words = shlex::split(example).unwrap();
+            assert_eq!(words[0], "archsmith", "{example}");
+            let matches = Cli::command()
+                .try_get_matches_from(&words)
+                .unwrap_or_else(|e| panic!("`{example}` does not parse: {e}"));
+            let mut parsed = Vec::new();
+            let mut m = &matches;
+            while let Some((sub, next)) = m.subcommand() {
+                parsed.push(sub.to_string());
+                m = next;
+            }
+            assert_eq!(parsed, path, "`{example}` runs another command");
+            assert!(readme.contains(example), "README.md lacks the example `{example}`");
         }
     }
 }

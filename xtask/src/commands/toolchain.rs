@@ -17,11 +17,14 @@ pub struct ToolchainArgs {
 #[derive(Debug, Subcommand)]
 pub enum ToolchainCommand {
     /// Install (or reuse) the CUDA toolchain for a release: 13.x from NVIDIA's PyPI wheels, 11.x/12.x from the system.
+    #[command(after_help = "Example:\n  archsmith toolchain install --cuda 13.2")]
     Install(CudaArgs),
     /// Put the toolchain in the environment (CUDA_HOME, CUDA_PATH, PATH, LD_LIBRARY_PATH), installing first if needed:
     /// sourceable shell exports, or appended to $GITHUB_ENV/$GITHUB_PATH for the next steps of a GitHub Actions job.
+    #[command(after_help = "Example:\n  archsmith toolchain env --cuda 13.2 --format github")]
     Env(EnvArgs),
     /// List archsmith's toolchains and any system CUDA found.
+    #[command(after_help = "Example:\n  archsmith toolchain list")]
     List {
         #[arg(long)]
         json: bool,

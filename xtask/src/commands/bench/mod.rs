@@ -16,9 +16,11 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// archsmith `verify binary` on a wheel vs `unzip` + `cuobjdump --list-elf` per shared object.
+    #[command(after_help = "Example:\n  archsmith bench audit --runs 5")]
     Audit(audit::AuditArgs),
     /// archsmith's clean build vs the plain front end (same TORCH_CUDA_ARCH_LIST and MAX_JOBS),
     /// and the no-op rebuild of each, in one run.
+    #[command(after_help = "Example:\n  archsmith bench build-ext --arch 7.5,8.9,9.0 --rounds 2")]
     BuildExt(build_ext::BuildExtBench),
 }
 
