@@ -1,6 +1,6 @@
-//! The `archsmith` binary away from this repository: copied to a directory outside the checkout
-//! (what `cargo install --path xtask` or the wheel leaves), it answers `--version`, `archs`,
-//! `verify env` and `port-extension --dry-run` from the data compiled into it.
+//! The `archsmith` binary away from this repository, installed by `cargo install --path xtask` and
+//! from its wheel into a fresh venv: it answers `--version`, `archs`, `verify env` and
+//! `port-extension --dry-run` from the data compiled into it.
 
 mod support;
 
@@ -40,12 +40,29 @@ impl Installed {
     }
 }
 
+/// `cargo install --path xtask` as a user runs it (debug profile, to share the compiled
+/// dependencies with the wheel test's target directory under the cache).
 #[test]
-fn the_binary_works_outside_the_repository() {
+fn cargo_install_gives_a_binary_that_works_outside_the_repository() {
     let dir = support::scratch("installed-binary");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    archsmith::process::Cmd::new(cargo)
+        .args([
+            "install",
+            "--locked",
+            "--debug",
+            "--bin",
+            "archsmith",
+            "--path",
+        ])
+        .arg(archsmith::paths::repo_root().join("xtask"))
+        .arg("--root")
+        .arg(&dir)
+        .arg("--target-dir")
+        .arg(archsmith::paths::cache_dir().join("maturin-target"))
+        .read()
+        .unwrap();
     let bin = dir.join("bin/archsmith");
-    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_archsmith"), &bin).unwrap();
     // Its own cache, so the data it writes is seen being written.
     let installed = Installed::new(bin, &dir);
     let run = |args: &[&str]| installed.run(args);

@@ -31,17 +31,23 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Plan an arch list: TORCH_CUDA_ARCH_LIST, nvcc flags, CMake archs, and runs-on verdicts per GPU.
-    #[command(after_help = "Example:\n  archsmith archs --arch 7.5,8.9,9.0 --gpu L4 --gpu \"RTX 5090\"")]
+    #[command(
+        after_help = "Example:\n  archsmith archs --arch 7.5,8.9,9.0 --gpu L4 --gpu \"RTX 5090\""
+    )]
     Archs(archs::ArchsArgs),
     /// Audits of a project's sources: `audit upgrade --from 2.3.1 --to 2.6.0 [PATH]`.
     Audit(audit::AuditArgs),
     /// Measured comparisons with the usual tools: `bench audit`, `bench build-ext`.
     Bench(bench::BenchArgs),
     /// Build a torch C++/CUDA extension for exactly the chosen archs, audit the wheel, import it.
-    #[command(after_help = "Example:\n  archsmith build-ext ./my_ext --arch 7.5,8.9,9.0 --out dist")]
+    #[command(
+        after_help = "Example:\n  archsmith build-ext ./my_ext --arch 7.5,8.9,9.0 --out dist"
+    )]
     BuildExt(build_ext::BuildExtArgs),
     /// Build PyTorch from source for exactly the chosen archs: advise, plan, preflight, build, verify.
-    #[command(after_help = "Example:\n  archsmith build-torch --version 2.6.0 --arch 7.5,8.9,9.0 --gpu L4 --dry-run")]
+    #[command(
+        after_help = "Example:\n  archsmith build-torch --version 2.6.0 --arch 7.5,8.9,9.0 --gpu L4 --dry-run"
+    )]
     BuildTorch(build_torch::BuildTorchArgs),
     /// Port legacy PyTorch C++/CUDA extension sources (AT_CHECK, THC, `.type()` dispatch, ...) to modern torch.
     #[command(after_help = "Example:\n  archsmith codemod csrc/ --dry-run")]
@@ -114,7 +120,10 @@ mod tests {
 
     /// The commands a user runs: the leaves of the tree, with their names from the top.
     fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
-        let subs: Vec<_> = cmd.get_subcommands().filter(|s| s.get_name() != "help").collect();
+        let subs: Vec<_> = cmd
+            .get_subcommands()
+            .filter(|s| s.get_name() != "help")
+            .collect();
         if subs.is_empty() {
             out.push((path, cmd.clone()));
             return;
@@ -130,14 +139,16 @@ mod tests {
     /// the README shows it too.
     #[test]
     fn every_command_has_an_example_that_parses_and_is_in_the_readme() {
-        let readme =
-            std::fs::read_to_string(crate::paths::repo_root().join("README.md")).unwrap();
+        let readme = std::fs::read_to_string(crate::paths::repo_root().join("README.md")).unwrap();
         let mut all = Vec::new();
         leaves(&Cli::command(), Vec::new(), &mut all);
         assert!(all.len() >= 18, "{} commands", all.len());
         for (path, cmd) in all {
             let name = path.join(" ");
-            let help = cmd.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            let help = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
             let example = help
                 .strip_prefix("Example:\n  ")
                 .unwrap_or_else(|| panic!("`{name}` has no example in its help"));
@@ -154,7 +165,10 @@ mod tests {
                 m = next;
             }
             assert_eq!(parsed, path, "`{example}` runs another command");
-            assert!(readme.contains(example), "README.md lacks the example `{example}`");
+            assert!(
+                readme.contains(example),
+                "README.md lacks the example `{example}`"
+            );
         }
     }
 }

@@ -22,11 +22,15 @@ pub struct VerifyArgs {
 pub enum VerifyCommand {
     /// Which SASS and PTX ELF files, directories or wheels really carry (read from the fatbin
     /// headers in pure Rust). Exit 0 ok, 1 an expectation failed, 2 unreadable or malformed input.
-    #[command(after_help = "Example:\n  archsmith verify binary dist/my_ext-1.0-cp311-cp311-linux_x86_64.whl --expect-arch 7.5,8.9,9.0 --strict")]
+    #[command(
+        after_help = "Example:\n  archsmith verify binary dist/my_ext-1.0-cp311-cp311-linux_x86_64.whl --expect-arch 7.5,8.9,9.0 --strict"
+    )]
     Binary(BinaryArgs),
     /// A Python environment with torch: expected versions, pairing, CUDA, what torch's libraries
     /// carry, GPUs, cuDNN, conda. Exit 0 all passed, 1 a check failed, 2 bad input.
-    #[command(after_help = "Example:\n  archsmith verify env --python .venv/bin/python --expect torch==2.6.0 --expect-arch 7.5,8.0,8.6,9.0 --gpu L4 --junit verify-env.xml")]
+    #[command(
+        after_help = "Example:\n  archsmith verify env --python .venv/bin/python --expect torch==2.6.0 --expect-arch 7.5,8.0,8.6,9.0 --gpu L4 --junit verify-env.xml"
+    )]
     Env(EnvArgs),
     /// A repository's requirement files (requirements*.txt, constraints, pyproject.toml):
     /// contradictions, CUDA variants, torch pairs, Python and GPU fit. Exit 1 on a finding.
