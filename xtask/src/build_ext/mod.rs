@@ -565,7 +565,7 @@ pub fn build_env(
     // wheels lacks them, but the torch env holds NVIDIA's wheels of the very libraries torch loads
     // at run time, headers included. CPATH is searched after every -I, so CUDA_HOME still wins for
     // the toolkit's own headers.
-    let (inc, lib) = nvidia_wheel_dirs(&env.purelib, tc.cuda.major());
+    let (inc, lib) = nvidia_wheel_dirs(kb(), &env.purelib, tc.cuda.major());
     if !inc.is_empty() {
         vars.push(("CPATH".into(), append("CPATH", inc)));
     }
@@ -589,10 +589,26 @@ fn append(name: &str, dirs: Vec<String>) -> String {
     parts.join(":")
 }
 
-/// `include` and `lib` dirs of the NVIDIA wheels in site-packages: `nvidia/cuXY` (the CUDA
-/// libraries of this major) first, then the others (`cudnn`, `nccl`, …), in name order.
-pub fn nvidia_wheel_dirs(purelib: &Path, cuda_major: u32) -> (Vec<String>, Vec<String>) {
+/// `include` and `lib` dirs of the NVIDIA wheels in site-packages: this major's shared directory
+/// (`nvidia/cu13`, the knowledge base's `wheel_prefix`) first, then the per-library ones (`cudnn`,
+/// `nccl`, …) in name order. Another major's directory (`nvidia/cu12` left by an older torch) is
+/// skipped: its headers would shadow this toolkit's.
+pub fn nvidia_wheel_dirs(
+    kb: &crate::kb::KnowledgeBase,
+    purelib: &Path,
+    cuda_major: u32,
+) -> (Vec<String>, Vec<String>) {
     let root = purelib.join("nvidia");
+    let dir_of = |prefix: &str| prefix.strip_prefix("nvidia/").map(str::to_string);
+    let own = kb
+        .cuda_major(cuda_major)
+        .and_then(|r| dir_of(&r.wheel_prefix));
+    let others: Vec<String> = kb
+        .cuda_majors
+        .iter()
+        .filter_map(|r| dir_of(&r.wheel_prefix))
+        .filter(|d| Some(d) != own.as_ref())
+        .collect();
     let mut names: Vec<String> = fs::read_dir(&root)
         .map(|rd| {
             rd.flatten()
@@ -600,11 +616,8 @@ pub fn nvidia_wheel_dirs(purelib: &Path, cuda_major: u32) -> (Vec<String>, Vec<S
                 .collect()
         })
         .unwrap_or_default();
-    let own = format!("cu{cuda_major}");
-    names.retain(|n| {
-        !(n.starts_with("cu") && n[2..].chars().all(|c| c.is_ascii_digit()) && *n != own)
-    });
-    names.sort_by_key(|n| (*n != own, n.clone()));
+    names.retain(|n| !others.contains(n));
+    names.sort_by_key(|n| (Some(n) != own.as_ref(), n.clone()));
     let pick = |sub: &str| {
         names
             .iter()
@@ -686,6 +699,31 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nvidia_wheel_dirs_take_this_majors_layout_first_and_skip_anothers() {
+        let site = tempfile::tempdir().unwrap();
+        for d in ["cu13", "cudnn", "cuda_nvcc"] {
+            fs::create_dir_all(site.path().join("nvidia").join(d).join("include")).unwrap();
+        }
+        let names = |major| {
+            nvidia_wheel_dirs(kb(), site.path(), major)
+                .0
+                .iter()
+                .map(|p| {
+                    Path::new(p)
+                        .parent()
+                        .unwrap()
+                        .file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(13), ["cu13", "cudnn"]);
+        assert_eq!(names(12), ["cuda_nvcc", "cudnn"]);
+    }
 
     #[test]
     fn cuda_must_match_torchs_major() {
