@@ -183,3 +183,92 @@ fn random_bytes_never_panic_and_never_touch_comments_or_literals() {
         "only {changed} of 3000 inputs were rewritten"
     );
 }
+
+const PY_FRAGMENTS: &[&str] = &[
+    "import torch\n",
+    "import numpy as np\n",
+    "from torch._six import inf, string_classes\n",
+    "from torch._six import container_abcs as abcs\n",
+    "import torch._six\n",
+    "from apex import amp\n",
+    "from torch.autograd import Variable\n",
+    "from torch.cuda.amp import autocast\n",
+    "try:\n    from torch._six import PY3\nexcept ImportError:\n    PY3 = True\n",
+    "if x:\n    from torch._six import nan\n",
+    "@amp.float_function\n",
+    "def f(a, b=np.float(1)):\n    ",
+    "return ",
+    "torch._six.inf",
+    "string_classes",
+    "abcs.Mapping",
+    "np.float",
+    "np.NaN",
+    "amp.float_function(",
+    "Variable(",
+    "autocast(",
+    "torch.meshgrid(",
+    "torch.cuda.amp.GradScaler(",
+    "torch.load(",
+    "F.upsample(",
+    "x",
+    ", ",
+    "(",
+    ")",
+    ",)",
+    "\n",
+    "    ",
+    "# np.float torch._six.inf in a comment\n",
+    "\"np.float in a string\"",
+    "'''torch._six.inf'''",
+    "f\"{np.float}\"",
+    "é",
+    "\t",
+    ":",
+    "=",
+    "\\\n",
+];
+
+/// Valid UTF-8 Python made of legacy-API fragments and broken syntax: the Python rows never
+/// panic, never touch a comment or a string, and reach a fixed point.
+#[test]
+fn python_fragments_never_panic_and_never_touch_comments_or_strings() {
+    let cat = builtin();
+    let mut rng = XorShift(0x51ed_2701_c0ff_ee11);
+    let mut changed = 0;
+    for case in 0..2000 {
+        let mut src = String::new();
+        for _ in 0..rng.below(40) {
+            src.push_str(PY_FRAGMENTS[rng.below(PY_FRAGMENTS.len())]);
+        }
+        let src = src.into_bytes();
+        let out = engine::apply(cat, Lang::PythonModule, &src).unwrap();
+        if out.output != src {
+            changed += 1;
+        }
+        // Every comment and string of the input is in the output, in order; a rewrite may add
+        // strings of its own (`"cuda"`).
+        let (before, after) = (lex_python(&src), lex_python(&out.output));
+        let mut kept = opaque(&out.output, &after, None).into_iter();
+        for want in opaque(&src, &before, None) {
+            assert!(
+                kept.any(|got| got == want),
+                "case {case}: {:?} lost\n--- in\n{}\n--- out\n{}",
+                String::from_utf8_lossy(&want),
+                String::from_utf8_lossy(&src),
+                String::from_utf8_lossy(&out.output)
+            );
+        }
+        let again = engine::apply(cat, Lang::PythonModule, &out.output).unwrap();
+        assert_eq!(
+            again.output,
+            out.output,
+            "case {case}: not a fixed point\n--- in\n{}\n--- out\n{}",
+            String::from_utf8_lossy(&src),
+            String::from_utf8_lossy(&out.output)
+        );
+    }
+    assert!(
+        changed > 500,
+        "only {changed} of 2000 inputs were rewritten"
+    );
+}

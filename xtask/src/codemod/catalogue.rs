@@ -26,13 +26,15 @@ pub enum Lang {
     Cpp,
     /// `setup.py`.
     Python,
+    /// Any other `.py` file: the Python API rows apply, token rules only when they say so.
+    PythonModule,
 }
 
 impl Lang {
     pub fn lexer(self) -> fn(&[u8]) -> Vec<Token> {
         match self {
             Lang::Cpp => lex_c,
-            Lang::Python => lex_python,
+            Lang::Python | Lang::PythonModule => lex_python,
         }
     }
 
@@ -43,6 +45,9 @@ impl Lang {
             return Some(Lang::Python);
         }
         let ext = path.extension()?.to_str()?;
+        if ext == "py" {
+            return Some(Lang::PythonModule);
+        }
         matches!(
             ext,
             "c" | "cc" | "cpp" | "cxx" | "h" | "hh" | "hpp" | "cu" | "cuh"
@@ -54,7 +59,11 @@ impl Lang {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CatalogueSpec {
+    #[serde(default)]
     rule: Vec<RuleSpec>,
+    /// Python API rows ([`super::python::Change`]), checked by their own parser.
+    #[serde(default)]
+    change: Vec<toml::Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -166,13 +175,24 @@ pub struct Rule {
 #[derive(Debug, Clone)]
 pub struct Catalogue {
     pub name: String,
+    /// Token rules (C++/CUDA, setup.py).
     pub rules: Vec<Rule>,
+    /// Python API rows, applied to `.py` files through their syntax tree.
+    pub python: Vec<super::python::Change>,
+    /// The torch release the port targets: which Python rows hold (default: the newest known).
+    pub torch: Option<Version>,
 }
 
-/// The built-in catalogue (parsed once).
+/// The built-in catalogue (parsed once): the token rules of `torch-legacy.toml` and the Python
+/// rows of `torch-python.toml`.
 pub fn builtin() -> &'static Catalogue {
     static CAT: OnceLock<Catalogue> = OnceLock::new();
-    CAT.get_or_init(|| Catalogue::parse(BUILTIN_NAME, BUILTIN).unwrap_or_else(|e| panic!("{e:#}")))
+    CAT.get_or_init(|| {
+        let mut cat = Catalogue::parse(BUILTIN_NAME, BUILTIN).unwrap_or_else(|e| panic!("{e:#}"));
+        cat.python = super::python::builtin_changes();
+        cat.name = format!("{BUILTIN_NAME} + {}", super::python::BUILTIN_NAME);
+        cat
+    })
 }
 
 fn version_field(
@@ -213,10 +233,33 @@ impl Catalogue {
             }
             rules.push(Rule::from_spec(origin, r)?);
         }
+        let python = if spec.change.is_empty() {
+            Vec::new()
+        } else {
+            super::python::parse_changes(origin, text)?
+        };
+        if rules.is_empty() && python.is_empty() {
+            bail!("{origin}: no [[rule]] and no [[change]]: not a rule catalogue");
+        }
         Ok(Catalogue {
             name: origin.to_string(),
             rules,
+            python,
+            torch: None,
         })
+    }
+
+    /// The same catalogue, for a port to torch `torch`.
+    pub fn for_torch(mut self, torch: &Version) -> Catalogue {
+        self.torch = Some(torch.clone());
+        self
+    }
+
+    /// The torch release the Python rows are judged against.
+    pub fn target_torch(&self) -> Version {
+        self.torch
+            .clone()
+            .unwrap_or_else(|| crate::kb::kb().releases.newest_torch.clone())
     }
 
     pub fn get(&self, id: &str) -> Option<&Rule> {

@@ -44,7 +44,17 @@ type Edit = (usize, usize, Vec<u8>);
 
 /// Runs every rule of `cat` that applies to `lang`.
 pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
-    apply_rules(cat.rules.iter().filter(|r| r.lang == lang), lang, src)
+    let mut out = apply_rules(cat.rules.iter().filter(|r| r.lang == lang), lang, src)?;
+    if lang != Lang::Cpp && !cat.python.is_empty() {
+        let py = super::python::rewrite::apply(&cat.python, &cat.target_torch(), &out.output);
+        out.output = py.output;
+        for (k, v) in py.counts {
+            *out.counts.entry(k).or_default() += v;
+        }
+        out.review.extend(py.review);
+        out.review.sort_by_key(|r| r.line);
+    }
+    Ok(out)
 }
 
 pub fn apply_rules<'r>(

@@ -12,6 +12,7 @@ pub mod catalogue;
 pub mod engine;
 pub mod lexer;
 pub mod pattern;
+pub mod python;
 
 pub use catalogue::{builtin, Catalogue, Lang, Rule};
 pub use engine::{Outcome, ReviewItem};
@@ -79,7 +80,7 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             out.push(p.clone());
         } else {
             bail!(
-                "{}: not a file the codemod handles (expected .c .cc .cpp .cxx .h .hh .hpp .cu .cuh or setup.py)",
+                "{}: not a file the codemod handles (expected .c .cc .cpp .cxx .h .hh .hpp .cu .cuh or .py)",
                 p.display()
             );
         }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct CodemodArgs {
-    /// Files or directories (walked for .c .cc .cpp .cxx .h .hh .hpp .cu .cuh and setup.py).
+    /// Files or directories (walked for .c .cc .cpp .cxx .h .hh .hpp .cu .cuh and .py).
     #[arg(required_unless_present = "list_rules", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// List the catalogue's rules (id, kind, torch release where the old form broke) and exit.
@@ -31,18 +31,29 @@ pub struct CodemodArgs {
     /// Rule catalogue to use instead of the built-in one.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
+    /// The torch release to port to: which Python rows hold (default: the newest known).
+    #[arg(long, value_name = "VER")]
+    pub torch: Option<crate::version::Version>,
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: &CodemodArgs) -> Result<i32> {
     let owned;
-    let cat: &Catalogue = match &args.rules {
-        Some(p) => {
-            owned = Catalogue::load(p)?;
+    let cat: &Catalogue = match (&args.rules, &args.torch) {
+        (Some(p), _) => {
+            let loaded = Catalogue::load(p)?;
+            owned = match &args.torch {
+                Some(t) => loaded.for_torch(t),
+                None => loaded,
+            };
             &owned
         }
-        None => codemod::builtin(),
+        (None, Some(t)) => {
+            owned = codemod::builtin().clone().for_torch(t);
+            &owned
+        }
+        (None, None) => codemod::builtin(),
     };
     if args.list_rules {
         return list_rules(cat, args.json);

@@ -148,10 +148,15 @@ pub fn run(req: &Request) -> Result<Outcome> {
         }
     }
     let files = codemod::discover(&rule_paths)?;
+    // The Python rows hold for the torch the port builds against.
+    let target = req
+        .torch
+        .clone()
+        .unwrap_or_else(|| kb().releases.newest_torch.clone());
     let catalogues = r
         .catalogue_paths()
         .iter()
-        .map(|p| Catalogue::load(p))
+        .map(|p| Catalogue::load(p).map(|c| c.for_torch(&target)))
         .collect::<Result<Vec<_>>>()?;
     let mut rewrites = BTreeMap::new();
     let mut after_rules = Vec::new();

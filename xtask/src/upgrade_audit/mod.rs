@@ -1,117 +1,18 @@
 //! `audit upgrade --from A --to B [PATH]`: what in a project's sources a torch upgrade breaks or
-//! deprecates. Python sources are read as syntax trees ([`python`]) and matched against the table
-//! of API changes (`xtask/data/torch-api-changes.toml`, a source and real-wheel evidence per row,
-//! extendable with `--changes FILE`); C++/CUDA sources go through the port rule catalogue (the
-//! codemod's, in dry-run). Files are walked with `ignore` (git-ignored and hidden files skipped).
-
-pub mod python;
+//! deprecates. Python sources are read as syntax trees and matched against the Python rule
+//! catalogue (`patches/rules/torch-python.toml`, the rows the port rewrites with; a source and
+//! real-wheel evidence per row, extendable with `--changes FILE`); C++/CUDA sources go through the
+//! port's token rule catalogue (the codemod's, in dry-run). Files are walked with `ignore`
+//! (git-ignored and hidden files skipped).
 
 use crate::codemod;
+pub use crate::codemod::python::{builtin_changes, parse_changes, row_for, Change, Evidence};
 use crate::version::Version;
-use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use anyhow::{bail, Result};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-pub const CHANGES_PATH: &str = "xtask/data/torch-api-changes.toml";
-const CHANGES_TEXT: &str = include_str!("../../data/torch-api-changes.toml");
-
-/// One API change: what, when, why, the fix, and where it is documented.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Change {
-    pub api: String,
-    /// `use` (any use) or `call-without` (a call lacking [`Self::keyword`]).
-    #[serde(rename = "match")]
-    pub matching: String,
-    #[serde(default)]
-    pub keyword: Option<String>,
-    #[serde(default)]
-    pub deprecated: Option<Version>,
-    #[serde(default)]
-    pub removed: Option<Version>,
-    #[serde(default)]
-    pub changed: Option<Version>,
-    pub reason: String,
-    pub fix: String,
-    pub source: String,
-    #[serde(default)]
-    pub evidence: Vec<Evidence>,
-}
-
-/// What a real torch wheel shows about a change.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Evidence {
-    pub torch: Version,
-    pub member: String,
-    #[serde(default)]
-    pub present: bool,
-    #[serde(default)]
-    pub absent: bool,
-    #[serde(default)]
-    pub contains: Option<String>,
-    #[serde(default)]
-    pub lacks: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Table {
-    change: Vec<Change>,
-}
-
-/// Parses a change table, checking each row can be applied.
-pub fn parse_changes(origin: &str, text: &str) -> Result<Vec<Change>> {
-    let t: Table = toml::from_str(text).with_context(|| format!("{origin}: not a change table"))?;
-    for c in &t.change {
-        match c.matching.as_str() {
-            "use" => {}
-            "call-without" if c.keyword.is_some() => {}
-            m => bail!("{origin}: change `{}`: match `{m}` needs to be `use` or `call-without` with a keyword", c.api),
-        }
-        if c.deprecated.is_none() && c.removed.is_none() && c.changed.is_none() {
-            bail!(
-                "{origin}: change `{}` has no deprecated, removed or changed release",
-                c.api
-            );
-        }
-        if c.source.trim().is_empty() {
-            bail!("{origin}: change `{}` has no source", c.api);
-        }
-    }
-    Ok(t.change)
-}
-
-/// The built-in table.
-pub fn builtin_changes() -> Vec<Change> {
-    parse_changes(CHANGES_PATH, CHANGES_TEXT)
-        .unwrap_or_else(|e| panic!("the embedded change table is invalid: {e:#}"))
-}
-
-impl Change {
-    /// What happened to it by release `to` (the earliest event at or before `to`), if anything.
-    fn event(&self, to: &Version) -> Option<String> {
-        let mut events = Vec::new();
-        if let Some(v) = self.removed.as_ref().filter(|v| *v <= to) {
-            events.push(format!("removed in {v}"));
-        }
-        if let Some(v) = self.changed.as_ref().filter(|v| *v <= to) {
-            events.push(format!("behaviour changed in {v}"));
-        }
-        if let Some(v) = self.deprecated.as_ref().filter(|v| *v <= to) {
-            events.push(format!("deprecated since {v}"));
-        }
-        (!events.is_empty()).then(|| events.join(", "))
-    }
-
-    /// Whether the change already held at `from` (so the upgrade did not introduce it).
-    fn before(&self, from: &Version) -> bool {
-        [&self.removed, &self.changed, &self.deprecated]
-            .into_iter()
-            .flatten()
-            .all(|v| v <= from)
-    }
-}
+pub const CHANGES_PATH: &str = crate::codemod::python::BUILTIN_NAME;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
@@ -240,38 +141,25 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         let Ok(src) = std::fs::read_to_string(f) else {
             continue;
         };
-        let Some(uses) = python::uses(&src) else {
+        let Some(uses) = codemod::python::reader::uses(&src) else {
             continue;
         };
         for u in uses {
-            for c in &changes {
-                let Some(what) = c.event(&req.to) else {
-                    continue;
-                };
-                let hit = match c.matching.as_str() {
-                    "use" => u.path == c.api || u.path.starts_with(&format!("{}.", c.api)),
-                    _ => {
-                        u.path == c.api
-                            && u.call_keywords
-                                .as_ref()
-                                .is_some_and(|k| !k.iter().any(|k| Some(k) == c.keyword.as_ref()))
-                    }
-                };
-                if hit {
-                    findings.push(Finding {
-                        file: f.clone(),
-                        line: u.line,
-                        column: u.column,
-                        api: c.api.clone(),
-                        code: u.text.clone(),
-                        what: what.clone(),
-                        before_from: c.before(&req.from),
-                        reason: c.reason.clone(),
-                        fix: c.fix.clone(),
-                        source: c.source.clone(),
-                    });
-                }
-            }
+            let Some(c) = row_for(&changes, &u, &req.to) else {
+                continue;
+            };
+            findings.push(Finding {
+                file: f.clone(),
+                line: u.line,
+                column: u.column,
+                api: c.api.clone(),
+                code: u.text.clone(),
+                what: c.event(&req.to).unwrap_or_default(),
+                before_from: c.before(&req.from),
+                reason: c.reason.clone(),
+                fix: c.fix.clone(),
+                source: c.source.clone(),
+            });
         }
     }
     let native_files = codemod::discover(std::slice::from_ref(&req.path)).unwrap_or_default();
