@@ -33,8 +33,19 @@ pub struct Use {
     /// An import statement (not a use in code).
     pub import: Option<Import>,
     /// Inside a `try:` statement that handles `ImportError`, `ModuleNotFoundError` or
-    /// `AttributeError`: the package's own compatibility fallback.
-    pub guarded: bool,
+    /// `AttributeError` (the package's own compatibility fallback), or a use of a name such a
+    /// statement binds.
+    pub guard: Option<Guard>,
+}
+
+/// Where a use sits in a `try:` that handles a failed import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Guard {
+    /// The `try` statement's first byte.
+    pub try_at: usize,
+    /// 0 for the `try:` body (with its `else:`/`finally:`), 1.. for each handler; None for a
+    /// use elsewhere of a name one of its branches binds.
+    pub branch: Option<usize>,
 }
 
 /// A call's argument list: `(` at `open - 1`, `)` at `close`.
@@ -77,6 +88,18 @@ pub struct Analysis {
     /// Where a new top-level import goes: after the last top-level import, else after the
     /// module docstring, else at the start.
     pub import_insert_at: usize,
+    /// Each guarding `try` statement and its number of branches (the body and each handler).
+    pub guards: HashMap<usize, usize>,
+}
+
+/// What the walk carries.
+struct Walk<'s> {
+    src: &'s [u8],
+    bindings: HashMap<String, String>,
+    /// Names bound inside a guarding `try`, and which.
+    guarded_names: HashMap<String, Guard>,
+    uses: Vec<Use>,
+    guards: HashMap<usize, usize>,
 }
 
 /// Parses `source` and lists every import and every use in code of a name bound to a module path.
@@ -94,12 +117,20 @@ pub fn analyze(source: &str) -> Option<Analysis> {
     let tree = parser.parse(source, None)?;
     let root = tree.root_node();
     let bytes = source.as_bytes();
-    let mut a = Analysis {
-        import_insert_at: insert_point(root, bytes),
-        ..Analysis::default()
+    let mut w = Walk {
+        src: bytes,
+        bindings: HashMap::new(),
+        guarded_names: HashMap::new(),
+        uses: Vec::new(),
+        guards: HashMap::new(),
     };
-    collect(root, bytes, &mut a.bindings, &mut a.uses, false);
-    Some(a)
+    collect(root, &mut w, None);
+    Some(Analysis {
+        uses: w.uses,
+        bindings: w.bindings,
+        import_insert_at: insert_point(root, bytes),
+        guards: w.guards,
+    })
 }
 
 /// After the last top-level import (or `from __future__`), else after a module docstring, else 0:
@@ -139,7 +170,7 @@ fn text<'a>(n: Node, src: &'a [u8]) -> &'a str {
     n.utf8_text(src).unwrap_or("")
 }
 
-fn at(n: Node, src: &[u8], path: String, guarded: bool) -> Use {
+fn at(n: Node, src: &[u8], path: String, guard: Option<Guard>) -> Use {
     let p = n.start_position();
     Use {
         path,
@@ -151,7 +182,7 @@ fn at(n: Node, src: &[u8], path: String, guarded: bool) -> Use {
         call_args: None,
         decorator: n.parent().is_some_and(|p| p.kind() == "decorator"),
         import: None,
-        guarded,
+        guard,
     }
 }
 
@@ -228,14 +259,8 @@ fn handles_import_failure(n: Node, src: &[u8]) -> bool {
     handles
 }
 
-fn import_uses(
-    n: Node,
-    src: &[u8],
-    module: Option<&str>,
-    bindings: &mut HashMap<String, String>,
-    out: &mut Vec<Use>,
-    guarded: bool,
-) {
+fn import_uses(n: Node, w: &mut Walk, module: Option<&str>, guard: Option<Guard>) {
+    let src = w.src;
     let mut c = n.walk();
     let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
     let ranges: Vec<Range<usize>> = names.iter().map(|x| x.byte_range()).collect();
@@ -252,7 +277,7 @@ fn import_uses(
             Some(m) => format!("{m}.{orig}"),
             None => orig.clone(),
         };
-        let mut u = at(own, src, path.clone(), guarded);
+        let mut u = at(own, src, path.clone(), guard);
         u.import = Some(Import {
             from: module.is_some(),
             statement: n.byte_range(),
@@ -262,20 +287,21 @@ fn import_uses(
             alias: alias.clone(),
             alone_in_block,
         });
-        out.push(u);
-        match (module, alias) {
-            (_, Some(a)) => {
-                bindings.insert(a, path);
-            }
-            (Some(_), None) => {
-                bindings.insert(orig, path);
-            }
+        w.uses.push(u);
+        let (bound, to) = match (module, alias) {
+            (_, Some(a)) => (a, path),
+            (Some(_), None) => (orig, path),
             // `import torch.cuda.amp` binds `torch`.
             (None, None) => {
                 let head = orig.split('.').next().unwrap_or(&orig).to_string();
-                bindings.insert(head.clone(), head);
+                (head.clone(), head)
             }
-        }
+        };
+        match guard {
+            Some(g) => w.guarded_names.insert(bound.clone(), g),
+            None => w.guarded_names.remove(&bound),
+        };
+        w.bindings.insert(bound, to);
     }
 }
 
@@ -318,16 +344,22 @@ fn call_args(args: Node, src: &[u8]) -> Option<Args> {
     })
 }
 
-fn collect(
-    n: Node,
-    src: &[u8],
-    bindings: &mut HashMap<String, String>,
-    out: &mut Vec<Use>,
-    guarded: bool,
-) {
+/// The guard of a use in code: its own, or that of the guarding `try` that bound its first name.
+fn guard_of(chain: &str, w: &Walk, guard: Option<Guard>) -> Option<Guard> {
+    guard.or_else(|| {
+        let head = chain.split('.').next().unwrap_or(chain);
+        w.guarded_names.get(head).map(|g| Guard {
+            try_at: g.try_at,
+            branch: None,
+        })
+    })
+}
+
+fn collect(n: Node, w: &mut Walk, guard: Option<Guard>) {
+    let src = w.src;
     match n.kind() {
         "import_statement" => {
-            import_uses(n, src, None, bindings, out, guarded);
+            import_uses(n, w, None, guard);
             return;
         }
         "import_from_statement" => {
@@ -338,20 +370,36 @@ fn collect(
                 return; // relative imports name this package, not a library
             }
             let module = text(module, src).to_string();
-            import_uses(n, src, Some(&module), bindings, out, guarded);
+            import_uses(n, w, Some(&module), guard);
             return;
         }
-        "try_statement" if !guarded && handles_import_failure(n, src) => {
+        "try_statement" if guard.is_none() && handles_import_failure(n, src) => {
+            let try_at = n.start_byte();
+            let mut branch = 0;
             let mut c = n.walk();
             for child in n.children(&mut c) {
-                collect(child, src, bindings, out, true);
+                if child.kind() == "except_clause" {
+                    branch += 1;
+                }
+                let g = Guard {
+                    try_at,
+                    branch: Some(if child.kind() == "except_clause" {
+                        branch
+                    } else {
+                        0
+                    }),
+                };
+                collect(child, w, Some(g));
             }
+            w.guards.insert(try_at, branch + 1);
             return;
         }
         "call" => {
             if let Some(f) = n.child_by_field_name("function") {
-                if let Some(path) = plain_chain(f, src).and_then(|d| resolve(&d, bindings)) {
-                    let mut u = at(f, src, path, guarded);
+                if let Some((chain, path)) =
+                    plain_chain(f, src).and_then(|d| resolve(&d, &w.bindings).map(|p| (d, p)))
+                {
+                    let mut u = at(f, src, path, guard_of(&chain, w, guard));
                     let mut kws = Vec::new();
                     if let Some(args) = n.child_by_field_name("arguments") {
                         let mut c = args.walk();
@@ -365,22 +413,25 @@ fn collect(
                         u.call_args = call_args(args, src);
                     }
                     u.call_keywords = Some(kws);
-                    out.push(u);
+                    w.uses.push(u);
                     // The arguments may hold uses of their own; the callee chain is done.
                     if let Some(args) = n.child_by_field_name("arguments") {
-                        collect(args, src, bindings, out, guarded);
+                        collect(args, w, guard);
                     }
                     return;
                 }
             }
         }
         "attribute" | "identifier" => {
-            if let Some(path) = plain_chain(n, src).and_then(|d| resolve(&d, bindings)) {
+            if let Some((chain, path)) =
+                plain_chain(n, src).and_then(|d| resolve(&d, &w.bindings).map(|p| (d, p)))
+            {
                 // A bare name counts when it names something inside a module (`from m import f`
                 // then `f`), or an attribute chain; `import torch` then `torch` alone is no API.
                 let own_binding = n.kind() == "identifier" && !path.contains('.');
                 if !own_binding && !is_definition(n) {
-                    out.push(at(n, src, path, guarded));
+                    let g = guard_of(&chain, w, guard);
+                    w.uses.push(at(n, src, path, g));
                 }
                 return;
             }
@@ -391,7 +442,7 @@ fn collect(
     }
     let mut c = n.walk();
     for child in n.children(&mut c) {
-        collect(child, src, bindings, out, guarded);
+        collect(child, w, guard);
     }
 }
 
@@ -502,7 +553,9 @@ y = torch.load(f, weights_only=True)
             .unwrap();
         assert_eq!(sc.import.as_ref().unwrap().alias.as_deref(), Some("sc"));
         let py3 = a.uses.iter().find(|u| u.path == "torch._six.PY3").unwrap();
-        assert!(py3.guarded && !inf.guarded);
+        assert_eq!(py3.guard.map(|g| g.branch), Some(Some(0)));
+        assert!(inf.guard.is_none());
+        assert_eq!(a.guards.values().copied().collect::<Vec<_>>(), [2]);
         let mesh = a.uses.iter().find(|u| u.path == "torch.meshgrid").unwrap();
         let args = mesh.call_args.as_ref().unwrap();
         assert_eq!(&src[args.open..args.close], "a, b,");

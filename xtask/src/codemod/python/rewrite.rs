@@ -186,7 +186,29 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
         *p.counts.entry(rule.to_string()).or_default() += 1;
     }
     // Code first: whether an import can go depends on what is left using it.
-    for u in a.uses.iter().filter(|u| u.import.is_none() && !u.guarded) {
+    // A guarding `try` with a branch that uses nothing the rows retire is the package's own
+    // working fallback: left alone, with the names it binds. One whose every branch is retired
+    // (a fallback to another removed name) is ported like any other code.
+    let fallbacks: BTreeSet<usize> = a
+        .guards
+        .iter()
+        .filter(|(try_at, branches)| {
+            (0..**branches).any(|b| {
+                !a.uses.iter().any(|u| {
+                    u.guard
+                        .is_some_and(|g| g.try_at == **try_at && g.branch == Some(b))
+                        && row_for(changes, u, torch).is_some()
+                })
+            })
+        })
+        .map(|(try_at, _)| *try_at)
+        .collect();
+    let left_alone = |u: &Use| u.guard.is_some_and(|g| fallbacks.contains(&g.try_at));
+    for u in a
+        .uses
+        .iter()
+        .filter(|u| u.import.is_none() && !left_alone(u))
+    {
         let Some(row) = row_for(changes, u, torch) else {
             continue;
         };
@@ -208,7 +230,7 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
     }
     // Imports, statement by statement.
     let mut statements: BTreeMap<(usize, usize), Vec<ImportedName>> = BTreeMap::new();
-    for u in a.uses.iter().filter(|u| !u.guarded) {
+    for u in a.uses.iter().filter(|u| !left_alone(u)) {
         let Some(imp) = &u.import else { continue };
         let fate = match row_for(changes, u, torch).filter(|r| r.matching == "use") {
             None => NameFate::Keep,
