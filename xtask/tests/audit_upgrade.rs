@@ -140,3 +140,72 @@ fn the_change_table_holds_against_the_real_wheels() {
     assert!(wrong[0]
         .contains("torch 2.1.2 torch/cuda/amp/autocast_mode.py: does not contain `is deprecated`"));
 }
+
+/// Side by side with TorchFix (PyPI `torchfix`, the linter a user would pick for deprecated torch
+/// APIs): on a file calling every name of TorchFix's own deprecated-symbol table and a bare
+/// `torch.load`, every line TorchFix flags (TOR001 removed function, TOR101 deprecated function,
+/// TOR102 torch.load without weights_only) is a finding of `audit upgrade`.
+#[test]
+fn finds_everything_torchfix_finds() {
+    use archsmith::python::installer::{tool, Installer};
+    let bin = tool("torchfix", "torchfix", &Installer::detect).unwrap();
+    let site = bin.parent().unwrap().parent().unwrap().to_path_buf();
+    let table = std::fs::read_to_string(site.join("torchfix/deprecated_symbols.yaml")).unwrap();
+    let names: Vec<&str> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("- name: "))
+        .map(str::trim)
+        .collect();
+    assert!(names.len() >= 20, "{names:?}");
+    let dir = support::scratch("audit-vs-torchfix");
+    let mut src = String::from("import torch\nimport functorch\n\n\ndef f(x, path):\n");
+    for n in &names {
+        src.push_str(&format!("    {n}(x)\n"));
+    }
+    src.push_str("    return torch.load(path)\n");
+    let file = dir.join("uses.py");
+    std::fs::write(&file, &src).unwrap();
+    let python = archsmith::python::host_python().unwrap();
+    let out = archsmith::process::Cmd::new(&python)
+        .args(["-m", "torchfix", "--select", "ALL"])
+        .arg(&file)
+        .env("PYTHONPATH", &site)
+        .output()
+        .unwrap();
+    let flagged: std::collections::BTreeSet<usize> = out
+        .stdout
+        .lines()
+        .filter(|l| {
+            [" TOR001 ", " TOR101 ", " TOR102 "]
+                .iter()
+                .any(|r| l.contains(r))
+        })
+        .filter_map(|l| l.strip_prefix(&format!("{}:", file.display())))
+        .filter_map(|l| l.split(':').next()?.parse().ok())
+        .collect();
+    assert!(
+        flagged.len() >= names.len(),
+        "torchfix said:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
+    let newest = archsmith::kb::kb().releases.newest_torch.to_string();
+    let (code, v, err) = audit(&["--from", "1.0", "--to", &newest, file.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    let ours: std::collections::BTreeSet<usize> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["line"].as_u64().unwrap() as usize)
+        .collect();
+    let missed: Vec<&str> = flagged
+        .iter()
+        .filter(|l| !ours.contains(l))
+        .map(|l| src.lines().nth(l - 1).unwrap_or_default())
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "audit upgrade misses what TorchFix finds: {missed:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

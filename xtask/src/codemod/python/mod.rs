@@ -21,7 +21,8 @@ const BUILTIN: &str = include_str!("../../../../patches/rules/torch-python.toml"
 #[serde(deny_unknown_fields)]
 pub struct Change {
     pub api: String,
-    /// `use` (any use) or `call-without` (a call lacking [`Self::keyword`]).
+    /// `use` (any use), `call-without` (a call of the API lacking [`Self::keyword`]) or
+    /// `call-with` (a call of the API, or of anything under it, passing that keyword).
     #[serde(rename = "match")]
     pub matching: String,
     #[serde(default)]
@@ -105,10 +106,10 @@ pub fn parse_changes(origin: &str, text: &str) -> Result<Vec<Change>> {
         }
         match c.matching.as_str() {
             "use" => {}
-            "call-without" if c.keyword.is_some() => {}
+            "call-without" | "call-with" if c.keyword.is_some() => {}
             m => {
                 return Err(err(&format!(
-                    "match `{m}` needs to be `use` or `call-without` with a keyword"
+                    "match `{m}` needs to be `use`, or `call-without`/`call-with` with a keyword"
                 )))
             }
         }
@@ -198,6 +199,12 @@ impl Change {
                     || u.path.len() > self.api.len()
                         && u.path.starts_with(&self.api)
                         && u.path.as_bytes()[self.api.len()] == b'.'
+            }
+            "call-with" => {
+                (u.path == self.api || u.path.starts_with(&format!("{}.", self.api)))
+                    && u.call_keywords
+                        .as_ref()
+                        .is_some_and(|k| k.iter().any(|k| Some(k) == self.keyword.as_ref()))
             }
             _ => {
                 u.path == self.api
