@@ -9,6 +9,7 @@ Keys: python, purelib, has_pip, torch (null without torch), cuda (torch.version.
 build), imported (whether torch was imported), arch_list, cuda_available, devices [{name, cc}],
 error (why torch could not be read or imported; null when all went well).
 With `--modules a,b` it adds modules {name: importable} (found by importlib, not imported).
+With `--distributions a,b` it adds distributions {name: version or null} (from their metadata).
 Always: torch_dir (where the torch package is), packages {distribution: version} for torch and its
 usual companions (from their metadata, not imported), conda_paths (sys.path entries inside a conda
 environment: a prefix with a conda-meta directory).
@@ -39,6 +40,7 @@ info = {
     "cudnn": None,
     "config": None,
     "gpu_smoke": None,
+    "distributions": {},
 }
 
 
@@ -60,6 +62,11 @@ try:
             info["packages"][dist] = metadata.version(dist)
         except Exception:
             pass
+    for dist in filter(None, (arg_value("--distributions") or "").split(",")):
+        try:
+            info["distributions"][dist] = metadata.version(dist)
+        except Exception:
+            info["distributions"][dist] = None
 except ImportError:
     pass
 

@@ -251,6 +251,77 @@ fn a_compile_error_shows_the_first_error_with_file_and_line_and_the_log() {
     assert!(wheels.is_empty(), "a failed build delivers no wheel");
 }
 
+/// A package whose `__init__` imports a requirement it declares (six, absent from the torch
+/// env): the wheel is kept and audited, and the import check runs with the requirement installed
+/// beside the env (exit 0). An undeclared import is a warning that names it, the wheel still kept;
+/// a removed torch module fails the build (exit 1), naming file and line, and keeps the wheel.
+#[test]
+fn a_package_importing_its_requirements_keeps_its_wheel() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let wheels = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".whl"))
+            .collect()
+    };
+    let build = |init: Option<&str>| {
+        let src = tempfile::tempdir().unwrap();
+        copy_dir(&fixture("depext"), src.path());
+        if let Some(text) = init {
+            std::fs::write(src.path().join("depext/__init__.py"), text).unwrap();
+        }
+        let out = tempfile::tempdir().unwrap();
+        let run = xtask(&[
+            "build-ext",
+            src.path().to_str().unwrap(),
+            "--arch",
+            "7.5",
+            "--out",
+            out.path().to_str().unwrap(),
+            "--json",
+        ]);
+        (run, wheels(out.path()), src, out)
+    };
+    let (run, kept, _src, _out) = build(None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let v = json(&run);
+    assert_eq!(strings(&v["result"]["imported"]), ["depext._C"]);
+    let warnings = v["result"]["warnings"].to_string();
+    assert!(
+        warnings.contains("requirements six installed beside the env"),
+        "{warnings}"
+    );
+    assert_eq!(
+        audited_sass(&v["result"]),
+        [(
+            "depext/_C.cpython-311-x86_64-linux-gnu.so".to_string(),
+            vec!["sm_75".to_string()]
+        )]
+    );
+
+    let (run, kept, _src, _out) = build(Some("import archsmith_not_a_module\nfrom . import _C\n"));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(kept.len(), 1);
+    let warnings = json(&run)["result"]["warnings"].to_string();
+    assert!(
+        warnings.contains("depext._C imports archsmith_not_a_module, which is not installed and not among the wheel's requirements"),
+        "{warnings}"
+    );
+
+    let (run, kept, _src, _out) = build(Some("from torch._six import inf\nfrom . import _C\n"));
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(kept.len(), 1, "the wheel is kept");
+    assert!(
+        run.stderr.contains("import depext._C: ModuleNotFoundError: No module named 'torch._six' (depext/__init__.py:1)"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("the wheel is kept: "), "{}", run.stderr);
+}
+
 #[test]
 fn a_cuda_major_that_differs_from_torchs_is_refused_before_compiling() {
     let out = tempfile::tempdir().unwrap();

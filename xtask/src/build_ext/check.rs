@@ -100,30 +100,74 @@ pub fn extension_modules<'a>(members: impl IntoIterator<Item = &'a str>) -> Vec<
     mods
 }
 
-// Imports torch first (as users do), then waits for the module names on stdin: the process is
-// started when the build starts, so torch's import (seconds) overlaps the compile instead of
-// following it. An empty line (the build failed) ends it quietly.
-const IMPORT_PY: &str = r#"
-import importlib, sys
-import torch
-mods = sys.stdin.readline().split()
-if not mods:
-    sys.exit(0)
-# The wheel was unpacked into sys.path[0] after this process started: forget cached listings.
-importlib.invalidate_caches()
-bad = []
-for m in mods:
-    try:
-        importlib.import_module(m)
-    except BaseException as e:
-        bad.append(f"import {m}: {type(e).__name__}: {e}")
-if bad:
-    print("\n".join(bad), file=sys.stderr)
-    sys.exit(1)
-"#;
+/// The import sweep probe: imports torch at once, then the module names it is handed, and
+/// classifies each failure.
+const IMPORT_SWEEP: &str = include_str!("../../../verify/probes/import_sweep.py");
 
-/// The import check, started before the wheel exists: a clean Python process in the env, without
-/// archsmith's CUDA on any path, that imports torch at once and the wheel's extension modules when
+/// Why a module of the package did not import.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ImportFailure {
+    pub module: String,
+    /// `missing` (a third-party module not installed), `removed-api` (a torch/NumPy name that is
+    /// not there), or `error`.
+    pub kind: String,
+    pub error: String,
+    /// For `missing`: the top-level module that is not installed.
+    pub missing: Option<String>,
+    /// The package's own frame nearest the failure.
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+impl std::fmt::Display for ImportFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "import {}: {}", self.module, self.error)?;
+        if let (Some(file), Some(line)) = (&self.file, self.line) {
+            write!(f, " ({file}:{line})")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the sweep saw: the modules that imported and why the others did not.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Sweep {
+    pub imported: Vec<String>,
+    pub failures: Vec<ImportFailure>,
+}
+
+impl Sweep {
+    /// Third-party modules the package imports that are not installed.
+    pub fn missing(&self) -> Vec<&str> {
+        let mut m: Vec<&str> = self
+            .failures
+            .iter()
+            .filter_map(|f| f.missing.as_deref())
+            .collect();
+        m.sort();
+        m.dedup();
+        m
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct SweepLine {
+    module: String,
+    ok: bool,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    missing: Option<String>,
+    #[serde(default)]
+    file: Option<String>,
+    #[serde(default)]
+    line: Option<u32>,
+}
+
+/// The import sweep, started before the wheel exists: a clean Python process in the env, without
+/// archsmith's CUDA on any path, that imports torch at once and the package's modules when
 /// [`ImportCheck::run`] hands them over.
 pub struct ImportCheck {
     target: std::path::PathBuf,
@@ -131,13 +175,22 @@ pub struct ImportCheck {
 }
 
 impl ImportCheck {
-    /// Starts the process; `target` (emptied now) is where the wheel will be unpacked.
-    pub fn start(python: &Path, target: &Path) -> Result<ImportCheck> {
+    /// Starts the process; `target` (emptied now) is where the wheel will be unpacked, `extra`
+    /// more directories for `sys.path` (requirements installed beside the env).
+    pub fn start(
+        python: &Path,
+        target: &Path,
+        extra: &[std::path::PathBuf],
+    ) -> Result<ImportCheck> {
         let _ = fs::remove_dir_all(target);
         fs::create_dir_all(target).with_context(|| format!("creating {}", target.display()))?;
+        let path = std::env::join_paths(
+            std::iter::once(target.to_path_buf()).chain(extra.iter().cloned()),
+        )
+        .context("a path holds a `:`")?;
         let process = Cmd::new(python)
-            .args(["-c", IMPORT_PY])
-            .env("PYTHONPATH", target)
+            .args(["-c", IMPORT_SWEEP])
+            .env("PYTHONPATH", path)
             .env_remove("CUDA_HOME")
             .env_remove("CUDA_PATH")
             .env_remove("LD_LIBRARY_PATH")
@@ -149,40 +202,85 @@ impl ImportCheck {
         })
     }
 
-    /// Unpacks `wheel` into the target and imports each of its extension modules. Returns them.
-    pub fn run(self, wheel: &Path) -> Result<Vec<String>> {
+    /// Unpacks `wheel` into the target and imports its extension modules (`all`: every module of
+    /// the package, Python ones too).
+    pub fn run(self, wheel: &Path, all: bool) -> Result<Sweep> {
         let mut zip = crate::wheel::Wheel::open(wheel)?;
-        let mods = extension_modules(zip.names());
+        let names: Vec<String> = zip.names().map(str::to_string).collect();
+        let names = names.iter().map(String::as_str);
+        let mods = if all {
+            package_modules(names)
+        } else {
+            extension_modules(names)
+        };
         zip.extract_all(&self.target)?;
         if mods.is_empty() {
             bail!("the wheel holds no extension module (.so)");
         }
         let out = self.process.finish(&format!("{}\n", mods.join(" ")))?;
         if !out.success() {
-            let msg = out.stderr.trim();
-            let lines: Vec<&str> = msg.lines().filter(|l| l.starts_with("import ")).collect();
             bail!(
-                "{}",
-                if lines.is_empty() {
-                    msg.to_string()
-                } else {
-                    lines.join("\n")
-                }
+                "the import sweep could not run (torch itself does not import?): {}",
+                out.stderr.trim()
             );
         }
-        Ok(mods)
+        let mut sweep = Sweep::default();
+        for l in out.stdout.lines().filter(|l| l.starts_with('{')) {
+            let l: SweepLine = serde_json::from_str(l)
+                .with_context(|| format!("the import sweep printed {l:?}"))?;
+            if l.ok {
+                sweep.imported.push(l.module);
+            } else {
+                sweep.failures.push(ImportFailure {
+                    module: l.module,
+                    kind: l.kind.unwrap_or_else(|| "error".into()),
+                    error: l.error.unwrap_or_default(),
+                    missing: l.missing,
+                    file: l.file,
+                    line: l.line,
+                });
+            }
+        }
+        Ok(sweep)
     }
 }
 
-/// Unpacks the wheel into `target` and imports each extension module there (after `import torch`,
-/// as users do), in a clean process without archsmith's CUDA on any path. Returns the modules.
-pub fn import_wheel(wheel: &Path, python: &Path, target: &Path) -> Result<Vec<String>> {
-    ImportCheck::start(python, target)?.run(wheel)
+/// Every module of the package among zip member names: Python modules (`pkg/sub/mod.py` →
+/// `pkg.sub.mod`, `pkg/__init__.py` → `pkg`) and extension modules.
+pub fn package_modules<'a>(members: impl IntoIterator<Item = &'a str> + Clone) -> Vec<String> {
+    let mut mods: Vec<String> = members
+        .clone()
+        .into_iter()
+        .filter(|m| !m.contains(".data/") && !m.contains(".dist-info/"))
+        .filter_map(|m| {
+            let stem = m.strip_suffix(".py")?;
+            let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+            (!stem.is_empty() && !stem.ends_with("__main__") && !stem.contains('-'))
+                .then(|| stem.replace('/', "."))
+        })
+        .collect();
+    mods.extend(extension_modules(members));
+    mods.sort();
+    mods.dedup();
+    mods
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_every_module_of_a_package() {
+        let members = [
+            "pkg/__init__.py",
+            "pkg/utils/io.py",
+            "pkg/_C.cpython-311-x86_64-linux-gnu.so",
+            "pkg/__main__.py",
+            "pkg-1.0.dist-info/METADATA",
+            "pkg-1.0.data/scripts/tool.py",
+        ];
+        assert_eq!(package_modules(members), ["pkg", "pkg._C", "pkg.utils.io"]);
+    }
 
     #[test]
     fn finds_extension_modules() {

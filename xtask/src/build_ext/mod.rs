@@ -355,7 +355,7 @@ fn build(
     );
     // Started now so its `import torch` runs while setup.py imports torch too, on the core the
     // build leaves idle until ninja starts; it only imports the wheel's modules at the end.
-    let import_check = check::ImportCheck::start(&env.python, &scratch.path.join("import"))?;
+    let import_check = check::ImportCheck::start(&env.python, &scratch.path.join("import"), &[])?;
     let build_started = Instant::now();
     let mut ui = progress::Progress::new(req.progress);
     let mut lines: Vec<String> = Vec::new();
@@ -416,35 +416,76 @@ fn build(
     }
     let cache_stats = compiler_cache.as_ref().map(|c| c.stats()).transpose()?;
     let built = find_wheel(&wheel_dir)?;
-    // 6. audit and import
+    // 6. audit and import. A built wheel is never thrown away: it is delivered whatever follows,
+    // and a failure names where it is.
     let audit = check::audit_wheel(&built, plan);
+    let sweep = import_check.run(&built, false)?;
+    let sweep = if sweep.missing().is_empty() {
+        sweep
+    } else {
+        // The package imports modules the env lacks: its declared requirements, installed beside
+        // the env, may bring them.
+        match python::requirements::install_beside(&env.python, &built) {
+            Ok(Some((dir, installed))) => {
+                warnings.push(format!(
+                    "the import check ran with the wheel's requirements {} installed beside the env ({})",
+                    installed.join(", "),
+                    dir.display()
+                ));
+                check::ImportCheck::start(&env.python, &scratch.path.join("import-deps"), &[dir])?
+                    .run(&built, false)?
+            }
+            Ok(None) => sweep,
+            Err(e) => {
+                warnings.push(format!(
+                    "the wheel's requirements could not be installed for the import check: {e:#}"
+                ));
+                sweep
+            }
+        }
+    };
+    for f in sweep.failures.iter().filter(|f| f.kind == "missing") {
+        warnings.push(format!(
+            "{} imports {}, which is not installed and not among the wheel's requirements (Requires-Dist): its own import was not checked",
+            f.module,
+            f.missing.as_deref().unwrap_or("?")
+        ));
+    }
+    let wheel = crate::stamp::deliver(&built, &out)?;
     if !audit.ok {
         return Err(BuildFailure {
             stage: "audit",
             message: format!(
-                "the wheel does not carry what was planned ({}):\n{}",
+                "the wheel does not carry what was planned ({}):\n{}\nthe wheel is kept: {}",
                 plan.torch_cuda_arch_list(),
-                audit.problems.join("\n")
+                audit.problems.join("\n"),
+                wheel.display()
             ),
             first_error: None,
             log: Some(log_path),
         }
         .into());
     }
-    let imported = match import_check.run(&built) {
-        Ok(mods) => mods,
-        Err(e) => {
-            return Err(BuildFailure {
-                stage: "import",
-                message: format!("the wheel built but does not import: {e:#}"),
-                first_error: None,
-                log: Some(log_path),
-            }
-            .into())
+    let broken: Vec<String> = sweep
+        .failures
+        .iter()
+        .filter(|f| f.kind != "missing")
+        .map(|f| f.to_string())
+        .collect();
+    if !broken.is_empty() {
+        return Err(BuildFailure {
+            stage: "import",
+            message: format!(
+                "the wheel built but does not import:\n{}\nthe wheel is kept: {}",
+                broken.join("\n"),
+                wheel.display()
+            ),
+            first_error: None,
+            log: Some(log_path),
         }
-    };
-    // 7. deliver
-    let wheel = crate::stamp::deliver(&built, &out)?;
+        .into());
+    }
+    let imported = sweep.imported;
     let outcome = Outcome {
         wheel,
         reused: false,

@@ -308,6 +308,7 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         &Ask {
             modules: &module_names,
             gpu_smoke: false,
+            ..Ask::default()
         },
     );
     match &py_info {

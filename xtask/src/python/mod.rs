@@ -7,6 +7,7 @@
 pub mod env;
 pub mod installer;
 pub mod probe;
+pub mod requirements;
 
 pub use env::{ensure_torch_env, TorchEnv};
 pub use probe::{probe, Depth, PythonInfo};

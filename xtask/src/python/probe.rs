@@ -69,6 +69,9 @@ pub struct PythonInfo {
     /// cuDNN as torch reports it (only with [`Depth::ImportTorch`]; None without cuDNN).
     #[serde(default)]
     pub cudnn: Option<Cudnn>,
+    /// `--distributions`: each asked distribution's installed version, None when absent.
+    #[serde(default)]
+    pub distributions: std::collections::BTreeMap<String, Option<String>>,
 }
 
 /// cuDNN's versions as torch reports them: the one it was compiled against (`9.26.0`) and the
@@ -88,6 +91,8 @@ pub struct Ask<'a> {
     pub modules: &'a [&'a str],
     /// Run a small CUDA computation when a GPU is there (needs [`Depth::ImportTorch`]).
     pub gpu_smoke: bool,
+    /// Distributions whose installed version to report.
+    pub distributions: &'a [String],
 }
 
 /// Runs the probe in `python` (isolated: `-I`, so no user site or `PYTHONPATH` leaks in).
@@ -106,6 +111,9 @@ pub fn probe_with(python: &Path, depth: Depth, ask: &Ask) -> Result<PythonInfo> 
     }
     if ask.gpu_smoke {
         cmd = cmd.arg("--gpu-smoke");
+    }
+    if !ask.distributions.is_empty() {
+        cmd = cmd.arg("--distributions").arg(ask.distributions.join(","));
     }
     let out = cmd
         .read()

@@ -132,6 +132,7 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
         &Ask {
             modules: &[],
             gpu_smoke: req.gpu_smoke,
+            ..Ask::default()
         },
     )?;
     let mut items = vec![item(

@@ -222,6 +222,7 @@ fn python_items(req: &Request, plan: &Plan, items: &mut Vec<Item>) -> Result<()>
         &Ask {
             modules: &[],
             gpu_smoke: true,
+            ..Ask::default()
         },
     )?;
     if !info.imported {
