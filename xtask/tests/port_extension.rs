@@ -287,6 +287,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         cuda: None,
         mode: RunMode::DryRun,
         progress: archsmith::build_output::progress::Mode::Quiet,
+        with_deps: false,
     };
     let e = format!("{:#}", port::run(&req).unwrap_err());
     assert!(
@@ -508,6 +509,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             cuda: None,
             mode: RunMode::Check,
             progress: archsmith::build_output::progress::Mode::Quiet,
+            with_deps: false,
         }
     };
     let e = format!(

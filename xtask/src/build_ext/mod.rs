@@ -425,7 +425,9 @@ fn build(
     } else {
         // The package imports modules the env lacks: its declared requirements, installed beside
         // the env, may bring them.
-        match python::requirements::install_beside(&env.python, &built) {
+        match python::requirements::declared(&built)
+            .and_then(|reqs| python::requirements::install_beside(&env.python, &reqs))
+        {
             Ok(Some((dir, installed))) => {
                 warnings.push(format!(
                     "the import check ran with the wheel's requirements {} installed beside the env ({})",

@@ -32,7 +32,7 @@ pub struct UpgradeArgs {
     /// The project (a directory or one file; default: the current directory).
     #[arg(default_value = ".")]
     pub path: PathBuf,
-    /// More API changes, in the format of xtask/data/torch-api-changes.toml (repeatable).
+    /// More API changes, in the format of patches/rules/torch-python.toml (repeatable).
     #[arg(long = "changes", value_name = "FILE")]
     pub changes: Vec<PathBuf>,
     #[arg(long)]

@@ -39,6 +39,9 @@ pub struct PortExtensionArgs {
     /// Build nothing; exit 1 if the rules or patches would change a file or a review item is unexplained.
     #[arg(long)]
     pub check: bool,
+    /// Install the source's requirements.txt beside the torch env for the import sweep.
+    #[arg(long)]
+    pub with_deps: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -69,6 +72,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
         cuda: args.cuda.clone(),
         mode,
         progress: progress::Mode::Auto,
+        with_deps: args.with_deps,
     };
     let out = match port::run(&req) {
         Ok(o) => o,

@@ -48,6 +48,9 @@ pub struct Request {
     pub cuda: Option<Version>,
     pub mode: RunMode,
     pub progress: progress::Mode,
+    /// Also install the source's `requirements.txt` beside the env for the import sweep (the
+    /// wheel's own `Requires-Dist` always are).
+    pub with_deps: bool,
 }
 
 /// How a review item was dealt with.
@@ -306,12 +309,21 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let site = base.join("smoke-site");
     // The import sweep: every module of the package, with the wheel's declared requirements
     // installed beside the env. A removed torch/NumPy API the catalogue missed fails the port.
-    let beside = python::requirements::install_beside(&env.python, &b.wheel).unwrap_or_else(|e| {
-        eprintln!(
+    let wanted = python::requirements::declared(&b.wheel).and_then(|mut reqs| {
+        let txt = wt.root.join("requirements.txt");
+        if req.with_deps && txt.is_file() {
+            reqs.extend(python::requirements::from_requirements_txt(&txt)?);
+        }
+        Ok(reqs)
+    });
+    let beside = wanted
+        .and_then(|reqs| python::requirements::install_beside(&env.python, &reqs))
+        .unwrap_or_else(|e| {
+            eprintln!(
             "warning: the wheel's requirements could not be installed for the import sweep: {e:#}"
         );
-        None
-    });
+            None
+        });
     let extra: Vec<PathBuf> = beside.iter().map(|(dir, _)| dir.clone()).collect();
     let sweep =
         build_ext::check::ImportCheck::start(&env.python, &site, &extra)?.run(&b.wheel, true)?;

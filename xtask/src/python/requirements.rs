@@ -1,27 +1,24 @@
-//! A wheel's declared requirements (`Requires-Dist`), installed beside a torch env rather than into
-//! it: the import sweep puts the directory on `sys.path`, so a package whose `__init__` imports
-//! scipy is checked with scipy present while the shared env stays as provisioned.
+//! A package's requirements, installed beside a torch env rather than into it: the import sweep
+//! puts the directory on `sys.path`, so a package whose `__init__` imports scipy is checked with
+//! scipy present while the shared env stays as provisioned.
+//!
+//! Only what the env lacks is installed, each package without its dependencies; the dependencies
+//! those bring (their own `Requires-Dist`) follow in further rounds, again only where the env lacks
+//! them, so torch or NumPy are never installed a second time. Markers stay on the requirement
+//! strings: the installer skips what does not apply to this interpreter.
 
 use super::installer::Installer;
 use super::probe::{probe_with, Ask, Depth};
 use anyhow::{Context, Result};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-/// The requirements a wheel declares for every install (those behind an `extra` left out), as
-/// written in its METADATA.
-pub fn declared(wheel: &Path) -> Result<Vec<pep508_rs::Requirement>> {
-    let mut zip = crate::wheel::Wheel::open(wheel)?;
-    let Some(member) = zip
-        .names()
-        .find(|n| n.ends_with(".dist-info/METADATA") && n.matches('/').count() == 1)
-        .map(str::to_string)
-    else {
-        anyhow::bail!("{}: no .dist-info/METADATA", wheel.display());
-    };
-    let text = String::from_utf8_lossy(&zip.read(&member)?).into_owned();
+/// The `Requires-Dist` of a METADATA text that hold for every install (those behind an `extra`
+/// left out).
+fn requires_dist(origin: &str, metadata: &str) -> Result<Vec<pep508_rs::Requirement>> {
     let mut out = Vec::new();
-    for line in text.lines() {
+    for line in metadata.lines() {
         let Some(spec) = line.strip_prefix("Requires-Dist:") else {
             if line.is_empty() {
                 break; // the headers end; the description follows
@@ -29,7 +26,7 @@ pub fn declared(wheel: &Path) -> Result<Vec<pep508_rs::Requirement>> {
             continue;
         };
         let req = pep508_rs::Requirement::from_str(spec.trim())
-            .with_context(|| format!("{}: Requires-Dist {spec:?}", wheel.display()))?;
+            .with_context(|| format!("{origin}: Requires-Dist {spec:?}"))?;
         if !req
             .marker
             .try_to_string()
@@ -41,54 +38,162 @@ pub fn declared(wheel: &Path) -> Result<Vec<pep508_rs::Requirement>> {
     Ok(out)
 }
 
-/// The declared requirements of `wheel` that the env of `python` lacks, installed (without their
-/// own dependencies: the env has torch and NumPy) into a directory of archsmith's cache, built once
-/// per set. None when the env has them all.
-pub fn install_beside(python: &Path, wheel: &Path) -> Result<Option<(PathBuf, Vec<String>)>> {
-    let reqs = declared(wheel)?;
-    if reqs.is_empty() {
+/// The requirements a wheel declares for every install, from its METADATA.
+pub fn declared(wheel: &Path) -> Result<Vec<pep508_rs::Requirement>> {
+    let mut zip = crate::wheel::Wheel::open(wheel)?;
+    let Some(member) = zip
+        .names()
+        .find(|n| n.ends_with(".dist-info/METADATA") && n.matches('/').count() == 1)
+        .map(str::to_string)
+    else {
+        anyhow::bail!("{}: no .dist-info/METADATA", wheel.display());
+    };
+    let text = String::from_utf8_lossy(&zip.read(&member)?).into_owned();
+    requires_dist(&wheel.display().to_string(), &text)
+}
+
+/// Requirement lines of a requirements file (comments, options and `-r`/`-e` lines skipped).
+pub fn from_requirements_txt(path: &Path) -> Result<Vec<pep508_rs::Requirement>> {
+    let text = fs_err::read_to_string(path)?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split(" #").next().unwrap_or_default().trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('-') {
+            continue;
+        }
+        out.push(
+            pep508_rs::Requirement::from_str(line)
+                .with_context(|| format!("{}:{}: `{line}`", path.display(), i + 1))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Distributions installed in a `--target` directory (from their `.dist-info` names).
+fn installed_in(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let stem = n.strip_suffix(".dist-info")?;
+            Some(normalize(stem.split('-').next()?))
+        })
+        .collect()
+}
+
+/// PEP 503 normal form: `PyYAML` and `pyyaml`, `opencv_python` and `opencv-python` are one name.
+fn normalize(name: &str) -> String {
+    name.to_ascii_lowercase().replace(['_', '.'], "-")
+}
+
+/// `wanted` (with what they require in turn) that the env of `python` lacks, installed into a
+/// directory of archsmith's cache built once per set. None when the env has them all.
+pub fn install_beside(
+    python: &Path,
+    wanted: &[pep508_rs::Requirement],
+) -> Result<Option<(PathBuf, Vec<String>)>> {
+    let lacking = |reqs: &[pep508_rs::Requirement]| -> Result<Vec<String>> {
+        if reqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let names: Vec<String> = reqs.iter().map(|r| r.name.to_string()).collect();
+        let info = probe_with(
+            python,
+            Depth::Files,
+            &Ask {
+                distributions: &names,
+                ..Ask::default()
+            },
+        )?;
+        let mut out: Vec<String> = reqs
+            .iter()
+            .filter(|r| {
+                info.distributions
+                    .get(&r.name.to_string())
+                    .is_none_or(Option::is_none)
+            })
+            .map(ToString::to_string)
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    };
+    let first = lacking(wanted)?;
+    if first.is_empty() {
         return Ok(None);
     }
-    let names: Vec<String> = reqs.iter().map(|r| r.name.to_string()).collect();
-    let info = probe_with(
-        python,
-        Depth::Files,
-        &Ask {
-            distributions: &names,
-            ..Ask::default()
-        },
-    )?;
-    let mut missing: Vec<String> = reqs
-        .iter()
-        .filter(|r| {
-            info.distributions
-                .get(&r.name.to_string())
-                .is_none_or(Option::is_none)
-        })
-        .map(|r| {
-            let mut r = r.clone();
-            r.marker = Default::default();
-            r.to_string()
-        })
-        .collect();
-    if missing.is_empty() {
-        return Ok(None);
-    }
-    missing.sort();
-    let key = crate::stamp::key(&(info.python.to_string(), &missing));
-    let parent = crate::paths::cache_dir().join("requirements");
-    let what = format!("{} for the import check", missing.join(", "));
+    let python_version = probe_with(python, Depth::Files, &Ask::default())?.python;
+    let key = crate::stamp::key(&(python_version.to_string(), &first));
+    let what = format!("{} for the import check", first.join(", "));
     let dir = crate::cache::provision(
-        &parent,
+        &crate::paths::cache_dir().join("requirements"),
         &key,
         &what,
         &|dir| Ok(Some(dir.to_path_buf())),
         &mut |staging, progress| {
             let installer = Installer::detect()?;
-            progress(&format!("installing {what} ({})", installer.describe()));
-            installer.install_target(python, &missing, staging, true)
+            let mut tried: BTreeSet<String> = BTreeSet::new();
+            let mut round = first.clone();
+            for _ in 0..8 {
+                round.retain(|r| !tried.contains(r));
+                if round.is_empty() {
+                    break;
+                }
+                progress(&format!(
+                    "installing {} beside the env ({})",
+                    round.join(", "),
+                    installer.describe()
+                ));
+                installer.install_target(python, &round, staging, true)?;
+                tried.extend(round.iter().cloned());
+                // What the new arrivals require, less what the env or the directory has.
+                let have = installed_in(staging);
+                let mut next = Vec::new();
+                for entry in std::fs::read_dir(staging)?.flatten() {
+                    let meta = entry.path().join("METADATA");
+                    if let Ok(text) = std::fs::read_to_string(&meta) {
+                        next.extend(requires_dist(&meta.display().to_string(), &text)?);
+                    }
+                }
+                next.retain(|r| !have.contains(&normalize(r.name.as_ref())));
+                round = lacking(&next)?;
+            }
+            Ok(())
         },
         &mut |msg| eprintln!("archsmith: {msg}"),
     )?;
-    Ok(Some((dir, missing)))
+    Ok(Some((dir, first)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_requires_dist_without_extras_and_requirement_files() {
+        let meta = "Metadata-Version: 2.1\nName: x\nRequires-Dist: six>=1.0\nRequires-Dist: pytest; extra == \"test\"\nRequires-Dist: pywin32; sys_platform == \"win32\"\n\nRequires-Dist: not-a-header\n";
+        let r: Vec<String> = requires_dist("t", meta)
+            .unwrap()
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect();
+        assert_eq!(r, ["six", "pywin32"]);
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("requirements.txt");
+        std::fs::write(
+            &f,
+            "# deps\nninja\nyacs  # config\n-r other.txt\nopencv-python>=4\n",
+        )
+        .unwrap();
+        let r: Vec<String> = from_requirements_txt(&f)
+            .unwrap()
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect();
+        assert_eq!(r, ["ninja", "yacs", "opencv-python"]);
+        assert_eq!(normalize("PyYAML"), "pyyaml");
+        assert_eq!(normalize("opencv_python"), "opencv-python");
+    }
 }
