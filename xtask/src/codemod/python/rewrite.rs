@@ -495,3 +495,49 @@ mod tests {
         assert_eq!(out, "#!/usr/bin/env python\nimport math\ny = math.inf\n");
     }
 }
+
+/// Every row of the built-in catalogue on a use of its own: a rewrite row rewrites it (and a second
+/// run changes nothing), any other row reports it for review with its fix.
+#[cfg(test)]
+mod every_row {
+    use super::*;
+
+    #[test]
+    fn each_row_rewrites_or_reviews_its_api() {
+        let rows = super::super::builtin_changes();
+        let torch: Version = crate::kb::kb().releases.newest_torch.clone();
+        let mut failures = Vec::new();
+        for row in &rows {
+            let root = row.api.split('.').next().unwrap();
+            let call = match row.matching.as_str() {
+                "call-with" => format!(
+                    "{}.functional.l1_loss(a, b, {}=False)",
+                    row.api,
+                    row.keyword.as_deref().unwrap()
+                ),
+                _ => format!("{}(a)", row.api),
+            };
+            let src = format!("import {root}\n\n\ndef f(a, b):\n    return {call}\n");
+            let out = apply(&rows, &torch, src.as_bytes());
+            let text = String::from_utf8(out.output.clone()).unwrap();
+            let rewritable = row.rewrite.is_some() || row.add_keyword.is_some() || row.unwrap;
+            if rewritable {
+                let again = apply(&rows, &torch, text.as_bytes());
+                if !out.counts.contains_key(&row.api) || again.output != text.as_bytes() {
+                    failures.push(format!(
+                        "{}: not rewritten once and for all:\n{text}",
+                        row.api
+                    ));
+                }
+            } else if !out
+                .review
+                .iter()
+                .any(|r| r.rule == row.api && r.suggestion == row.fix)
+            {
+                failures.push(format!("{}: no review item: {:?}", row.api, out.review));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert!(rows.len() >= 80, "{} rows", rows.len());
+    }
+}
