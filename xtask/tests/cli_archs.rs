@@ -182,3 +182,44 @@ fn verdicts_say_when_the_chosen_cuda_cannot_build_for_the_gpu() {
         .unwrap()
         .contains("cannot compile"));
 }
+
+/// `--torch` alone plans for the CUDA that release is built with on PyPI (torch 2.6.0: cu124), so
+/// planning torch 2.6.0's own wheel list for an L4 answers instead of failing on CUDA 13.
+#[test]
+fn torch_alone_brings_its_pypi_cuda() {
+    let (code, out, err) = xtask(&[
+        "archs",
+        "--arch",
+        "5.0;6.0;7.0;7.5;8.0;8.6;9.0",
+        "--torch",
+        "2.6.0",
+        "--gpu",
+        "L4",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["cuda"]["version"], "12.4");
+    assert_eq!(v["cuda"]["from_torch"], true);
+    assert_eq!(v["cuda"]["assumed"], false);
+    assert_eq!(v["gpus"][0]["runs"], true);
+    assert_eq!(v["gpus"][0]["via"], "sm_86");
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("the variant torch 2.6.0 is built with on PyPI (cu124)"),
+        "{notes}"
+    );
+    // An explicit --cuda still wins.
+    let (code, out, _) = xtask(&[
+        "archs", "--arch", "8.6", "--torch", "2.6.0", "--cuda", "12.6", "--json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (
+            v["cuda"]["version"].as_str(),
+            v["cuda"]["from_torch"].as_bool()
+        ),
+        (Some("12.6"), Some(false))
+    );
+}

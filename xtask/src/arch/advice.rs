@@ -16,6 +16,8 @@ pub struct ReleaseChoice {
     pub version: String,
     /// True when the user gave no version and the newest known release was assumed.
     pub assumed: bool,
+    /// The CUDA of the given torch release's default PyPI variant was taken.
+    pub from_torch: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -77,6 +79,15 @@ pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport
             }
         ));
     }
+    if ctx.cuda_from_torch {
+        notes.push(format!(
+            "no --cuda given: planned for CUDA {}, the variant torch {} is built with on PyPI (cu{}{}); pass --cuda for another",
+            ctx.cuda,
+            ctx.torch,
+            ctx.cuda.major(),
+            ctx.cuda.minor()
+        ));
+    }
     notes.extend(plan.notes.iter().cloned());
     if plan.has_family_targets() {
         notes.push("`f` targets: torch's cpp_extension rejects them in TORCH_CUDA_ARCH_LIST; pass them as -gencode in extra_compile_args['nvcc'] (which disables torch's own arch flags) or build through CMake".into());
@@ -97,10 +108,12 @@ pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport
         torch: ReleaseChoice {
             version: ctx.torch.to_string(),
             assumed: ctx.torch_assumed,
+            from_torch: false,
         },
         cuda: ReleaseChoice {
             version: ctx.cuda.to_string(),
             assumed: ctx.cuda_assumed,
+            from_torch: ctx.cuda_from_torch,
         },
         torch_cuda_arch_list: plan.torch_cuda_arch_list(),
         gencode: plan.gencode(),

@@ -35,16 +35,27 @@ pub struct PlanContext {
     pub cuda: Version,
     pub torch_assumed: bool,
     pub cuda_assumed: bool,
+    /// No CUDA was given and the torch release's default variant on PyPI was taken (`cu124` for
+    /// torch 2.6): the CUDA that release is built with, not the newest one.
+    pub cuda_from_torch: bool,
 }
 
 impl PlanContext {
-    /// `--torch`/`--cuda` if given, else the newest releases the knowledge base knows.
+    /// `--torch`/`--cuda` if given. Without `--cuda`, a given torch release brings the CUDA of its
+    /// default PyPI variant; otherwise the newest releases the knowledge base knows are assumed.
     pub fn new(kb: &KnowledgeBase, torch: Option<Version>, cuda: Option<Version>) -> PlanContext {
+        let from_torch = match (&torch, &cuda) {
+            (Some(t), None) => kb.torch_row(t).and_then(|r| r.pypi_cuda.clone()),
+            _ => None,
+        };
         PlanContext {
             torch_assumed: torch.is_none(),
-            cuda_assumed: cuda.is_none(),
+            cuda_assumed: cuda.is_none() && from_torch.is_none(),
+            cuda_from_torch: from_torch.is_some(),
             torch: torch.unwrap_or_else(|| kb.releases.newest_torch.clone()),
-            cuda: cuda.unwrap_or_else(|| kb.releases.newest_cuda.clone()),
+            cuda: cuda
+                .or(from_torch)
+                .unwrap_or_else(|| kb.releases.newest_cuda.clone()),
         }
     }
 }

@@ -35,8 +35,13 @@ pub enum TorchFlagsError {
         keyword: String,
         meaning: &'static str,
     },
-    #[error("archsmith has no TORCH_CUDA_ARCH_LIST table for torch {torch}; known: {known}")]
-    UnknownTorch { torch: Version, known: String },
+    #[error("archsmith has no {parser} table of TORCH_CUDA_ARCH_LIST for torch {torch}; it has tables for torch {known}")]
+    UnknownTorch {
+        /// Which of torch's two parsers: `cpp_extension` or `CMake`.
+        parser: &'static str,
+        torch: Version,
+        known: String,
+    },
 }
 
 /// `_get_cuda_arch_flags()` for `TORCH_CUDA_ARCH_LIST=list` under torch `torch`, on a machine with no
@@ -109,9 +114,19 @@ pub fn cmake_flags(
     torch: &Version,
     list: &str,
 ) -> Result<CmakeFlags, TorchFlagsError> {
-    let row = kb
-        .torch_cmake_arch_list(torch)
-        .ok_or_else(|| unknown_torch(kb, torch))?;
+    let row = kb.torch_cmake_arch_list(torch).ok_or_else(|| {
+        let known = kb
+            .torch_cmake_arch_lists
+            .iter()
+            .map(|r| format!("{}–{}", r.from, r.to))
+            .collect::<Vec<_>>()
+            .join(", ");
+        TorchFlagsError::UnknownTorch {
+            parser: "CMake",
+            torch: torch.clone(),
+            known,
+        }
+    })?;
     let trimmed = list;
     match trimmed {
         "" | "Auto" => {
@@ -259,6 +274,7 @@ fn unknown_torch(kb: &KnowledgeBase, torch: &Version) -> TorchFlagsError {
         .collect::<Vec<_>>()
         .join(", ");
     TorchFlagsError::UnknownTorch {
+        parser: "cpp_extension",
         torch: torch.clone(),
         known,
     }
@@ -377,7 +393,7 @@ mod tests {
         let e = cpp_extension_flags(kb(), &"1.4".parse().unwrap(), Some("7.5")).unwrap_err();
         assert!(
             e.to_string()
-                .contains("no TORCH_CUDA_ARCH_LIST table for torch 1.4"),
+                .contains("no cpp_extension table of TORCH_CUDA_ARCH_LIST for torch 1.4"),
             "{e}"
         );
     }

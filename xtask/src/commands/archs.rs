@@ -72,7 +72,11 @@ pub fn run(args: &ArchsArgs) -> Result<i32> {
 
 pub fn render(r: &ArchsReport) -> String {
     let mut out = String::new();
-    let assumed = |c: &ReleaseChoice| if c.assumed { " (newest known)" } else { "" };
+    let assumed = |c: &ReleaseChoice| match (c.assumed, c.from_torch) {
+        (true, _) => " (newest known)",
+        (_, true) => " (its PyPI default)",
+        _ => "",
+    };
     out.push_str(&format!(
         "archs {}  for torch {}{}, CUDA {}{}\n\n",
         r.input,
