@@ -21,8 +21,10 @@ const BUILTIN: &str = include_str!("../../../../patches/rules/torch-python.toml"
 #[serde(deny_unknown_fields)]
 pub struct Change {
     pub api: String,
-    /// `use` (any use), `call-without` (a call of the API lacking [`Self::keyword`]) or
-    /// `call-with` (a call of the API, or of anything under it, passing that keyword).
+    /// `use` (any use), `call-without` (a call of the API lacking [`Self::keyword`]),
+    /// `call-with` (a call of the API, or of anything under it, passing that keyword),
+    /// `version-slice` (`X.__version__[...]`; `rewrite` names the version class a
+    /// `float(X.__version__[:3]) < 1.4` comparison is rewritten with) or `index-0` (`x.data[0]`).
     #[serde(rename = "match")]
     pub matching: String,
     #[serde(default)]
@@ -107,6 +109,7 @@ pub fn parse_changes(origin: &str, text: &str) -> Result<Vec<Change>> {
         match c.matching.as_str() {
             "use" => {}
             "call-without" | "call-with" if c.keyword.is_some() => {}
+            "version-slice" | "index-0" => {}
             m => {
                 return Err(err(&format!(
                     "match `{m}` needs to be `use`, or `call-without`/`call-with` with a keyword"
@@ -122,7 +125,7 @@ pub fn parse_changes(origin: &str, text: &str) -> Result<Vec<Change>> {
         if !matches!(c.package.as_deref(), None | Some("torch") | Some("numpy")) {
             return Err(err("package must be torch or numpy"));
         }
-        if c.rewrite.is_some() && c.matching != "use" {
+        if c.rewrite.is_some() && !matches!(c.matching.as_str(), "use" | "version-slice") {
             return Err(err(
                 "`rewrite` is for `use` rows; a call-without row adds a keyword with `add_keyword`",
             ));
@@ -200,6 +203,10 @@ impl Change {
                         && u.path.starts_with(&self.api)
                         && u.path.as_bytes()[self.api.len()] == b'.'
             }
+            "version-slice" => {
+                u.path == self.api && matches!(u.shape, Some(reader::Shape::VersionSlice { .. }))
+            }
+            "index-0" => u.path == self.api && u.shape == Some(reader::Shape::IndexZero),
             "call-with" => {
                 (u.path == self.api || u.path.starts_with(&format!("{}.", self.api)))
                     && u.call_keywords

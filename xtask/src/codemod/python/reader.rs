@@ -32,10 +32,25 @@ pub struct Use {
     pub decorator: bool,
     /// An import statement (not a use in code).
     pub import: Option<Import>,
+    /// A pattern around the use that a row can name: `version-slice` (`X.__version__[...]`) or
+    /// `index-0` (`x.data[0]`, where `x` is taken for a tensor).
+    pub shape: Option<Shape>,
     /// Inside a `try:` statement that handles `ImportError`, `ModuleNotFoundError` or
     /// `AttributeError` (the package's own compatibility fallback), or a use of a name such a
     /// statement binds.
     pub guard: Option<Guard>,
+}
+
+/// A pattern a row matches beyond a name (`match = "version-slice"` or `"index-0"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shape {
+    /// `X.__version__[...]`. With `float(X.__version__[:N]) OP NUMBER` around it, the whole
+    /// comparison's span, the version expression as written, the operator and the number.
+    VersionSlice {
+        compare: Option<(Range<usize>, String, String, String)>,
+    },
+    /// `x.data[0]`.
+    IndexZero,
 }
 
 /// Where a use sits in a `try:` that handles a failed import.
@@ -183,6 +198,7 @@ fn at(n: Node, src: &[u8], path: String, guard: Option<Guard>) -> Use {
         decorator: n.parent().is_some_and(|p| p.kind() == "decorator"),
         import: None,
         guard,
+        shape: None,
     }
 }
 
@@ -436,6 +452,15 @@ fn collect(n: Node, w: &mut Walk, guard: Option<Guard>) {
                 return;
             }
         }
+        "subscript" => {
+            if let Some(u) = subscript_use(n, w, guard) {
+                let version = matches!(u.shape, Some(Shape::VersionSlice { .. }));
+                w.uses.push(u);
+                if version {
+                    return; // `X.__version__` inside is this use, not another
+                }
+            }
+        }
         // Not code: nothing inside can be a use.
         "comment" | "string" => return,
         _ => {}
@@ -444,6 +469,57 @@ fn collect(n: Node, w: &mut Walk, guard: Option<Guard>) {
     for child in n.children(&mut c) {
         collect(child, w, guard);
     }
+}
+
+/// `X.__version__[...]` (X a module the file imports) or `x.data[0]`, as a use of its own.
+fn subscript_use(n: Node, w: &Walk, guard: Option<Guard>) -> Option<Use> {
+    let src = w.src;
+    let value = n.child_by_field_name("value")?;
+    if value.kind() != "attribute" {
+        return None;
+    }
+    let attr = text(value.child_by_field_name("attribute")?, src);
+    let index = n.child_by_field_name("subscript")?;
+    if attr == "__version__" {
+        let chain = plain_chain(value, src)?;
+        let path = resolve(&chain, &w.bindings)?;
+        let compare = version_comparison(n, src);
+        let mut u = at(value, src, path, guard_of(&chain, w, guard));
+        u.shape = Some(Shape::VersionSlice { compare });
+        return Some(u);
+    }
+    if attr == "data" && index.kind() == "integer" && text(index, src) == "0" {
+        let mut u = at(n, src, "torch.Tensor.data".into(), guard);
+        u.shape = Some(Shape::IndexZero);
+        return Some(u);
+    }
+    None
+}
+
+/// `float(X.__version__[:N]) OP NUMBER` around the subscript `n`: the comparison's span, `X.__version__`
+/// as written, the operator and the number.
+fn version_comparison(n: Node, src: &[u8]) -> Option<(Range<usize>, String, String, String)> {
+    let args = n.parent().filter(|p| p.kind() == "argument_list")?;
+    let call = args.parent().filter(|p| p.kind() == "call")?;
+    if args.named_child_count() != 1
+        || call.child_by_field_name("function").map(|f| text(f, src)) != Some("float")
+    {
+        return None;
+    }
+    let cmp = call
+        .parent()
+        .filter(|p| p.kind() == "comparison_operator")?;
+    if cmp.named_child_count() != 2 || cmp.named_child(0)?.id() != call.id() {
+        return None;
+    }
+    let number = cmp.named_child(1).filter(|x| x.kind() == "float")?;
+    let mut c = cmp.walk();
+    let op = cmp
+        .children(&mut c)
+        .find(|x| !x.is_named())
+        .map(|x| text(x, src).to_string())?;
+    let version = text(n.child_by_field_name("value")?, src).to_string();
+    Some((cmp.byte_range(), version, op, text(number, src).to_string()))
 }
 
 /// `n` is the name being defined (a keyword argument's name, a parameter, a function or class

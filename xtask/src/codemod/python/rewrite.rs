@@ -88,6 +88,23 @@ fn review_item(row: &Change, u: &Use, text: &str, torch: &Version) -> ReviewItem
 
 /// The edits that rewrite one use in code, or None when the row has no safe rewrite for it.
 fn code_edits(row: &Change, u: &Use, text: &str) -> Option<Vec<Edit>> {
+    match (row.matching.as_str(), &u.shape) {
+        // `float(X.__version__[:3]) < 1.4` → `torch.torch_version.TorchVersion(X.__version__) < "1.4"`.
+        (
+            "version-slice",
+            Some(super::reader::Shape::VersionSlice {
+                compare: Some((span, version, op, number)),
+            }),
+        ) => {
+            let class = row.rewrite.as_ref()?;
+            return Some(vec![(
+                span.clone(),
+                format!("{class}({version}) {op} \"{number}\""),
+            )]);
+        }
+        ("version-slice" | "index-0", _) => return None,
+        _ => {}
+    }
     if row.matching == "call-without" {
         let kw = row.add_keyword.as_ref()?;
         let args = u.call_args.as_ref()?;
@@ -510,6 +527,8 @@ mod every_row {
         for row in &rows {
             let root = row.api.split('.').next().unwrap();
             let call = match row.matching.as_str() {
+                "version-slice" => format!("float({}[:3]) < 1.4", row.api),
+                "index-0" => "a.data[0]".to_string(),
                 "call-with" => format!(
                     "{}.functional.l1_loss(a, b, {}=False)",
                     row.api,
