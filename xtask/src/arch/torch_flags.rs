@@ -51,9 +51,10 @@ pub fn cpp_extension_flags(
     torch: &Version,
     list: Option<&str>,
 ) -> Result<Vec<String>, TorchFlagsError> {
-    let row = kb
-        .torch_arch_list(torch)
-        .ok_or_else(|| unknown_torch(kb, torch))?;
+    let row = kb.torch_arch_list(torch).ok_or_else(|| {
+        let ranges = kb.torch_arch_lists.iter().map(|r| (&r.from, &r.to));
+        unknown_torch("cpp_extension", ranges, torch)
+    })?;
     let list = match list {
         None => {
             return Err(TorchFlagsError::NeedsGpu {
@@ -115,17 +116,8 @@ pub fn cmake_flags(
     list: &str,
 ) -> Result<CmakeFlags, TorchFlagsError> {
     let row = kb.torch_cmake_arch_list(torch).ok_or_else(|| {
-        let known = kb
-            .torch_cmake_arch_lists
-            .iter()
-            .map(|r| format!("{}–{}", r.from, r.to))
-            .collect::<Vec<_>>()
-            .join(", ");
-        TorchFlagsError::UnknownTorch {
-            parser: "CMake",
-            torch: torch.clone(),
-            known,
-        }
+        let ranges = kb.torch_cmake_arch_lists.iter().map(|r| (&r.from, &r.to));
+        unknown_torch("CMake", ranges, torch)
     })?;
     let trimmed = list;
     match trimmed {
@@ -266,15 +258,18 @@ fn dedup(v: Vec<String>) -> Vec<String> {
     out
 }
 
-fn unknown_torch(kb: &KnowledgeBase, torch: &Version) -> TorchFlagsError {
-    let known = kb
-        .torch_arch_lists
-        .iter()
-        .map(|r| format!("{}–{}", r.from, r.to))
+/// No table of `parser` for `torch`; `ranges` are the releases it has tables for.
+fn unknown_torch<'a>(
+    parser: &'static str,
+    ranges: impl Iterator<Item = (&'a Version, &'a Version)>,
+    torch: &Version,
+) -> TorchFlagsError {
+    let known = ranges
+        .map(|(from, to)| format!("{from}–{to}"))
         .collect::<Vec<_>>()
         .join(", ");
     TorchFlagsError::UnknownTorch {
-        parser: "cpp_extension",
+        parser,
         torch: torch.clone(),
         known,
     }
