@@ -223,3 +223,36 @@ fn torch_alone_brings_its_pypi_cuda() {
         (Some("12.6"), Some(false))
     );
 }
+
+/// The driver is honoured for every CUDA, including a release whose own driver floor the knowledge
+/// base does not record (13.5): PTX from it needs at least the newest floor of an older 13.x.
+#[test]
+fn an_old_driver_cannot_jit_ptx_of_any_cuda() {
+    for cuda in [None, Some("13.0"), Some("13.5")] {
+        let mut args = vec![
+            "archs",
+            "--arch",
+            "8.0+PTX",
+            "--gpu",
+            "H100",
+            "--driver",
+            "470.161.03",
+            "--json",
+        ];
+        if let Some(c) = cuda {
+            args.extend(["--cuda", c]);
+        }
+        let (code, out, err) = xtask(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["gpus"][0]["runs"], false,
+            "CUDA {cuda:?}: {}",
+            v["gpus"][0]
+        );
+        assert!(v["gpus"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("driver 470.161.03 is older than"));
+    }
+}

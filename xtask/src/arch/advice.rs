@@ -137,9 +137,7 @@ pub fn gpu_verdicts(
 ) -> Result<Vec<GpuVerdict>> {
     let jit = PtxJit {
         driver: driver.cloned(),
-        ptx_min_driver: kb
-            .cuda_row(&ctx.cuda)
-            .and_then(|r| r.min_driver_linux.clone()),
+        ptx_min_driver: kb.ptx_min_driver(&ctx.cuda),
         ptx_cuda: Some(ctx.cuda.clone()),
     };
     let images = plan.images();
@@ -273,9 +271,7 @@ pub fn torch_options(
             let images = variant_images(variant);
             let jit = PtxJit {
                 driver: driver.cloned(),
-                ptx_min_driver: kb
-                    .cuda_row(&variant.cuda)
-                    .and_then(|r| r.min_driver_linux.clone()),
+                ptx_min_driver: kb.ptx_min_driver(&variant.cuda),
                 ptx_cuda: Some(variant.cuda.clone()),
             };
             for (name, cc) in gpus {

@@ -556,6 +556,26 @@ impl KnowledgeBase {
         self.cuda.iter().find(|c| c.version.major_minor() == mm)
     }
 
+    /// The oldest driver that can JIT PTX written by CUDA `cuda`: its release row's floor, else
+    /// (no driver row recorded for that release) the highest floor known for an older release of
+    /// the same major, else the major's minor-compatibility floor. A lower bound in the last two
+    /// cases: a driver below it certainly cannot load the PTX.
+    pub fn ptx_min_driver(&self, cuda: &Version) -> Option<Version> {
+        if let Some(d) = self.cuda_row(cuda).and_then(|r| r.min_driver_linux.clone()) {
+            return Some(d);
+        }
+        let mm = cuda.major_minor();
+        self.cuda
+            .iter()
+            .filter(|c| c.version.major() == cuda.major() && c.version.major_minor() <= mm)
+            .filter_map(|c| c.min_driver_linux.clone())
+            .max()
+            .or_else(|| {
+                self.cuda_major(cuda.major())
+                    .map(|m| m.minor_compat_min_driver.clone())
+            })
+    }
+
     /// The first CUDA major whose PyPI wheels carry nvcc itself, so that a toolkit can be
     /// assembled from PyPI (13 today).
     pub fn first_pypi_nvcc_major(&self) -> Option<u32> {
