@@ -71,14 +71,28 @@ fn truncated_and_corrupted_files_exit_2_naming_the_file_and_offset() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A file without device code is listed, not an error; but expecting archs of inputs with no
+/// device code at all (a CPU-only library, an empty directory) fails instead of passing vacuously.
 #[test]
-fn files_without_device_code_are_listed_not_errors() {
+fn files_without_device_code_are_listed_and_cannot_meet_an_expectation() {
     let dir = scratch("plain");
     let plain = dir.join("libplain.so");
     std::fs::write(&plain, synth::elf64(&[(".text", vec![0xc3; 16])])).unwrap();
-    let out = verify(&["--expect-arch", "8.0"], &[&plain]);
+    let out = verify(&[], &[&plain]);
     assert_eq!(out.status, Some(0), "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("no device code"), "{}", out.stdout);
+    let out = verify(&["--expect-arch", "8.0"], &[&plain]);
+    assert_eq!(out.status, Some(1), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("nothing here carries the expected archs"),
+        "{}",
+        out.stdout
+    );
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = verify(&["--expect-arch", "8.0"], &[&empty]);
+    assert_eq!(out.status, Some(1), "{}{}", out.stdout, out.stderr);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

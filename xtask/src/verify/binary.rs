@@ -181,7 +181,14 @@ impl<'a> Report<'a> {
         let failed_read = files
             .iter()
             .any(|f| matches!(f.outcome, Outcome::Failed(_)));
+        // Expecting archs of something that has no device code at all (an empty directory or
+        // wheel, a CPU-only library) is a failure, not a vacuous pass.
+        let no_device_code = expect.is_some()
+            && !files
+                .iter()
+                .any(|f| matches!(&f.outcome, Outcome::Audited(a) if a.has_device_code()));
         let failed_check = failed_device
+            || no_device_code
             || checks
                 .iter()
                 .flatten()
@@ -291,7 +298,9 @@ impl<'a> Report<'a> {
                 ));
             }
             if checked == 0 {
-                out.push_str("  (no file with device code)\n");
+                out.push_str(
+                    "  no file with device code: nothing here carries the expected archs (a CPU-only build, or the wrong path?)\n",
+                );
             }
         }
         for (name, cc) in &self.devices {
