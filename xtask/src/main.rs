@@ -11,10 +11,20 @@ fn main() {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let code = match archsmith::commands::run(cli) {
+    let json = std::env::args().any(|a| a == "--json");
+    let code = match archsmith::paths::check_cache_dir()
+        .and_then(|()| archsmith::commands::run(cli))
+    {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
+            // A CI script that asked for JSON gets a document on stdout, not an empty one.
+            if json {
+                let _ = archsmith::output::print_json(
+                    archsmith::output::documents::ERROR,
+                    &serde_json::json!({ "error": { "message": format!("{e:#}"), "exit_code": 2 } }),
+                );
+            }
             2
         }
     };

@@ -90,6 +90,8 @@ pub mod documents {
     pub const CODEMOD: Document = doc("codemod", 1);
     pub const CODEMOD_RULES: Document = doc("codemod-rules", 1);
     pub const DOCTOR: Document = doc("doctor", 1);
+    /// What any command prints with `--json` when it stops on bad input (exit 2).
+    pub const ERROR: Document = doc("error", 1);
     pub const KB_CHECK: Document = doc("kb-check", 1);
     pub const KERNELS: Document = doc("kernels", 1);
     pub const PORT_EXTENSION: Document = doc("port-extension", 1);
@@ -112,6 +114,7 @@ pub mod documents {
         CODEMOD,
         CODEMOD_RULES,
         DOCTOR,
+        ERROR,
         KB_CHECK,
         KERNELS,
         PORT_EXTENSION,

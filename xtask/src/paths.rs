@@ -16,10 +16,50 @@ pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
         return PathBuf::from(dir).join("archsmith");
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    home.join(".cache").join("archsmith")
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".cache").join("archsmith"),
+        None => private_fallback(),
+    }
+}
+
+/// With no `HOME` (a bare container, a cron job): a directory in the temp dir named for this user,
+/// which [`check_cache_dir`] creates private (0700) or refuses when someone else could have made it.
+fn private_fallback() -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    std::env::temp_dir().join(format!("archsmith-{uid}"))
+}
+
+/// Checks the cache directory before any work: when `HOME` is unset it is the per-user fallback in
+/// the temp dir, created private (0700) and refused when it exists but is not this user's alone (a
+/// predictable shared path another user could have planted). Says which directory it uses.
+pub fn check_cache_dir() -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let dir = cache_dir();
+    if dir != private_fallback() {
+        return Ok(());
+    }
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| anyhow::anyhow!("HOME is not set and {} cannot be created ({e}); set {HOME_ENV} to a directory of yours", dir.display()))?;
+    }
+    let meta = std::fs::symlink_metadata(&dir)?;
+    let mine = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    if !meta.is_dir() || meta.uid() != mine || meta.permissions().mode() & 0o077 != 0 {
+        anyhow::bail!(
+            "HOME is not set, and {} (archsmith's fallback cache) is not a directory private to you (owner uid {}, mode {:o}): someone else could have prepared it; set {HOME_ENV} to a directory of yours",
+            dir.display(),
+            meta.uid(),
+            meta.permissions().mode() & 0o7777
+        );
+    }
+    eprintln!(
+        "note: HOME is not set: archsmith's cache is {} (private to you); set {HOME_ENV} to choose another",
+        dir.display()
+    );
+    Ok(())
 }
 
 /// Downloaded distribution files (wheels, sdists), keyed by file name as the registry names them.
