@@ -148,6 +148,26 @@ fn apply_refuses_a_dirty_tree_or_no_git_unless_forced() {
     assert_eq!(code, 0);
 }
 
+/// Git-ignored sources (generated, vendored) have no copy in git: a directory walk skips them and
+/// naming one explicitly is refused without --force.
+#[test]
+fn git_ignored_files_are_skipped_and_refused() {
+    let repo = repo_with(&[(".gitignore", b"gen/\n"), ("a.cu", LEGACY.as_bytes())]);
+    std::fs::create_dir_all(repo.path().join("gen")).unwrap();
+    let generated = repo.path().join("gen/k.cu");
+    std::fs::write(&generated, LEGACY).unwrap();
+    let (code, out, err) = xtask(repo.path(), &["codemod", "--dry-run", "--json", "."]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["files_scanned"], 1, "{v}");
+    let (code, _, err) = xtask(repo.path(), &["codemod", "gen/k.cu"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("gen/k.cu: is ignored by git"), "{err}");
+    assert_eq!(std::fs::read_to_string(&generated).unwrap(), LEGACY);
+    let (code, _, err) = xtask(repo.path(), &["codemod", "--force", "gen/k.cu"]);
+    assert_eq!(code, 0, "{err}");
+}
+
 #[test]
 fn json_report_lists_rewrites_and_review_items_with_lines() {
     let repo = repo_with(&[

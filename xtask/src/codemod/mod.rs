@@ -90,26 +90,26 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The handled files under `dir`, walked with `ignore` (what ruff and ripgrep use): git-ignored
+/// files (generated sources, vendored copies git has no copy of), hidden directories, `build/`,
+/// `__pycache__` and symlinks are skipped.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let mut entries: Vec<_> = fs::read_dir(dir)
-        .with_context(|| format!("{}: cannot list directory", dir.display()))?
-        .collect::<std::io::Result<_>>()
-        .with_context(|| format!("{}: cannot list directory", dir.display()))?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let ft = e.file_type()?;
-        let path = e.path();
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if ft.is_symlink() {
-            continue;
-        }
-        if ft.is_dir() {
-            if name.starts_with('.') || name == "build" || name == "__pycache__" {
-                continue;
-            }
-            walk(&path, out)?;
-        } else if ft.is_file() && Lang::of_path(&path).is_some() {
+    let walker = ignore::WalkBuilder::new(dir)
+        .hidden(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .follow_links(false)
+        .filter_entry(|e| {
+            let name = e.file_name().to_string_lossy();
+            !(e.file_type().is_some_and(|t| t.is_dir())
+                && (name == "build" || name == "__pycache__"))
+        })
+        .build();
+    for entry in walker {
+        let entry = entry.with_context(|| format!("{}: cannot list directory", dir.display()))?;
+        let path = entry.into_path();
+        let is_file = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+        if is_file && Lang::of_path(&path).is_some() {
             out.push(path);
         }
     }
@@ -244,13 +244,25 @@ pub fn ensure_clean(files: &[&Path]) -> anyhow::Result<()> {
             .unwrap_or(Path::new("."));
         let name = f.file_name().unwrap_or_default();
         let out = crate::process::Cmd::new("git")
-            .args(["status", "--porcelain", "--untracked-files=all", "--"])
+            .args([
+                "status",
+                "--porcelain",
+                "--ignored",
+                "--untracked-files=all",
+                "--",
+            ])
             .arg(name)
             .dir(dir)
             .output()?;
         if !out.success() {
             anyhow::bail!(
                 "{}: not inside a git work tree, so the rewrite could not be reviewed or undone with git; commit it first or pass --force",
+                f.display()
+            );
+        }
+        if out.stdout.lines().any(|l| l.starts_with("!! ")) {
+            anyhow::bail!(
+                "{}: is ignored by git (generated or vendored?), so git has no copy to restore after a rewrite; pass --force to rewrite it anyway",
                 f.display()
             );
         }
