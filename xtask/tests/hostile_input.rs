@@ -77,3 +77,31 @@ fn bad_input_with_json_prints_an_error_document() {
     );
     assert_eq!((code, out.as_str()), (2, ""));
 }
+
+/// Every argument is validated before any work, a dry run included, naming the argument at fault.
+#[test]
+fn port_extension_validates_every_argument_up_front() {
+    let home = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            &["--arch", "garbage"][..],
+            "--arch garbage: `garbage` is not an arch",
+        ),
+        (
+            &["--arch", "3.5"][..],
+            "--arch 3.5: 3.5 is not supported by CUDA",
+        ),
+        (&["--cuda", "99.0"][..], "--cuda 99.0: unknown CUDA release"),
+        (
+            &["--torch", "99.0"][..],
+            "--torch 99.0: unknown torch release",
+        ),
+    ] {
+        let mut all = vec!["port-extension", "legacy-demo", "--dry-run"];
+        all.extend(args);
+        let (code, _, err) = xtask(&all, &[("ARCHSMITH_HOME", home.path())]);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!home.path().join("port").exists(), "{args:?}: work started");
+    }
+}

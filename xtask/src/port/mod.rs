@@ -124,7 +124,45 @@ impl std::fmt::Display for VerifyFailure {
 impl std::error::Error for VerifyFailure {}
 
 /// Runs the pipeline; errors say which stage failed and what to do.
+/// Every argument checked before any work, a dry run included: an unknown torch or CUDA release
+/// and an arch list the chosen releases cannot build stop here, naming the argument.
+fn validate(req: &Request) -> Result<()> {
+    let kb = kb();
+    let known = |mut v: Vec<&Version>| {
+        v.sort();
+        v.dedup();
+        format!(
+            "{}…{}",
+            v.first().map_or(String::new(), |x| x.to_string()),
+            v.last().map_or(String::new(), |x| x.to_string())
+        )
+    };
+    if let Some(t) = &req.torch {
+        if kb.torch_row(t).is_none() {
+            bail!(
+                "--torch {t}: unknown torch release; archsmith knows torch {}",
+                known(kb.torch.iter().map(|r| &r.version).collect())
+            );
+        }
+    }
+    if let Some(c) = &req.cuda {
+        if kb.cuda_row(c).is_none() {
+            bail!(
+                "--cuda {c}: unknown CUDA release; archsmith knows CUDA {}",
+                known(kb.cuda.iter().map(|r| &r.version).collect())
+            );
+        }
+    }
+    if !req.arch.is_empty() {
+        let ctx = crate::arch::spec::PlanContext::new(kb, req.torch.clone(), req.cuda.clone());
+        crate::arch::spec::Plan::parse(kb, &ctx, &req.arch)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", req.arch))?;
+    }
+    Ok(())
+}
+
 pub fn run(req: &Request) -> Result<Outcome> {
+    validate(req)?;
     let started = Instant::now();
     let r = &req.recipe;
     let (src_dir, source_label) = fetch(r, req.src.as_deref())?;
