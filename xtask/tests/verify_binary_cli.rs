@@ -35,6 +35,16 @@ fn truncated_and_corrupted_files_exit_2_naming_the_file_and_offset() {
         "{}",
         out.stderr
     );
+    // A wheel cut short (its zip directory lost): said in the user's words.
+    let wheel = dir.join("cut-1.0-py3-none-any.whl");
+    std::fs::write(&wheel, b"PK\x03\x04\x14\x00\x00\x00\x08\x00 cut here").unwrap();
+    let out = verify(&[], &[&wheel]);
+    assert_eq!(out.status, Some(2), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("truncated, or not a wheel at all"),
+        "{}",
+        out.stderr
+    );
     // A fatbin whose first entry claims more payload than its container holds.
     let mut c = synth::container(&[synth::entry(2, 90, 0, &synth::fake_cubin(1), Store::Raw)]);
     c[16 + 8..16 + 16].copy_from_slice(&1_000_000u64.to_le_bytes());

@@ -50,6 +50,18 @@ pub enum FileError {
     Extract(String),
 }
 
+/// A zip crate error in the user's words: an archive that cannot be opened is truncated or not a
+/// wheel at all.
+fn zip_words(e: &zip::result::ZipError) -> String {
+    match e {
+        zip::result::ZipError::InvalidArchive(_) => {
+            "truncated, or not a wheel at all (no zip directory at its end); download it again"
+                .into()
+        }
+        other => other.to_string(),
+    }
+}
+
 impl FileError {
     /// The byte offset where reading failed, when the failure is in the file's contents.
     pub fn offset(&self) -> Option<u64> {
@@ -206,7 +218,7 @@ fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>
     };
     let mut archive = match zip::ZipArchive::new(std::io::Cursor::new(&map[..])) {
         Ok(a) => a,
-        Err(e) => return out.push(failed(display.to_string(), FileError::Zip(e.to_string()))),
+        Err(e) => return out.push(failed(display.to_string(), FileError::Zip(zip_words(&e)))),
     };
     // Members to read, largest first so the long inflates start early and threads finish together.
     let mut jobs: Vec<(usize, String, u64)> = Vec::new();

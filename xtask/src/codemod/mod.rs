@@ -165,7 +165,20 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
 pub fn unified_diff(path: &Path, old: &[u8], new: &[u8]) -> String {
     let old = String::from_utf8_lossy(old);
     let new = String::from_utf8_lossy(new);
-    let name = path.display().to_string();
+    // `git apply` wants `a/dir/file`: relative to the current directory when the file is under it,
+    // without `./` components, and never `a//abs`.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let rel = path.strip_prefix(&cwd).unwrap_or(path);
+    let rel: PathBuf = rel
+        .components()
+        .filter(|c| {
+            !matches!(
+                c,
+                std::path::Component::CurDir | std::path::Component::RootDir
+            )
+        })
+        .collect();
+    let name = rel.display().to_string();
     similar::TextDiff::from_lines(old.as_ref(), new.as_ref())
         .unified_diff()
         .context_radius(3)
