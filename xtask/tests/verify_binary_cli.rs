@@ -192,3 +192,30 @@ fn a_device_needs_an_image_in_every_container() {
     assert_eq!(out.status, Some(0), "{}", out.stdout);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A FIFO named like a wheel would block a reader forever: it is refused at once, named, exit 2;
+/// inside a directory walk it is not a file to audit.
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let dir = scratch("fifo");
+    let fifo = dir.join("k.whl");
+    Cmd::new("mkfifo").arg(&fifo).read().unwrap();
+    let out = Cmd::new("timeout")
+        .arg("30")
+        .arg(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "binary"])
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status, Some(2), "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
+    let out = Cmd::new("timeout")
+        .arg("30")
+        .arg(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "binary"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status, Some(0), "{}{}", out.stdout, out.stderr);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -99,6 +99,13 @@ pub fn audit_paths(paths: &[PathBuf], opts: &Options) -> Vec<FileAudit> {
                     audit_file(&f, opts, &mut out, false);
                 }
             }
+            // A FIFO, socket or device would block or never end: only regular files are read.
+            Ok(m) if !m.is_file() => out.push(failed(
+                p.display().to_string(),
+                FileError::Io(
+                    "not a regular file (a FIFO, socket or device?): nothing to read".into(),
+                ),
+            )),
             Ok(_) => audit_file(p, opts, &mut out, true),
         }
     }
@@ -114,7 +121,20 @@ fn failed(path: String, e: FileError) -> FileAudit {
 
 fn walk(dir: &Path, files: &mut Vec<PathBuf>, out: &mut Vec<FileAudit>) {
     let entries = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok()).collect::<Vec<_>>(),
+        Ok(rd) => {
+            let mut ok = Vec::new();
+            for e in rd {
+                match e {
+                    Ok(e) => ok.push(e),
+                    // Counted and named, never skipped in silence.
+                    Err(e) => out.push(failed(
+                        dir.display().to_string(),
+                        FileError::Io(format!("an entry could not be listed: {e}")),
+                    )),
+                }
+            }
+            ok
+        }
         Err(e) => {
             out.push(failed(
                 dir.display().to_string(),
@@ -126,13 +146,27 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, out: &mut Vec<FileAudit>) {
     let mut entries: Vec<_> = entries.into_iter().map(|e| e.path()).collect();
     entries.sort();
     for p in entries {
-        let Ok(m) = std::fs::symlink_metadata(&p) else {
-            continue;
+        let m = match std::fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            Err(e) => {
+                out.push(failed(
+                    p.display().to_string(),
+                    FileError::Io(e.to_string()),
+                ));
+                continue;
+            }
         };
         if m.is_dir() {
             walk(&p, files, out);
-        } else if m.is_file() && (is_wheel_name(&p) || has_elf_magic(&p)) {
-            files.push(p);
+        } else if m.is_file() {
+            match has_elf_magic(&p) {
+                Ok(elf) if elf || is_wheel_name(&p) => files.push(p),
+                Ok(_) => {}
+                Err(e) => out.push(failed(
+                    p.display().to_string(),
+                    FileError::Io(e.to_string()),
+                )),
+            }
         }
     }
 }
@@ -141,12 +175,16 @@ fn is_wheel_name(p: &Path) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case("whl"))
 }
 
-fn has_elf_magic(p: &Path) -> bool {
+/// Whether `p` starts with the ELF magic; a file too short for it is not ELF, a file that cannot
+/// be opened or read is an error to report.
+fn has_elf_magic(p: &Path) -> std::io::Result<bool> {
     let mut magic = [0u8; 4];
-    File::open(p)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
-        && elf::is_elf(&magic)
+    let mut f = File::open(p)?;
+    match f.read_exact(&mut magic) {
+        Ok(()) => Ok(elf::is_elf(&magic)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Maps a file read-only. The map is only read; a file truncated underneath us while mapped
