@@ -219,3 +219,58 @@ fn a_fifo_is_refused_not_waited_on() {
     assert_eq!(out.status, Some(0), "{}{}", out.stdout, out.stderr);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--extract` never loses or misplaces an image: two inputs with one file name get a directory
+/// each, and a link planted where a directory will go is left alone, not written through.
+#[test]
+fn extract_keeps_same_named_inputs_apart_and_ignores_planted_links() {
+    let dir = scratch("extract");
+    let lib = synth::sample_library();
+    for d in ["d1", "d2"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+        std::fs::write(dir.join(d).join("k.so"), &lib).unwrap();
+    }
+    let count = |root: &Path| -> usize {
+        let mut n = 0;
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let ft = e.file_type().unwrap();
+                if ft.is_dir() {
+                    stack.push(e.path());
+                } else if ft.is_file() {
+                    n += 1;
+                }
+            }
+        }
+        n
+    };
+    let one = dir.join("one");
+    let out = verify(
+        &["--extract", one.to_str().unwrap()],
+        &[&dir.join("d1/k.so")],
+    );
+    assert_eq!(out.status, Some(0), "{}{}", out.stdout, out.stderr);
+    let per_lib = count(&one);
+    assert!(per_lib > 0);
+    // Same file name twice, and a planted link where the first one's directory would go.
+    let two = dir.join("two");
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&two).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for e in std::fs::read_dir(&one).unwrap().flatten() {
+        std::os::unix::fs::symlink(&elsewhere, two.join(e.file_name())).unwrap();
+    }
+    let out = verify(
+        &["--extract", two.to_str().unwrap()],
+        &[&dir.join("d1/k.so"), &dir.join("d2/k.so")],
+    );
+    assert_eq!(out.status, Some(0), "{}{}", out.stdout, out.stderr);
+    assert_eq!(count(&elsewhere), 0, "written through the planted link");
+    assert_eq!(
+        count(&two),
+        2 * per_lib,
+        "one input's images overwrote the other's"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -60,10 +60,8 @@ pub enum ExtractError {
 /// Writes every image of `data` under `dir` as `<stem>.<n>.sm_XX.cubin`, `<stem>.<n>.compute_XX.ptx`
 /// or `<stem>.<n>.lto_XX.nvvm` (numbered per kind from 1, like cuobjdump). Returns the paths written.
 pub fn extract_elf(data: &[u8], dir: &Path, stem: &str) -> Result<Vec<PathBuf>, ExtractError> {
-    std::fs::create_dir_all(dir).map_err(|source| ExtractError::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    let dir = fresh_dir(dir)?;
+    let dir = dir.as_path();
     let mut written = Vec::new();
     let mut counters = [0usize; 3];
     let mut failure = None;
@@ -82,7 +80,13 @@ pub fn extract_elf(data: &[u8], dir: &Path, stem: &str) -> Result<Vec<PathBuf>, 
             counters[slot],
             arch.name(kind)
         ));
-        match std::fs::write(&path, bytes) {
+        // `create_new`: never through a symlink or over a file that is already there.
+        let wrote = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes));
+        match wrote {
             Ok(()) => written.push(path),
             Err(source) => failure = Some(ExtractError::Write { path, source }),
         }
@@ -91,6 +95,39 @@ pub fn extract_elf(data: &[u8], dir: &Path, stem: &str) -> Result<Vec<PathBuf>, 
         Some(f) => Err(f),
         None => Ok(written),
     }
+}
+
+/// A new, real directory for one input's images: `dir`, else `dir-2`, `dir-3`, … when a directory,
+/// file or symlink of that name is already there (two inputs named `k.so`, an earlier run, a planted
+/// link), so no input's images overwrite another's or land outside the extract directory.
+fn fresh_dir(dir: &Path) -> Result<PathBuf, ExtractError> {
+    let err = |path: &Path, source| ExtractError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| err(parent, e))?;
+    }
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for n in 1..10_000 {
+        let candidate = if n == 1 {
+            dir.to_path_buf()
+        } else {
+            dir.with_file_name(format!("{name}-{n}"))
+        };
+        match std::fs::create_dir(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(err(&candidate, e)),
+        }
+    }
+    Err(err(
+        dir,
+        std::io::Error::other("10,000 directories of that name already exist"),
+    ))
 }
 
 /// Keeps `[A-Za-z0-9._-]`, maps everything else (including `/`) to `_`, and never yields `.`/`..`.
