@@ -200,22 +200,20 @@ fn a_fifo_is_refused_not_waited_on() {
     let dir = scratch("fifo");
     let fifo = dir.join("k.whl");
     Cmd::new("mkfifo").arg(&fifo).read().unwrap();
-    let out = Cmd::new("timeout")
-        .arg("30")
-        .arg(env!("CARGO_BIN_EXE_xtask"))
-        .args(["verify", "binary"])
-        .arg(&fifo)
-        .output()
-        .unwrap();
+    // Under `timeout`: the old reader blocked on the FIFO forever.
+    let verify_within = |path: &Path| {
+        Cmd::new("timeout")
+            .arg("30")
+            .arg(env!("CARGO_BIN_EXE_xtask"))
+            .args(["verify", "binary"])
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    let out = verify_within(&fifo);
     assert_eq!(out.status, Some(2), "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
-    let out = Cmd::new("timeout")
-        .arg("30")
-        .arg(env!("CARGO_BIN_EXE_xtask"))
-        .args(["verify", "binary"])
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let out = verify_within(&dir);
     assert_eq!(out.status, Some(0), "{}{}", out.stdout, out.stderr);
     std::fs::remove_dir_all(&dir).unwrap();
 }
