@@ -92,6 +92,7 @@ pub mod documents {
     pub const DOCTOR: Document = doc("doctor", 1);
     /// What any command prints with `--json` when it stops on bad input (exit 2).
     pub const ERROR: Document = doc("error", 1);
+    pub const GPUS: Document = doc("gpus", 1);
     pub const KB_CHECK: Document = doc("kb-check", 1);
     pub const KERNELS: Document = doc("kernels", 1);
     pub const PORT_EXTENSION: Document = doc("port-extension", 1);
@@ -115,6 +116,7 @@ pub mod documents {
         CODEMOD_RULES,
         DOCTOR,
         ERROR,
+        GPUS,
         KB_CHECK,
         KERNELS,
         PORT_EXTENSION,

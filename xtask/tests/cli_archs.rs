@@ -113,6 +113,20 @@ fn unsupported_archs_exit_2_with_a_specific_message() {
     let (code, _, stderr) = xtask(&["archs", "--arch", "9.0", "--gpu", "Voodoo 5"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("unknown GPU `Voodoo 5`"), "{stderr}");
+    // The message names the command that lists every known GPU, and that command lists them.
+    assert!(stderr.contains("`archs --list-gpus` lists"), "{stderr}");
+    let (code, out, err) = xtask(&["archs", "--list-gpus", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["document"], "gpus");
+    let gpus = v["gpus"].as_array().unwrap();
+    let known = archsmith::kb::kb().gpus.len();
+    assert_eq!(gpus.len(), known);
+    assert!(
+        stderr.contains(&format!("one of the {known} GPUs")),
+        "{stderr}"
+    );
+    assert!(gpus.iter().any(|g| g["name"] == "H100" && g["cc"] == "9.0"));
 }
 
 #[test]

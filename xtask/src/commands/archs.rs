@@ -10,8 +10,16 @@ use anyhow::Result;
 #[derive(Debug, clap::Args)]
 pub struct ArchsArgs {
     /// Archs to build: `7.5,8.9,9.0+PTX`, `8.0;8.6`, `Hopper`, `9.0a`, `sm_120` …
-    #[arg(long = "arch", value_name = "SPEC")]
-    pub arch: String,
+    #[arg(
+        long = "arch",
+        value_name = "SPEC",
+        required_unless_present = "list_gpus"
+    )]
+    pub arch: Option<String>,
+    /// List the GPUs the knowledge base knows (name, compute capability, segment, other names)
+    /// instead of planning.
+    #[arg(long, conflicts_with_all = ["arch", "print"])]
+    pub list_gpus: bool,
     /// torch release whose rules apply (default: the newest known).
     #[arg(long, value_name = "VER")]
     pub torch: Option<Version>,
@@ -55,8 +63,11 @@ impl PlainValue {
 }
 
 pub fn run(args: &ArchsArgs) -> Result<i32> {
+    if args.list_gpus {
+        return list_gpus(args.json);
+    }
     let request = PlanRequest {
-        arch: args.arch.clone(),
+        arch: args.arch.clone().unwrap_or_default(),
         torch: args.torch.clone(),
         cuda: args.cuda.clone(),
         gpus: args.gpus.clone(),
@@ -67,6 +78,37 @@ pub fn run(args: &ArchsArgs) -> Result<i32> {
         Some(value) => println!("{}", value.of(&report)),
         None => emit(args.json, documents::ARCHS, &report, render)?,
     }
+    Ok(0)
+}
+
+/// `archs --list-gpus`: every GPU row, for "unknown GPU" answers and scripts.
+fn list_gpus(json: bool) -> Result<i32> {
+    let gpus: Vec<serde_json::Value> = kb()
+        .gpus
+        .iter()
+        .map(|g| {
+            serde_json::json!({
+                "name": g.name, "cc": g.cc, "segment": g.segment, "aliases": g.aliases,
+            })
+        })
+        .collect();
+    emit(
+        json,
+        documents::GPUS,
+        &serde_json::json!({ "gpus": gpus }),
+        |_| {
+            let mut t = Table::new(["GPU", "CC", "SEGMENT", "ALSO"]);
+            for g in &kb().gpus {
+                t.row([
+                    g.name.clone(),
+                    g.cc.clone(),
+                    g.segment.clone(),
+                    g.aliases.join(", "),
+                ]);
+            }
+            t.render()
+        },
+    )?;
     Ok(0)
 }
 

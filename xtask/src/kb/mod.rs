@@ -656,7 +656,7 @@ impl KnowledgeBase {
                 } else {
                     format!(" Did you mean: {}?", close.join(", "))
                 };
-                anyhow::bail!("unknown GPU `{query}`.{hint} Give a name from `cargo xtask archs --help`'s knowledge base (e.g. \"RTX 4090\", \"H100\", \"Jetson Orin\") or its compute capability, e.g. --gpu 8.9")
+                anyhow::bail!("unknown GPU `{query}`.{hint} Give one of the {} GPUs `archs --list-gpus` lists (e.g. \"RTX 4090\", \"H100\", \"Jetson Orin\") or its compute capability, e.g. --gpu 8.9", self.gpus.len())
             }
         }
     }
