@@ -148,6 +148,36 @@ fn apply_refuses_a_dirty_tree_or_no_git_unless_forced() {
     assert_eq!(code, 0);
 }
 
+/// A killed run's temporaries (`.NAME.archsmith-PID.tmp`, its process gone) are removed by the next
+/// run that writes the file; one of a run still alive is left alone; none is left behind.
+#[test]
+fn temporaries_of_killed_runs_are_cleaned_up() {
+    let repo = repo_with(&[("a.cu", LEGACY.as_bytes())]);
+    let dead = (900_000u32..)
+        .find(|p| !Path::new(&format!("/proc/{p}")).exists())
+        .unwrap();
+    let stale = repo.path().join(format!(".a.cu.archsmith-{dead}.tmp"));
+    let live = repo
+        .path()
+        .join(format!(".a.cu.archsmith-{}.tmp", std::process::id()));
+    std::fs::write(&stale, "half a file").unwrap();
+    std::fs::write(&live, "another run's file").unwrap();
+    let (code, _, err) = xtask(repo.path(), &["codemod", "--force", "a.cu"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("left by a run that was killed"), "{err}");
+    assert!(!stale.exists() && live.exists());
+    let left: Vec<String> = std::fs::read_dir(repo.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(std::fs::read_to_string(repo.path().join("a.cu"))
+        .unwrap()
+        .contains("TORCH_CHECK(x.is_cuda()"));
+}
+
 /// Git-ignored sources (generated, vendored) have no copy in git: a directory walk skips them and
 /// naming one explicitly is refused without --force.
 #[test]

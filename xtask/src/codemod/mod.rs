@@ -140,9 +140,7 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         }
     }
     if mode == Mode::Apply {
-        for (path, bytes) in &outputs {
-            write_atomic(path, bytes)?;
-        }
+        write_all_or_nothing(&outputs)?;
     }
     let mut rewrites = BTreeMap::new();
     for r in &reports {
@@ -186,9 +184,8 @@ pub fn unified_diff(path: &Path, old: &[u8], new: &[u8]) -> String {
         .to_string()
 }
 
-/// Replaces `path` by `bytes` atomically: a temporary file in the same directory with the same
-/// permissions, synced, then renamed over the original.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// The temporary a write of `path` goes through: `.NAME.archsmith-PID.tmp` beside it.
+fn temporary_for(path: &Path, pid: u32) -> Result<PathBuf> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -196,11 +193,41 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .with_context(|| format!("{}: not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.archsmith-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    Ok(dir.join(format!(".{}.archsmith-{pid}.tmp", name.to_string_lossy())))
+}
+
+/// Removes temporaries of `path` left by archsmith runs that were killed (their process is gone).
+fn remove_stale_temporaries(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.archsmith-", name.to_string_lossy());
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = n.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".tmp")) else {
+            continue;
+        };
+        let alive = pid
+            .parse::<u32>()
+            .is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists());
+        if !alive && fs::remove_file(e.path()).is_ok() {
+            eprintln!(
+                "archsmith: removed {}, left by a run that was killed",
+                e.path().display()
+            );
+        }
+    }
+}
+
+/// Writes `bytes` to a new temporary beside `path` with `path`'s permissions, synced; returns it.
+fn prepare(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+    remove_stale_temporaries(path);
+    let tmp = temporary_for(path, std::process::id())?;
     let perms = fs::metadata(path)
         .with_context(|| format!("{}: cannot read permissions", path.display()))?
         .permissions();
@@ -212,14 +239,66 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         f.set_permissions(perms)
             .with_context(|| format!("{}: cannot set permissions", tmp.display()))?;
         f.sync_all()
-            .with_context(|| format!("{}: sync failed", tmp.display()))?;
-        fs::rename(&tmp, path)
-            .with_context(|| format!("{}: cannot replace with {}", path.display(), tmp.display()))
+            .with_context(|| format!("{}: sync failed", tmp.display()))
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    match result {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
     }
-    result
+}
+
+/// Replaces `path` by `bytes` atomically: a temporary file in the same directory with the same
+/// permissions, synced, then renamed over the original.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_all_or_nothing(&[(path.to_path_buf(), bytes.to_vec())])
+}
+
+/// Replaces every file, or none where that can be helped: all temporaries are written and synced
+/// first (a failure removes them and changes nothing), then renamed into place; a rename that
+/// fails (rare: the directory changed underneath) stops with the list of files written and not.
+fn write_all_or_nothing(outputs: &[(PathBuf, Vec<u8>)]) -> Result<()> {
+    let mut ready = Vec::new();
+    for (path, bytes) in outputs {
+        match prepare(path, bytes) {
+            Ok(tmp) => ready.push((path, tmp)),
+            Err(e) => {
+                for (_, tmp) in &ready {
+                    let _ = fs::remove_file(tmp);
+                }
+                return Err(e.context(format!(
+                    "nothing was rewritten ({} file(s) were ready)",
+                    ready.len()
+                )));
+            }
+        }
+    }
+    let mut written: Vec<String> = Vec::new();
+    for (i, (path, tmp)) in ready.iter().enumerate() {
+        if let Err(e) = fs::rename(tmp, path) {
+            let not: Vec<String> = ready[i..]
+                .iter()
+                .map(|(p, _)| p.display().to_string())
+                .collect();
+            for (_, t) in &ready[i..] {
+                let _ = fs::remove_file(t);
+            }
+            anyhow::bail!(
+                "{}: cannot replace it ({e}); rewritten: {}; not rewritten: {}",
+                path.display(),
+                if written.is_empty() {
+                    "none".into()
+                } else {
+                    written.join(", ")
+                },
+                not.join(", ")
+            );
+        }
+        written.push(path.display().to_string());
+    }
+    Ok(())
 }
 
 /// Rewrites (or, in [`Mode::DryRun`], previews) the sources under `paths`. A run that would write
