@@ -76,57 +76,40 @@ pub struct Document {
 pub mod documents {
     use super::Document;
 
-    const fn doc(name: &'static str, version: u32) -> Document {
-        Document { name, version }
+    /// Each document once: its constant and, from the same lines, [`ALL`], so a document cannot
+    /// be printed without being in the list docs/json.md is checked against.
+    macro_rules! documents {
+        ($($(#[$doc:meta])* $id:ident = $name:literal, $version:literal;)*) => {
+            $($(#[$doc])* pub const $id: Document = Document { name: $name, version: $version };)*
+            /// All of them, for the check that docs/json.md describes each.
+            pub const ALL: &[Document] = &[$($id),*];
+        };
     }
 
-    pub const ARCHS: Document = doc("archs", 1);
-    pub const AUDIT_UPGRADE: Document = doc("audit-upgrade", 1);
-    pub const BENCH_AUDIT: Document = doc("bench-audit", 1);
-    pub const BENCH_BUILD_EXT: Document = doc("bench-build-ext", 1);
-    pub const BUILD_EXT: Document = doc("build-ext", 1);
-    pub const BUILD_TORCH: Document = doc("build-torch", 1);
-    pub const BUILD_TORCH_VERIFY_WHEEL: Document = doc("build-torch-verify-wheel", 1);
-    pub const CODEMOD: Document = doc("codemod", 1);
-    pub const CODEMOD_RULES: Document = doc("codemod-rules", 1);
-    pub const DOCTOR: Document = doc("doctor", 1);
-    /// What any command prints with `--json` when it stops on bad input (exit 2).
-    pub const ERROR: Document = doc("error", 1);
-    pub const GPUS: Document = doc("gpus", 1);
-    pub const KB_CHECK: Document = doc("kb-check", 1);
-    pub const KERNELS: Document = doc("kernels", 1);
-    pub const PORT_EXTENSION: Document = doc("port-extension", 1);
-    pub const TOOLCHAIN_ENV: Document = doc("toolchain-env", 1);
-    pub const TOOLCHAIN_INSTALL: Document = doc("toolchain-install", 1);
-    pub const TOOLCHAIN_LIST: Document = doc("toolchain-list", 1);
-    pub const VERIFY_BINARY: Document = doc("verify-binary", 1);
-    pub const VERIFY_ENV: Document = doc("verify-env", 1);
-    pub const VERIFY_PINS: Document = doc("verify-pins", 1);
-
-    /// All of them, for the check that docs/json.md describes each.
-    pub const ALL: &[Document] = &[
-        ARCHS,
-        AUDIT_UPGRADE,
-        BENCH_AUDIT,
-        BENCH_BUILD_EXT,
-        BUILD_EXT,
-        BUILD_TORCH,
-        BUILD_TORCH_VERIFY_WHEEL,
-        CODEMOD,
-        CODEMOD_RULES,
-        DOCTOR,
-        ERROR,
-        GPUS,
-        KB_CHECK,
-        KERNELS,
-        PORT_EXTENSION,
-        TOOLCHAIN_ENV,
-        TOOLCHAIN_INSTALL,
-        TOOLCHAIN_LIST,
-        VERIFY_BINARY,
-        VERIFY_ENV,
-        VERIFY_PINS,
-    ];
+    documents! {
+        ARCHS = "archs", 1;
+        AUDIT_UPGRADE = "audit-upgrade", 1;
+        BENCH_AUDIT = "bench-audit", 1;
+        BENCH_BUILD_EXT = "bench-build-ext", 1;
+        BUILD_EXT = "build-ext", 1;
+        BUILD_TORCH = "build-torch", 1;
+        BUILD_TORCH_VERIFY_WHEEL = "build-torch-verify-wheel", 1;
+        CODEMOD = "codemod", 1;
+        CODEMOD_RULES = "codemod-rules", 1;
+        DOCTOR = "doctor", 1;
+        /// What any command prints with `--json` when it stops on bad input (exit 2).
+        ERROR = "error", 1;
+        GPUS = "gpus", 1;
+        KB_CHECK = "kb-check", 1;
+        KERNELS = "kernels", 1;
+        PORT_EXTENSION = "port-extension", 1;
+        TOOLCHAIN_ENV = "toolchain-env", 1;
+        TOOLCHAIN_INSTALL = "toolchain-install", 1;
+        TOOLCHAIN_LIST = "toolchain-list", 1;
+        VERIFY_BINARY = "verify-binary", 1;
+        VERIFY_ENV = "verify-env", 1;
+        VERIFY_PINS = "verify-pins", 1;
+    }
 }
 
 /// Prints a command's report: JSON for machines with `--json`, the rendered table otherwise.

@@ -25,9 +25,13 @@ pub fn cache_dir() -> PathBuf {
 /// With no `HOME` (a bare container, a cron job): a directory in the temp dir named for this user,
 /// which [`check_cache_dir`] creates private (0700) or refuses when someone else could have made it.
 fn private_fallback() -> PathBuf {
+    std::env::temp_dir().join(format!("archsmith-{}", current_uid()))
+}
+
+/// This process's user: the owner of `/proc/self`.
+fn current_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
-    let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
-    std::env::temp_dir().join(format!("archsmith-{uid}"))
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
 }
 
 /// Checks the cache directory before any work: when `HOME` is unset it is the per-user fallback in
@@ -46,8 +50,7 @@ pub fn check_cache_dir() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("HOME is not set and {} cannot be created ({e}); set {HOME_ENV} to a directory of yours", dir.display()))?;
     }
     let meta = std::fs::symlink_metadata(&dir)?;
-    let mine = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
-    if !meta.is_dir() || meta.uid() != mine || meta.permissions().mode() & 0o077 != 0 {
+    if !meta.is_dir() || meta.uid() != current_uid() || meta.permissions().mode() & 0o077 != 0 {
         anyhow::bail!(
             "HOME is not set, and {} (archsmith's fallback cache) is not a directory private to you (owner uid {}, mode {:o}): someone else could have prepared it; set {HOME_ENV} to a directory of yours",
             dir.display(),

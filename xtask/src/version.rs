@@ -65,16 +65,6 @@ impl Version {
         self.public.release()
     }
 
-    /// The PEP 440 version, local label included, for specifier matching.
-    pub fn pep440(&self) -> pep440_rs::Version {
-        match &self.local {
-            Some(l) => format!("{}+{l}", self.public)
-                .parse()
-                .unwrap_or_else(|_| self.public.clone()),
-            None => self.public.clone(),
-        }
-    }
-
     /// True when `self` starts with all of `prefix`'s components: `13.2.78` matches `13.2`.
     pub fn matches_prefix(&self, prefix: &Version) -> bool {
         prefix
@@ -205,8 +195,10 @@ mod tests {
         assert_eq!(n.local(), Some("cu128"));
         assert_eq!(n.parts(), &[2, 8, 0]);
         assert!(v("2.6.0.post1") > v("2.6.0"));
-        assert_eq!(n.pep440().to_string(), "2.8.0.dev20250601+cu128");
-        let from: Version = (&n.pep440()).into();
+        // What verify pins hands over: pep440_rs's own version of the pin.
+        let pinned: pep440_rs::Version = "2.8.0.dev20250601+cu128".parse().unwrap();
+        assert_eq!(pinned.to_string(), "2.8.0.dev20250601+cu128");
+        let from: Version = (&pinned).into();
         assert_eq!(from, n);
         assert_eq!(from.local(), Some("cu128"));
     }

@@ -87,15 +87,18 @@ fn users_extend_the_table_and_bad_input_exits_2() {
         "[[change]]\napi = \"torch.nn.functional.mse_loss\"\nmatch = \"use\"\ndeprecated = \"2.5\"\nreason = \"our house rule\"\nfix = \"our_loss\"\nsource = \"team wiki\"\n",
     )
     .unwrap();
-    let (_, v, _) = audit(&[
-        "--from",
-        "2.3.1",
-        "--to",
-        "2.6.0",
-        "--changes",
-        table.to_str().unwrap(),
-        &project(),
-    ]);
+    let with_table = || {
+        audit(&[
+            "--from",
+            "2.3.1",
+            "--to",
+            "2.6.0",
+            "--changes",
+            table.to_str().unwrap(),
+            &project(),
+        ])
+    };
+    let (_, v, _) = with_table();
     assert!(
         hits(&v)
             .iter()
@@ -103,15 +106,7 @@ fn users_extend_the_table_and_bad_input_exits_2() {
         "{v}"
     );
     std::fs::write(&table, "[[change]]\napi = \"x\"\nmatch = \"sometimes\"\ndeprecated = \"2.5\"\nreason = \"r\"\nfix = \"f\"\nsource = \"s\"\n").unwrap();
-    let (code, _, stderr) = audit(&[
-        "--from",
-        "2.3.1",
-        "--to",
-        "2.6.0",
-        "--changes",
-        table.to_str().unwrap(),
-        &project(),
-    ]);
+    let (code, _, stderr) = with_table();
     assert_eq!(code, 2);
     assert!(stderr.contains("match `sometimes` needs to be"), "{stderr}");
     let (code, _, stderr) = audit(&["--from", "2.6.0", "--to", "2.3.1", &project()]);

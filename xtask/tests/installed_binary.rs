@@ -25,6 +25,33 @@ impl Installed {
         }
     }
 
+    /// `port-extension legacy-demo --dry-run`, its recipe and patches from the binary: the output.
+    fn port_legacy_demo_dry_run(&self) -> String {
+        let (code, out, err) = self.run(&[
+            "port-extension",
+            "legacy-demo",
+            "--arch",
+            "7.5,8.9,9.0",
+            "--dry-run",
+        ]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        out
+    }
+
+    /// `verify env` on the provisioned torch env passes with its true torch version.
+    fn verifies_the_torch_env(&self) {
+        let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
+        let (code, out, err) = self.run(&[
+            "verify",
+            "env",
+            "--python",
+            env.python.to_str().unwrap(),
+            "--expect",
+            "torch==2.15.0",
+        ]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    }
+
     fn run(&self, args: &[&str]) -> (i32, String, String) {
         let out = Command::new(&self.bin)
             .args(args)
@@ -80,14 +107,7 @@ fn cargo_install_gives_a_binary_that_works_outside_the_repository() {
         "{out}"
     );
     // The recipe, its rules and patches come from the binary itself.
-    let (code, out, err) = run(&[
-        "port-extension",
-        "legacy-demo",
-        "--arch",
-        "7.5,8.9,9.0",
-        "--dry-run",
-    ]);
-    assert_eq!(code, 0, "{out}\n{err}");
+    let out = installed.port_legacy_demo_dry_run();
     assert!(out.contains("thc-header"), "{out}");
     let data: Vec<_> = std::fs::read_dir(home.join("data"))
         .unwrap()
@@ -99,17 +119,7 @@ fn cargo_install_gives_a_binary_that_works_outside_the_repository() {
         .path()
         .join("patches/legacy-demo/recipe.toml")
         .is_file());
-    // verify env on the provisioned torch env.
-    let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
-    let (code, out, err) = run(&[
-        "verify",
-        "env",
-        "--python",
-        env.python.to_str().unwrap(),
-        "--expect",
-        "torch==2.15.0",
-    ]);
-    assert_eq!(code, 0, "{out}\n{err}");
+    installed.verifies_the_torch_env();
     let (code, out, _) = run(&["completions", "bash"]);
     assert_eq!(code, 0);
     assert!(out.contains("_archsmith()"), "{out}");
@@ -163,23 +173,7 @@ fn the_wheel_installs_into_a_fresh_venv_and_runs() {
     let (code, out, err) = run(&["archs", "--arch", "7.5,8.9,9.0", "--gpu", "L4"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("7.5;8.9;9.0"), "{out}");
-    let (code, out, err) = run(&[
-        "port-extension",
-        "legacy-demo",
-        "--arch",
-        "7.5,8.9,9.0",
-        "--dry-run",
-    ]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
-    let (code, out, err) = run(&[
-        "verify",
-        "env",
-        "--python",
-        env.python.to_str().unwrap(),
-        "--expect",
-        "torch==2.15.0",
-    ]);
-    assert_eq!(code, 0, "{out}\n{err}");
+    installed.port_legacy_demo_dry_run();
+    installed.verifies_the_torch_env();
     let _ = std::fs::remove_dir_all(&scratch);
 }

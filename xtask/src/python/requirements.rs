@@ -94,9 +94,10 @@ pub fn install_beside(
     python: &Path,
     wanted: &[pep508_rs::Requirement],
 ) -> Result<Option<(PathBuf, Vec<String>)>> {
-    let lacking = |reqs: &[pep508_rs::Requirement]| -> Result<Vec<String>> {
+    // The requirements the env lacks, and the env's Python (one probe answers both).
+    let lacking = |reqs: &[pep508_rs::Requirement]| -> Result<(Vec<String>, String)> {
         if reqs.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), String::new()));
         }
         let names: Vec<String> = reqs.iter().map(|r| r.name.to_string()).collect();
         let info = probe_with(
@@ -118,14 +119,13 @@ pub fn install_beside(
             .collect();
         out.sort();
         out.dedup();
-        Ok(out)
+        Ok((out, info.python.to_string()))
     };
-    let first = lacking(wanted)?;
+    let (first, python_version) = lacking(wanted)?;
     if first.is_empty() {
         return Ok(None);
     }
-    let python_version = probe_with(python, Depth::Files, &Ask::default())?.python;
-    let key = crate::stamp::key(&(python_version.to_string(), &first));
+    let key = crate::stamp::key(&(python_version, &first));
     let what = format!("{} for the import check", first.join(", "));
     let dir = crate::cache::provision(
         &crate::paths::cache_dir().join("requirements"),
@@ -158,7 +158,7 @@ pub fn install_beside(
                     }
                 }
                 next.retain(|r| !have.contains(&normalize(r.name.as_ref())));
-                round = lacking(&next)?;
+                round = lacking(&next)?.0;
             }
             Ok(())
         },

@@ -254,6 +254,7 @@ fn imported_name<'t>(name: Node<'t>, src: &[u8]) -> Option<(Node<'t>, Option<Str
 /// `AttributeError`, or a bare `except:`).
 fn handles_import_failure(n: Node, src: &[u8]) -> bool {
     let mut c = n.walk();
+    // Bound first: the iterator borrows `c`, which a tail expression would outlive.
     let handles = n.named_children(&mut c).any(|h| {
         if h.kind() != "except_clause" {
             return false;

@@ -185,8 +185,8 @@ fn code_edits(row: &Change, u: &Use, text: &str) -> Option<Vec<Edit>> {
     Some(edits)
 }
 
-/// An imported name, where it sits, and what happens to it.
-type ImportedName<'a> = (&'a Use, &'a Import, NameFate);
+/// An imported name, the row about it, where it sits, and what happens to it.
+type ImportedName<'a> = (&'a Use, Option<&'a Change>, &'a Import, NameFate);
 
 /// What happens to one imported name.
 enum NameFate {
@@ -202,6 +202,12 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
     fn count(p: &mut Plan, rule: &str) {
         *p.counts.entry(rule.to_string()).or_default() += 1;
     }
+    // Each use with the row about it, looked up once.
+    let matched: Vec<(&Use, Option<&Change>)> = a
+        .uses
+        .iter()
+        .map(|u| (u, row_for(changes, u, torch)))
+        .collect();
     // Code first: whether an import can go depends on what is left using it.
     // A guarding `try` with a branch that uses nothing the rows retire is the package's own
     // working fallback: left alone, with the names it binds. One whose every branch is retired
@@ -211,22 +217,21 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
         .iter()
         .filter(|(try_at, branches)| {
             (0..**branches).any(|b| {
-                !a.uses.iter().any(|u| {
+                !matched.iter().any(|(u, row)| {
                     u.guard
                         .is_some_and(|g| g.try_at == **try_at && g.branch == Some(b))
-                        && row_for(changes, u, torch).is_some()
+                        && row.is_some()
                 })
             })
         })
         .map(|(try_at, _)| *try_at)
         .collect();
     let left_alone = |u: &Use| u.guard.is_some_and(|g| fallbacks.contains(&g.try_at));
-    for u in a
-        .uses
+    for (u, row) in matched
         .iter()
-        .filter(|u| u.import.is_none() && !left_alone(u))
+        .filter(|(u, _)| u.import.is_none() && !left_alone(u))
     {
-        let Some(row) = row_for(changes, u, torch) else {
+        let Some(row) = *row else {
             continue;
         };
         match code_edits(row, u, text) {
@@ -247,9 +252,9 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
     }
     // Imports, statement by statement.
     let mut statements: BTreeMap<(usize, usize), Vec<ImportedName>> = BTreeMap::new();
-    for u in a.uses.iter().filter(|u| !left_alone(u)) {
+    for &(u, row) in matched.iter().filter(|(u, _)| !left_alone(u)) {
         let Some(imp) = &u.import else { continue };
-        let fate = match row_for(changes, u, torch).filter(|r| r.matching == "use") {
+        let fate = match row.filter(|r| r.matching == "use") {
             None => NameFate::Keep,
             Some(row) => {
                 let still_used = left
@@ -274,13 +279,13 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
                     // `import torch` unless another import binds `torch` already.
                     _ => {
                         let root = u.path.split('.').next().unwrap_or_default();
-                        let bound_elsewhere = a.uses.iter().any(|o| {
+                        let bound_elsewhere = matched.iter().any(|(o, o_row)| {
                             o.span != u.span
                                 && o.import
                                     .as_ref()
                                     .is_some_and(|i| !i.from && i.alias.is_none())
                                 && (o.path == root || o.path.starts_with(&format!("{root}.")))
-                                && row_for(changes, o, torch).is_none()
+                                && o_row.is_none()
                         });
                         if bound_elsewhere {
                             NameFate::Drop
@@ -297,17 +302,15 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
         statements
             .entry((imp.statement.start, imp.statement.end))
             .or_default()
-            .push((u, imp, fate));
+            .push((u, row, imp, fate));
     }
     for names in statements.values() {
         match statement_edits(text, names) {
             Some(edits) => p.edits.extend(edits),
             // Comments among the names: the names go by hand, with the comments kept.
             None => {
-                for (u, _, fate) in names {
-                    if let (Some(row), false) =
-                        (row_for(changes, u, torch), matches!(fate, NameFate::Keep))
-                    {
+                for (u, row, _, fate) in names {
+                    if let (Some(row), false) = (row, matches!(fate, NameFate::Keep)) {
                         p.review.push(review_item(row, u, text, torch));
                     }
                 }
@@ -356,27 +359,27 @@ fn insert_at(text: &str, at: usize) -> Range<usize> {
 fn statement_edits(text: &str, names: &[ImportedName]) -> Option<Vec<Edit>> {
     let drops = names
         .iter()
-        .filter(|(_, _, f)| matches!(f, NameFate::Drop))
+        .filter(|(_, _, _, f)| matches!(f, NameFate::Drop))
         .count();
     if drops == 0 {
         return Some(
             names
                 .iter()
-                .filter_map(|(_, imp, f)| match f {
+                .filter_map(|(_, _, imp, f)| match f {
                     NameFate::Rename(new) => Some((imp.name.clone(), new.clone())),
                     _ => None,
                 })
                 .collect(),
         );
     }
-    let imp = names[0].1;
+    let imp = names[0].2;
     if drops == imp.names.len() && !text.get(imp.statement.clone())?.contains('#') {
         return Some(vec![remove_statement(text, imp)]);
     }
     // Rebuild the name list from the kept names, each as written (renamed where it must be).
     let mut kept = Vec::new();
     for (i, full) in imp.names.iter().enumerate() {
-        let Some((_, own, fate)) = names.iter().find(|(_, x, _)| x.index == i) else {
+        let Some((_, _, own, fate)) = names.iter().find(|(_, _, x, _)| x.index == i) else {
             kept.push(text[full.clone()].to_string());
             continue;
         };
