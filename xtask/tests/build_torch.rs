@@ -984,6 +984,9 @@ fn real_torch_tree_2_6_0() {
         .as_str()
         .unwrap()
         .starts_with("2.6.0"));
+    // The disk model's calibration is this tree's own count.
+    assert_eq!(v["prepared"]["tree"]["sources"]["cxx"], 2215);
+    assert_eq!(v["prepared"]["tree"]["sources"]["cuda"], 371);
     assert_eq!(check(&v, "torch vs CUDA")["status"], "fail");
     assert_eq!(check(&v, "submodules")["status"], "fail");
     let adds: Vec<String> = v["prepared"]["advice"]

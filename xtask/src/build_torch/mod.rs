@@ -327,7 +327,7 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         .as_ref()
         .map_or(0, |p| p.sass().len() + p.ptx().len());
     checks.push(preflight::disk(
-        &tree.root,
+        &tree,
         host::free_disk_gib(&tree.root),
         images,
     ));

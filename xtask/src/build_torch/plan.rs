@@ -25,6 +25,20 @@ pub const RESERVE_GIB: f64 = 2.0;
 /// plus ~2 GB of objects per device image (measured on ATen's CUDA objects: docs/build-torch.md).
 pub const DISK_BASE_GIB: f64 = 10.0;
 pub const DISK_PER_IMAGE_GIB: f64 = 2.0;
+/// The tree those figures were taken on: torch 2.6.0's own C/C++ and CUDA translation units as [`SourceCount::of`] counts them
+/// (third_party not counted), so that a tree of another size scales them.
+pub const DISK_CALIBRATION: super::tree::SourceCount = super::tree::SourceCount {
+    cxx: 2215,
+    cuda: 371,
+};
+
+/// GiB a CUDA build of a tree with `sources` takes for `images` device images: the torch 2.6.0
+/// figures scaled by how many C/C++ and CUDA translation units the tree has next to 2.6.0's.
+pub fn disk_need_gib(sources: super::tree::SourceCount, images: usize) -> f64 {
+    let cxx = sources.cxx as f64 / DISK_CALIBRATION.cxx as f64;
+    let cuda = sources.cuda as f64 / DISK_CALIBRATION.cuda as f64;
+    DISK_BASE_GIB * cxx + DISK_PER_IMAGE_GIB * images as f64 * cuda
+}
 
 /// Whose variable it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -421,17 +421,19 @@ pub fn submodules(
 }
 
 /// Free disk for the build directory and the wheel.
-pub fn disk(build_dir: &Path, free_gib: Option<f64>, images: usize) -> Check {
+pub fn disk(tree: &TorchTree, free_gib: Option<f64>, images: usize) -> Check {
     const NAME: &str = "disk";
-    let need = super::plan::DISK_BASE_GIB + super::plan::DISK_PER_IMAGE_GIB * images as f64;
+    let build_dir = &tree.root;
+    let need = super::plan::disk_need_gib(tree.sources, images);
+    let sources = tree.sources;
     match free_gib {
         None => Check::warn(NAME, format!("could not read free space at {}", build_dir.display()), format!("make sure ~{need:.0} GiB are free")),
         Some(f) if f < need => Check::fail(
             NAME,
-            format!("{f:.1} GiB free at {}; a CUDA build of torch for {images} image(s) needs ~{need:.0} GiB", build_dir.display()),
+            format!("{f:.1} GiB free at {}; a CUDA build of this tree ({} C/C++ and {} CUDA sources) for {images} image(s) needs ~{need:.0} GiB", build_dir.display(), sources.cxx, sources.cuda),
             "free space there, or build from a copy of the tree on a larger disk",
         ),
-        Some(f) => Check::ok(NAME, format!("{f:.1} GiB free, ~{need:.0} GiB needed")),
+        Some(f) => Check::ok(NAME, format!("{f:.1} GiB free, ~{need:.1} GiB needed ({} C/C++ and {} CUDA sources, {images} image(s))", sources.cxx, sources.cuda)),
     }
 }
 
@@ -637,6 +639,7 @@ mod tests {
             python_min: Some("3.9.0".parse().unwrap()),
             cmake_min: Some("3.18".parse().unwrap()),
             gcc_min: Some("9.3".parse().unwrap()),
+            sources: super::super::plan::DISK_CALIBRATION,
         }
     }
 
@@ -783,5 +786,26 @@ mod tests {
         // OFF and 0 are the same switch value.
         let same = "TORCH_CUDA_ARCH_LIST:STRING=7.5\nUSE_CUDNN:BOOL=OFF\nCMAKE_CUDA_HOST_COMPILER:FILEPATH=/usr/bin/g++-11\n";
         assert!(stale_configuration_of(same, &plan_env("7.5")).is_empty());
+    }
+
+    #[test]
+    fn disk_need_scales_with_the_trees_sources() {
+        // torch 2.6.0 itself for 4 images: the README's 10 GiB plus 2 GiB an image.
+        let torch = tree("2.6.0");
+        assert!((super::super::plan::disk_need_gib(torch.sources, 4) - 18.0).abs() < 1e-9);
+        let c = disk(&torch, Some(17.0), 4);
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.detail.contains("2215 C/C++ and 371 CUDA sources"),
+            "{c:?}"
+        );
+        assert_eq!(disk(&torch, Some(19.0), 4).status, Status::Ok);
+        // A tree a hundredth of torch's needs a hundredth of the space, not 18 GiB.
+        let mut small = tree("2.6.0");
+        small.sources = super::super::tree::SourceCount { cxx: 22, cuda: 4 };
+        let need = super::super::plan::disk_need_gib(small.sources, 4);
+        assert!(need > 0.1 && need < 0.3, "{need}");
+        assert_eq!(disk(&small, Some(1.0), 4).status, Status::Ok);
+        assert_eq!(disk(&small, Some(0.05), 4).status, Status::Fail);
     }
 }

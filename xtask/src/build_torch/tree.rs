@@ -60,6 +60,45 @@ pub struct TorchTree {
     pub cmake_min: Option<Version>,
     /// The minimum GCC CMakeLists.txt demands.
     pub gcc_min: Option<Version>,
+    /// Torch's own translation units (third_party and build directories not counted): what the
+    /// disk estimate scales with.
+    pub sources: SourceCount,
+}
+
+/// C/C++ and CUDA translation units in a tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SourceCount {
+    pub cxx: usize,
+    pub cuda: usize,
+}
+
+impl SourceCount {
+    /// Counts the `.c`/`.cc`/`.cpp` and `.cu` files under `root`, skipping `third_party/` (its
+    /// size depends on which submodules were cloned), `build/` and hidden directories.
+    pub fn of(root: &Path) -> SourceCount {
+        let mut count = SourceCount::default();
+        let walker = ignore::WalkBuilder::new(root)
+            .standard_filters(false)
+            .hidden(true)
+            .follow_links(false)
+            .filter_entry(|e| {
+                let name = e.file_name().to_string_lossy();
+                !(e.file_type().is_some_and(|t| t.is_dir())
+                    && (name == "build" || name == "third_party"))
+            })
+            .build();
+        for entry in walker.flatten() {
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            match entry.path().extension().and_then(|e| e.to_str()) {
+                Some("c" | "cc" | "cpp") => count.cxx += 1,
+                Some("cu") => count.cuda += 1,
+                _ => {}
+            }
+        }
+        count
+    }
 }
 
 /// Errors that mean "this is not a torch tree", for exit 2.
@@ -126,6 +165,7 @@ impl TorchTree {
         );
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         let git = git_state(&root);
+        let sources = SourceCount::of(&root);
         Ok(TorchTree {
             root,
             version_text,
@@ -135,6 +175,7 @@ impl TorchTree {
             python_min,
             cmake_min,
             gcc_min,
+            sources,
         })
     }
 
