@@ -59,6 +59,7 @@ fn legacy_demo_ports_cleanly_and_only_the_port_compiles_against_torch_2_15() {
         ("data-ptr", 16),
         ("dispatch-type", 3),
         ("launch-stream", 2),
+        ("setup-gpu-gate", 1),
         ("setup-std-cxx", 2),
         ("thc-atomics-header", 1),
         ("thc-ceil-div", 5),

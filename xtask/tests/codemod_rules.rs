@@ -118,7 +118,8 @@ fn catalogue_covers_the_researched_legacy_apis() {
         ("c10::nullopt", "o = c10::nullopt;"),
         ("at::nullopt", "o = at::nullopt;"),
         ("ndimension", "int d = x.ndimension();"),
-        ("launch without stream", "k<<<g, b>>>(x);"),
+        // In a file that uses torch (a plain CUDA file has no torch stream to launch on).
+        ("launch without stream", "auto s = at::zeros({1}); k<<<g, b>>>(x);"),
         ("toType(other.type())", "y = x.toType(o.type());"),
     ];
     let py: &[(&str, &str)] = &[

@@ -110,6 +110,9 @@ struct RuleSpec {
     /// Review rules only: quiet on lines that another rule already reports.
     #[serde(default)]
     secondary: bool,
+    /// The rule applies only to files whose bytes match this regex (a rule that brings in torch
+    /// headers only where the file already uses torch).
+    file_matches: Option<String>,
     #[serde(default)]
     test: Vec<RuleTest>,
 }
@@ -169,6 +172,8 @@ pub struct Rule {
     pub wheres: Vec<(String, Regex)>,
     /// A catch-all review rule, quiet where a more specific rule reports the same line.
     pub secondary: bool,
+    /// Files the rule applies to (all when None).
+    pub file_matches: Option<Regex>,
     pub tests: Vec<RuleTest>,
 }
 
@@ -212,6 +217,25 @@ fn version_field(
 }
 
 impl Catalogue {
+    /// Why the rule (or Python row, or built-in edit) named `id` by a report's counters exists.
+    pub fn why(&self, id: &str) -> Option<String> {
+        use super::python::{build_script, rewrite};
+        if let Some(r) = self.rules.iter().find(|r| r.id == id) {
+            return Some(r.why.clone());
+        }
+        if let Some(c) = self.python.iter().find(|c| c.api == id) {
+            return Some(c.reason.clone());
+        }
+        match id {
+            build_script::ARCH_LIST_OVERRIDE => Some(build_script::ARCH_LIST_OVERRIDE_WHY.into()),
+            rewrite::IMPORTS => {
+                Some("imports renamed, dropped or added with the Python rewrites".into())
+            }
+            "add-include" => Some("a header a rewrite needs".into()),
+            _ => None,
+        }
+    }
+
     pub fn load(path: &Path) -> Result<Catalogue> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading rule catalogue {}", path.display()))?;
@@ -395,6 +419,12 @@ impl Rule {
             action,
             wheres,
             secondary: r.secondary,
+            file_matches: r
+                .file_matches
+                .as_deref()
+                .map(Regex::new)
+                .transpose()
+                .map_err(|e| err(&format!("file_matches: bad regex: {e}")))?,
             tests: r.test,
         })
     }

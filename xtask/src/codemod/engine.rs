@@ -45,6 +45,13 @@ type Edit = (usize, usize, Vec<u8>);
 /// Runs every rule of `cat` that applies to `lang`.
 pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
     let mut out = apply_rules(cat.rules.iter().filter(|r| r.lang == lang), lang, src)?;
+    if lang != Lang::Cpp {
+        let b = super::python::build_script::apply(&out.output);
+        out.output = b.output;
+        for (k, v) in b.counts {
+            *out.counts.entry(k).or_default() += v;
+        }
+    }
     if lang != Lang::Cpp && !cat.python.is_empty() {
         let py = super::python::rewrite::apply(&cat.python, &cat.target_torch(), &out.output);
         out.output = py.output;
@@ -67,6 +74,13 @@ pub fn apply_rules<'r>(
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut includes: Vec<String> = Vec::new();
     for rule in rules.clone() {
+        if rule
+            .file_matches
+            .as_ref()
+            .is_some_and(|re| !re.is_match(src))
+        {
+            continue;
+        }
         // A rule's output may expose another match of the same rule (nested calls); a few rounds
         // reach the fixed point. Rules are tested to be idempotent, so this never loops.
         for _round in 0..8 {

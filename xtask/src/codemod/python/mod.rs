@@ -5,6 +5,7 @@
 //! row that breaks or warns between two torch releases. Sources are read as syntax trees
 //! ([`reader`]), never as text.
 
+pub mod build_script;
 pub mod reader;
 pub mod rewrite;
 
