@@ -119,7 +119,10 @@ fn catalogue_covers_the_researched_legacy_apis() {
         ("at::nullopt", "o = at::nullopt;"),
         ("ndimension", "int d = x.ndimension();"),
         // In a file that uses torch (a plain CUDA file has no torch stream to launch on).
-        ("launch without stream", "auto s = at::zeros({1}); k<<<g, b>>>(x);"),
+        (
+            "launch without stream",
+            "auto s = at::zeros({1}); k<<<g, b>>>(x);",
+        ),
         ("toType(other.type())", "y = x.toType(o.type());"),
     ];
     let py: &[(&str, &str)] = &[

@@ -288,6 +288,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         mode: RunMode::DryRun,
         progress: archsmith::build_output::progress::Mode::Quiet,
         with_deps: false,
+        own_arch_flags: false,
     };
     let e = format!("{:#}", port::run(&req).unwrap_err());
     assert!(
@@ -510,6 +511,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             mode: RunMode::Check,
             progress: archsmith::build_output::progress::Mode::Quiet,
             with_deps: false,
+            own_arch_flags: false,
         }
     };
     let e = format!(
@@ -533,4 +535,209 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
     assert!(o.review.is_empty(), "{:?}", o.review);
     let _ = std::fs::remove_dir_all(cache_dir().join("port").join(&name));
     let _ = std::fs::remove_dir_all(cache_dir().join("sources").join(&name));
+}
+
+/// Removes a recipe folder a test wrote into `patches/`, whatever happens.
+struct WrittenRecipe(PathBuf);
+
+impl Drop for WrittenRecipe {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fixture(name: &str) -> String {
+    repo_root()
+        .join("xtask/tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Each build failure class of the legacy extensions users bring, in fixtures written here:
+/// unported, the build fails the way users meet it; ported with no recipe, it builds exactly the
+/// planned archs (whatever the build script asks nvcc for), imports, and passes the generic smoke
+/// test, with zero manual edits. Then `--write-recipe` turns the port into a recipe that runs.
+#[test]
+fn recipe_less_ports_build_each_failure_class_for_exactly_the_plan() {
+    let home = private_home("recipeless");
+    let unported = home.join("unported").display().to_string();
+    let gated = fixture("legacy-gated");
+    let cmake = fixture("legacy-cmake");
+
+    // Unported: the GPU gate stops a GPU-less build host before anything compiles…
+    let r = xtask(
+        &[
+            "build-ext",
+            &gated,
+            "--arch",
+            "7.5,8.9,9.0",
+            "--out",
+            &unported,
+        ],
+        Some(&home),
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("needs CUDA: no GPU found"),
+        "{}",
+        r.stderr
+    );
+    // …and the hard-coded CMAKE_CUDA_ARCHITECTURES reach nvcc 13, which no longer compiles them,
+    // when nothing stands at the compiler boundary.
+    let r = xtask(
+        &[
+            "build-ext",
+            &cmake,
+            "--arch",
+            "7.5,8.9,9.0",
+            "--out",
+            &unported,
+            "--own-arch-flags",
+        ],
+        Some(&home),
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("Unsupported gpu architecture 'compute_60'"),
+        "{}",
+        r.stderr
+    );
+
+    let port = |src: &str| -> serde_json::Value {
+        let r = xtask(
+            &[
+                "port-extension",
+                "--src",
+                src,
+                "--arch",
+                "7.5,8.9,9.0",
+                "--json",
+            ],
+            Some(&home),
+        );
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        // Exactly the plan in every shared object, whatever the build script asked for, and the
+        // guard says what that was.
+        let sass = v["build"]["sass"].as_object().unwrap();
+        assert!(!sass.is_empty(), "{v}");
+        for (so, archs) in sass {
+            assert_eq!(
+                archs,
+                &serde_json::json!(["sm_75", "sm_89", "sm_90"]),
+                "{so}"
+            );
+            assert_eq!(v["build"]["ptx"][so], serde_json::json!([]), "{so}");
+        }
+        let asked = v["build"]["arch_guard"]["asked_not_built"].to_string();
+        assert!(
+            asked.contains("sm_60") && asked.contains("sm_70"),
+            "{asked}"
+        );
+        assert_eq!(v["smoke"]["ok"], true, "{v}");
+        v
+    };
+
+    let v = port(&gated);
+    assert_eq!(v["recipe_less"], true);
+    for rule in [
+        "setup-gpu-gate",
+        "setup-arch-list-override",
+        "setup-std-cxx",
+        "setup-std-cxx17",
+        "thc-get-current-stream",
+        "torch._six.string_classes",
+    ] {
+        assert_eq!(v["rewrites"][rule], 1, "{rule}: {}", v["rewrites"]);
+    }
+    assert!(
+        v["changes"]["setup.py"]["setup-gpu-gate"] == 1,
+        "{}",
+        v["changes"]
+    );
+    assert!(v["why"]["setup-gpu-gate"].as_str().unwrap().contains("GPU"));
+    // The comprehension-built gencodes stay a review item; they do not block the port.
+    let review = v["review"].as_array().unwrap();
+    assert_eq!(review.len(), 1, "{review:?}");
+    assert_eq!(review[0]["rule"], "setup-arch-flags");
+    assert_eq!(review[0]["resolution"], "to review");
+    // The clang-only `-arch arm64` is not reported: it never reaches nvcc.
+    assert!(!v.to_string().contains("arm64"), "{v}");
+    let calls = &v["smoke"]["modules"]["legacy_gated._C"]["calls"];
+    assert_eq!(calls[0]["name"], "legacy_gated._C.scale", "{calls}");
+    assert_eq!(calls[0]["status"], "ran", "{calls}");
+
+    let v = port(&cmake);
+    assert_eq!(
+        v["smoke"]["modules"]["legacy_cmake._saxpy"]["functions"],
+        serde_json::json!(["saxpy", "saxpy_gpu"])
+    );
+    assert!(v["build"]["arch_guard"]["overridden"].as_u64().unwrap() >= 1);
+
+    // A recipe from the port: it pins the source, runs the same rules and accepts the review
+    // item with a reason that says nobody has reviewed it.
+    let name = format!("written-by-test-{}", std::process::id());
+    let _cleanup = WrittenRecipe(repo_root().join("patches").join(&name));
+    let r = xtask(
+        &[
+            "port-extension",
+            "--src",
+            &gated,
+            "--arch",
+            "7.5,8.9,9.0",
+            "--write-recipe",
+            &name,
+        ],
+        Some(&home),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let recipe = Recipe::find(&name).unwrap();
+    assert_eq!(recipe.build.module, "legacy_gated._C");
+    assert!(recipe.accepted[0].reason.starts_with("NOT REVIEWED YET"));
+    let r = xtask(
+        &["port-extension", &name, "--dry-run", "--json"],
+        Some(&home),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["unexplained"], 0, "{v}");
+    assert_eq!(v["recipe_less"], false);
+    // The name is taken now.
+    let r = xtask(
+        &[
+            "port-extension",
+            "--src",
+            &gated,
+            "--arch",
+            "7.5",
+            "--write-recipe",
+            &name,
+        ],
+        Some(&home),
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("already exists"), "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn recipe_less_sources_are_checked_before_any_work() {
+    for (src, says) in [
+        ("pypi:torchsort", "pypi:NAME==VERSION"),
+        ("git+https://example.org/x", "git+URL@REV"),
+        ("/no/such/dir", "no such directory"),
+    ] {
+        let r = xtask(&["port-extension", "--src", src, "--arch", "7.5"], None);
+        assert_eq!(r.code, 2, "{src}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{src}: {}", r.stderr);
+    }
+    let r = xtask(&["port-extension", "--arch", "7.5"], None);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("--src DIR|pypi:NAME==VER|git+URL@REV"),
+        "{}",
+        r.stderr
+    );
 }

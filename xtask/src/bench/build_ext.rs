@@ -236,6 +236,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                         cache: None,
                         jobs: req.jobs,
                         progress: Mode::Quiet,
+                        own_arch_flags: false,
                     };
                     let t = Instant::now();
                     let first = crate::build_ext::run(&req_a)?;
@@ -274,6 +275,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                         "pip wheel",
                         &tree,
                         &wheels,
+                        None,
                         None,
                     );
                     let clean =

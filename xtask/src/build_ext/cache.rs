@@ -84,13 +84,10 @@ pub fn launcher(kind: CacheKind) -> Result<PathBuf> {
 /// Writes an executable wrapper script, leaving an identical one untouched: ccache hashes the
 /// mtime of the compilers it sees (nvcc's host compiler is found on PATH, i.e. a wrapper), so a
 /// rewritten wrapper would turn every later compile into a miss.
-fn write_wrapper(path: &Path, launcher: &Path, real: &Path) -> Result<()> {
+pub(super) fn write_wrapper(path: &Path, comment: &str, command: &[String]) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let text = format!(
-        "#!/bin/sh\n# written by archsmith build-ext --cache\nexec {} {} \"$@\"\n",
-        shell_quote(&launcher.display().to_string()),
-        shell_quote(&real.display().to_string())
-    );
+    let words: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
+    let text = format!("#!/bin/sh\n# {comment}\nexec {} \"$@\"\n", words.join(" "));
     if fs::read_to_string(path).ok().as_deref() == Some(text.as_str()) {
         return Ok(());
     }
@@ -99,6 +96,12 @@ fn write_wrapper(path: &Path, launcher: &Path, real: &Path) -> Result<()> {
     fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
     fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+const COMMENT: &str = "written by archsmith build-ext --cache";
+
+fn argv(launcher: &Path, real: &Path) -> [String; 2] {
+    [launcher.display().to_string(), real.display().to_string()]
 }
 
 impl CompilerCache {
@@ -113,10 +116,14 @@ impl CompilerCache {
         fs::create_dir_all(&wrappers)?;
         for name in ["c++", "g++", "cc", "gcc"] {
             if let Some(real) = which(name) {
-                write_wrapper(&wrappers.join(name), &launcher, &real)?;
+                write_wrapper(&wrappers.join(name), COMMENT, &argv(&launcher, &real))?;
             }
         }
-        write_wrapper(&wrappers.join("nvcc"), &launcher, &tc.nvcc())?;
+        write_wrapper(
+            &wrappers.join("nvcc"),
+            COMMENT,
+            &argv(&launcher, &tc.nvcc()),
+        )?;
         let caller_chose_ccbin =
             std::env::var_os("NVCC_CCBIN").is_some() || std::env::var_os("CC").is_some();
         let nvcc_ccbin = match kind {
@@ -249,13 +256,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let w = d.path().join("c++");
         let echo = which("echo").unwrap();
-        write_wrapper(&w, &echo, Path::new("/usr/bin/c++ it's")).unwrap();
+        write_wrapper(&w, COMMENT, &argv(&echo, Path::new("/usr/bin/c++ it's"))).unwrap();
         let out = Cmd::new(&w).args(["-c", "a b.cpp"]).read().unwrap();
         assert_eq!(out, "/usr/bin/c++ it's -c a b.cpp");
         // An unchanged wrapper keeps its mtime (ccache hashes it).
         let before = fs::metadata(&w).unwrap().modified().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        write_wrapper(&w, &echo, Path::new("/usr/bin/c++ it's")).unwrap();
+        write_wrapper(&w, COMMENT, &argv(&echo, Path::new("/usr/bin/c++ it's"))).unwrap();
         assert_eq!(fs::metadata(&w).unwrap().modified().unwrap(), before);
     }
 

@@ -1,8 +1,5 @@
-//! Decisions made before compiling: how many jobs, how many nvcc threads, and whether the
-//! extension's own flags override `TORCH_CUDA_ARCH_LIST`.
-
-use regex::Regex;
-use std::path::Path;
+//! Decisions made before compiling: how many jobs and how many nvcc threads. (Whether the
+//! extension's own flags override the plan is decided where they reach nvcc: [`super::arch_guard`].)
 
 /// Memory one nvcc job on torch headers needs, per nvcc thread (measured 1.5–3 GB; the model
 /// takes 2.5 GiB so that the peak of two heavy translation units still fits).
@@ -82,51 +79,6 @@ pub fn parallelism(
     }
 }
 
-/// A place in the extension's build files that overrides `TORCH_CUDA_ARCH_LIST`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ArchOverride {
-    pub file: String,
-    pub line: usize,
-    pub text: String,
-    /// The archs (`sm_80`, `compute_90`) the line names.
-    pub archs: Vec<String>,
-}
-
-/// Scans `setup.py` (and `CMakeLists.txt`) for nvcc flags that make torch ignore
-/// `TORCH_CUDA_ARCH_LIST`: `_get_cuda_arch_flags` returns nothing when any nvcc flag contains
-/// `arch` (`-gencode arch=…`, `-arch=sm_80`, `--gpu-architecture`, and also `-Xcompiler
-/// -march=native`, which then leaves nvcc at its default arch), so such a build carries the
-/// archs its own flags name, not the plan's. Comment lines are skipped.
-pub fn scan_arch_overrides(root: &Path) -> Vec<ArchOverride> {
-    let flag = Regex::new(
-        r#"-gencode|--generate-code|-arch[=\s"']|--gpu-architecture|arch=compute_|arch=sm_|Xcompiler.{0,4}-march"#,
-    )
-    .expect("arch flag regex");
-    let arch = Regex::new(r"\b(?:sm|compute)_\d+[af]?\b").expect("arch regex");
-    let mut out = Vec::new();
-    for name in ["setup.py", "CMakeLists.txt"] {
-        let Ok(text) = std::fs::read_to_string(root.join(name)) else {
-            continue;
-        };
-        for (i, line) in text.lines().enumerate() {
-            let t = line.trim();
-            if t.starts_with('#') || !flag.is_match(t) {
-                continue;
-            }
-            let mut archs: Vec<String> =
-                arch.find_iter(t).map(|m| m.as_str().to_string()).collect();
-            archs.dedup();
-            out.push(ArchOverride {
-                file: name.to_string(),
-                line: i + 1,
-                text: t.chars().take(160).collect(),
-                archs,
-            });
-        }
-    }
-    out
-}
-
 /// Counts `.cu` files and C++/CUDA translation units under `root` (skipping build outputs).
 pub fn count_sources(files: &[std::path::PathBuf]) -> (u32, u32) {
     let ext = |p: &std::path::PathBuf| {
@@ -183,31 +135,5 @@ mod tests {
         assert_eq!(parallelism(8, 11.0, 8, 8, 4, Some(4)).nvcc_threads, 1);
         // Tiny memory still gives one job.
         assert_eq!(parallelism(8, 0.5, 8, 8, 3, None).jobs, 1);
-    }
-
-    #[test]
-    fn finds_flags_that_defeat_the_arch_list() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(
-            d.path().join("setup.py"),
-            "nvcc = ['-O3',\n  '-gencode', 'arch=compute_80,code=sm_80',\n# '-arch=sm_70'\n '--use_fast_math']\n",
-        )
-        .unwrap();
-        let found = scan_arch_overrides(d.path());
-        assert_eq!(found.len(), 1, "{found:?}");
-        assert_eq!(found[0].line, 2);
-        assert_eq!(found[0].archs, ["compute_80", "sm_80"]);
-        std::fs::write(
-            d.path().join("setup.py"),
-            "cxx = ['-march=native']\nnvcc = ['-Xcompiler', '-march=native']\nnvcc2 = ['-Xcompiler=-march=native']\n",
-        )
-        .unwrap();
-        let lines: Vec<usize> = scan_arch_overrides(d.path())
-            .iter()
-            .map(|o| o.line)
-            .collect();
-        assert_eq!(lines, [2, 3]);
-        std::fs::write(d.path().join("setup.py"), "CUDAExtension('x', ['a.cu'])\n").unwrap();
-        assert!(scan_arch_overrides(d.path()).is_empty());
     }
 }

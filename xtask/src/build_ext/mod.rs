@@ -20,6 +20,7 @@
 //! Nothing is written into the output dir before step 7 except the log, so an interrupted build
 //! leaves no partial wheel there.
 
+pub mod arch_guard;
 pub mod cache;
 pub mod check;
 pub mod jobs;
@@ -55,6 +56,8 @@ pub struct Request {
     pub cache: Option<CacheKind>,
     pub jobs: Option<u32>,
     pub progress: progress::Mode,
+    /// Let the extension's own nvcc arch flags through instead of the plan's ([`arch_guard`]).
+    pub own_arch_flags: bool,
 }
 
 /// A finished (or reused) build.
@@ -79,6 +82,10 @@ pub struct Outcome {
     pub imported: Vec<String>,
     pub warnings: Vec<String>,
     pub cache_stats: Option<String>,
+    /// What the arch guard saw: compiles, and the archs the extension asked for instead of the
+    /// plan's. None with `--own-arch-flags` (and for a reused wheel recorded before the guard).
+    #[serde(default)]
+    pub arch_guard: Option<arch_guard::Report>,
 }
 
 /// Why a build failed, with what the user needs to act: the first compiler error and the log.
@@ -241,7 +248,10 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let arch_list = plan.torch_cuda_arch_list();
     let src = source::resolve(&req.source, &env.python)?;
     let builder = front_end(&env);
-    let stamp_inputs = stamp::Inputs::new(&src.hash, &env, &tc, &arch_list, builder);
+    let stamp_inputs = stamp::Inputs {
+        own_arch_flags: req.own_arch_flags,
+        ..stamp::Inputs::new(&src.hash, &env, &tc, &arch_list, builder)
+    };
     let key = stamp_inputs.key();
     if let Some(hit) = reuse(&req.out, &key, started) {
         return Ok(hit);
@@ -280,23 +290,6 @@ fn build(
     }
     let tree = source::materialize(src, &scratch.path.join("src"), &env.python)?;
     let mut warnings = Vec::new();
-    for o in jobs::scan_arch_overrides(&tree) {
-        let archs = if o.archs.is_empty() {
-            "archs it names".to_string()
-        } else {
-            o.archs.join(", ")
-        };
-        warnings.push(format!(
-            "{}:{}: `{}` — torch ignores TORCH_CUDA_ARCH_LIST when an nvcc flag contains `arch`; this build will carry {archs}, not {}",
-            o.file,
-            o.line,
-            o.text,
-            plan.torch_cuda_arch_list()
-        ));
-    }
-    for w in &warnings {
-        eprintln!("warning: {w}");
-    }
     let files = source::tree_files(&tree)?;
     let (units, cu) = jobs::count_sources(&files);
     let images = (plan.sass().len() + plan.ptx().len()) as u32;
@@ -323,6 +316,14 @@ fn build(
         Some(kind) => Some(cache::CompilerCache::prepare(kind, tc)?),
         None => None,
     };
+    let guard = if req.own_arch_flags {
+        None
+    } else {
+        let real = compiler_cache
+            .as_ref()
+            .map_or_else(|| tc.nvcc(), |c| c.wrappers.join("nvcc"));
+        Some(arch_guard::Guard::prepare(&scratch.path, tc, plan, real)?)
+    };
     let cmd = build_command(
         env,
         tc,
@@ -332,6 +333,7 @@ fn build(
         &tree,
         &wheel_dir,
         compiler_cache.as_ref(),
+        guard.as_ref(),
     );
     writeln!(
         log_file,
@@ -415,6 +417,11 @@ fn build(
         .into());
     }
     let cache_stats = compiler_cache.as_ref().map(|c| c.stats()).transpose()?;
+    let arch_guard = guard.as_ref().map(|g| g.report()).transpose()?;
+    if let Some(w) = arch_guard.as_ref().and_then(|r| r.warning(plan)) {
+        eprintln!("warning: {w}");
+        warnings.push(w);
+    }
     let built = find_wheel(&wheel_dir)?;
     // 6. audit and import. A built wheel is never thrown away: it is delivered whatever follows,
     // and a failure names where it is.
@@ -507,6 +514,7 @@ fn build(
         imported,
         warnings,
         cache_stats,
+        arch_guard,
     };
     crate::stamp::record(&out, &inputs, &outcome.wheel, &outcome)?;
     drop(scratch);
@@ -524,6 +532,7 @@ pub fn build_command(
     tree: &Path,
     wheel_dir: &Path,
     cache: Option<&cache::CompilerCache>,
+    guard: Option<&arch_guard::Guard>,
 ) -> Cmd {
     let mut cmd = if builder == "pip wheel" {
         Cmd::new(&env.python)
@@ -548,7 +557,7 @@ pub fn build_command(
             .arg(wheel_dir)
             .arg(tree)
     };
-    for (k, v) in build_env(env, tc, plan, par, cache) {
+    for (k, v) in build_env(env, tc, plan, par, cache, guard) {
         cmd = cmd.env(k, v);
     }
     cmd.dir(tree)
@@ -561,6 +570,7 @@ pub fn build_env(
     plan: &Plan,
     par: &jobs::Parallelism,
     cache: Option<&cache::CompilerCache>,
+    guard: Option<&arch_guard::Guard>,
 ) -> Vec<(String, String)> {
     let prepend = |name: &str, first: Vec<String>| {
         let mut parts = first;
@@ -576,11 +586,13 @@ pub fn build_env(
         .parent()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    // Compiler-cache wrappers first, then the toolkit, then the env's bin dir (ninja: torch's
-    // BuildExtension runs `ninja` from PATH), then the caller's PATH.
-    let mut path_head: Vec<String> = cache
-        .map(|c| vec![c.wrappers.display().to_string()])
-        .unwrap_or_default();
+    // The arch guard's nvcc first, then the compiler-cache wrappers, then the toolkit, then the
+    // env's bin dir (ninja: torch's BuildExtension runs `ninja` from PATH), then the caller's PATH.
+    let mut path_head: Vec<String> = guard
+        .map(|g| g.bin_dir().display().to_string())
+        .into_iter()
+        .chain(cache.map(|c| c.wrappers.display().to_string()))
+        .collect();
     let mut vars: Vec<(String, String)> = Vec::new();
     for (k, v) in tc.env_vars() {
         match k {
@@ -592,6 +604,8 @@ pub fn build_env(
     path_head.push(env_bin);
     vars.push(("PATH".into(), prepend("PATH", path_head)));
     vars.push(("TORCH_CUDA_ARCH_LIST".into(), plan.torch_cuda_arch_list()));
+    // CMake-built extensions: CMake's own search finds a system nvcc (/usr/bin/nvcc) before PATH's.
+    vars.push(("CUDACXX".into(), tc.nvcc().display().to_string()));
     vars.push(("MAX_JOBS".into(), par.jobs.to_string()));
     // Extensions that gate CUDA on torch.cuda.is_available() build it anyway on a GPU-less host.
     vars.push(("FORCE_CUDA".into(), "1".into()));
@@ -617,6 +631,9 @@ pub fn build_env(
     }
     if let Some(c) = cache {
         vars.extend(c.env());
+    }
+    if let Some(g) = guard {
+        vars.extend(g.env());
     }
     vars
 }

@@ -41,6 +41,10 @@ pub struct Inputs {
     pub torch_cuda_arch_list: String,
     pub builder: String,
     pub flags: BTreeMap<String, String>,
+    /// `--own-arch-flags`: built without the arch guard (left out of the key when false, so
+    /// stamps written before the guard existed still match).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_arch_flags: bool,
 }
 
 impl Inputs {
@@ -64,6 +68,7 @@ impl Inputs {
             torch_cuda_arch_list: arch_list.to_string(),
             builder: builder.to_string(),
             flags,
+            own_arch_flags: false,
         }
     }
 
@@ -87,6 +92,7 @@ mod tests {
             torch_cuda_arch_list: arch.into(),
             builder: "pip wheel".into(),
             flags: BTreeMap::new(),
+            own_arch_flags: false,
         }
     }
 
@@ -94,5 +100,10 @@ mod tests {
     fn the_arch_list_is_part_of_the_stamp() {
         assert_eq!(inputs("7.5").key(), inputs("7.5").key());
         assert_ne!(inputs("7.5;8.9").key(), inputs("7.5").key());
+        let own = Inputs {
+            own_arch_flags: true,
+            ..inputs("7.5")
+        };
+        assert_ne!(own.key(), inputs("7.5").key());
     }
 }

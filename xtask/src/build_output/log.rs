@@ -71,7 +71,8 @@ fn patterns() -> &'static [Regex; 3] {
 /// compiler errors; see [`last_python_error`] for those.
 pub fn first_compiler_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<CompilerError> {
     for (i, line) in lines.into_iter().enumerate() {
-        let line = line.trim_end();
+        // CMake indents the output of the compiles it runs for its checks.
+        let line = line.trim();
         for (k, re) in patterns().iter().enumerate() {
             if let Some(c) = re.captures(line) {
                 let msg = c.name("msg").map_or("", |m| m.as_str()).trim();
@@ -228,6 +229,13 @@ mod tests {
             .unwrap();
         assert_eq!(e.file, None);
         assert!(e.message.contains("compute_50"));
+        // Inside CMake's report of its compiler check.
+        let e = first_compiler_error([
+            "  Run Build Command(s): /usr/bin/gmake -f Makefile cmTC_cb6b9/fast",
+            "    nvcc fatal   : Unsupported gpu architecture 'compute_60'",
+        ])
+        .unwrap();
+        assert!(e.message.contains("compute_60"), "{e:?}");
         assert_eq!(
             first_compiler_error(["all good", "error: subprocess-exited-with-error"]),
             None

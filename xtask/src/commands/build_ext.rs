@@ -34,6 +34,10 @@ pub struct BuildExtArgs {
     /// Concurrent compile jobs (MAX_JOBS); default from cores and available memory (2.5 GiB a job).
     #[arg(long, value_name = "N")]
     pub jobs: Option<u32>,
+    /// Let the extension's own nvcc arch flags (-gencode, -arch, CMAKE_CUDA_ARCHITECTURES) through;
+    /// by default every nvcc the build runs gets exactly --arch, and the wheel is audited for it.
+    #[arg(long)]
+    pub own_arch_flags: bool,
     /// Print the result as JSON on stdout (progress still goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -49,6 +53,7 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
         out: args.out.clone(),
         cache: args.cache,
         jobs: args.jobs,
+        own_arch_flags: args.own_arch_flags,
         progress: Mode::Auto,
     };
     match build_ext::run(&req) {

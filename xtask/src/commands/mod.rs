@@ -68,6 +68,13 @@ pub enum Command {
     /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
     Kb(kb::KbArgs),
     /// Print a shell completion script: `archsmith completions bash > /etc/bash_completion.d/archsmith`.
+    /// The arch guard's nvcc (build_ext/arch_guard.rs): run by the wrapper a build's CUDA_HOME
+    /// holds, never by hand.
+    #[command(hide = true)]
+    NvccGuard {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     #[command(after_help = "Example:\n  archsmith completions zsh")]
     Completions {
         #[arg(value_enum)]
@@ -104,6 +111,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Kb(args) => kb::run(&args),
+        Command::NvccGuard { args } => crate::build_ext::arch_guard::run(&args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let name = bin_name().replace("cargo ", "cargo-");
@@ -122,7 +130,7 @@ mod tests {
     fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
         let subs: Vec<_> = cmd
             .get_subcommands()
-            .filter(|s| s.get_name() != "help")
+            .filter(|s| s.get_name() != "help" && !s.is_hide_set())
             .collect();
         if subs.is_empty() {
             out.push((path, cmd.clone()));

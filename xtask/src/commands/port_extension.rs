@@ -20,9 +20,15 @@ pub struct PortExtensionArgs {
     /// The recipe (`patches/NAME/recipe.toml`), e.g. legacy-demo or maskrcnn.
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
-    /// Port this directory instead of the recipe's source (it is copied, never modified).
-    #[arg(long, value_name = "DIR")]
-    pub src: Option<PathBuf>,
+    /// The source to port: a directory (copied, never modified), `pypi:NAME==VER` (its sdist) or
+    /// `git+URL@REV`. With a recipe, a directory that replaces the recipe's source; without one,
+    /// a recipe-less port: every rule, the build for --arch, audit, import and a generic smoke test.
+    #[arg(long, value_name = "DIR|pypi:NAME==VER|git+URL@REV")]
+    pub src: Option<String>,
+    /// After a recipe-less port that passed, write `patches/NAME/recipe.toml` pinning its source
+    /// (add patches and a numeric smoke test there).
+    #[arg(long, value_name = "NAME", requires = "src")]
+    pub write_recipe: Option<String>,
     /// The recipe to use with --src (default: NAME).
     #[arg(long, value_name = "NAME")]
     pub recipe: Option<String>,
@@ -42,21 +48,34 @@ pub struct PortExtensionArgs {
     /// Install the source's requirements.txt beside the torch env for the import sweep.
     #[arg(long)]
     pub with_deps: bool,
+    /// Let the extension's own nvcc arch flags through instead of --arch (the audit still checks --arch).
+    #[arg(long)]
+    pub own_arch_flags: bool,
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: &PortExtensionArgs) -> Result<i32> {
-    let name = match (&args.recipe, &args.name) {
-        (Some(r), Some(n)) if r != n => {
+    let recipe = match (&args.recipe, &args.name, &args.src) {
+        (Some(r), Some(n), _) if r != n => {
             bail!("NAME `{n}` and --recipe `{r}` differ: give one of them")
         }
-        (Some(r), _) | (None, Some(r)) => r.clone(),
-        (None, None) => bail!(
-            "which recipe? give NAME or --recipe NAME (recipes: {})",
+        (Some(r), _, _) | (None, Some(r), _) => {
+            if args.write_recipe.is_some() {
+                bail!("--write-recipe writes a recipe from a recipe-less port: drop NAME/--recipe");
+            }
+            Recipe::find(r)?
+        }
+        (None, None, Some(src)) => port::recipe_less(src)?,
+        (None, None, None) => bail!(
+            "which extension? give --src DIR|pypi:NAME==VER|git+URL@REV for any extension, or a recipe NAME ({})",
             port::recipe::list().join(", ")
         ),
     };
+    let name = recipe.name.clone();
+    if let Some(w) = &args.write_recipe {
+        port::recipe::check_new_name(w)?;
+    }
     let mode = if args.dry_run {
         RunMode::DryRun
     } else if args.check {
@@ -65,14 +84,19 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
         RunMode::Full
     };
     let req = Request {
-        recipe: Recipe::find(&name)?,
-        src: args.src.clone(),
+        src: if recipe.recipe_less {
+            None
+        } else {
+            args.src.as_ref().map(PathBuf::from)
+        },
+        recipe,
         arch: args.arch.clone().unwrap_or_default(),
         torch: args.torch.clone(),
         cuda: args.cuda.clone(),
         mode,
         progress: progress::Mode::Auto,
         with_deps: args.with_deps,
+        own_arch_flags: args.own_arch_flags,
     };
     let out = match port::run(&req) {
         Ok(o) => o,
@@ -107,6 +131,13 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
     })?;
     if mode == RunMode::Check && (!out.files_changed.is_empty() || out.unexplained > 0) {
         return Ok(1);
+    }
+    if let (Some(w), RunMode::Full) = (&args.write_recipe, mode) {
+        let dir = port::recipe::write(w, &req.recipe, &out)?;
+        eprintln!(
+            "archsmith: wrote {} (run it as `port-extension {w}`)",
+            dir.join("recipe.toml").display()
+        );
     }
     Ok(0)
 }

@@ -51,6 +51,8 @@ pub struct Request {
     /// Also install the source's `requirements.txt` beside the env for the import sweep (the
     /// wheel's own `Requires-Dist` always are).
     pub with_deps: bool,
+    /// Build with the extension's own nvcc arch flags (see `build_ext::arch_guard`).
+    pub own_arch_flags: bool,
 }
 
 /// How a review item was dealt with.
@@ -60,8 +62,11 @@ pub struct ReviewRow {
     pub line: usize,
     pub rule: String,
     pub code: String,
-    /// `patch NAME`, `accepted: REASON`, or `UNEXPLAINED`.
+    /// `patch NAME`, `accepted: REASON`, `UNEXPLAINED`, or (a recipe-less port, where review
+    /// items do not block) `to review`.
     pub resolution: String,
+    /// What to check or change, from the rule.
+    pub suggestion: String,
     pub explained: bool,
 }
 
@@ -79,17 +84,29 @@ pub struct BuildSummary {
     pub ptx: BTreeMap<String, Vec<String>>,
     pub imported: Vec<String>,
     pub log: Option<PathBuf>,
+    /// What reached nvcc: the archs the extension asked for that were built as the plan instead.
+    pub arch_guard: Option<build_ext::arch_guard::Report>,
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     pub recipe: String,
+    /// No recipe: review items are listed, not required to be explained.
+    pub recipe_less: bool,
     pub source: String,
+    /// The sdist's sha256 or the git commit the source was at (what `--write-recipe` pins).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_pin: Option<String>,
     pub work_tree: PathBuf,
     pub files_scanned: usize,
     /// Files the rules and patches changed (source-relative).
     pub files_changed: Vec<String>,
     pub rewrites: BTreeMap<String, usize>,
+    /// Per file (source-relative), the rewrites of each rule in it.
+    pub changes: BTreeMap<String, BTreeMap<String, usize>>,
+    /// Why each rule that rewrote something exists.
+    pub why: BTreeMap<String, String>,
     pub patches: Vec<Applied>,
     pub review: Vec<ReviewRow>,
     pub unexplained: usize,
@@ -165,7 +182,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
     validate(req)?;
     let started = Instant::now();
     let r = &req.recipe;
-    let (src_dir, source_label) = fetch(r, req.src.as_deref())?;
+    let (src_dir, source_label, source_pin) = fetch(r, req.src.as_deref())?;
     let base = paths::cache_dir().join("port").join(&r.name);
     fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     // One port of a recipe at a time: they share the work tree and the output dir.
@@ -203,10 +220,21 @@ pub fn run(req: &Request) -> Result<Outcome> {
         .collect::<Result<Vec<_>>>()?;
     let mut rewrites = BTreeMap::new();
     let mut after_rules = Vec::new();
+    let mut changes: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut why = BTreeMap::new();
     for cat in &catalogues {
         let rep = codemod::run(cat, &files, Mode::Apply)?;
         for (k, v) in &rep.rewrites {
             *rewrites.entry(k.clone()).or_insert(0) += v;
+            if let Some(w) = cat.why(k) {
+                why.entry(k.clone()).or_insert(w);
+            }
+        }
+        for f in rep.files.iter().filter(|f| f.changed) {
+            let per = changes.entry(rel(&f.path, &wt.root)).or_default();
+            for (k, v) in &f.rewrites {
+                *per.entry(k.clone()).or_default() += v;
+            }
         }
         after_rules.extend(review_items(&rep, &wt.root));
     }
@@ -236,17 +264,33 @@ pub fn run(req: &Request) -> Result<Outcome> {
         }
         remaining.extend(review_items(&rep, &wt.root));
     }
-    let review = resolve_review(&after_rules, &remaining, &patches, &r.accepted);
+    let review = resolve_review(
+        &after_rules,
+        &remaining,
+        &patches,
+        &r.accepted,
+        r.recipe_less,
+    );
     let unexplained = review.iter().filter(|x| !x.explained).count();
+    for x in review.iter().filter(|x| r.recipe_less && !x.explained) {
+        eprintln!(
+            "warning: {}:{}: [{}] {} — {}",
+            x.file, x.line, x.rule, x.code, x.suggestion
+        );
+    }
     let files_changed = wt.changed_files()?;
 
     let mut out = Outcome {
         recipe: r.name.clone(),
+        recipe_less: r.recipe_less,
         source: source_label,
+        source_pin,
         work_tree: wt.root.clone(),
         files_scanned: files.len(),
         files_changed,
         rewrites,
+        changes,
+        why,
         patches,
         review,
         unexplained,
@@ -263,7 +307,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         out.seconds = started.elapsed().as_secs_f64();
         return Ok(out);
     }
-    if unexplained > 0 {
+    if unexplained > 0 && !r.recipe_less {
         return Err(VerifyFailure {
             stage: "review",
             message: format!(
@@ -286,6 +330,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         cache: None,
         jobs: None,
         progress: req.progress,
+        own_arch_flags: req.own_arch_flags,
     };
     let b = build_ext::run(&build_req)?;
     eprintln!(
@@ -295,7 +340,11 @@ pub fn run(req: &Request) -> Result<Outcome> {
         } else {
             "built"
         },
-        r.build.module,
+        if r.build.module.is_empty() {
+            b.imported.join(", ")
+        } else {
+            r.build.module.clone()
+        },
         b.torch_cuda_arch_list,
         b.build_seconds,
         b.audit
@@ -306,7 +355,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
             .join("; "),
         b.imported.join(", ")
     );
-    if !b.imported.contains(&r.build.module) {
+    if !r.build.module.is_empty() && !b.imported.contains(&r.build.module) {
         bail!(
             "the wheel's extension modules are {:?}, not {} as recipe {} expects",
             b.imported,
@@ -336,6 +385,8 @@ pub fn run(req: &Request) -> Result<Outcome> {
             .collect(),
         imported: b.imported.clone(),
         log: b.log.clone(),
+        arch_guard: b.arch_guard.clone(),
+        warnings: b.warnings.clone(),
     });
 
     // 5. smoke test against the built wheel
@@ -386,9 +437,91 @@ pub fn run(req: &Request) -> Result<Outcome> {
         .into());
     }
     eprintln!("archsmith: smoke test {}", r.smoke.script.display());
-    out.smoke = Some(smoke(&env.python, &r.smoke_script(), &r.smoke.args, &site)?);
+    let mut args = r.smoke.args.clone();
+    if r.recipe_less {
+        // The generic test takes every extension module the build made.
+        for m in &b.imported {
+            args.extend(["--module".to_string(), m.clone()]);
+        }
+    }
+    out.smoke = Some(smoke(&env.python, &r.smoke_script(), &args, &site)?);
     out.seconds = started.elapsed().as_secs_f64();
     Ok(out)
+}
+
+/// The recipe of `--src` given without one: a directory, `pypi:NAME==VER` or `git+URL@REV`.
+pub fn recipe_less(src: &str) -> Result<Recipe> {
+    let name_of = |s: &str| -> String {
+        let n: String = s
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let n = n.trim_matches('-').to_string();
+        if n.is_empty() {
+            "extension".into()
+        } else {
+            n
+        }
+    };
+    let mut source = recipe::Source {
+        path: None,
+        git: None,
+        commit: None,
+        pypi: None,
+        sha256: None,
+    };
+    let name;
+    if src.starts_with("pypi:") {
+        // The same grammar build-ext reads.
+        let SourceSpec::Pypi { name: n, version } = SourceSpec::parse(src)? else {
+            bail!("--src {src}: write pypi:NAME==VERSION");
+        };
+        name = name_of(&n);
+        source.pypi = Some(format!("{n}=={version}"));
+    } else if let Some(rest) = src.strip_prefix("git+") {
+        let Some((url, rev)) = rest
+            .rsplit_once('@')
+            .filter(|(u, r)| !r.is_empty() && !r.contains('/') && u.contains("://"))
+        else {
+            bail!("--src {src}: write git+URL@REV, e.g. git+https://github.com/owner/repo@v1.0 (a tag, branch or commit)");
+        };
+        name = name_of(
+            url.trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or("extension")
+                .trim_end_matches(".git"),
+        );
+        source.git = Some(url.to_string());
+        source.commit = Some(rev.to_string());
+    } else {
+        let dir = Path::new(src);
+        if !dir.is_dir() {
+            bail!("--src {src}: no such directory (for PyPI write pypi:NAME==VER, for git git+URL@REV)");
+        }
+        if !["setup.py", "pyproject.toml"]
+            .iter()
+            .any(|f| dir.join(f).is_file())
+        {
+            bail!(
+                "--src {src}: neither setup.py nor pyproject.toml there; give the directory the extension builds from"
+            );
+        }
+        let dir = dir.canonicalize().with_context(|| format!("--src {src}"))?;
+        name = name_of(
+            &dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        source.path = Some(dir);
+    }
+    Ok(Recipe::generic(&name, source))
 }
 
 /// `95 modules: 90 import; not installed: cityscapesscripts (4 modules); other: 1`.
@@ -412,7 +545,9 @@ pub fn sweep_summary(sweep: &build_ext::check::Sweep) -> String {
 }
 
 /// The source directory and a label naming where it came from.
-fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String)> {
+/// The source directory, a label naming where it came from, and what pins it (the sdist's sha256
+/// or the commit a git source is at).
+fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String, Option<String>)> {
     let kind = r.source_kind()?;
     if let Some(dir) = src {
         if !dir.is_dir() {
@@ -439,17 +574,22 @@ fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String)> {
                 None => {}
             }
         }
-        return Ok((dir.to_path_buf(), label));
+        return Ok((dir.to_path_buf(), label, None));
     }
     match kind {
-        SourceKind::Path(p) => Ok((
-            p.clone(),
-            format!("{} (in this repository)", rel(&p, &paths::repo_root())),
-        )),
+        SourceKind::Path(p) => {
+            let label = if p.starts_with(paths::repo_root()) {
+                format!("{} (in this repository)", rel(&p, &paths::repo_root()))
+            } else {
+                p.display().to_string()
+            };
+            Ok((p.clone(), label, None))
+        }
         SourceKind::Git { url, commit } => {
             let cache = paths::cache_dir().join("sources").join(&r.name);
             let dir = workdir::git_checkout(&url, &commit, &cache)?;
-            Ok((dir, format!("{url} @ {commit}")))
+            let head = workdir::head_commit(&dir);
+            Ok((dir, format!("{url} @ {commit}"), head))
         }
         SourceKind::Pypi { spec, sha256 } => {
             let (name, version) = spec.split_once("==").unwrap_or((&spec, ""));
@@ -457,7 +597,7 @@ fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String)> {
             let env = python::ensure_torch_env(&torch)?;
             let sdist = build_ext::source::download_sdist(&env.python, name, version)?;
             let got = crate::stamp::hash_file(&sdist)?;
-            if got != sha256 {
+            if !sha256.is_empty() && got != sha256 {
                 bail!(
                     "{}: sha256 {got}, recipe {} pins {sha256}; the sdist changed or the recipe is wrong",
                     sdist.display(),
@@ -467,15 +607,19 @@ fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String)> {
             let unpack = paths::cache_dir()
                 .join("sources")
                 .join(&r.name)
-                .join(&sha256[..12]);
+                .join(&got[..12]);
             let _ = fs::remove_dir_all(&unpack);
             let resolved = build_ext::source::Resolved {
                 spec: SourceSpec::Sdist(sdist.clone()),
                 path: sdist,
-                hash: got,
+                hash: got.clone(),
             };
             let dir = build_ext::source::materialize(&resolved, &unpack, &env.python)?;
-            Ok((dir, format!("pypi:{spec} (sha256 {})", &sha256[..12])))
+            Ok((
+                dir,
+                format!("pypi:{spec} (sha256 {})", &got[..12]),
+                Some(got),
+            ))
         }
     }
 }
@@ -490,6 +634,7 @@ struct Item {
     line: usize,
     rule: String,
     code: String,
+    suggestion: String,
 }
 
 fn review_items(rep: &codemod::Report, root: &Path) -> Vec<Item> {
@@ -501,6 +646,7 @@ fn review_items(rep: &codemod::Report, root: &Path) -> Vec<Item> {
                 line: r.line,
                 rule: r.rule.clone(),
                 code: r.code.clone(),
+                suggestion: r.suggestion.clone(),
             })
         })
         .collect()
@@ -513,6 +659,7 @@ fn resolve_review(
     remaining: &[Item],
     patches: &[Applied],
     accepted: &[recipe::Accepted],
+    recipe_less: bool,
 ) -> Vec<ReviewRow> {
     let key = |i: &Item| (i.file.clone(), i.rule.clone(), i.code.clone());
     let mut left: BTreeMap<(String, String, String), usize> = BTreeMap::new();
@@ -544,6 +691,7 @@ fn resolve_review(
             } else {
                 format!("patch {}", by.join(", "))
             },
+            suggestion: i.suggestion.clone(),
             explained: true,
         });
     }
@@ -560,8 +708,10 @@ fn resolve_review(
             code: i.code.clone(),
             resolution: match ok {
                 Some(a) => format!("accepted: {}", a.reason),
+                None if recipe_less => "to review".into(),
                 None => "UNEXPLAINED".into(),
             },
+            suggestion: i.suggestion.clone(),
             explained: ok.is_some(),
         });
     }
@@ -650,6 +800,7 @@ mod tests {
             line,
             rule: rule.into(),
             code: code.into(),
+            suggestion: "check it".into(),
         }
     }
 
@@ -687,7 +838,13 @@ mod tests {
             code: Some("is_contiguous".into()),
             reason: "invariant".into(),
         }];
-        let rows = resolve_review(&after_rules, &remaining, &patches, &accepted);
+        let rows = resolve_review(&after_rules, &remaining, &patches, &accepted, false);
+        // Without a recipe the same item is to review, with the rule's suggestion, not blocking.
+        let loose = resolve_review(&after_rules, &remaining, &patches, &[], true);
+        assert!(loose
+            .iter()
+            .filter(|r| !r.explained)
+            .all(|r| r.resolution == "to review" && r.suggestion == "check it"));
         let got: Vec<(&str, usize, &str, bool)> = rows
             .iter()
             .map(|r| (r.file.as_str(), r.line, r.resolution.as_str(), r.explained))

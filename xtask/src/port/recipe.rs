@@ -30,7 +30,15 @@ pub struct Recipe {
     /// Review items left after rules and patches that are fine as they are, each with the reason.
     #[serde(default)]
     pub accepted: Vec<Accepted>,
+    /// Made on the spot for a source nobody wrote a recipe for ([`Recipe::generic`]): review items
+    /// are listed, not required to be explained, and the smoke test is the generic one.
+    #[serde(skip)]
+    pub recipe_less: bool,
 }
+
+/// The catalogues and smoke test of a recipe-less port.
+pub const GENERIC_CATALOGUES: [&str; 2] = ["rules/torch-legacy.toml", "rules/torch-python.toml"];
+pub const GENERIC_SMOKE: &str = "verify/smoke/generic_ops.py";
 
 /// Exactly one of `path`, `git` + `commit`, `pypi` + `sha256`.
 #[derive(Debug, Clone, Deserialize)]
@@ -119,6 +127,34 @@ impl Recipe {
         Recipe::load(&dir)
     }
 
+    /// The recipe of a source nobody wrote one for: every rule catalogue over the whole source,
+    /// the build of whatever extension modules its build script makes, the generic smoke test.
+    pub fn generic(name: &str, source: Source) -> Recipe {
+        let patches = data_root().join("patches");
+        Recipe {
+            name: name.to_string(),
+            // No folder of its own: catalogue paths resolve against `patches/`, and there are no
+            // patch files to find.
+            dir: patches.join(".recipe-less"),
+            description: "recipe-less port".into(),
+            source,
+            rules: Rules {
+                catalogues: GENERIC_CATALOGUES.iter().map(PathBuf::from).collect(),
+                paths: vec![dot()],
+            },
+            build: Build {
+                dir: dot(),
+                module: String::new(),
+            },
+            smoke: Smoke {
+                script: PathBuf::from(GENERIC_SMOKE),
+                args: Vec::new(),
+            },
+            accepted: Vec::new(),
+            recipe_less: true,
+        }
+    }
+
     pub fn load(dir: &Path) -> Result<Recipe> {
         let file = dir.join("recipe.toml");
         let text =
@@ -154,6 +190,11 @@ impl Recipe {
         let s = &self.source;
         match (&s.path, &s.git, &s.commit, &s.pypi, &s.sha256) {
             (Some(p), None, None, None, None) => Ok(SourceKind::Path(self.dir.join(p))),
+            // `git+URL@REV` of a recipe-less port: a tag or branch as well as a commit.
+            (None, Some(url), Some(rev), None, None) if self.recipe_less => Ok(SourceKind::Git {
+                url: url.clone(),
+                commit: rev.clone(),
+            }),
             (None, Some(url), Some(commit), None, None) => {
                 if commit.len() != 40 || !commit.chars().all(|c| c.is_ascii_hexdigit()) {
                     bail!("commit `{commit}` is not a full 40-hex commit id; pin the exact commit");
@@ -163,6 +204,11 @@ impl Recipe {
                     commit: commit.to_ascii_lowercase(),
                 })
             }
+            // A recipe-less port takes the sdist as PyPI serves it (its hash is recorded).
+            (None, None, None, Some(spec), None) if self.recipe_less => Ok(SourceKind::Pypi {
+                spec: spec.clone(),
+                sha256: String::new(),
+            }),
             (None, None, None, Some(spec), Some(sha)) => {
                 if !spec.contains("==") {
                     bail!("pypi = `{spec}`: write NAME==VERSION");
@@ -183,6 +229,9 @@ impl Recipe {
 
     /// The recipe's patch files, in name order.
     pub fn patches(&self) -> Result<Vec<PathBuf>> {
+        if self.recipe_less {
+            return Ok(Vec::new());
+        }
         let mut out: Vec<PathBuf> = fs::read_dir(&self.dir)
             .with_context(|| format!("listing {}", self.dir.display()))?
             .flatten()
@@ -202,6 +251,139 @@ impl Recipe {
     pub fn smoke_script(&self) -> PathBuf {
         data_root().join(&self.smoke.script)
     }
+}
+
+/// Refuses a `--write-recipe` name that is malformed or taken, before any work.
+pub fn check_new_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        bail!("--write-recipe `{name}`: a recipe name holds only letters, digits, - and _");
+    }
+    let dir = data_root().join("patches").join(name);
+    if dir.exists() {
+        bail!(
+            "--write-recipe {name}: {} already exists; choose another name or remove it",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Writes `patches/NAME/recipe.toml` from a recipe-less port that passed: its source pinned (the
+/// sdist's sha256, the commit), the same catalogues, the extension module the build made, the
+/// generic smoke test, and each review item it listed as `[[accepted]]` with a reason that says
+/// nobody has reviewed it yet, so the recipe runs as the port did and the items stay visible.
+pub fn write(name: &str, recipe: &Recipe, port: &super::Outcome) -> Result<PathBuf> {
+    use toml::{Table, Value};
+    check_new_name(name)?;
+    let build = port
+        .build
+        .as_ref()
+        .context("--write-recipe: the port built nothing")?;
+    let mut source = Table::new();
+    let s = &recipe.source;
+    match (&s.path, &s.git, &s.pypi) {
+        (Some(p), _, _) => {
+            source.insert("path".into(), Value::String(p.display().to_string()));
+        }
+        (_, Some(url), _) => {
+            source.insert("git".into(), Value::String(url.clone()));
+            let commit = port
+                .source_pin
+                .clone()
+                .or_else(|| s.commit.clone())
+                .unwrap_or_default();
+            source.insert("commit".into(), Value::String(commit));
+        }
+        (_, _, Some(spec)) => {
+            source.insert("pypi".into(), Value::String(spec.clone()));
+            let sha = port.source_pin.clone().unwrap_or_default();
+            source.insert("sha256".into(), Value::String(sha));
+        }
+        _ => bail!("--write-recipe: the port's source is unknown"),
+    }
+    let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::String).collect());
+    let mut rules = Table::new();
+    rules.insert(
+        "catalogues".into(),
+        strings(
+            recipe
+                .rules
+                .catalogues
+                .iter()
+                .map(|c| c.display().to_string())
+                .collect(),
+        ),
+    );
+    rules.insert("paths".into(), strings(vec![".".into()]));
+    let mut b = Table::new();
+    b.insert(
+        "module".into(),
+        Value::String(build.imported.first().cloned().unwrap_or_default()),
+    );
+    let mut smoke = Table::new();
+    smoke.insert("script".into(), Value::String(GENERIC_SMOKE.into()));
+    smoke.insert(
+        "args".into(),
+        strings(
+            build
+                .imported
+                .iter()
+                .flat_map(|m| ["--module".to_string(), m.clone()])
+                .collect(),
+        ),
+    );
+    let mut doc = Table::new();
+    doc.insert(
+        "description".into(),
+        Value::String(format!("{} (written by --write-recipe)", port.source)),
+    );
+    doc.insert("source".into(), Value::Table(source));
+    doc.insert("rules".into(), Value::Table(rules));
+    doc.insert("build".into(), Value::Table(b));
+    doc.insert("smoke".into(), Value::Table(smoke));
+    let accepted: Vec<Value> = port
+        .review
+        .iter()
+        .filter(|r| !r.explained)
+        .map(|r| {
+            let mut t = Table::new();
+            t.insert("file".into(), Value::String(r.file.clone()));
+            t.insert("rule".into(), Value::String(r.rule.clone()));
+            t.insert("code".into(), Value::String(r.code.clone()));
+            t.insert(
+                "reason".into(),
+                Value::String(format!(
+                    "NOT REVIEWED YET (listed by the recipe-less port): {}",
+                    r.suggestion
+                )),
+            );
+            Value::Table(t)
+        })
+        .collect();
+    if !accepted.is_empty() {
+        doc.insert("accepted".into(), Value::Array(accepted));
+    }
+    let text = format!(
+        "# Written by `port-extension --src … --write-recipe {name}` from a port that built for {}, was
+# audited and imported. Add patch files (NNNN-*.patch) here and a numeric smoke test; replace
+# each NOT REVIEWED YET reason once the item is checked.
+{}",
+        build.torch_cuda_arch_list,
+        toml::to_string(&doc).context("writing the recipe as TOML")?
+    );
+    let dir = data_root().join("patches").join(name);
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("recipe.toml");
+    let tmp = dir.join(".recipe.toml.tmp");
+    fs::write(&tmp, &text).with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, &file).with_context(|| format!("writing {}", file.display()))?;
+    // What was written must load as a recipe.
+    Recipe::load(&dir).with_context(|| format!("the recipe written to {}", file.display()))?;
+    Ok(dir)
 }
 
 /// The names of the recipes in this repository.

@@ -50,9 +50,14 @@ impl Outcome {
         t.row([
             "review items".to_string(),
             format!(
-                "{}: {resolved} resolved by patches, {accepted} accepted, {} unexplained",
+                "{}: {resolved} resolved by patches, {accepted} accepted, {} {}",
                 o.review.len(),
-                o.unexplained
+                o.unexplained,
+                if o.recipe_less {
+                    "to review (listed below; they do not block a recipe-less port)"
+                } else {
+                    "unexplained"
+                }
             ),
         ]);
         if let Some(b) = &o.build {
@@ -88,6 +93,9 @@ impl Outcome {
                 ]);
             }
             t.row(["imported".to_string(), b.imported.join(", ")]);
+            if let Some(w) = b.warnings.iter().find(|w| w.contains("asked nvcc for")) {
+                t.row(["arch guard".to_string(), w.clone()]);
+            }
         }
         if let Some(sweep) = &o.import_sweep {
             let line = super::sweep_summary(sweep);
@@ -100,6 +108,23 @@ impl Outcome {
             }
         }
         if let Some(sm) = &o.smoke {
+            if let Some(mods) = sm["modules"].as_object() {
+                for (m, v) in mods {
+                    let calls = v["calls"].as_array().cloned().unwrap_or_default();
+                    let n = |st: &str| calls.iter().filter(|c| c["status"] == st).count();
+                    t.row([
+                        format!("smoke {m}"),
+                        format!(
+                            "imports; {} function(s), {} operator(s); {} ran on CPU inputs, {} raised, {} skipped",
+                            v["functions"].as_array().map_or(0, Vec::len),
+                            v["operators"].as_array().map_or(0, Vec::len),
+                            n("ran"),
+                            n("raised"),
+                            n("skipped")
+                        ),
+                    ]);
+                }
+            }
             for dev in ["cpu", "cuda"] {
                 match &sm[dev] {
                     serde_json::Value::String(msg) => {
@@ -127,26 +152,51 @@ impl Outcome {
         }
         t.row(["time".to_string(), format!("{:.0} s", o.seconds)]);
         s.push_str(&t.render());
+        if !o.changes.is_empty() {
+            let mut r = Table::new(["FILE", "CHANGED BY (RULE ×N)"]);
+            for (file, rules) in &o.changes {
+                let list: Vec<String> = rules.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
+                r.row([file.clone(), list.join(", ")]);
+            }
+            s.push('\n');
+            s.push_str(&r.render());
+        }
         if !o.rewrites.is_empty() {
-            let mut r = Table::new(["RULE", "REWRITES"]);
+            let mut r = Table::new(["RULE", "REWRITES", "WHY"]);
             for (k, v) in &o.rewrites {
-                r.row([k.clone(), v.to_string()]);
+                let why = o.why.get(k).map(String::as_str).unwrap_or("");
+                r.row([k.clone(), v.to_string(), short(why)]);
             }
             s.push('\n');
             s.push_str(&r.render());
         }
         if !o.review.is_empty() {
-            let mut r = Table::new(["FILE:LINE", "RULE", "RESOLUTION"]);
+            let mut r = Table::new(["FILE:LINE", "RULE", "RESOLUTION", "WHAT TO CHECK"]);
             for x in &o.review {
                 r.row([
                     format!("{}:{}", x.file, x.line),
                     x.rule.clone(),
                     x.resolution.clone(),
+                    if x.explained {
+                        String::new()
+                    } else {
+                        x.suggestion.clone()
+                    },
                 ]);
             }
             s.push('\n');
             s.push_str(&r.render());
         }
         s
+    }
+}
+
+/// The first sentence of a rule's reason, for the table.
+fn short(why: &str) -> String {
+    let first = why.split(". ").next().unwrap_or(why);
+    if first.chars().count() > 110 {
+        format!("{}…", first.chars().take(109).collect::<String>())
+    } else {
+        first.to_string()
     }
 }

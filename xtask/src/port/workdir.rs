@@ -104,9 +104,26 @@ impl WorkTree {
 
 /// The checkout of `url` at `commit`, fetched once into `cache` (a shallow fetch of that commit).
 pub fn git_checkout(url: &str, commit: &str, cache: &Path) -> Result<PathBuf> {
-    let dir = cache.join(&commit[..12]);
+    // A full commit id pins the tree (and its checkout is reused); a tag or branch (a recipe-less
+    // port's `git+URL@REV`) is fetched again each time.
+    let pinned = commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit());
+    let dir = if pinned {
+        cache.join(&commit[..12])
+    } else {
+        let safe: String = commit
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        cache.join(format!("rev-{safe}"))
+    };
     let done = dir.join(".git").join("archsmith-complete");
-    if done.is_file() {
+    if pinned && done.is_file() {
         return Ok(dir);
     }
     let _ = fs::remove_dir_all(&dir);
@@ -128,7 +145,7 @@ pub fn git_checkout(url: &str, commit: &str, cache: &Path) -> Result<PathBuf> {
         );
     }
     let head = git(&dir).args(["rev-parse", "HEAD"]).read()?;
-    if head != commit {
+    if pinned && head != commit {
         bail!("{url}: fetched {head}, expected {commit}");
     }
     fs::write(&done, commit)?;

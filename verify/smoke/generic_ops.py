@@ -1,0 +1,158 @@
+"""The smoke test of a recipe-less port: what can be checked of an extension nobody described.
+
+usage: generic_ops.py --module PKG._C [--module ...]
+
+For each module: import it; list the functions it defines (pybind11 or the CPython API) and the
+torch operators its import registered with the dispatcher (TORCH_LIBRARY); then call, on small CPU
+inputs, every one whose argument types are known:
+  * an operator that has a CPU kernel (the dispatcher says so), with inputs made from its schema;
+  * a pybind11 function whose signature names only tensors, floats, ints and bools.
+A call that raises is reported, not failed: a generic input cannot know the shapes an op needs, and
+the message shows the op ran its own checks. Each call is announced on stderr before it runs, so a
+crash (a segfault in the extension's CPU code) names the op, and the run fails. Nothing here uses a
+GPU: the port's build host has none.
+
+Prints one line per module and, last, `ARCHSMITH_SMOKE {json}`; exit 0 when every module imports
+and no call crashes.
+"""
+
+import argparse
+import importlib
+import inspect
+import json
+import re
+import sys
+
+import torch
+
+# pybind11 docstring signatures: `name(arg0: torch.Tensor, arg1: float) -> torch.Tensor`.
+PYBIND_SIG = re.compile(r"^\s*(?:\d+\.\s*)?(\w+)\((.*)\)\s*->\s*(.+)$")
+
+
+def value_for(type_name):
+    """A small CPU value of a type named by a schema or a pybind11 signature; None if unknown."""
+    t = type_name.strip().replace("torch.", "").replace("at::", "")
+    # pybind11 ≥ 2.12 writes the types a C++ double or int accepts as unions of protocols.
+    if "|" in t:
+        for part in t.split("|"):
+            v = value_for(part)
+            if v is not None:
+                return v
+        return None
+    t = {"typing.SupportsFloat": "float", "typing.SupportsIndex": "int", "typing.SupportsInt": "int"}.get(t, t)
+    if t.endswith("?") or t.startswith("Optional["):
+        return ("none", None)
+    if t in ("Tensor", "Tensor(a)", "Tensor(a!)"):
+        return ("tensor", torch.rand(4, 4))
+    if t in ("float", "double", "SymFloat"):
+        return ("float", 0.5)
+    if t in ("int", "SymInt"):
+        return ("int", 2)
+    if t == "bool":
+        return ("bool", False)
+    if t in ("Tensor[]", "List[Tensor]", "list[torch.Tensor]"):
+        return ("tensors", [torch.rand(4, 4), torch.rand(4, 4)])
+    if t in ("int[]", "SymInt[]", "List[int]", "list[int]"):
+        return ("ints", [2, 2])
+    return None
+
+
+def call(label, fn, args):
+    print(f"smoke: calling {label}", file=sys.stderr, flush=True)
+    try:
+        out = fn(*args)
+    except Exception as e:  # the op's own checks: reported, not a failure
+        return {"name": label, "status": "raised", "detail": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    return {"name": label, "status": "ran", "detail": f"returned {shape}"}
+
+
+def pybind_calls(mod):
+    """The module's own functions and a call of each one whose signature is typed."""
+    functions, calls = [], []
+    for name, obj in sorted(vars(mod).items()):
+        if name.startswith("_") or not callable(obj) or inspect.isclass(obj):
+            continue
+        if getattr(obj, "__module__", mod.__name__) not in (None, mod.__name__):
+            continue
+        functions.append(name)
+        doc = (getattr(obj, "__doc__", None) or "").strip().splitlines()
+        m = PYBIND_SIG.match(doc[0]) if doc else None
+        if not m:
+            calls.append({"name": name, "status": "skipped", "detail": "no typed signature"})
+            continue
+        params = [p for p in m.group(2).split(",") if p.strip()]
+        args = []
+        for p in params:
+            _, _, t = p.partition(":")
+            v = value_for(t.split("=")[0])
+            if v is None:
+                break
+            args.append(v[1])
+        else:
+            calls.append(call(f"{mod.__name__}.{name}", obj, args))
+            continue
+        calls.append({"name": name, "status": "skipped", "detail": f"argument types not generic: {m.group(2)}"})
+    return functions, calls
+
+
+def operator_calls(names):
+    calls = []
+    for qualname in names:
+        ns, _, rest = qualname.partition("::")
+        op_name, _, overload = rest.partition(".")
+        has_cpu = any(
+            torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key)
+            for key in ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd")
+        )
+        if not has_cpu:
+            calls.append({"name": qualname, "status": "skipped", "detail": "no CPU kernel"})
+            continue
+        packet = getattr(getattr(torch.ops, ns), op_name)
+        fn = getattr(packet, overload or "default")
+        args = []
+        for a in fn._schema.arguments:
+            if a.kwarg_only:
+                continue
+            v = value_for(str(a.type))
+            if v is None:
+                break
+            args.append(v[1])
+        else:
+            calls.append(call(qualname, fn, args))
+            continue
+        calls.append({"name": qualname, "status": "skipped", "detail": f"argument types not generic: {fn._schema}"})
+    return calls
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--module", action="append", required=True)
+    a = ap.parse_args()
+    report = {"ok": True, "problems": [], "modules": {}}
+    for name in a.module:
+        before = set(torch._C._dispatch_get_all_op_names())
+        try:
+            mod = importlib.import_module(name)
+        except Exception as e:
+            report["ok"] = False
+            report["problems"].append(f"{name} does not import: {type(e).__name__}: {e}")
+            continue
+        ops = sorted(set(torch._C._dispatch_get_all_op_names()) - before)
+        functions, calls = pybind_calls(mod)
+        calls += operator_calls(ops)
+        ran = sum(c["status"] == "ran" for c in calls)
+        raised = sum(c["status"] == "raised" for c in calls)
+        print(
+            f"{name}: {len(functions)} function(s), {len(ops)} operator(s); "
+            f"{ran} ran on CPU inputs, {raised} raised, {len(calls) - ran - raised} skipped"
+        )
+        for c in calls:
+            print(f"  {c['name']}: {c['status']} ({c['detail']})")
+        report["modules"][name] = {"functions": functions, "operators": ops, "calls": calls}
+    print("ARCHSMITH_SMOKE " + json.dumps(report))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

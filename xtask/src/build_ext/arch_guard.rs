@@ -1,0 +1,482 @@
+//! The compiler boundary for archs: every nvcc a build runs gets exactly the plan's device code,
+//! whatever flags the extension's build script passes.
+//!
+//! Extensions hard-code `-gencode`/`-arch` flags (built by a comprehension, an f-string, CMake's
+//! own `CMAKE_CUDA_ARCHITECTURES`), or set `TORCH_CUDA_ARCH_LIST` in `setup.py`; torch's
+//! `_get_cuda_arch_flags` then adds nothing of the plan, and nvcc 13 stops at the first arch it
+//! no longer compiles. Reading build scripts for such flags cannot be exact (a `-arch arm64` for
+//! clang on macOS is not nvcc's), so the guard sits where the flags arrive: a `CUDA_HOME` whose
+//! `bin/nvcc` is a wrapper that runs `archsmith nvcc-guard`, which removes the arch flags of the
+//! command line (and of `NVCC_APPEND_FLAGS`/`NVCC_PREPEND_FLAGS`), puts the plan's in their place
+//! and executes the real nvcc (or the compiler cache's wrapper of it). Every other entry of the
+//! home is a link to the real toolkit's. torch's ninja path takes `PYTORCH_NVCC`, its distutils
+//! path `$CUDA_HOME/bin/nvcc`: both point at the wrapper. CMake resolves `CUDACXX` to the nvcc of
+//! the toolkit it finds, so for CMake the guard is the compile launcher instead
+//! (`CMAKE_CUDA_COMPILER_LAUNCHER`, which CMake prefixes to every CUDA compile):
+//! `nvcc-guard --launcher NVCC ARGS…` runs the NVCC it is given.
+//!
+//! Each guarded invocation appends one JSON line to a log; [`Guard::report`] reads it after the
+//! build and says which archs the extension asked for that the build does not carry.
+
+use crate::arch::spec::Plan;
+use crate::toolchain::Toolchain;
+use anyhow::{Context, Result};
+use fs_err as fs;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The nvcc the guard runs (the toolkit's, or the compiler cache's wrapper of it).
+pub const REAL_VAR: &str = "ARCHSMITH_NVCC_REAL";
+/// The plan's flags, space-separated (a gencode flag holds no space).
+pub const FLAGS_VAR: &str = "ARCHSMITH_NVCC_ARCH_FLAGS";
+/// Where each invocation is recorded.
+pub const LOG_VAR: &str = "ARCHSMITH_NVCC_GUARD_LOG";
+
+/// Options that take the arch as their next argument or after `=`.
+const ARCH_OPTIONS: [&str; 8] = [
+    "-gencode",
+    "--generate-code",
+    "-arch",
+    "--gpu-architecture",
+    "-code",
+    "--gpu-code",
+    "--list-gpu-arch",
+    "--list-gpu-code",
+];
+
+/// Options that mean nvcc produces device code (a compile, a device link, PTX or cubin output).
+const DEVICE_MODES: [&str; 14] = [
+    "-c",
+    "--compile",
+    "-dc",
+    "--device-c",
+    "-dw",
+    "--device-w",
+    "-dlink",
+    "--device-link",
+    "-ptx",
+    "--ptx",
+    "-cubin",
+    "--cubin",
+    "-fatbin",
+    "--fatbin",
+];
+
+/// A command line with its arch flags taken out and the plan's put in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewritten {
+    pub args: Vec<String>,
+    /// The arch flags found, each as one `-opt=value` string.
+    pub removed: Vec<String>,
+    /// Whether the plan's flags were added (the command makes device code).
+    pub added: bool,
+}
+
+/// `-gencode=arch=compute_75,code=sm_75` for `-gencode arch=…` and `-gencode=arch=…` alike; the
+/// option when `arg` is not an arch option.
+fn arch_option(arg: &str) -> Option<&'static str> {
+    let name = arg.split_once('=').map_or(arg, |(n, _)| n);
+    ARCH_OPTIONS.iter().copied().find(|o| *o == name)
+}
+
+/// Removes every arch flag of `args` and, when the command makes device code (or named an arch),
+/// appends `plan` instead.
+pub fn rewrite(args: &[String], plan: &[String]) -> Rewritten {
+    let mut out = Vec::with_capacity(args.len() + plan.len());
+    let mut removed = Vec::new();
+    let mut device = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if let Some(opt) = arch_option(a) {
+            if a.contains('=') {
+                removed.push(a.clone());
+                i += 1;
+            } else {
+                let value = args.get(i + 1).cloned().unwrap_or_default();
+                removed.push(format!("{opt}={value}"));
+                i += 2;
+            }
+            continue;
+        }
+        if DEVICE_MODES.contains(&a.as_str()) || a.ends_with(".cu") {
+            device = true;
+        }
+        out.push(a.clone());
+        i += 1;
+    }
+    let added = device || !removed.is_empty();
+    if added {
+        out.extend(plan.iter().cloned());
+    }
+    Rewritten {
+        args: out,
+        removed,
+        added,
+    }
+}
+
+/// `NVCC_APPEND_FLAGS`/`NVCC_PREPEND_FLAGS` without their arch flags (nvcc splits them on
+/// spaces), and the flags taken out.
+fn strip_env_flags(value: &str) -> (String, Vec<String>) {
+    let words: Vec<String> = value.split_whitespace().map(str::to_string).collect();
+    let r = rewrite(&words, &[]);
+    (r.args.join(" "), r.removed)
+}
+
+/// One line of the log.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    removed: Vec<String>,
+    added: bool,
+    sources: Vec<String>,
+}
+
+/// `archsmith nvcc-guard ARGS…`: rewrites, records, and runs the real nvcc with the same stdin,
+/// stdout and stderr; returns its exit status.
+pub fn run(args: &[OsString]) -> Result<i32> {
+    let (real, args) = match args {
+        [flag, nvcc, rest @ ..] if flag == "--launcher" => (nvcc.clone(), rest),
+        _ => (
+            std::env::var_os(REAL_VAR).with_context(|| {
+                format!("{REAL_VAR} is not set: nvcc-guard runs inside an archsmith build, as the nvcc of its CUDA_HOME")
+            })?,
+            args,
+        ),
+    };
+    let plan: Vec<String> = std::env::var(FLAGS_VAR)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut r = rewrite(&args, &plan);
+    let mut cmd = std::process::Command::new(&real);
+    for var in ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"] {
+        if let Ok(v) = std::env::var(var) {
+            let (kept, removed) = strip_env_flags(&v);
+            if !removed.is_empty() {
+                r.removed.extend(removed);
+                cmd.env(var, kept);
+            }
+        }
+    }
+    if let Some(log) = std::env::var_os(LOG_VAR) {
+        let record = Record {
+            removed: r.removed.clone(),
+            added: r.added,
+            sources: args
+                .iter()
+                .filter(|a| a.ends_with(".cu"))
+                .cloned()
+                .collect(),
+        };
+        append_line(Path::new(&log), &serde_json::to_string(&record)?)?;
+    }
+    let status = cmd
+        .args(&r.args)
+        .status()
+        .with_context(|| format!("running {}", Path::new(&real).display()))?;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// One `write` of a whole line with `O_APPEND`, so parallel compiles do not interleave lines.
+fn append_line(path: &Path, line: &str) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening the guard log {}", path.display()))?;
+    f.write_all(format!("{line}\n").as_bytes())
+        .with_context(|| format!("writing the guard log {}", path.display()))
+}
+
+/// A guard set up for one build.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    /// The `CUDA_HOME` the build sees.
+    pub cuda_home: PathBuf,
+    /// Its `bin/nvcc` (the wrapper).
+    pub nvcc: PathBuf,
+    /// The wrapper CMake runs as `CMAKE_CUDA_COMPILER_LAUNCHER`.
+    pub launcher: PathBuf,
+    pub log: PathBuf,
+    real: PathBuf,
+    flags: Vec<String>,
+    cmake_architectures: String,
+}
+
+/// What the guard saw in a build.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Report {
+    /// nvcc invocations that made device code.
+    pub compiles: usize,
+    /// Of those, the ones whose own arch flags differed from the plan's.
+    pub overridden: usize,
+    /// Archs the extension's flags named that the plan does not have (`sm_35`, `compute_60`).
+    pub asked_not_built: Vec<String>,
+    /// The distinct arch flags it passed that are not the plan's.
+    pub flags: Vec<String>,
+}
+
+impl Report {
+    /// A sentence for the build's warnings, when the extension asked for something else.
+    pub fn warning(&self, plan: &Plan) -> Option<String> {
+        if self.overridden == 0 {
+            return None;
+        }
+        let asked = if self.asked_not_built.is_empty() {
+            "its own arch flags".to_string()
+        } else {
+            self.asked_not_built.join(", ")
+        };
+        Some(format!(
+            "the extension's build asked nvcc for {asked} ({}) in {} of {} compiles; they were built for {} instead (--own-arch-flags keeps the extension's flags)",
+            self.flags.join(" "),
+            self.overridden,
+            self.compiles,
+            plan.torch_cuda_arch_list()
+        ))
+    }
+}
+
+/// `sm_75`, `compute_90a` and the like named in `flag`.
+fn archs_in(flag: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"\b(?:sm|compute|lto)_\d+[af]?\b").expect("arch regex");
+    let mut v: Vec<String> = re.find_iter(flag).map(|m| m.as_str().to_string()).collect();
+    // `-arch=sm_60` alone means SASS and PTX of sm_60: name the SASS, as the plan does.
+    v.dedup();
+    v
+}
+
+impl Guard {
+    /// Writes the guard's `CUDA_HOME` under `dir`: links to every entry of the toolkit's home and
+    /// of its `bin/`, except `bin/nvcc`, a wrapper that runs this executable's `nvcc-guard`.
+    /// `real` is what the guard runs (the toolkit's nvcc or the compiler cache's wrapper).
+    pub fn prepare(dir: &Path, tc: &Toolchain, plan: &Plan, real: PathBuf) -> Result<Guard> {
+        let home = dir.join("cuda-home");
+        if home.exists() {
+            fs::remove_dir_all(&home)?;
+        }
+        let bin = home.join("bin");
+        fs::create_dir_all(&bin)?;
+        let link_all = |from: &Path, to: &Path, skip: &str| -> Result<()> {
+            for e in fs::read_dir(from)? {
+                let e = e?;
+                let name = e.file_name();
+                if name == skip {
+                    continue;
+                }
+                std::os::unix::fs::symlink(e.path(), to.join(&name)).with_context(|| {
+                    format!("linking {} into {}", e.path().display(), to.display())
+                })?;
+            }
+            Ok(())
+        };
+        link_all(&tc.cuda_home, &home, "bin")?;
+        link_all(&tc.bin_dir(), &bin, "nvcc")?;
+        let exe = std::env::current_exe().context("finding archsmith's own executable")?;
+        let nvcc = bin.join("nvcc");
+        super::cache::write_wrapper(
+            &nvcc,
+            "written by archsmith build-ext: the arch guard (build_ext/arch_guard.rs)",
+            &[exe.display().to_string(), "nvcc-guard".to_string()],
+        )?;
+        let launcher = dir.join("nvcc-guard-launcher");
+        super::cache::write_wrapper(
+            &launcher,
+            "written by archsmith build-ext: the arch guard as CMake's CUDA compile launcher",
+            &[
+                exe.display().to_string(),
+                "nvcc-guard".to_string(),
+                "--launcher".to_string(),
+            ],
+        )?;
+        let log = dir.join("nvcc-guard.jsonl");
+        let _ = fs::remove_file(&log);
+        Ok(Guard {
+            cuda_home: home,
+            nvcc,
+            launcher,
+            log,
+            real,
+            flags: plan.gencode(),
+            cmake_architectures: plan.cmake_cuda_architectures(),
+        })
+    }
+
+    /// The variables that route every nvcc through the guard; they go after the toolkit's and
+    /// the compiler cache's, which they override.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let home = self.cuda_home.display().to_string();
+        let nvcc = self.nvcc.display().to_string();
+        vec![
+            ("CUDA_HOME".into(), home.clone()),
+            ("CUDA_PATH".into(), home),
+            ("PYTORCH_NVCC".into(), nvcc.clone()),
+            ("CUDACXX".into(), nvcc),
+            (
+                "CMAKE_CUDA_COMPILER_LAUNCHER".into(),
+                self.launcher.display().to_string(),
+            ),
+            // CMake ≥ 3.20 starts CMAKE_CUDA_ARCHITECTURES from it when a project sets none.
+            ("CUDAARCHS".into(), self.cmake_architectures.clone()),
+            (REAL_VAR.into(), self.real.display().to_string()),
+            (FLAGS_VAR.into(), self.flags.join(" ")),
+            (LOG_VAR.into(), self.log.display().to_string()),
+        ]
+    }
+
+    /// The guard's bin dir, for the front of `PATH` (a build script that runs `nvcc` by name).
+    pub fn bin_dir(&self) -> PathBuf {
+        self.cuda_home.join("bin")
+    }
+
+    /// Reads the log of the build.
+    pub fn report(&self) -> Result<Report> {
+        let text = match std::fs::read_to_string(&self.log) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", self.log.display())),
+        };
+        let plan: BTreeSet<&str> = self.flags.iter().map(String::as_str).collect();
+        let plan_archs: BTreeSet<String> = self.flags.iter().flat_map(|f| archs_in(f)).collect();
+        let mut report = Report::default();
+        let (mut flags, mut asked) = (BTreeSet::new(), BTreeSet::new());
+        for line in text.lines() {
+            let Ok(r) = serde_json::from_str::<Record>(line) else {
+                continue;
+            };
+            if !r.added {
+                continue;
+            }
+            report.compiles += 1;
+            // The same archs in another spelling (CMake's `--generate-code=…,code=[sm_75]`,
+            // torch's own flags for the plan) are the plan.
+            let named: BTreeSet<String> = r.removed.iter().flat_map(|f| archs_in(f)).collect();
+            if r.removed.is_empty() || named == plan_archs {
+                continue;
+            }
+            report.overridden += 1;
+            for f in r.removed.iter().filter(|f| !plan.contains(f.as_str())) {
+                flags.insert(f.clone());
+            }
+            asked.extend(named.difference(&plan_archs).cloned());
+        }
+        report.flags = flags.into_iter().collect();
+        report.asked_not_built = asked.into_iter().collect();
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    const PLAN: [&str; 2] = [
+        "-gencode=arch=compute_75,code=sm_75",
+        "-gencode=arch=compute_90,code=sm_90",
+    ];
+
+    #[test]
+    fn every_spelling_of_an_arch_flag_is_replaced_by_the_plan() {
+        let r = rewrite(
+            &s(&[
+                "-c",
+                "k.cu",
+                "-gencode",
+                "arch=compute_35,code=sm_35",
+                "--generate-code=arch=compute_60,code=[sm_60,compute_60]",
+                "-arch=sm_50",
+                "-arch",
+                "sm_52",
+                "--gpu-architecture=compute_61",
+                "-code=sm_61",
+                "-O3",
+                "-Xcompiler",
+                "-march=native",
+            ]),
+            &s(&PLAN),
+        );
+        assert_eq!(
+            r.args,
+            s(&[
+                "-c",
+                "k.cu",
+                "-O3",
+                "-Xcompiler",
+                "-march=native",
+                PLAN[0],
+                PLAN[1]
+            ])
+        );
+        assert_eq!(r.removed.len(), 6, "{:?}", r.removed);
+        assert_eq!(r.removed[0], "-gencode=arch=compute_35,code=sm_35");
+        assert_eq!(r.removed[3], "-arch=sm_52");
+        assert!(r.added);
+    }
+
+    #[test]
+    fn commands_that_make_no_device_code_pass_through() {
+        for args in [
+            s(&["--version"]),
+            s(&["-E", "x.cpp"]),
+            s(&["-M", "-x", "cu", "-"]),
+        ] {
+            let r = rewrite(&args, &s(&PLAN));
+            assert_eq!(r.args, args);
+            assert!(!r.added && r.removed.is_empty());
+        }
+        // A dangling `-arch` (the end of the line) is taken out, not read past.
+        let r = rewrite(&s(&["-dlink", "-arch"]), &s(&PLAN));
+        assert_eq!(r.removed, s(&["-arch="]));
+    }
+
+    #[test]
+    fn env_flags_lose_their_archs_only() {
+        let (kept, removed) =
+            strip_env_flags("--threads=2 -gencode arch=compute_35,code=sm_35 -lineinfo");
+        assert_eq!(kept, "--threads=2 -lineinfo");
+        assert_eq!(removed, s(&["-gencode=arch=compute_35,code=sm_35"]));
+    }
+
+    #[test]
+    fn the_report_names_what_was_asked_and_not_built() {
+        let d = tempfile::tempdir().unwrap();
+        let guard = Guard {
+            cuda_home: d.path().into(),
+            nvcc: d.path().join("nvcc"),
+            launcher: d.path().join("launcher"),
+            log: d.path().join("log"),
+            real: "nvcc".into(),
+            flags: s(&PLAN),
+            cmake_architectures: "75-real;90-real".into(),
+        };
+        assert_eq!(guard.report().unwrap(), Report::default());
+        let lines = [
+            // torch's own flags for the plan: nothing to say.
+            r#"{"removed":["-gencode=arch=compute_75,code=sm_75","-gencode=arch=compute_90,code=sm_90"],"added":true,"sources":["a.cu"]}"#,
+            r#"{"removed":["-gencode=arch=compute_35,code=sm_35","-gencode=arch=compute_75,code=sm_75"],"added":true,"sources":["b.cu"]}"#,
+            // CMake's spelling of the plan.
+            r#"{"removed":["--generate-code=arch=compute_75,code=[sm_75]","--generate-code=arch=compute_90,code=[sm_90]"],"added":true,"sources":["c.cu"]}"#,
+            r#"{"removed":[],"added":false,"sources":[]}"#,
+            "not json",
+        ];
+        std::fs::write(&guard.log, lines.join("\n")).unwrap();
+        let r = guard.report().unwrap();
+        assert_eq!(r.compiles, 3);
+        assert_eq!(r.overridden, 1);
+        assert_eq!(r.asked_not_built, s(&["compute_35", "sm_35"]));
+        assert_eq!(r.flags, s(&["-gencode=arch=compute_35,code=sm_35"]));
+    }
+}
