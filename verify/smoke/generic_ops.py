@@ -43,7 +43,7 @@ def value_for(type_name):
     if t.endswith("?") or t.startswith("Optional["):
         return ("none", None)
     if t in ("Tensor", "Tensor(a)", "Tensor(a!)"):
-        return ("tensor", torch.rand(4, 4))
+        return ("tensor", SHAPE)
     if t in ("float", "double", "SymFloat"):
         return ("float", 0.5)
     if t in ("int", "SymInt"):
@@ -51,20 +51,44 @@ def value_for(type_name):
     if t == "bool":
         return ("bool", False)
     if t in ("Tensor[]", "List[Tensor]", "list[torch.Tensor]"):
-        return ("tensors", [torch.rand(4, 4), torch.rand(4, 4)])
+        return ("tensors", [SHAPE, SHAPE])
     if t in ("int[]", "SymInt[]", "List[int]", "list[int]"):
         return ("ints", [2, 2])
     return None
 
 
+# Stands for "a tensor" in an argument list until a call fills in one of SHAPES.
+SHAPE = object()
+# Tensor shapes tried in turn (the same for every tensor argument): a matrix, an NCHW batch, a
+# vector. Ops check ranks first, so a wrong rank raises before any kernel runs.
+SHAPES = [(4, 4), (2, 3, 8, 8), (8,)]
+
+
+def fill(args, shape):
+    def one(a):
+        if a is SHAPE:
+            return torch.rand(*shape)
+        if isinstance(a, list):
+            return [one(x) for x in a]
+        return a
+
+    return [one(a) for a in args]
+
+
 def call(label, fn, args):
-    print(f"smoke: calling {label}", file=sys.stderr, flush=True)
-    try:
-        out = fn(*args)
-    except Exception as e:  # the op's own checks: reported, not a failure
-        return {"name": label, "status": "raised", "detail": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
-    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-    return {"name": label, "status": "ran", "detail": f"returned {shape}"}
+    tries = SHAPES if any(a is SHAPE or isinstance(a, list) and SHAPE in a for a in args) else [None]
+    first = None
+    for shape in tries:
+        print(f"smoke: calling {label} with {shape or 'no'} tensors", file=sys.stderr, flush=True)
+        try:
+            out = fn(*fill(args, shape))
+        except Exception as e:  # the op's own checks: reported, not a failure
+            first = first or f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            continue
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        given = f"{list(shape)} tensors" if shape else "its arguments"
+        return {"name": label, "status": "ran", "detail": f"on {given}, returned {got}"}
+    return {"name": label, "status": "raised", "detail": first}
 
 
 def pybind_calls(mod):

@@ -205,6 +205,60 @@ fn the_smoke_test_fails_on_wrong_results_and_reports_real_numbers() {
     }
 }
 
+/// The generic smoke test of recipe-less ports: typed functions are called on CPU tensors of a
+/// rank they accept, an op's own error is reported and not failed, and a module that does not
+/// import or a call that kills the interpreter fails it.
+#[test]
+fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
+    let torch = archsmith::kb::kb().releases.newest_torch.clone();
+    let env = archsmith::python::ensure_torch_env(&torch).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = repo_root().join("verify/smoke/generic_ops.py");
+    // pybind11 writes the signature as the docstring's first line; these stand-ins do the same.
+    let module = |name: &str, body: &str| {
+        std::fs::write(dir.path().join(format!("{name}.py")), body).unwrap();
+        vec!["--module".to_string(), name.to_string()]
+    };
+    let ok = module(
+        "typed",
+        "import torch\n\ndef rows(x, k):\n    \"\"\"rows(arg0: torch.Tensor, arg1: int) -> torch.Tensor\"\"\"\n    if x.dim() != 4:\n        raise RuntimeError('rows: expected NCHW')\n    return x[:, :k]\n\ndef picky(x):\n    \"\"\"picky(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    raise ValueError('needs boxes of shape Nx5')\n\ndef untyped(a, b):\n    return a\n",
+    );
+    let r = port::smoke(&env.python, &script, &ok, dir.path()).unwrap();
+    let calls = r["modules"]["typed"]["calls"].as_array().unwrap().clone();
+    let by = |n: &str| {
+        calls
+            .iter()
+            .find(|c| c["name"].as_str().unwrap().ends_with(n))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(by("rows")["status"], "ran", "{calls:?}");
+    assert!(
+        by("rows")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("[2, 3, 8, 8]"),
+        "{calls:?}"
+    );
+    assert_eq!(by("picky")["status"], "raised", "{calls:?}");
+    assert!(
+        by("picky")["detail"].as_str().unwrap().contains("Nx5"),
+        "{calls:?}"
+    );
+    assert_eq!(by("untyped")["status"], "skipped", "{calls:?}");
+    let crash = module(
+        "crashy",
+        "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
+    );
+    assert!(port::smoke(&env.python, &script, &crash, dir.path()).is_err());
+    let broken = module("broken", "import no_such_module_anywhere\n");
+    let e = format!(
+        "{:#}",
+        port::smoke(&env.python, &script, &broken, dir.path()).unwrap_err()
+    );
+    assert!(e.contains("broken does not import"), "{e}");
+}
+
 #[test]
 fn dry_run_prints_the_diff_and_check_passes_only_on_the_port() {
     let home = private_home("port-dry-run");
@@ -431,12 +485,11 @@ fn maskrcnn_recipe_patches_remove_the_review_items_they_touch_and_add_none() {
             }
         }
     }
-    // every review item the maskrcnn port reports (README: 22 at-assert, 2 type-other,
-    // 17 printf-in-check, 1 check-stray-arg-number; apex.amp's scale_loss, the bare torch.load)
-    // is inside a hunk
+    // every review item the maskrcnn port reports (README: 2 type-other, 17 printf-in-check,
+    // 1 check-stray-arg-number; apex.amp's scale_loss, the bare torch.load) is inside a hunk; its
+    // 22 AT_ASSERTM input checks are the at-assert-input-check rule's now, not a patch's
     let want: std::collections::BTreeMap<String, usize> = [
         ("apex.amp", 1),
-        ("at-assert", 22),
         ("check-stray-arg-number", 1),
         ("printf-in-check", 17),
         ("torch.load", 1),
@@ -665,9 +718,20 @@ fn recipe_less_ports_build_each_failure_class_for_exactly_the_plan() {
     assert_eq!(review[0]["resolution"], "to review");
     // The clang-only `-arch arm64` is not reported: it never reaches nvcc.
     assert!(!v.to_string().contains("arm64"), "{v}");
-    let calls = &v["smoke"]["modules"]["legacy_gated._C"]["calls"];
-    assert_eq!(calls[0]["name"], "legacy_gated._C.scale", "{calls}");
-    assert_eq!(calls[0]["status"], "ran", "{calls}");
+    let smoke = &v["smoke"]["modules"]["legacy_gated._C"];
+    assert_eq!(
+        smoke["operators"],
+        serde_json::json!(["legacy_gated::scale"]),
+        "{smoke}"
+    );
+    let calls = smoke["calls"].as_array().unwrap();
+    let names: Vec<&str> = calls.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["legacy_gated._C.scale", "legacy_gated::scale"],
+        "{smoke}"
+    );
+    assert!(calls.iter().all(|c| c["status"] == "ran"), "{smoke}");
 
     let v = port(&cmake);
     assert_eq!(
