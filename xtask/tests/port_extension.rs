@@ -733,6 +733,59 @@ fn recipe_less_ports_build_each_failure_class_for_exactly_the_plan() {
     );
     assert!(calls.iter().all(|c| c["status"] == "ran"), "{smoke}");
 
+    // Each class on its own stops the build: the ported tree with one edit undone (the GPU gate
+    // was shown above on the unported tree), built without the guard where the class is about
+    // archs.
+    let ported = PathBuf::from(v["work_tree"].as_str().unwrap());
+    let undo = |name: &str, from: &str, to: &str, own_flags: bool, says: &str| {
+        let copy = home.join(format!("undo-{name}"));
+        let _ = std::fs::remove_dir_all(&copy);
+        archsmith::build_ext::source::copy_tree(&ported, &copy).unwrap();
+        let setup = copy.join("setup.py");
+        let text = std::fs::read_to_string(&setup).unwrap();
+        assert!(
+            text.contains(from),
+            "{name}: {from:?} not in the ported setup.py"
+        );
+        std::fs::write(&setup, text.replacen(from, to, 1)).unwrap();
+        let copy_s = copy.display().to_string();
+        let mut args = vec![
+            "build-ext",
+            copy_s.as_str(),
+            "--arch",
+            "7.5,8.9,9.0",
+            "--out",
+            &unported,
+        ];
+        if own_flags {
+            args.push("--own-arch-flags");
+        }
+        let r = xtask(&args, Some(&home));
+        assert_eq!(r.code, 1, "{name}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{name}: {}", r.stderr);
+    };
+    undo(
+        "std",
+        "cxx_flags = [\"-O2\"]",
+        "cxx_flags = [\"-O2\", \"-std=c++17\"]",
+        false,
+        "C++20",
+    );
+    undo(
+        "gencodes",
+        "nvcc_flags = [",
+        "nvcc_flags = [",
+        true,
+        "Unsupported gpu architecture 'compute_35'",
+    );
+    undo(
+        "env-override",
+        "os.environ.setdefault(\"TORCH_CUDA_ARCH_LIST\", \"3.5;5.0;6.0;7.0+PTX\")\n\nARCHS = [35, 50, 60, 70]",
+        "os.environ[\"TORCH_CUDA_ARCH_LIST\"] = \"3.5;5.0;6.0;7.0+PTX\"\n\nARCHS = []",
+        true,
+        "Unsupported gpu architecture 'compute_35'",
+    );
+
     let v = port(&cmake);
     assert_eq!(
         v["smoke"]["modules"]["legacy_cmake._saxpy"]["functions"],
