@@ -59,7 +59,13 @@ pub fn run(args: &CodemodArgs) -> Result<i32> {
         return list_rules(cat, args.json);
     }
     let apply = !args.dry_run && !args.check;
-    let mode = if apply { Mode::Apply } else { Mode::DryRun };
+    let mode = if apply {
+        Mode::Apply
+    } else if args.check {
+        Mode::Check
+    } else {
+        Mode::DryRun
+    };
     let report = codemod::run_on_paths(cat, &args.paths, mode, args.force)?;
     emit(args.json, documents::CODEMOD, &report, |r| {
         let mut out = String::new();

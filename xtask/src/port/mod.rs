@@ -248,7 +248,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
     // 3. what is left: the rules must have nothing more to do, review items must be explained
     let mut remaining = Vec::new();
     for cat in &catalogues {
-        let rep = codemod::run(cat, &files, Mode::DryRun)?;
+        let rep = codemod::run(cat, &files, Mode::Check)?;
         if rep.files_changed > 0 {
             let which: Vec<String> = rep
                 .files

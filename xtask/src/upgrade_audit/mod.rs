@@ -173,7 +173,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         codemod::run(
             codemod::catalogue::builtin(),
             &native_files,
-            codemod::Mode::DryRun,
+            codemod::Mode::Check,
         )?
         .files
     };
