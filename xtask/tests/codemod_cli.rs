@@ -285,3 +285,52 @@ fn list_rules_shows_the_catalogue_with_breaking_releases() {
         "{out}"
     );
 }
+
+/// A write that really fails, as root: the child may write no file larger than 64 KiB
+/// (RLIMIT_FSIZE, with SIGXFSZ ignored so the write returns EFBIG). The small file's rewrite is
+/// prepared, the large one's fails: nothing is rewritten, no temporary is left, and the message
+/// says so.
+#[test]
+fn a_failing_write_rewrites_nothing_and_leaves_no_temporary() {
+    use std::os::unix::process::CommandExt;
+    let big = LEGACY.repeat(1000);
+    let repo = repo_with(&[("a.cu", LEGACY.as_bytes()), ("b.cu", big.as_bytes())]);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(["codemod", "."]).current_dir(repo.path());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 64 << 10,
+                rlim_max: 64 << 10,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("nothing was rewritten (1 file(s) were ready)"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("a.cu")).unwrap(),
+        LEGACY
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("b.cu")).unwrap(),
+        big
+    );
+    let left: Vec<String> = std::fs::read_dir(repo.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("archsmith"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

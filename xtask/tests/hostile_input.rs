@@ -105,3 +105,124 @@ fn port_extension_validates_every_argument_up_front() {
         assert!(!home.path().join("port").exists(), "{args:?}: work started");
     }
 }
+
+/// Runs `verify binary PATH` and samples its peak resident memory (VmHWM only grows, so the last
+/// sample before it exits is close to its peak).
+fn verify_peak_kib(path: &std::path::Path) -> (i32, String, u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "binary"])
+        .arg(path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            for l in text.lines() {
+                if let Some(v) = l.strip_prefix("VmHWM:") {
+                    let kib: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                    peak = peak.max(kib);
+                }
+            }
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status.code().unwrap_or(-1), err, peak)
+}
+
+/// A wheel whose `.so` members are zip bombs (1 GiB of zeros each, a megabyte compressed):
+/// nothing is inflated that is not an ELF file, so memory stays small whatever the archive
+/// declares; a member that is an ELF file is still read and audited.
+#[test]
+fn zip_bombs_do_not_become_memory() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = dir.path().join("bomb-1.0-py3-none-any.whl");
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .compression_level(Some(9))
+        .large_file(true);
+    let zeros = vec![0u8; 1 << 20];
+    for name in ["bomb/a.so", "bomb/b.so", "bomb/c.so"] {
+        z.start_file(name, opts).unwrap();
+        for _ in 0..1024 {
+            z.write_all(&zeros).unwrap();
+        }
+    }
+    z.finish().unwrap();
+    let size = std::fs::metadata(&wheel).unwrap().len();
+    assert!(size < 16 << 20, "{size}");
+    let (code, err, peak_kib) = verify_peak_kib(&wheel);
+    // Audited (no device code anywhere), in little memory.
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        peak_kib < 200 << 10,
+        "peak {peak_kib} KiB reading 3 GiB of declared zeros"
+    );
+}
+
+/// A wheel truncated while `verify binary` reads it (its memory map faults past the new end):
+/// whenever the truncation lands, the run ends with a message and exit status, never killed by
+/// a signal with the shell's bare "Bus error".
+#[test]
+fn a_wheel_truncated_while_read_gets_a_message_not_a_bus_error() {
+    use std::io::Write;
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.whl");
+    {
+        // One stored (uncompressed) 384 MiB ELF-looking member: its CRC check reads every page.
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&source).unwrap());
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(true);
+        z.start_file("big/libbig.so", opts).unwrap();
+        let mut chunk = vec![0u8; 1 << 20];
+        chunk[..4].copy_from_slice(b"\x7fELF");
+        for i in 0..384 {
+            if i == 1 {
+                chunk[..4].copy_from_slice(&[0; 4]);
+            }
+            z.write_all(&chunk).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    let mut signalled = Vec::new();
+    let mut hit = 0;
+    for delay_ms in [0u64, 20, 60, 150, 300] {
+        let wheel = dir.path().join("big-1.0-py3-none-any.whl");
+        std::fs::copy(&source, &wheel).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["verify", "binary"])
+            .arg(&wheel)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&wheel)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if let Some(sig) = out.status.signal() {
+            signalled.push((delay_ms, sig));
+        } else if err.contains("truncated or replaced while archsmith read it") {
+            assert_eq!(out.status.code(), Some(2));
+            hit += 1;
+        }
+    }
+    assert!(signalled.is_empty(), "killed by a signal: {signalled:?}");
+    eprintln!("{hit} of 5 truncations landed during the read");
+}

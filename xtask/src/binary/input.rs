@@ -188,11 +188,38 @@ fn has_elf_magic(p: &Path) -> std::io::Result<bool> {
 }
 
 /// Maps a file read-only. The map is only read; a file truncated underneath us while mapped
-/// would fault, which is the same risk every mmap-based reader (and the CUDA loader) accepts.
+/// faults (SIGBUS) on the first page past its new end, which is the risk every mmap-based reader
+/// (and the CUDA loader) takes: [`report_truncation_on_sigbus`] turns that into a message.
 fn map(p: &Path) -> Result<memmap2::Mmap, FileError> {
+    report_truncation_on_sigbus();
     let f = File::open(p).map_err(|e| FileError::Io(e.to_string()))?;
     // SAFETY: read-only private mapping of a regular file we opened; we never write through it.
     unsafe { memmap2::Mmap::map(&f) }.map_err(|e| FileError::Io(e.to_string()))
+}
+
+/// Installs (once) a SIGBUS handler that says what happened and exits 2, instead of the shell's
+/// bare "Bus error": a mapped file was truncated or replaced while it was read. The handler only
+/// calls `write` and `_exit`, which are async-signal-safe; nothing has been written by then (the
+/// audit writes only after reading), so exiting is safe.
+fn report_truncation_on_sigbus() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn on_sigbus(_: libc::c_int) {
+        const MSG: &[u8] = b"error: a file was truncated or replaced while archsmith read it (SIGBUS on its memory map); nothing was written. Run again once the file is complete.\n";
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; MSG is static.
+        unsafe {
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(2);
+        }
+    }
+    ONCE.call_once(|| {
+        // SAFETY: installs a handler for SIGBUS only; the handler is async-signal-safe.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_sigbus as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+        }
+    });
 }
 
 fn audit_file(p: &Path, opts: &Options, out: &mut Vec<FileAudit>, explicit: bool) {
@@ -259,7 +286,7 @@ fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>
         Err(e) => return out.push(failed(display.to_string(), FileError::Zip(zip_words(&e)))),
     };
     // Members to read, largest first so the long inflates start early and threads finish together.
-    let mut jobs: Vec<(usize, String, u64)> = Vec::new();
+    let mut jobs: Vec<(usize, String, u64, u64)> = Vec::new();
     for i in 0..archive.len() {
         let Some(name) = archive.name_for_index(i).map(str::to_string) else {
             continue;
@@ -267,13 +294,14 @@ fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>
         if name.ends_with('/') || !is_shared_object_name(&name) {
             continue;
         }
-        let size = archive
+        let (csize, size) = archive
             .by_index_raw(i)
-            .map(|f| f.compressed_size())
-            .unwrap_or(0);
-        jobs.push((i, name, size));
+            .map(|f| (f.compressed_size(), f.size()))
+            .unwrap_or((0, 0));
+        jobs.push((i, name, csize, size));
     }
     jobs.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let budget = Budget::new(INFLATE_BUDGET);
     let wheel_name = p
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -288,10 +316,11 @@ fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>
                 let wheel: &[u8] = &map;
                 loop {
                     let j = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((index, name, _)) = jobs.get(j) else {
+                    let Some((index, name, _, size)) = jobs.get(j) else {
                         break;
                     };
                     let path = format!("{display}!{name}");
+                    let _held = budget.acquire(*size);
                     let outcome = match read_member(&mut archive, wheel, *index) {
                         Err(e) => Outcome::Failed(e),
                         Ok(bytes) if !elf::is_elf(&bytes) => Outcome::Audited(ElfAudit::default()),
@@ -331,6 +360,58 @@ impl std::ops::Deref for Member<'_> {
     }
 }
 
+/// Bytes of inflated members in memory at once, over all threads: a wheel's declared sizes are
+/// untrusted, so threads × the largest member is not a bound. A member larger than this runs alone.
+const INFLATE_BUDGET: u64 = 2 << 30;
+
+/// Declared bytes in flight, and the threads waiting for room.
+struct Budget {
+    in_flight: Mutex<u64>,
+    room: std::sync::Condvar,
+    cap: u64,
+}
+
+/// Room taken in a [`Budget`], given back when dropped.
+struct Held<'b> {
+    budget: &'b Budget,
+    bytes: u64,
+}
+
+impl Budget {
+    fn new(cap: u64) -> Budget {
+        Budget {
+            in_flight: Mutex::new(0),
+            room: std::sync::Condvar::new(),
+            cap,
+        }
+    }
+
+    /// Waits until `bytes` fit beside what is in flight (or nothing is).
+    fn acquire(&self, bytes: u64) -> Held<'_> {
+        let mut n = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        while *n > 0 && n.saturating_add(bytes) > self.cap {
+            n = self.room.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+        *n += bytes;
+        Held {
+            budget: self,
+            bytes,
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut n = self
+            .budget
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *n -= self.bytes;
+        self.budget.room.notify_all();
+    }
+}
+
 /// Largest member inflated (the zip's declared size is untrusted; the map is only reserved).
 const MAX_MEMBER: u64 = 16 << 30;
 
@@ -361,6 +442,9 @@ fn read_member<'w>(
                 "stored member: compressed size {csize} != size {size}"
             )))
         }
+        // Only ELF files are audited: a member whose first bytes are not ELF's magic (a zip bomb
+        // of zeros named `.so`) is never inflated, whatever size it declares.
+        zip::CompressionMethod::Deflated if !inflates_to_elf(raw) => return Ok(Member::Empty),
         zip::CompressionMethod::Deflated => inflate(raw, size)?,
         other => {
             return Err(FileError::Zip(format!(
@@ -374,6 +458,32 @@ fn read_member<'w>(
         )));
     }
     Ok(member)
+}
+
+/// Whether the deflate stream `raw` starts with ELF's magic (inflates 4 bytes).
+fn inflates_to_elf(raw: &[u8]) -> bool {
+    let mut head = [0u8; 4];
+    let mut d = flate2::Decompress::new(false);
+    let mut got = 0;
+    // A stream may yield its first bytes over several calls (stored blocks, tiny first blocks).
+    for _ in 0..8 {
+        let before = (d.total_in(), d.total_out());
+        let i = d.total_in() as usize;
+        if d.decompress(
+            &raw[i.min(raw.len())..],
+            &mut head[got..],
+            flate2::FlushDecompress::None,
+        )
+        .is_err()
+        {
+            return false;
+        }
+        got = d.total_out() as usize;
+        if got == head.len() || (d.total_in(), d.total_out()) == before {
+            break;
+        }
+    }
+    got == head.len() && elf::is_elf(&head)
 }
 
 /// Inflates `raw` into a buffer of the declared `size`; returns it with its CRC-32, computed per
