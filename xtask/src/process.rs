@@ -195,7 +195,15 @@ impl Cmd {
             .stderr_to_stdout()
             .stdin_null()
             .unchecked();
-        for (k, v) in &self.envs {
+        // The last setting of a variable wins, as with std's Command (`output`); duct alone would
+        // let the first win (its innermost expression), so settings are collapsed first.
+        let mut last: Vec<(&OsString, &Option<OsString>)> = Vec::new();
+        for (k, v) in self.envs.iter().rev() {
+            if !last.iter().any(|(seen, _)| *seen == k) {
+                last.push((k, v));
+            }
+        }
+        for (k, v) in last {
             expr = match v {
                 Some(v) => expr.env(k, v),
                 None => expr.env_remove(k),
@@ -383,6 +391,27 @@ mod tests {
                 && err.contains("'echo boom >&2; exit 3'"),
             "{err}"
         );
+    }
+
+    /// A variable set twice has its last value, streamed or not (build-ext sets the toolkit's
+    /// CUDA_HOME, then the arch guard's over it).
+    #[test]
+    fn the_last_setting_of_a_variable_wins_in_every_runner() {
+        let cmd = Cmd::new("sh")
+            .args(["-c", "echo ${K-unset}"])
+            .env("K", "first")
+            .env("K", "last");
+        assert_eq!(cmd.read().unwrap(), "last");
+        let mut lines = Vec::new();
+        cmd.stream_lines(|l| lines.push(l.to_string())).unwrap();
+        assert_eq!(lines, ["last"]);
+        let removed = Cmd::new("sh")
+            .args(["-c", "echo ${K-unset}"])
+            .env("K", "first")
+            .env_remove("K");
+        let mut lines = Vec::new();
+        removed.stream_lines(|l| lines.push(l.to_string())).unwrap();
+        assert_eq!(lines, ["unset"]);
     }
 
     #[test]
