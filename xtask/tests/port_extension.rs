@@ -251,6 +251,17 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
         "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
     );
     assert!(port::smoke(&env.python, &script, &crash, dir.path()).is_err());
+    // The same function in a module named for CUDA is not called: legacy CUDA functions seldom
+    // check the device, and there is no GPU to give them.
+    let cuda = module(
+        "ops_cuda",
+        "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
+    );
+    let r = port::smoke(&env.python, &script, &cuda, dir.path()).unwrap();
+    assert_eq!(
+        r["modules"]["ops_cuda"]["calls"][0]["status"], "skipped",
+        "{r}"
+    );
     let broken = module("broken", "import no_such_module_anywhere\n");
     let e = format!(
         "{:#}",
