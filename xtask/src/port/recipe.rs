@@ -109,14 +109,7 @@ pub enum SourceKind {
 impl Recipe {
     /// `patches/<name>/recipe.toml` of this repository.
     pub fn find(name: &str) -> Result<Recipe> {
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            bail!("`{name}`: a recipe name holds only letters, digits, - and _");
-        }
-        let dir = data_root().join("patches").join(name);
+        let dir = recipe_dir(name, "")?;
         if !dir.join("recipe.toml").is_file() {
             bail!(
                 "no recipe `{name}` ({} does not exist); recipes: {}",
@@ -253,16 +246,21 @@ impl Recipe {
     }
 }
 
-/// Refuses a `--write-recipe` name that is malformed or taken, before any work.
-pub fn check_new_name(name: &str) -> Result<()> {
+/// `patches/NAME` for a well-formed recipe name (`what` names the argument in the error).
+fn recipe_dir(name: &str, what: &str) -> Result<PathBuf> {
     if name.is_empty()
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
-        bail!("--write-recipe `{name}`: a recipe name holds only letters, digits, - and _");
+        bail!("{what}`{name}`: a recipe name holds only letters, digits, - and _");
     }
-    let dir = data_root().join("patches").join(name);
+    Ok(data_root().join("patches").join(name))
+}
+
+/// Refuses a `--write-recipe` name that is malformed or taken, before any work.
+pub fn check_new_name(name: &str) -> Result<()> {
+    let dir = recipe_dir(name, "--write-recipe ")?;
     if dir.exists() {
         bail!(
             "--write-recipe {name}: {} already exists; choose another name or remove it",
