@@ -104,7 +104,8 @@ fn legacy_demo_ports_builds_for_three_archs_and_matches_torchvision() {
         .values()
         .map(|v| v.as_u64().unwrap())
         .sum();
-    assert_eq!(rewrites, 68);
+    // 68 API rewrites, and setup.py's GPU gate.
+    assert_eq!(rewrites, 69);
     assert_eq!(o["review"].as_array().unwrap().len(), 0);
     assert_eq!(o["unexplained"], 0);
 
@@ -807,7 +808,7 @@ fn recipe_less_ports_build_each_failure_class_for_exactly_the_plan() {
     // A recipe from the port: it pins the source, runs the same rules and accepts the review
     // item with a reason that says nobody has reviewed it.
     let name = format!("written-by-test-{}", std::process::id());
-    let _cleanup = WrittenRecipe(repo_root().join("patches").join(&name));
+    let mut cleanup = WrittenRecipe(repo_root().join("patches").join(&name));
     let r = xtask(
         &[
             "port-extension",
@@ -821,7 +822,16 @@ fn recipe_less_ports_build_each_failure_class_for_exactly_the_plan() {
         Some(&home),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let recipe = Recipe::find(&name).unwrap();
+    // Where the binary keeps its data: this checkout, or its embedded copy under the cache.
+    let written = r
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("archsmith: wrote "))
+        .and_then(|l| l.split(" (run it").next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{}", r.stderr));
+    cleanup.0 = written.parent().unwrap().to_path_buf();
+    let recipe = Recipe::load(&cleanup.0).unwrap();
     assert_eq!(recipe.build.module, "legacy_gated._C");
     assert!(recipe.accepted[0].reason.starts_with("NOT REVIEWED YET"));
     let r = xtask(
