@@ -247,12 +247,11 @@ impl Report {
 }
 
 /// `sm_75`, `compute_90a` and the like named in `flag`.
-fn archs_in(flag: &str) -> Vec<String> {
-    let re = regex::Regex::new(r"\b(?:sm|compute|lto)_\d+[af]?\b").expect("arch regex");
-    let mut v: Vec<String> = re.find_iter(flag).map(|m| m.as_str().to_string()).collect();
-    // `-arch=sm_60` alone means SASS and PTX of sm_60: name the SASS, as the plan does.
-    v.dedup();
-    v
+fn archs_in(flag: &str) -> impl Iterator<Item = String> + '_ {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"\b(?:sm|compute|lto)_\d+[af]?\b").expect("arch regex"))
+        .find_iter(flag)
+        .map(|m| m.as_str().to_string())
 }
 
 impl Guard {

@@ -231,7 +231,7 @@ impl Catalogue {
             rewrite::IMPORTS => {
                 Some("imports renamed, dropped or added with the Python rewrites".into())
             }
-            "add-include" => Some("a header a rewrite needs".into()),
+            super::engine::ADD_INCLUDE => Some("a header a rewrite needs".into()),
             _ => None,
         }
     }
