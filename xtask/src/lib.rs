@@ -28,8 +28,10 @@ pub mod kb;
 pub mod binary;
 pub mod codemod;
 
-// Environments: Python envs with torch, the one probe that describes them, downloads from PyPI.
+// Environments: Python envs with torch, the one probe that describes them, downloads from PyPI
+// and files read on PyPI without downloading them.
 pub mod downloads;
+pub mod pypi;
 pub mod python;
 
 // Workflows: what the commands do, each callable from the others and from tests.

@@ -101,6 +101,7 @@ pub mod documents {
         ERROR = "error", 1;
         GPUS = "gpus", 1;
         KB_CHECK = "kb-check", 1;
+        KB_CHECK_TORCH = "kb-check-torch", 1;
         KERNELS = "kernels", 1;
         PORT_EXTENSION = "port-extension", 1;
         TOOLCHAIN_ENV = "toolchain-env", 1;

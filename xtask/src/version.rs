@@ -37,6 +37,11 @@ impl Version {
         }
     }
 
+    /// A pre-release or development release (`2.6.0rc1`, `2.8.0.dev20250601`).
+    pub fn is_prerelease(&self) -> bool {
+        self.public.any_prerelease()
+    }
+
     pub fn major(&self) -> u32 {
         self.part(0)
     }

@@ -5,26 +5,36 @@
 
 use anyhow::{Context, Result};
 use std::fs::File;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::io::{Read, Seek};
+use std::path::Path;
 
-/// An open wheel.
-pub struct Wheel {
-    path: PathBuf,
-    zip: zip::ZipArchive<File>,
+/// An open wheel: a file on disk, or any seekable reader (a remote wheel read by ranges,
+/// [`crate::pypi`]).
+pub struct Wheel<R = File> {
+    /// The path or URL errors name.
+    name: String,
+    zip: zip::ZipArchive<R>,
 }
 
-impl Wheel {
+impl Wheel<File> {
     pub fn open(path: &Path) -> Result<Wheel> {
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let zip = zip::ZipArchive::new(file).with_context(|| {
-            format!(
-                "{} is not a readable wheel (zip); delete it so it is made or downloaded again",
+        Wheel::from_reader(file, &path.display().to_string()).map_err(|e| {
+            e.context(format!(
+                "delete {} so it is made or downloaded again",
                 path.display()
-            )
-        })?;
+            ))
+        })
+    }
+}
+
+impl<R: Read + Seek> Wheel<R> {
+    /// A wheel read from `reader`; `name` is what errors call it.
+    pub fn from_reader(reader: R, name: &str) -> Result<Wheel<R>> {
+        let zip = zip::ZipArchive::new(reader)
+            .with_context(|| format!("{name} is not a readable wheel (zip)"))?;
         Ok(Wheel {
-            path: path.to_path_buf(),
+            name: name.to_string(),
             zip,
         })
     }
@@ -36,15 +46,15 @@ impl Wheel {
 
     /// One member's bytes.
     pub fn read(&mut self, member: &str) -> Result<Vec<u8>> {
-        let path = &self.path;
+        let name = &self.name;
         let mut entry = self
             .zip
             .by_name(member)
-            .with_context(|| format!("{} has no {member}", path.display()))?;
+            .with_context(|| format!("{name} has no {member}"))?;
         let mut buf = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0).min(1 << 26));
         entry
             .read_to_end(&mut buf)
-            .with_context(|| format!("unpacking {member} from {}", path.display()))?;
+            .with_context(|| format!("unpacking {member} from {name}"))?;
         Ok(buf)
     }
 
@@ -52,7 +62,7 @@ impl Wheel {
     pub fn extract_all(&mut self, dir: &Path) -> Result<()> {
         self.zip
             .extract(dir)
-            .with_context(|| format!("unpacking {} into {}", self.path.display(), dir.display()))
+            .with_context(|| format!("unpacking {} into {}", self.name, dir.display()))
     }
 }
 

@@ -35,3 +35,87 @@ fn every_nvcc_13_wheel_on_pypi_agrees_with_the_knowledge_base() {
 fn every_cuda_11_and_12_ptxas_wheel_on_pypi_agrees_with_the_knowledge_base() {
     check_all(&["11", "12"], 24);
 }
+
+/// Every `[[torch]]` row and both arch-list tables against torch's wheels on PyPI (members read by
+/// range) and the torchvision/torchaudio metadata: the same check as `kb check --torch`. About
+/// 20 s with the index reachable; later runs read the kept members from the download cache.
+#[test]
+fn every_torch_row_agrees_with_its_wheels_on_pypi() {
+    use archsmith::kb_check::torch::{check_torch, rows_to_check};
+    let rows = rows_to_check(kb(), &[]).unwrap();
+    assert!(rows.len() >= 31, "{} torch rows", rows.len());
+    let report = check_torch(kb(), &archsmith::pypi::Pypi::new(), &rows, false).unwrap();
+    assert_eq!(report.exit_code(), 0, "\n{}", report.table());
+    assert_eq!(report.checked.len(), rows.len());
+}
+
+/// Wrong rows planted in a copy of the knowledge base are each found, by name, and nothing else is.
+#[test]
+fn planted_errors_in_torch_rows_and_tables_are_found() {
+    use archsmith::kb::{KnowledgeBase, KB_PATH};
+    use archsmith::kb_check::torch::{check_torch, rows_to_check};
+    let text = std::fs::read_to_string(archsmith::paths::repo_root().join(KB_PATH)).unwrap();
+    let replace_in = |text: &str, anchor: &str, old: &str, new: &str| -> String {
+        let at = text.find(anchor).unwrap_or_else(|| panic!("no {anchor:?}"));
+        let rel = text[at..]
+            .find(old)
+            .unwrap_or_else(|| panic!("no {old:?} after {anchor:?}"));
+        format!(
+            "{}{new}{}",
+            &text[..at + rel],
+            &text[at + rel + old.len()..]
+        )
+    };
+    // The issue's own example (torch 2.11.0 without its torchaudio), a Python range, and torch
+    // 2.6's CMake parser given 2.9's `f`.
+    let planted = replace_in(
+        &text,
+        "version = \"2.11.0\"",
+        "torchaudio = [\"2.11.0\"]",
+        "torchaudio = []",
+    );
+    let planted = replace_in(
+        &planted,
+        "version = \"2.6.0\"",
+        "python_max = \"3.13\"",
+        "python_max = \"3.12\"",
+    );
+    let planted = replace_in(
+        &planted,
+        "[[torch_cmake_arch_list]]\nfrom = \"2.6\"",
+        "number = '^([0-9]+\\.[0-9]a?",
+        "number = '^([0-9]+\\.[0-9][af]?",
+    );
+    assert_ne!(planted, text);
+    let kb = KnowledgeBase::parse(&planted).expect("the planted copy still loads");
+    let filters: Vec<archsmith::version::Version> = ["2.5.1", "2.6.0", "2.11.0"]
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let rows = rows_to_check(&kb, &filters).unwrap();
+    let report = check_torch(&kb, &archsmith::pypi::Pypi::new(), &rows, false).unwrap();
+    assert_eq!(report.exit_code(), 1, "\n{}", report.table());
+    let differences: Vec<(String, Vec<&str>)> = report
+        .checked
+        .iter()
+        .map(|c| (c.version.clone(), c.differences()))
+        .collect();
+    assert_eq!(
+        differences,
+        [
+            ("2.5.1".to_string(), vec![]),
+            (
+                "2.6.0".to_string(),
+                vec!["python_max", "torch_cmake_arch_list"]
+            ),
+            ("2.11.0".to_string(), vec!["torchaudio"]),
+        ],
+        "\n{}",
+        report.table()
+    );
+    let table = report.table();
+    assert!(
+        table.contains("python_max: PyPI has 3.13; the knowledge base has 3.12"),
+        "{table}"
+    );
+}

@@ -168,7 +168,7 @@ impl Plan {
         for t in &self.targets {
             let a = t.arch;
             let by_torch = match a.variant {
-                Variant::FamilySpecific => cmake_row.is_some_and(|r| r.f_suffix),
+                Variant::FamilySpecific => cmake_row.is_some_and(|r| r.accepts_family_specific()),
                 _ => torch_row.is_some_and(|r| r.supported.iter().any(|s| *s == a.to_string())),
             };
             if !by_torch {

@@ -12,7 +12,6 @@
 //! including its quirks (`Hopper+PTX` → `9.0+PTX+PTX` is rejected by Python), because users hit them.
 //! `xtask/tests/torch_arch_flags.rs` runs the real torch function beside this one.
 
-use crate::arch::Arch;
 use crate::kb::KnowledgeBase;
 use crate::version::Version;
 
@@ -155,38 +154,37 @@ pub fn cmake_flags(
             Some(n) => (n, true),
             None => (element.as_str(), false),
         };
-        let (bin, ptx): (Vec<String>, Vec<String>) =
-            if let Some(num) = cmake_number(name, row.f_suffix) {
-                (vec![num.clone()], vec![num])
-            } else if let Some(n) = row.named.iter().find(|n| n.name == name) {
-                let ptx = if n.ptx.is_empty() {
-                    n.bin.clone()
-                } else {
-                    n.ptx.clone()
-                };
-                (n.bin.clone(), ptx)
+        let (bin, ptx): (Vec<String>, Vec<String>) = if row.number.regex.is_match(name) {
+            (vec![name.to_string()], vec![name.to_string()])
+        } else if let Some(n) = row.named.iter().find(|n| n.name == name) {
+            let ptx = if n.ptx.is_empty() {
+                n.bin.clone()
             } else {
-                return Err(TorchFlagsError::CmakeUnknown {
-                    torch: torch.clone(),
-                    element: name.to_string(),
-                });
+                n.ptx.clone()
             };
+            (n.bin.clone(), ptx)
+        } else {
+            return Err(TorchFlagsError::CmakeUnknown {
+                torch: torch.clone(),
+                element: name.to_string(),
+            });
+        };
         bins.extend(bin);
         if add_ptx {
             ptxs.extend(ptx);
         }
     }
-    // Dots removed, then REGEX MATCHALL "[0-9()]+[af]?" for bins and "[0-9]+[af]?" for PTX.
-    let bins = dedup(
-        bins.iter()
-            .flat_map(|b| match_all(&b.replace('.', ""), true))
-            .collect(),
-    );
-    let ptxs = dedup(
-        ptxs.iter()
-            .flat_map(|p| match_all(&p.replace('.', ""), false))
-            .collect(),
-    );
+    // Dots removed, then the release's REGEX MATCHALL for bins and for PTX.
+    let match_all = |items: &[String], re: &regex::Regex| -> Vec<String> {
+        let joined = items.join(";").replace('.', "");
+        dedup(
+            re.find_iter(&joined)
+                .map(|m| m.as_str().to_string())
+                .collect(),
+        )
+    };
+    let bins = match_all(&bins, &row.bin_matchall.regex);
+    let ptxs = match_all(&ptxs, &row.ptx_matchall.regex);
     let mut flags = Vec::new();
     let mut readable = Vec::new();
     for b in &bins {
@@ -203,49 +201,6 @@ pub fn cmake_flags(
         readable.push(format!("compute_{p}"));
     }
     Ok(CmakeFlags { flags, readable })
-}
-
-/// `^([0-9]+\.[0-9][af]?(\([0-9]+\.[0-9]\))?)$` (the `f` only where the row allows it).
-fn cmake_number(s: &str, f_suffix: bool) -> Option<String> {
-    let (head, paren) = match s.split_once('(') {
-        Some((h, p)) => (h, Some(p.strip_suffix(')')?)),
-        None => (s, None),
-    };
-    let arch: Arch = head.parse().ok()?;
-    if arch.variant == crate::arch::Variant::FamilySpecific && !f_suffix {
-        return None;
-    }
-    if let Some(p) = paren {
-        let inner: Arch = p.parse().ok()?;
-        if inner.variant != crate::arch::Variant::Plain {
-            return None;
-        }
-    }
-    Some(s.to_string())
-}
-
-/// CMake's `REGEX MATCHALL` over a dot-free list string: runs of digits (and parentheses for bins),
-/// each optionally followed by one `a`/`f`.
-fn match_all(s: &str, parens: bool) -> Vec<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let is_body = |b: u8| b.is_ascii_digit() || (parens && (b == b'(' || b == b')'));
-        if is_body(bytes[i]) {
-            let start = i;
-            while i < bytes.len() && is_body(bytes[i]) {
-                i += 1;
-            }
-            if i < bytes.len() && (bytes[i] == b'a' || bytes[i] == b'f') {
-                i += 1;
-            }
-            out.push(s[start..i].to_string());
-        } else {
-            i += 1;
-        }
-    }
-    out
 }
 
 fn dedup(v: Vec<String>) -> Vec<String> {

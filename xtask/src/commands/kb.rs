@@ -1,11 +1,14 @@
-//! `cargo xtask kb check`: re-verify the knowledge base's nvcc facts against NVIDIA's real wheels
-//! ([`crate::kb_check`]). Exit 0 all match, 1 a fact differs, 2 something could not be fetched or read.
+//! `cargo xtask kb check`: re-verify the knowledge base's facts against the real artifacts
+//! ([`crate::kb_check`]): nvcc's against NVIDIA's wheels, torch's against torch's wheels on PyPI.
+//! Exit 0 all match, 1 a fact differs, 2 something could not be fetched or read.
 
 use crate::kb::kb;
+use crate::kb_check::torch::{check_torch, rows_to_check};
 use crate::kb_check::{check_versions, releases_to_check};
 use crate::output::{documents, print_json};
+use crate::pypi::Pypi;
 use crate::version::Version;
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 #[derive(Debug, clap::Args)]
 pub struct KbArgs {
@@ -16,8 +19,9 @@ pub struct KbArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum KbCommand {
     /// Check the nvcc target and host-compiler rows against NVIDIA's PyPI wheels (every CUDA 13.x
-    /// release unless --cuda narrows or widens it).
-    #[command(after_help = "Example:\n  archsmith kb check --cuda 13.2")]
+    /// release unless --cuda narrows or widens it), and with --torch every torch release row and
+    /// both arch-list tables against torch's wheels on PyPI (read by range, not downloaded).
+    #[command(after_help = "Example:\n  archsmith kb check --torch 2.6")]
     Check(CheckArgs),
 }
 
@@ -27,6 +31,13 @@ pub struct CheckArgs {
     /// `12` every CUDA 12 wheel (ptxas only). Repeatable. Default: every 13.x.
     #[arg(long = "cuda", value_name = "VER")]
     pub cuda: Vec<Version>,
+    /// Check the torch rows: every one, or those whose version starts with a given prefix
+    /// (`--torch 2.6`). Repeatable. Without --nvcc or --cuda, only torch is checked.
+    #[arg(long, value_name = "VER", num_args = 0..=1, default_missing_value = None)]
+    pub torch: Option<Vec<Version>>,
+    /// Check the nvcc rows too when --torch is given (they are checked by default otherwise).
+    #[arg(long)]
+    pub nvcc: bool,
     /// Print one JSON document (every fact as the tool and the knowledge base have it) instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -39,6 +50,25 @@ pub fn run(args: &KbArgs) -> Result<i32> {
 }
 
 fn check(args: &CheckArgs) -> Result<i32> {
+    let nvcc = args.torch.is_none() || args.nvcc || !args.cuda.is_empty();
+    let mut code = 0;
+    if let Some(filters) = &args.torch {
+        if nvcc && args.json {
+            bail!("--json prints one document: check torch (--torch) and nvcc (--nvcc, --cuda) in two runs");
+        }
+        let rows = rows_to_check(kb(), filters)?;
+        let report = check_torch(kb(), &Pypi::new(), &rows, !args.json)?;
+        if args.json {
+            print_json(documents::KB_CHECK_TORCH, &report)?;
+        } else {
+            print!("{}", report.table());
+        }
+        code = report.exit_code();
+        if !nvcc {
+            return Ok(code);
+        }
+        println!();
+    }
     let versions = releases_to_check(&args.cuda)?;
     let report = check_versions(kb(), &versions, !args.json);
     if args.json {
@@ -46,5 +76,5 @@ fn check(args: &CheckArgs) -> Result<i32> {
     } else {
         print!("{}", report.table());
     }
-    Ok(report.exit_code())
+    Ok(code.max(report.exit_code()))
 }

@@ -313,16 +313,61 @@ pub struct TorchArchListRow {
     pub source: String,
 }
 
-/// What torch's CMake `select_compute_arch.cmake` accepts, for a range of torch releases.
+/// What torch's CMake `select_compute_arch.cmake` accepts, for a range of torch releases. The
+/// three patterns are the file's own regular expressions (CMake's string escapes undone); they
+/// differ between releases (one-digit majors only before 2.6, `a` from 2.5, `f` from 2.9), and
+/// `kb check --torch` reads them back from each wheel.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TorchCmakeArchListRow {
     pub from: Version,
     pub to: Version,
-    /// Whether `X.Yf` is accepted (`a` is accepted in every row).
-    pub f_suffix: bool,
+    /// `if(arch_name MATCHES "…")`: what a numeric element must look like.
+    pub number: CmakeRegex,
+    /// `string(REGEX MATCHALL "…" cuda_arch_bin …)`: how SASS numbers are cut from the list.
+    pub bin_matchall: CmakeRegex,
+    /// The same for PTX numbers.
+    pub ptx_matchall: CmakeRegex,
     pub named: Vec<CmakeNamedArch>,
     pub source: String,
+}
+
+impl TorchCmakeArchListRow {
+    /// Whether `X.Yf` is a number this release's CMake accepts.
+    pub fn accepts_family_specific(&self) -> bool {
+        self.number.regex.is_match("10.0f")
+    }
+}
+
+/// A CMake regular expression, kept as written and compiled once when the knowledge base loads.
+/// The constructs torch uses (`^ $ [..] ( ) ? + \\. \\(`) mean the same in the `regex` crate.
+#[derive(Debug, Clone)]
+pub struct CmakeRegex {
+    pub pattern: String,
+    pub regex: regex::Regex,
+}
+
+impl PartialEq for CmakeRegex {
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern == other.pattern
+    }
+}
+
+impl std::str::FromStr for CmakeRegex {
+    type Err = regex::Error;
+    fn from_str(pattern: &str) -> Result<Self, Self::Err> {
+        Ok(CmakeRegex {
+            pattern: pattern.to_string(),
+            regex: regex::Regex::new(pattern)?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for CmakeRegex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let pattern = String::deserialize(d)?;
+        pattern.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Debug, Deserialize)]

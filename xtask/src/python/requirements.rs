@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 /// The `Requires-Dist` of a METADATA text that hold for every install (those behind an `extra`
 /// left out).
-fn requires_dist(origin: &str, metadata: &str) -> Result<Vec<pep508_rs::Requirement>> {
+pub fn requires_dist(origin: &str, metadata: &str) -> Result<Vec<pep508_rs::Requirement>> {
     let mut out = Vec::new();
     for line in metadata.lines() {
         let Some(spec) = line.strip_prefix("Requires-Dist:") else {

@@ -18,6 +18,7 @@
 //!
 //! Exit status: 0 all match, 1 a fact differs, 2 something could not be fetched or read.
 
+use super::{CheckFailure, Compared};
 use crate::cuda_arch::{Arch, Variant};
 use crate::kb::{kb, CompilerTool, CudaMajorRow, HostCompilerLimits, KnowledgeBase};
 use crate::output::Table;
@@ -49,21 +50,6 @@ fn majors_on_pypi(kb: &KnowledgeBase) -> String {
     format!("CUDA {}", majors.join(", "))
 }
 
-/// One fact as the real tool reports it and as the knowledge base has it.
-#[derive(Debug, Serialize)]
-pub struct Compared<T> {
-    pub tool: T,
-    pub kb: T,
-    pub ok: bool,
-}
-
-impl<T: PartialEq> Compared<T> {
-    fn new(tool: T, kb: T) -> Compared<T> {
-        let ok = tool == kb;
-        Compared { tool, kb, ok }
-    }
-}
-
 /// What one release's tools said, compared with the knowledge base.
 #[derive(Debug, Serialize)]
 pub struct VersionCheck {
@@ -81,13 +67,6 @@ pub struct VersionCheck {
     pub max_gcc: Compared<Option<u32>>,
     pub max_clang: Compared<Option<u32>>,
     pub ok: bool,
-}
-
-/// A release that could not be checked, and why.
-#[derive(Debug, Serialize)]
-pub struct CheckFailure {
-    pub version: String,
-    pub error: String,
 }
 
 #[derive(Debug, Serialize)]

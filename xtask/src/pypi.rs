@@ -1,0 +1,279 @@
+//! PyPI read without downloading distributions, for checks that need a few facts from many
+//! releases (`kb check --torch`): a project's file list from the JSON Simple API (PEP 691), a
+//! wheel's core metadata (PEP 658, or the wheel's own `METADATA` when the index serves none), and
+//! single members of a wheel read through HTTP range requests on its zip directory, so reading
+//! `torch/version.py` from a 760 MB torch wheel moves about 1.5 MB.
+//!
+//! What a file holds never changes once uploaded, so metadata and members are kept under
+//! [`paths::downloads_dir`]`/pypi-files/FILE/` and a second check reads them from disk. The file
+//! list is asked for every time: it is what changes.
+//!
+//! Whole-wheel downloads (through pip, honouring its configuration) are [`crate::downloads`].
+
+use crate::paths;
+use anyhow::{anyhow, bail, Context, Result};
+use fs_err as fs;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// PyPI's Simple API, which answers PEP 691 JSON when asked for it.
+const SIMPLE_INDEX: &str = "https://pypi.org/simple";
+const SIMPLE_JSON: &str = "application/vnd.pypi.simple.v1+json";
+/// The largest response read whole (torch's file list is ~3 MB).
+const MAX_BODY: u64 = 256 << 20;
+/// Bytes fetched per range request; a torch wheel's zip directory (~1.3 MB) takes a few.
+const BLOCK: u64 = 512 << 10;
+
+/// One file of a project as the index lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct IndexFile {
+    pub filename: String,
+    pub url: String,
+    pub size: u64,
+    #[serde(rename = "upload-time", default)]
+    pub upload_time: Option<String>,
+    #[serde(default)]
+    pub yanked: serde_json::Value,
+    /// PEP 658/714: whether `url + ".metadata"` serves the core metadata.
+    #[serde(rename = "core-metadata", default)]
+    pub core_metadata: serde_json::Value,
+}
+
+impl IndexFile {
+    pub fn is_yanked(&self) -> bool {
+        !matches!(
+            self.yanked,
+            serde_json::Value::Bool(false) | serde_json::Value::Null
+        )
+    }
+
+    /// `2.6.0` of `torch-2.6.0-cp312-cp312-manylinux1_x86_64.whl`; None for an sdist or odd name.
+    pub fn wheel_version(&self) -> Option<&str> {
+        let stem = self.filename.strip_suffix(".whl")?;
+        stem.split('-').nth(1)
+    }
+
+    /// The wheel's tags: (python, abi, platform) of `NAME-VER(-BUILD)?-PY-ABI-PLAT.whl`.
+    pub fn wheel_tags(&self) -> Option<(&str, &str, &str)> {
+        let stem = self.filename.strip_suffix(".whl")?;
+        let parts: Vec<&str> = stem.split('-').collect();
+        let n = parts.len();
+        (n >= 5).then(|| (parts[n - 3], parts[n - 2], parts[n - 1]))
+    }
+}
+
+#[derive(Deserialize)]
+struct ProjectPage {
+    files: Vec<IndexFile>,
+}
+
+/// An HTTP client for the index and its file host.
+pub struct Pypi {
+    agent: ureq::Agent,
+    cache: PathBuf,
+}
+
+impl Pypi {
+    pub fn new() -> Pypi {
+        let tls = ureq::tls::TlsConfig::builder()
+            .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+            .build();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(tls)
+            .timeout_global(Some(Duration::from_secs(300)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Pypi {
+            agent,
+            cache: paths::downloads_dir().join("pypi-files"),
+        }
+    }
+
+    /// Every file of `project` the index lists, in its order.
+    pub fn files(&self, project: &str) -> Result<Vec<IndexFile>> {
+        let url = format!("{SIMPLE_INDEX}/{project}/");
+        let body = self.get(&url, None, Some(SIMPLE_JSON))?;
+        let page: ProjectPage = serde_json::from_slice(&body)
+            .with_context(|| format!("{url} did not answer the JSON Simple API (PEP 691)"))?;
+        Ok(page.files)
+    }
+
+    /// The wheel's core metadata (`METADATA`): the index's PEP 658 copy, or the member itself.
+    pub fn metadata(&self, file: &IndexFile) -> Result<String> {
+        let cached = self.cache.join(&file.filename).join("METADATA");
+        if let Ok(text) = fs::read_to_string(&cached) {
+            return Ok(text);
+        }
+        let served = !matches!(
+            file.core_metadata,
+            serde_json::Value::Null | serde_json::Value::Bool(false)
+        );
+        let bytes = match served {
+            true => self.get(&format!("{}.metadata", file.url), None, None)?,
+            false => {
+                let mut wheel = self.open_wheel(file)?;
+                let name = wheel
+                    .names()
+                    .find(|n| n.ends_with(".dist-info/METADATA") && n.matches('/').count() == 1)
+                    .map(str::to_string)
+                    .ok_or_else(|| anyhow!("{} has no .dist-info/METADATA", file.filename))?;
+                wheel.read(&name)?
+            }
+        };
+        let text = String::from_utf8(bytes)
+            .with_context(|| format!("the METADATA of {} is not UTF-8", file.filename))?;
+        store(&cached, text.as_bytes())?;
+        Ok(text)
+    }
+
+    /// The named members of a wheel, `None` for one it does not hold. Reads the zip directory and
+    /// each member by range; only members not kept from an earlier read are fetched.
+    pub fn members(&self, file: &IndexFile, names: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
+        let dir = self.cache.join(&file.filename);
+        let kept = |name: &str| dir.join("members").join(name);
+        let absent = |name: &str| dir.join("absent").join(name);
+        let mut out: Vec<Option<Option<Vec<u8>>>> = names
+            .iter()
+            .map(|n| {
+                if absent(n).exists() {
+                    Some(None)
+                } else {
+                    fs::read(kept(n)).ok().map(Some)
+                }
+            })
+            .collect();
+        if out.iter().any(Option::is_none) {
+            let mut wheel = self.open_wheel(file)?;
+            for (slot, name) in out.iter_mut().zip(names) {
+                if slot.is_some() {
+                    continue;
+                }
+                if wheel.names().any(|n| n == *name) {
+                    let bytes = wheel.read(name)?;
+                    store(&kept(name), &bytes)?;
+                    *slot = Some(Some(bytes));
+                } else {
+                    store(&absent(name), b"")?;
+                    *slot = Some(None);
+                }
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    fn open_wheel(&self, file: &IndexFile) -> Result<crate::wheel::Wheel<RangeReader<'_>>> {
+        let reader = RangeReader {
+            pypi: self,
+            url: file.url.clone(),
+            size: file.size,
+            pos: 0,
+            blocks: HashMap::new(),
+        };
+        crate::wheel::Wheel::from_reader(reader, &file.url)
+    }
+
+    /// GET `url` (the bytes of `range` when given), whole body; a status other than 200/206 is an
+    /// error naming the URL.
+    fn get(&self, url: &str, range: Option<(u64, u64)>, accept: Option<&str>) -> Result<Vec<u8>> {
+        let mut req = self.agent.get(url);
+        if let Some(a) = accept {
+            req = req.header("Accept", a);
+        }
+        if let Some((start, end)) = range {
+            req = req.header("Range", format!("bytes={start}-{end}"));
+        }
+        let mut resp = req.call().map_err(|e| {
+            anyhow!("could not reach {url}: {e}; archsmith reads PyPI directly here (check the network, HTTPS_PROXY and the system's certificate store)")
+        })?;
+        let status = resp.status().as_u16();
+        let wanted = if range.is_some() { 206 } else { 200 };
+        if status != wanted {
+            bail!("{url} answered HTTP {status} (expected {wanted})");
+        }
+        resp.body_mut()
+            .with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .with_context(|| format!("reading the answer of {url}"))
+    }
+}
+
+impl Default for Pypi {
+    fn default() -> Self {
+        Pypi::new()
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary name, so a kept file is never half written.
+fn store(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| anyhow!("{} has no parent directory", path.display()))?;
+    fs::create_dir_all(dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    fs::write(tmp.path(), bytes)?;
+    tmp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// A remote file as `Read + Seek`, fetched in aligned blocks of [`BLOCK`] bytes and kept in memory
+/// for the reader's life (the zip directory is read once and members after it).
+pub struct RangeReader<'a> {
+    pypi: &'a Pypi,
+    url: String,
+    size: u64,
+    pos: u64,
+    blocks: HashMap<u64, Vec<u8>>,
+}
+
+impl Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos >= self.size || buf.is_empty() {
+            return Ok(0);
+        }
+        let index = self.pos / BLOCK;
+        if !self.blocks.contains_key(&index) {
+            let start = index * BLOCK;
+            let end = (start + BLOCK).min(self.size) - 1;
+            let bytes = self
+                .pypi
+                .get(&self.url, Some((start, end)), None)
+                .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+            if bytes.len() as u64 != end - start + 1 {
+                return Err(std::io::Error::other(format!(
+                    "{} answered {} bytes for a range of {}",
+                    self.url,
+                    bytes.len(),
+                    end - start + 1
+                )));
+            }
+            self.blocks.insert(index, bytes);
+        }
+        let block = &self.blocks[&index];
+        let offset = usize::try_from(self.pos - index * BLOCK).unwrap_or(usize::MAX);
+        let n = buf.len().min(block.len().saturating_sub(offset));
+        buf[..n].copy_from_slice(&block[offset..offset + n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for RangeReader<'_> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let target = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => self.size.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = target.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start")
+        })?;
+        Ok(self.pos)
+    }
+}
