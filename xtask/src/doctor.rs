@@ -66,6 +66,16 @@ pub struct PlanFor {
     pub gpus: Vec<(String, Cc)>,
     pub driver: Option<Version>,
     pub torch: Vec<TorchOption>,
+    /// The options that run, newest release first (the first is what to install).
+    pub runs_with: Vec<RunsWith>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunsWith {
+    /// The line's newest release.
+    pub torch: String,
+    pub variant: String,
+    pub install: String,
 }
 
 /// This machine as a build host and runtime; with `gpus` or `driver`, which official torch builds
@@ -97,8 +107,20 @@ pub fn diagnose(
         let driver = plan_driver
             .cloned()
             .or_else(|| driver.as_ref().map(|d| d.version.clone()));
+        let torch = torch_options(kb, &gpus, driver.as_ref());
+        let runs_with = torch
+            .iter()
+            .rev()
+            .filter(|o| o.runs)
+            .map(|o| RunsWith {
+                torch: o.torch.split(", ").last().unwrap_or_default().to_string(),
+                variant: o.variant.clone(),
+                install: o.install.clone(),
+            })
+            .collect();
         Some(PlanFor {
-            torch: torch_options(kb, &gpus, driver.as_ref()),
+            torch,
+            runs_with,
             gpus,
             driver,
         })
@@ -268,6 +290,67 @@ mod tests {
         assert!(opts
             .iter()
             .any(|o| o.torch.starts_with("2.7") && o.variant == "cu126" && !o.runs));
+    }
+
+    /// A driver older than the GPU's architecture runs nothing on it, whatever the CUDA: the
+    /// minor-version floor of CUDA 12 (525) would admit 550 for cu128, and CUDA 11's (450)
+    /// 470 for cu118.
+    #[test]
+    fn a_gpu_newer_than_its_driver_runs_nothing() {
+        for (gpu, driver, floor) in [
+            ("RTX 5090", "550.54.14", "570.26"),
+            ("L4", "470.161.03", "520.61.05"),
+        ] {
+            let gpus = vec![kb().resolve_gpu(gpu).unwrap()];
+            let opts = torch_options(kb(), &gpus, Some(&driver.parse().unwrap()));
+            assert!(opts.iter().all(|o| !o.runs), "{gpu} with {driver}");
+            assert!(
+                opts.iter()
+                    .all(|o| o.reason.contains(&format!("needs {floor} or newer"))),
+                "{gpu}: {}",
+                opts[0].reason
+            );
+        }
+        // At the floor, the architecture's own rules decide again.
+        let gpus = vec![kb().resolve_gpu("L4").unwrap()];
+        let opts = torch_options(kb(), &gpus, Some(&"520.61.05".parse().unwrap()));
+        assert!(opts.iter().any(|o| o.runs && o.variant == "cu118"));
+    }
+
+    /// Newest first, with the command for the first: plain PyPI when the variant is the release's
+    /// PyPI default, else the variant's index.
+    #[test]
+    fn runs_with_lists_the_newest_release_first_with_its_install_command() {
+        let report = diagnose(
+            kb(),
+            &["RTX 5090".into()],
+            Some(&"570.86.16".parse().unwrap()),
+        )
+        .unwrap();
+        let pf = report.plan_for.unwrap();
+        let first = &pf.runs_with[0];
+        assert_eq!(
+            (first.torch.as_str(), first.variant.as_str()),
+            ("2.11.0", "cu128")
+        );
+        assert_eq!(
+            first.install,
+            "pip install torch==2.11.0 torchvision==0.26.0 --index-url https://download.pytorch.org/whl/cu128"
+        );
+        let versions: Vec<Version> = pf
+            .runs_with
+            .iter()
+            .map(|r| r.torch.parse().unwrap())
+            .collect();
+        assert!(versions.windows(2).all(|w| w[0] >= w[1]), "{versions:?}");
+        let t4 = diagnose(kb(), &["T4".into()], None)
+            .unwrap()
+            .plan_for
+            .unwrap();
+        assert_eq!(
+            t4.runs_with[0].install,
+            "pip install torch==2.15.0 torchvision==0.29.2"
+        );
     }
 
     #[test]

@@ -144,12 +144,20 @@ pub fn gpu_verdicts(
     queries
         .iter()
         .map(|q| {
-            let (name, cc) = kb.resolve_gpu(q)?;
+            let (name, newest_cc) = kb.resolve_gpu(q)?;
+            let cc = kb.gpu_cc_with_cuda(&name, newest_cc, &ctx.cuda);
             let Verdict {
-                runs,
+                mut runs,
                 via,
                 mut reason,
             } = runs_on(&images, cc, &jit);
+            if cc != newest_cc {
+                reason = format!("{reason} ({name} reports CC {cc} with CUDA {}, CC {newest_cc} from a later CUDA)", ctx.cuda);
+            }
+            if let Some(problem) = below_gpu_floor(kb, &name, cc, driver) {
+                runs = false;
+                reason = problem;
+            }
             if !runs {
                 if let Some(limit) = cuda_limit(kb, &ctx.cuda, cc) {
                     reason = format!("{reason}. But {limit}");
@@ -164,6 +172,23 @@ pub fn gpu_verdicts(
             })
         })
         .collect()
+}
+
+/// Why `driver` cannot run GPU `name` at all (older than the GPU's own floor), if so.
+pub fn below_gpu_floor(
+    kb: &KnowledgeBase,
+    name: &str,
+    cc: Cc,
+    driver: Option<&Version>,
+) -> Option<String> {
+    let d = driver?;
+    let floor = kb.gpu_driver_floor(name, cc)?;
+    (*d < floor.driver).then(|| {
+        format!(
+            "driver {d} predates the {name}: it needs {} or newer ({}), whatever the CUDA",
+            floor.driver, floor.why
+        )
+    })
 }
 
 /// When the chosen CUDA cannot compile for `cc` at all, the usual fix ("add cc") is impossible;
@@ -230,6 +255,8 @@ pub struct TorchOption {
     pub variant: String,
     pub runs: bool,
     pub reason: String,
+    /// How to install the line's newest release in this variant.
+    pub install: String,
 }
 
 /// For each torch release line (major.minor) and official CUDA variant: would it run on these GPUs
@@ -274,7 +301,12 @@ pub fn torch_options(
                 ptx_min_driver: kb.ptx_min_driver(&variant.cuda),
                 ptx_cuda: Some(variant.cuda.clone()),
             };
-            for (name, cc) in gpus {
+            for (name, newest_cc) in gpus {
+                let cc = &kb.gpu_cc_with_cuda(name, *newest_cc, &variant.cuda);
+                if let Some(problem) = below_gpu_floor(kb, name, *cc, driver) {
+                    problems.push(problem);
+                    continue;
+                }
                 if !runs_on(&images, *cc, &jit).runs {
                     let ptx = if variant.ptx.is_empty() {
                         "no PTX".to_string()
@@ -287,7 +319,16 @@ pub fn torch_options(
                     ));
                 }
             }
+            let newest = kb
+                .torch
+                .iter()
+                .filter(|t| t.version.major_minor() == line)
+                .map(|t| &t.version)
+                .max();
             out.push(TorchOption {
+                install: newest
+                    .map(|v| kb.install_command(v, variant))
+                    .unwrap_or_default(),
                 torch: patches.join(", "),
                 variant: variant.tag(),
                 runs: problems.is_empty(),

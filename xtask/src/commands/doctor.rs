@@ -134,26 +134,23 @@ pub fn render(r: &DoctorReport) -> String {
                 .map(|d| format!(" with driver {d}"))
                 .unwrap_or_default()
         ));
-        let good: Vec<String> = pf
-            .torch
+        // Newest first: the top entry is what to install, and its command follows.
+        let names: Vec<String> = pf
+            .runs_with
             .iter()
-            .filter(|o| o.runs)
-            .map(|o| {
-                format!(
-                    "{} {}",
-                    o.torch.split(", ").last().unwrap_or_default(),
-                    o.variant
-                )
-            })
+            .map(|o| format!("{} {}", o.torch, o.variant))
             .collect();
         s.push_str(&format!(
-            "  runs with: {}\n",
-            if good.is_empty() {
+            "  runs with (newest first): {}\n",
+            if names.is_empty() {
                 "no official torch build".to_string()
             } else {
-                good.join("; ")
+                names.join("; ")
             }
         ));
+        if let Some(best) = pf.runs_with.first() {
+            s.push_str(&format!("  install: {}\n", best.install));
+        }
         let mut t = Table::new(["  torch", "variant", "runs", "why not"]);
         for o in &pf.torch {
             t.row([

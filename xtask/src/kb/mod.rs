@@ -142,6 +142,8 @@ impl TorchVariantRow {
 pub struct Releases {
     pub newest_torch: Version,
     pub newest_cuda: Version,
+    /// Where each official variant's index lives, `{tag}` standing for `cu128`.
+    pub torch_variant_index: String,
     pub source: String,
 }
 
@@ -167,10 +169,48 @@ pub struct GpuRow {
     pub name: String,
     #[serde(default)]
     pub aliases: Vec<String>,
+    /// The compute capability it reports with the newest CUDA.
     pub cc: String,
+    /// Where older CUDA releases gave it another compute capability (Jetson Thor: sm_101 through
+    /// CUDA 12.9, sm_110 from 13.0), oldest first.
+    #[serde(default)]
+    pub earlier_cc: Vec<EarlierCc>,
+    /// Its own minimum driver where that is newer than its architecture's (a GPU launched on a later
+    /// driver branch than the first of its CC); otherwise the floor comes from the CUDA release
+    /// that first compiled for its CC ([`KnowledgeBase::gpu_driver_floor`]).
+    pub min_driver: Option<Version>,
     /// `data-centre`, `workstation`, `consumer` or `jetson`.
     pub segment: String,
     pub source: String,
+}
+
+/// A compute capability a GPU reported up to a CUDA release.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EarlierCc {
+    pub cc: String,
+    /// The last CUDA release (major.minor) that gives the GPU this compute capability.
+    pub through_cuda: Version,
+    pub source: String,
+}
+
+impl GpuRow {
+    /// The compute capability the GPU reports to software built with CUDA `cuda`.
+    pub fn cc_with_cuda(&self, cuda: &Version) -> Result<Cc, crate::cuda_arch::ArchParseError> {
+        let mm = cuda.major_minor();
+        let earlier = self
+            .earlier_cc
+            .iter()
+            .find(|e| mm <= e.through_cuda.major_minor());
+        earlier.map_or(&self.cc, |e| &e.cc).parse()
+    }
+}
+
+/// The oldest driver a GPU runs with, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DriverFloor {
+    pub driver: Version,
+    pub why: String,
 }
 
 /// One CUDA toolkit release (major.minor): its driver floor and host-compiler ceiling.
@@ -704,6 +744,64 @@ impl KnowledgeBase {
                 anyhow::bail!("unknown GPU `{query}`.{hint} Give one of the {} GPUs `archs --list-gpus` lists (e.g. \"RTX 4090\", \"H100\", \"Jetson Orin\") or its compute capability, e.g. --gpu 8.9", self.gpus.len())
             }
         }
+    }
+
+    /// The command that installs torch `torch` (and its torchvision) built with CUDA `variant`:
+    /// plain PyPI where that is the release's default variant there, else the variant's index.
+    pub fn install_command(&self, torch: &Version, variant: &TorchVariantRow) -> String {
+        let row = self.torch_row(torch).filter(|r| r.version == *torch);
+        let vision = row
+            .and_then(|r| r.torchvision.iter().max())
+            .map(|v| format!(" torchvision=={v}"))
+            .unwrap_or_default();
+        let on_pypi = row.is_some_and(|r| {
+            r.pypi_cuda
+                .as_ref()
+                .is_some_and(|c| c.major_minor() == variant.cuda.major_minor())
+        });
+        let index = if on_pypi {
+            String::new()
+        } else {
+            format!(
+                " --index-url {}",
+                self.releases
+                    .torch_variant_index
+                    .replace("{tag}", &variant.tag())
+            )
+        };
+        format!("pip install torch=={torch}{vision}{index}")
+    }
+
+    /// The oldest driver that runs anything on GPU `name` (CC `cc`): the GPU's own `min_driver`,
+    /// else the driver of the first CUDA release whose nvcc compiled for its CC, since an older
+    /// driver predates the architecture (an RTX 5090 needs the 570 branch whatever the wheel's
+    /// CUDA). None where that release is older than the driver table.
+    pub fn gpu_driver_floor(&self, name: &str, cc: Cc) -> Option<DriverFloor> {
+        if let Some(d) = self.gpu(name).and_then(|g| g.min_driver.clone()) {
+            return Some(DriverFloor {
+                why: format!("the first driver for the {name}"),
+                driver: d,
+            });
+        }
+        let plain = Arch::plain(cc.major, cc.minor);
+        let first = &self.target(plain)?.first_cuda;
+        let driver = self.cuda_row(first)?.min_driver_linux.clone()?;
+        Some(DriverFloor {
+            driver,
+            why: format!(
+                "the driver of CUDA {first}, the first release for {} (CC {cc})",
+                plain.sm()
+            ),
+        })
+    }
+
+    /// The compute capability GPU `name` (resolved as [`Self::resolve_gpu`], `cc` its answer)
+    /// reports with CUDA `cuda`; `cc` itself for GPUs whose CC never changed.
+    pub fn gpu_cc_with_cuda(&self, name: &str, cc: Cc, cuda: &Version) -> Cc {
+        self.gpu(name)
+            .filter(|g| !g.earlier_cc.is_empty())
+            .and_then(|g| g.cc_with_cuda(cuda).ok())
+            .unwrap_or(cc)
     }
 
     pub fn gpu(&self, query: &str) -> Option<&GpuRow> {

@@ -672,3 +672,42 @@ fn torch_rows_and_variant_rows_agree() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+/// Jetson Thor was sm_101 through CUDA 12.9 and is sm_110 from 13.0; each CUDA gets its own answer.
+#[test]
+fn jetson_thor_reports_the_cc_of_the_cuda_in_question() {
+    let kb = kb();
+    let (name, newest) = kb.resolve_gpu("Jetson Thor").unwrap();
+    assert_eq!(newest.to_string(), "11.0");
+    let cc = |cuda: &str| {
+        kb.gpu_cc_with_cuda(&name, newest, &cuda.parse().unwrap())
+            .to_string()
+    };
+    assert_eq!(cc("12.8"), "10.1");
+    assert_eq!(cc("12.9"), "10.1");
+    assert_eq!(cc("13.0"), "11.0");
+    assert_eq!(cc("13.2"), "11.0");
+    // Both are real nvcc targets of exactly those releases (the target rows kb check verifies).
+    assert!(kb.cuda_supports(&"12.9".parse().unwrap(), "10.1".parse().unwrap()));
+    assert!(!kb.cuda_supports(&"13.0".parse().unwrap(), "10.1".parse().unwrap()));
+    assert!(kb.cuda_supports(&"13.0".parse().unwrap(), "11.0".parse().unwrap()));
+    // A GPU that never changed keeps its CC.
+    let (l4, l4cc) = kb.resolve_gpu("L4").unwrap();
+    assert_eq!(
+        kb.gpu_cc_with_cuda(&l4, l4cc, &"11.8".parse().unwrap()),
+        l4cc
+    );
+}
+
+/// A GPU's driver floor: the driver of the first CUDA that compiled for its CC.
+#[test]
+fn gpu_driver_floors_come_from_the_first_cuda_of_their_cc() {
+    let kb = kb();
+    let floor = |gpu: &str| {
+        let (name, cc) = kb.resolve_gpu(gpu).unwrap();
+        kb.gpu_driver_floor(&name, cc).map(|f| f.driver.to_string())
+    };
+    assert_eq!(floor("RTX 5090").as_deref(), Some("570.26"));
+    assert_eq!(floor("L4").as_deref(), Some("520.61.05"));
+    assert_eq!(floor("H100").as_deref(), Some("520.61.05"));
+}
