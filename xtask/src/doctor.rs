@@ -76,6 +76,9 @@ pub struct RunsWith {
     pub torch: String,
     pub variant: String,
     pub install: String,
+    /// Runs, but an audited library covers a GPU in only some containers (see the option's
+    /// `partly`); the install advice skips these while a fully covering option exists.
+    pub partly: bool,
 }
 
 /// This machine as a build host and runtime; with `gpus` or `driver`, which official torch builds
@@ -116,6 +119,7 @@ pub fn diagnose(
                 torch: o.torch.split(", ").last().unwrap_or_default().to_string(),
                 variant: o.variant.clone(),
                 install: o.install.clone(),
+                partly: !o.partly.is_empty(),
             })
             .collect();
         Some(PlanFor {

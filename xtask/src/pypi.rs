@@ -165,6 +165,15 @@ impl Pypi {
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 
+    /// One member of a wheel read by range and not kept (large libraries a check reads once).
+    pub fn member_uncached(&self, file: &IndexFile, name: &str) -> Result<Option<Vec<u8>>> {
+        let mut wheel = self.open_wheel(file)?;
+        if !wheel.names().any(|n| n == name) {
+            return Ok(None);
+        }
+        wheel.read(name).map(Some)
+    }
+
     fn open_wheel(&self, file: &IndexFile) -> Result<crate::wheel::Wheel<RangeReader<'_>>> {
         let reader = RangeReader {
             pypi: self,

@@ -44,7 +44,7 @@ fn every_torch_row_agrees_with_its_wheels_on_pypi() {
     use archsmith::kb_check::torch::{check_torch, rows_to_check};
     let rows = rows_to_check(kb(), &[]).unwrap();
     assert!(rows.len() >= 31, "{} torch rows", rows.len());
-    let report = check_torch(kb(), &archsmith::pypi::Pypi::new(), &rows, false).unwrap();
+    let report = check_torch(kb(), &archsmith::pypi::Pypi::new(), &rows, false, false).unwrap();
     assert_eq!(report.exit_code(), 0, "\n{}", report.table());
     assert_eq!(report.checked.len(), rows.len());
 }
@@ -93,7 +93,7 @@ fn planted_errors_in_torch_rows_and_tables_are_found() {
         .map(|v| v.parse().unwrap())
         .collect();
     let rows = rows_to_check(&kb, &filters).unwrap();
-    let report = check_torch(&kb, &archsmith::pypi::Pypi::new(), &rows, false).unwrap();
+    let report = check_torch(&kb, &archsmith::pypi::Pypi::new(), &rows, false, false).unwrap();
     assert_eq!(report.exit_code(), 1, "\n{}", report.table());
     let differences: Vec<(String, Vec<&str>)> = report
         .checked

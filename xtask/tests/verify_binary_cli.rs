@@ -272,3 +272,84 @@ fn extract_keeps_same_named_inputs_apart_and_ignores_planted_links() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// doctor and verify give one answer for torch 2.15.0 on a T4: doctor from the knowledge base's
+/// `partial_sass` fact, verify from the real library read out of the wheel on PyPI (by range,
+/// 8.5 MB): the linear-algebra library carries sm_75 in 1 of its 33 containers, the other 32 hold
+/// MAGMA's kernels — "partly" in both, with the same numbers, and verify fails (exit 1).
+#[test]
+fn doctor_and_verify_agree_that_torch_2_15_runs_on_a_t4_only_partly() {
+    let pypi = archsmith::pypi::Pypi::new();
+    let files = pypi.files("torch").expect("PyPI's file list for torch");
+    let wheel = files
+        .iter()
+        .find(|f| {
+            f.wheel_version() == Some("2.15.0")
+                && f.filename.contains("-cp311-")
+                && f.filename.ends_with("x86_64.whl")
+        })
+        .expect("torch 2.15.0 cp311 Linux wheel on PyPI");
+    let lib = pypi
+        .members(wheel, &["torch/lib/libtorch_cuda_linalg.so"])
+        .unwrap()
+        .remove(0)
+        .expect("libtorch_cuda_linalg.so in the wheel");
+    let dir = scratch("t4");
+    let path = dir.join("libtorch_cuda_linalg.so");
+    std::fs::write(&path, lib).unwrap();
+
+    let out = verify(&["--gpu", "T4", "--json"], &[&path]);
+    assert_eq!(out.status, Some(1), "{}{}", out.stdout, out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["devices"][0]["coverage"], "partly", "{v}");
+    let runs_on = &v["files"][0]["runs_on"][0];
+    let (containers, running) = (
+        runs_on["containers"].as_u64().unwrap(),
+        runs_on["containers_running"].as_u64().unwrap(),
+    );
+    assert_eq!((containers, running), (33, 1), "{runs_on}");
+    assert_eq!(runs_on["at_risk"][0]["origin"], "MAGMA", "{runs_on}");
+    assert_eq!(runs_on["at_risk"][0]["containers"], 32, "{runs_on}");
+    let table = verify(&["--gpu", "T4"], &[&path]);
+    assert!(
+        table.stdout.contains("runs on Tesla T4 (CC 7.5): PARTLY"),
+        "{}",
+        table.stdout
+    );
+
+    // doctor, from the knowledge base: the same library, numbers and origin.
+    let doctor = Cmd::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["doctor", "--gpu", "T4", "--json"])
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_str(&doctor.stdout).unwrap();
+    let option = d["plan_for"]["torch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["torch"] == "2.15.0" && o["variant"] == "cu132")
+        .expect("torch 2.15.0 cu132 in doctor's options");
+    let partly = option["partly"][0].as_str().unwrap_or_default();
+    assert!(
+        partly.contains(&format!(
+            "libtorch_cuda_linalg.so carries sm_75 in {running} of {containers} containers"
+        )) && partly.contains("MAGMA"),
+        "{option}"
+    );
+    assert_eq!(d["plan_for"]["runs_with"][0]["partly"], true);
+    // The advice installs the newest release not known to be partial.
+    let advice = Cmd::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["doctor", "--gpu", "T4"])
+        .output()
+        .unwrap();
+    assert!(
+        advice.stdout.contains("2.15.0 cu132 (partly)"),
+        "{}",
+        advice.stdout
+    );
+    assert!(
+        advice.stdout.contains("install: pip install torch==2.14.1"),
+        "{}",
+        advice.stdout
+    );
+}

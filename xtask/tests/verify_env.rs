@@ -104,14 +104,17 @@ fn the_real_torch_env_passes_its_truth_and_fails_a_wrong_list() {
         "torch 2.15.0+cu132 is installed"
     );
 
-    // The T4 runs libtorch_cuda.so, and the report names the library that covers sm_75 only partly.
-    let (_, v, _) = verify_env(&env.python, &["--gpu", "T4"]);
+    // The T4 runs libtorch_cuda.so but libtorch_cuda_linalg.so only partly: the same verdict as
+    // `verify binary` and doctor give (a failure, naming the library and MAGMA's kernels).
+    let (code, v, _) = verify_env(&env.python, &["--gpu", "T4"]);
     let t4 = item(&v, "runs on Tesla T4 (CC 7.5)");
+    assert_eq!(code, 1);
+    assert_eq!(t4["status"], "fail", "{t4}");
+    let detail = t4["detail"].as_str().unwrap();
     assert!(
-        t4["detail"]
-            .as_str()
-            .unwrap()
-            .contains("only partly: libtorch_cuda_linalg.so (1 of 33 containers)"),
+        detail.starts_with("partly: via sm_75")
+            && detail
+                .contains("libtorch_cuda_linalg.so (1 of 33 containers): MAGMA (32 containers"),
         "{t4}"
     );
 }

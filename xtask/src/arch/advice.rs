@@ -155,8 +155,12 @@ pub fn gpu_verdicts(
                 reason = format!("{reason} ({name} reports CC {cc} with CUDA {}, CC {newest_cc} from a later CUDA)", ctx.cuda);
             }
             if let Some(problem) = below_gpu_floor(kb, &name, cc, driver) {
+                reason = if runs {
+                    problem
+                } else {
+                    format!("{problem}; and {reason}")
+                };
                 runs = false;
-                reason = problem;
             }
             if !runs {
                 if let Some(limit) = cuda_limit(kb, &ctx.cuda, cc) {
@@ -257,6 +261,11 @@ pub struct TorchOption {
     pub reason: String,
     /// How to install the line's newest release in this variant.
     pub install: String,
+    /// Where it runs but an audited library of the wheel carries the GPU's image in only some
+    /// containers: which, and what cannot launch (the knowledge base's `partial_sass` facts,
+    /// which `verify binary` reads from the same wheel).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partly: Vec<String>,
 }
 
 /// For each torch release line (major.minor) and official CUDA variant: would it run on these GPUs
@@ -301,13 +310,49 @@ pub fn torch_options(
                 ptx_min_driver: kb.ptx_min_driver(&variant.cuda),
                 ptx_cuda: Some(variant.cuda.clone()),
             };
+            let newest_row = kb
+                .torch
+                .iter()
+                .filter(|t| t.version.major_minor() == line)
+                .max_by(|a, b| a.version.cmp(&b.version));
+            // The partial-coverage facts were read from the release's default PyPI wheel.
+            let audited = newest_row.filter(|r| {
+                r.pypi_cuda
+                    .as_ref()
+                    .is_some_and(|c| c.major_minor() == variant.cuda.major_minor())
+            });
+            let mut partly = Vec::new();
             for (name, newest_cc) in gpus {
                 let cc = &kb.gpu_cc_with_cuda(name, *newest_cc, &variant.cuda);
                 if let Some(problem) = below_gpu_floor(kb, name, *cc, driver) {
                     problems.push(problem);
                     continue;
                 }
-                if !runs_on(&images, *cc, &jit).runs {
+                let verdict = runs_on(&images, *cc, &jit);
+                if let (Some(row), Some(via)) = (audited, verdict.via.as_ref()) {
+                    for p in row.partial_sass.iter().filter(|p| {
+                        via.kind == crate::arch::compat::ImageKind::Sass
+                            && p.arch.parse::<Arch>().is_ok_and(|a| a == via.arch)
+                    }) {
+                        let origin = p
+                            .origin
+                            .as_deref()
+                            .and_then(|o| kb.kernel_origins.iter().find(|k| k.name == o));
+                        partly.push(format!(
+                            "{name}: {} {} carries {} in {} of {} containers{}",
+                            row.version,
+                            p.library,
+                            via.name(),
+                            p.with_image,
+                            p.containers,
+                            origin.map_or(String::new(), |o| format!(
+                                "; the others are {}'s: {} fail with 'no kernel image' ({})",
+                                o.name, o.operations, o.workaround
+                            ))
+                        ));
+                    }
+                }
+                if !verdict.runs {
                     let ptx = if variant.ptx.is_empty() {
                         "no PTX".to_string()
                     } else {
@@ -326,6 +371,7 @@ pub fn torch_options(
                 .map(|t| &t.version)
                 .max();
             out.push(TorchOption {
+                partly,
                 install: newest
                     .map(|v| kb.install_command(v, variant))
                     .unwrap_or_default(),

@@ -121,6 +121,7 @@ pub fn audit(args: &AuditRequest) -> Result<AuditReport> {
     let opts = Options {
         extract: None,
         threads: args.threads,
+        kernels_for: Vec::new(),
     };
     let (mut ours, mut unzips, mut lists, mut totals) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -17,6 +17,10 @@ pub struct Options {
     pub extract: Option<PathBuf>,
     /// Worker threads for wheel members; 0 means the number of CPUs.
     pub threads: usize,
+    /// Compute capabilities to name kernels for: a file that runs on one of them in some
+    /// containers but not all gets the kernel names of the others ([`ElfAudit::kernels`]), one
+    /// decompressed cubin per such container.
+    pub kernels_for: Vec<crate::cuda_arch::Cc>,
 }
 
 /// One file and what reading it gave.
@@ -251,10 +255,24 @@ fn audit_file(p: &Path, opts: &Options, out: &mut Vec<FileAudit>, explicit: bool
 
 /// Audits one ELF image in memory and extracts it when asked. `subdir` names its extract folder.
 fn audit_bytes(bytes: &[u8], opts: &Options, file_name: &str, subdir: &str) -> Outcome {
-    let audit = match audit_elf(bytes) {
+    let mut audit = match audit_elf(bytes) {
         Ok(a) => a,
         Err(e) => return Outcome::Failed(e.into()),
     };
+    if let Some(section) = audit.counted() {
+        let total = section.container_images().len();
+        let missing: std::collections::BTreeSet<usize> = opts
+            .kernels_for
+            .iter()
+            .flat_map(|cc| section.containers_without(*cc))
+            .collect();
+        // Only a partly covered file has kernels worth naming; one with none runs nowhere there.
+        if !missing.is_empty() && missing.len() < total {
+            // Names are a help for the reader of the report; a cubin that does not parse leaves
+            // them out rather than failing the audit the headers already gave.
+            audit.kernels = super::kernels::container_kernels(bytes, &missing).unwrap_or_default();
+        }
+    }
     if let Some(dir) = &opts.extract {
         if audit.has_device_code() {
             let stem = file_name.split('.').next().unwrap_or(file_name);

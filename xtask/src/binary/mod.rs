@@ -8,6 +8,7 @@
 //! * [`input`]: paths → files (ELF files, directories walked, wheel members read in memory, in
 //!   parallel) → [`FileAudit`]s.
 //! * [`extract`]: writes the decompressed cubins/PTX of a file (`--extract DIR`).
+//! * [`kernels`]: the kernel names of chosen containers (what a partly covered GPU cannot launch).
 //!
 //! Which section counts follows cuobjdump's default: the executable `.nv_fatbin` when the file
 //! has one (that is what the CUDA runtime loads), else the relocatable `__nv_relfatbin` (objects
@@ -19,6 +20,7 @@ pub mod expect;
 pub mod extract;
 pub mod fatbin;
 pub mod input;
+pub mod kernels;
 // Test fixtures, not part of the shipped reader: compiled for unit tests and, through the
 // `fixtures` feature that the integration tests turn on, for them.
 #[cfg(any(test, feature = "fixtures"))]
@@ -66,6 +68,9 @@ pub struct SectionAudit {
 #[derive(Clone, Debug, Default)]
 pub struct ElfAudit {
     pub sections: Vec<SectionAudit>,
+    /// Kernel names of the counted section's containers that cannot run on a CC the reader was
+    /// asked about ([`input::Options::kernels_for`]), by container index; empty unless asked.
+    pub kernels: BTreeMap<usize, Vec<String>>,
 }
 
 /// Reads the fatbin sections of an ELF file from its headers (nothing is decompressed).
@@ -125,7 +130,10 @@ pub fn audit_elf(data: &[u8]) -> Result<ElfAudit, Error> {
     if let Some(i) = counted {
         sections[i].counted = true;
     }
-    Ok(ElfAudit { sections })
+    Ok(ElfAudit {
+        sections,
+        kernels: BTreeMap::new(),
+    })
 }
 
 impl SectionAudit {
@@ -151,6 +159,38 @@ impl SectionAudit {
     }
 
     /// Containers holding loadable code (a cubin or PTX); IR-only containers are for device links.
+    /// The loadable images (SASS, PTX) of each container, for the runs-on rules: a kernel runs
+    /// on a GPU only if its own container (compilation unit) has an image for it.
+    pub fn container_images(&self) -> BTreeMap<usize, Vec<crate::arch::compat::Image>> {
+        use crate::arch::compat::Image as Loadable;
+        let mut per: BTreeMap<usize, Vec<Loadable>> = BTreeMap::new();
+        for img in &self.images {
+            let Some(arch) = img.arch.arch() else {
+                continue;
+            };
+            let image = match img.kind {
+                Kind::Elf => Loadable::sass(arch),
+                Kind::Ptx => Loadable::ptx(arch),
+                _ => continue,
+            };
+            per.entry(img.container).or_default().push(image);
+        }
+        per
+    }
+
+    /// Containers with no image that runs on `cc` (the driver assumed new enough for PTX).
+    pub fn containers_without(
+        &self,
+        cc: crate::cuda_arch::Cc,
+    ) -> std::collections::BTreeSet<usize> {
+        let jit = crate::arch::compat::PtxJit::default();
+        self.container_images()
+            .into_iter()
+            .filter(|(_, images)| !crate::arch::compat::runs_on(images, cc, &jit).runs)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     pub fn code_containers(&self) -> usize {
         let mut seen: Vec<usize> = self
             .images

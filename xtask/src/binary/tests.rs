@@ -323,6 +323,7 @@ fn wheels_are_read_in_memory_and_only_shared_objects_are_audited() {
         &input::Options {
             extract: None,
             threads: 2,
+            kernels_for: Vec::new(),
         },
     );
     let paths: Vec<&str> = files

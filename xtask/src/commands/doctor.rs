@@ -138,7 +138,14 @@ pub fn render(r: &DoctorReport) -> String {
         let names: Vec<String> = pf
             .runs_with
             .iter()
-            .map(|o| format!("{} {}", o.torch, o.variant))
+            .map(|o| {
+                format!(
+                    "{} {}{}",
+                    o.torch,
+                    o.variant,
+                    if o.partly { " (partly)" } else { "" }
+                )
+            })
             .collect();
         s.push_str(&format!(
             "  runs with (newest first): {}\n",
@@ -148,20 +155,26 @@ pub fn render(r: &DoctorReport) -> String {
                 names.join("; ")
             }
         ));
-        if let Some(best) = pf.runs_with.first() {
+        let best = pf
+            .runs_with
+            .iter()
+            .find(|o| !o.partly)
+            .or(pf.runs_with.first());
+        if let Some(best) = best {
             s.push_str(&format!("  install: {}\n", best.install));
         }
         let mut t = Table::new(["  torch", "variant", "runs", "why not"]);
         for o in &pf.torch {
+            let (runs, why) = match (o.runs, o.partly.is_empty()) {
+                (true, true) => ("yes", String::new()),
+                (true, false) => ("partly", o.partly.join("; ")),
+                (false, _) => ("no", o.reason.clone()),
+            };
             t.row([
                 format!("  {}", o.torch),
                 o.variant.clone(),
-                if o.runs { "yes" } else { "no" }.into(),
-                if o.runs {
-                    String::new()
-                } else {
-                    o.reason.clone()
-                },
+                runs.into(),
+                why,
             ]);
         }
         s.push_str(&t.render());

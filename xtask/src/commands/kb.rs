@@ -38,6 +38,10 @@ pub struct CheckArgs {
     /// Check the nvcc rows too when --torch is given (they are checked by default otherwise).
     #[arg(long)]
     pub nvcc: bool,
+    /// With --torch: also read each release line's small device libraries (libtorch_cuda_linalg.so,
+    /// libtorch_nvshmem.so; 3–80 MB each, by range) for archs they carry in only some containers.
+    #[arg(long, requires = "torch")]
+    pub libraries: bool,
     /// Print one JSON document (every fact as the tool and the knowledge base have it) instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -57,7 +61,7 @@ fn check(args: &CheckArgs) -> Result<i32> {
             bail!("--json prints one document: check torch (--torch) and nvcc (--nvcc, --cuda) in two runs");
         }
         let rows = rows_to_check(kb(), filters)?;
-        let report = check_torch(kb(), &Pypi::new(), &rows, !args.json)?;
+        let report = check_torch(kb(), &Pypi::new(), &rows, args.libraries, !args.json)?;
         if args.json {
             print_json(documents::KB_CHECK_TORCH, &report)?;
         } else {

@@ -166,6 +166,7 @@ fn binary(args: BinaryArgs) -> Result<i32> {
     };
     let (files, checks) = audit(kb(), &request)?;
     let report = Report::new(
+        kb(),
         &files,
         checks.expectation.as_ref(),
         checks.strict,

@@ -42,6 +42,39 @@ pub struct KnowledgeBase {
     pub torch_submodules: Vec<TorchSubmoduleRow>,
     #[serde(rename = "nvcc_option")]
     pub nvcc_options: Vec<NvccOptionRow>,
+    #[serde(rename = "kernel_origin", default)]
+    pub kernel_origins: Vec<KernelOriginRow>,
+}
+
+/// Where the kernels of a fatbin container come from, recognised by their names, and what fails
+/// on a GPU for which those containers carry no image.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelOriginRow {
+    /// `MAGMA`.
+    pub name: String,
+    /// Matched against the mangled kernel names of a container; one match claims the container.
+    pub pattern: CmakeRegex,
+    /// The operations that launch these kernels.
+    pub operations: String,
+    /// What a user can do meanwhile.
+    pub workaround: String,
+    pub source: String,
+}
+
+/// A library of an official wheel that carries an arch in only some of its containers, read
+/// from the wheel with the binary reader.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartialSassRow {
+    /// `libtorch_cuda_linalg.so`.
+    pub library: String,
+    /// The SASS arch (`7.5`) present in only `with_image` of `containers` containers.
+    pub arch: String,
+    pub containers: usize,
+    pub with_image: usize,
+    /// The [`KernelOriginRow`] the other containers' kernels belong to, where recognised.
+    pub origin: Option<String>,
 }
 
 /// A feature switch a from-source torch build sets explicitly, for a range of torch releases.
@@ -334,6 +367,10 @@ pub struct TorchRow {
     pub wheel_extra_sass: Vec<String>,
     /// Minimum CUDA needed to build this torch from source.
     pub min_cuda_source_build: Option<Version>,
+    /// Libraries of the default PyPI wheel that carry an arch of `wheel_sass` in only some
+    /// containers: a GPU that runs through that arch runs this wheel only partly.
+    #[serde(default)]
+    pub partial_sass: Vec<PartialSassRow>,
     pub source: String,
 }
 
@@ -770,6 +807,17 @@ impl KnowledgeBase {
             )
         };
         format!("pip install torch=={torch}{vision}{index}")
+    }
+
+    /// The origin row whose pattern one of `kernels` (mangled names) matches.
+    pub fn kernel_origin<'k>(
+        &self,
+        kernels: impl IntoIterator<Item = &'k str>,
+    ) -> Option<&KernelOriginRow> {
+        let kernels: Vec<&str> = kernels.into_iter().collect();
+        self.kernel_origins
+            .iter()
+            .find(|o| kernels.iter().any(|k| o.pattern.regex.is_match(k)))
     }
 
     /// The oldest driver that runs anything on GPU `name` (CC `cc`): the GPU's own `min_driver`,

@@ -21,7 +21,7 @@
 //! release; `verify binary` on the wheel reads them).
 
 use super::{CheckFailure, Compared};
-use crate::kb::{KnowledgeBase, TorchCmakeArchListRow, TorchRow};
+use crate::kb::{KnowledgeBase, PartialSassRow, TorchCmakeArchListRow, TorchRow};
 use crate::output::Table;
 use crate::pypi::{IndexFile, Pypi};
 use crate::version::Version;
@@ -114,6 +114,9 @@ pub struct ReleaseCheck {
     pub python_table: Compared<Option<PythonTable>>,
     pub cmake_table_row: Option<String>,
     pub cmake_table: Compared<Option<CmakeTable>>,
+    /// With `--libraries`, for the newest release of each line: the arches of `wheel_sass` that
+    /// the small device libraries carry in only some containers, against `partial_sass`.
+    pub partial_sass: Option<Compared<Vec<PartialSassRow>>>,
     pub ok: bool,
 }
 
@@ -130,6 +133,10 @@ impl ReleaseCheck {
             ("torchaudio", self.torchaudio.ok),
             ("torch_arch_list", self.python_table.ok),
             ("torch_cmake_arch_list", self.cmake_table.ok),
+            (
+                "partial_sass",
+                self.partial_sass.as_ref().is_none_or(|c| c.ok),
+            ),
         ]
         .into_iter()
         .filter(|(_, ok)| !ok)
@@ -171,6 +178,7 @@ impl TorchCheckReport {
             "audio",
             "py table",
             "cmake table",
+            "partial SASS",
             "result",
         ]);
         for c in &self.checked {
@@ -210,6 +218,22 @@ impl TorchCheckReport {
                     c.cmake_table_row.as_deref().unwrap_or("no row"),
                     mark(c.cmake_table.ok)
                 ),
+                match &c.partial_sass {
+                    None => "-".to_string(),
+                    Some(p) => {
+                        let found: Vec<String> = p
+                            .tool
+                            .iter()
+                            .map(|r| format!("{} {}/{}", r.arch, r.with_image, r.containers))
+                            .collect();
+                        let found = if found.is_empty() {
+                            "none".to_string()
+                        } else {
+                            found.join(",")
+                        };
+                        format!("{found} {}", mark(p.ok))
+                    }
+                },
                 if c.ok { "match" } else { "DIFFERS" }.to_string(),
             ]);
         }
@@ -261,6 +285,11 @@ impl TorchCheckReport {
                         show(&c.torchaudio.tool),
                         show(&c.torchaudio.kb),
                     ),
+                    "partial_sass" => {
+                        if let Some(p) = &c.partial_sass {
+                            line(&mut out, name, show(&p.tool), show(&p.kb));
+                        }
+                    }
                     "torch_arch_list" => line(
                         &mut out,
                         name,
@@ -329,10 +358,13 @@ pub fn rows_to_check<'a>(kb: &'a KnowledgeBase, filters: &[Version]) -> Result<V
 }
 
 /// Checks `rows` against PyPI. A release that cannot be read becomes a failure; the rest go on.
+/// With `libraries`, also reads each line's newest release's small device libraries
+/// ([`PARTIAL_LIBRARIES`], 3–80 MB each) for `partial_sass`.
 pub fn check_torch(
     kb: &KnowledgeBase,
     pypi: &Pypi,
     rows: &[&TorchRow],
+    libraries: bool,
     progress: bool,
 ) -> Result<TorchCheckReport> {
     let say = |m: String| {
@@ -358,7 +390,19 @@ pub fn check_torch(
     let mut failures = Vec::new();
     for row in rows {
         say(format!("checking torch {}", row.version));
-        match check_release(kb, pypi, &torch_files, row, &pairs) {
+        let newest_of_line = kb
+            .torch
+            .iter()
+            .filter(|t| t.version.major_minor() == row.version.major_minor())
+            .all(|t| t.version <= row.version);
+        match check_release(
+            kb,
+            pypi,
+            &torch_files,
+            row,
+            &pairs,
+            libraries && newest_of_line,
+        ) {
             Ok(c) => checked.push(c),
             Err(e) => failures.push(CheckFailure {
                 version: row.version.to_string(),
@@ -370,10 +414,16 @@ pub fn check_torch(
     Ok(TorchCheckReport {
         checked,
         failures,
-        not_checked: vec![
-            "cuda_variants: the per-variant indexes (cuXYZ) are on download.pytorch.org, not PyPI".into(),
-            "wheel_sass/wheel_ptx: the archs inside libtorch_cuda.so (400 MB+ per release); `archsmith verify binary` on a downloaded wheel reads them".into(),
-        ],
+        not_checked: {
+            let mut n = vec![
+                "cuda_variants: the per-variant indexes (cuXYZ) are on download.pytorch.org, not PyPI".to_string(),
+                "wheel_sass/wheel_ptx: the archs inside libtorch_cuda.so (300 MB+ per release); `archsmith verify binary` on a downloaded wheel reads them".to_string(),
+            ];
+            if !libraries {
+                n.push("partial_sass: the small device libraries are read with --libraries (3–80 MB per release line)".into());
+            }
+            n
+        },
         ok,
     })
 }
@@ -384,6 +434,7 @@ fn check_release(
     files: &[IndexFile],
     row: &TorchRow,
     pairs: &BTreeMap<&str, BTreeMap<Version, Vec<Version>>>,
+    libraries: bool,
 ) -> Result<ReleaseCheck> {
     let version = row.version.to_string();
     let linux: Vec<&IndexFile> = files
@@ -471,10 +522,75 @@ fn check_release(
         ),
         cmake_table_row: cm_row.map(|r| range(&r.from, &r.to)),
         cmake_table: Compared::new(cmake_table, cm_row.map(CmakeTable::of_row)),
+        partial_sass: if libraries {
+            Some(Compared::new(
+                read_partial_sass(kb, pypi, wheel, row)?,
+                row.partial_sass.clone(),
+            ))
+        } else {
+            None
+        },
         ok: false,
     };
     let ok = check.differences().is_empty();
     Ok(ReleaseCheck { ok, ..check })
+}
+
+/// The small device libraries whose partial coverage `--libraries` reads (libtorch_cuda.so, the
+/// big one, is not among them).
+pub const PARTIAL_LIBRARIES: [&str; 2] = ["libtorch_cuda_linalg.so", "libtorch_nvshmem.so"];
+
+/// For each arch of the row's `wheel_sass`, the small device libraries that carry it in some but
+/// not all of their containers, with the origin of the others' kernels.
+fn read_partial_sass(
+    kb: &KnowledgeBase,
+    pypi: &Pypi,
+    wheel: &IndexFile,
+    row: &TorchRow,
+) -> Result<Vec<PartialSassRow>> {
+    use crate::binary::{audit_elf, kernels::container_kernels, Kind};
+    let mut out = Vec::new();
+    for library in PARTIAL_LIBRARIES {
+        let member = format!("torch/lib/{library}");
+        let Some(bytes) = pypi.member_uncached(wheel, &member)? else {
+            continue;
+        };
+        let audit = audit_elf(&bytes)
+            .with_context(|| format!("reading {member} from {}", wheel.filename))?;
+        let Some(section) = audit.counted() else {
+            continue;
+        };
+        let all: std::collections::BTreeSet<usize> =
+            section.container_images().into_keys().collect();
+        for arch in &row.wheel_sass {
+            let with: std::collections::BTreeSet<usize> = section
+                .images
+                .iter()
+                .filter(|i| {
+                    i.kind == Kind::Elf && i.arch.arch().is_some_and(|a| a.to_string() == *arch)
+                })
+                .map(|i| i.container)
+                .collect();
+            if with.is_empty() || with.len() == all.len() {
+                continue;
+            }
+            let others: std::collections::BTreeSet<usize> =
+                all.difference(&with).copied().collect();
+            let kernels = container_kernels(&bytes, &others)
+                .with_context(|| format!("reading the kernels of {member}"))?;
+            let origin = kb
+                .kernel_origin(kernels.values().flatten().map(String::as_str))
+                .map(|o| o.name.clone());
+            out.push(PartialSassRow {
+                library: library.to_string(),
+                arch: arch.clone(),
+                containers: all.len(),
+                with_image: with.len(),
+                origin,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// A wheel for Linux on x86_64 (`manylinux1_x86_64`, `manylinux_2_28_x86_64`, …).

@@ -2,7 +2,7 @@
 //! [`crate::binary`]) checked against an expected arch spec and GPUs, with its table, its JSON
 //! (schema in docs/verify-binary.md) and its exit code.
 
-use crate::arch::compat::{runs_on, Image, PtxJit};
+use crate::arch::compat::{runs_on, PtxJit};
 use crate::arch::spec::{Plan, PlanContext};
 use crate::binary::expect::{check, Expectation, FileCheck};
 use crate::binary::input::{audit_paths, FileAudit, Options, Outcome};
@@ -44,6 +44,7 @@ pub fn audit(kb: &KnowledgeBase, req: &BinaryRequest) -> Result<(Vec<FileAudit>,
     let opts = Options {
         extract: req.extract.clone(),
         threads: req.threads,
+        kernels_for: devices.iter().map(|(_, cc)| *cc).collect(),
     };
     Ok((
         audit_paths(&req.paths, &opts),
@@ -97,29 +98,121 @@ pub struct DeviceVerdict {
     /// Containers with loadable code, and how many of them have an image for this device.
     pub containers: usize,
     pub containers_running: usize,
+    /// Where some containers run and others do not: what the others hold, by origin.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub at_risk: Vec<AtRisk>,
+}
+
+/// The kernels of a partly covered file that cannot launch on a device, grouped by where they
+/// come from (a [`crate::kb::KernelOriginRow`], or `unrecognised`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AtRisk {
+    pub origin: String,
+    pub containers: usize,
+    pub kernels: usize,
+    /// A few short kernel names, for the reader.
+    pub examples: Vec<String>,
+    pub operations: Option<String>,
+    pub workaround: Option<String>,
+}
+
+/// Whether a set of files (a wheel, a torch install, a directory) runs on one device: every
+/// container of every file (yes), some containers of some file while every file loads at least
+/// partly (partly: the kernels of the others fail with "no kernel image"), or a file none of
+/// whose containers load (no).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Coverage {
+    Yes,
+    Partly,
+    No,
+}
+
+impl Coverage {
+    pub fn of<'v>(verdicts: impl IntoIterator<Item = &'v DeviceVerdict>) -> Coverage {
+        let mut out = Coverage::Yes;
+        for v in verdicts {
+            if v.containers_running == 0 {
+                return Coverage::No;
+            }
+            if !v.runs {
+                out = Coverage::Partly;
+            }
+        }
+        out
+    }
+}
+
+/// Groups the kernels of `containers` (those without an image) by origin.
+fn at_risk(kb: &KnowledgeBase, audit: &ElfAudit, containers: &[usize]) -> Vec<AtRisk> {
+    let mut groups: BTreeMap<String, AtRisk> = BTreeMap::new();
+    for c in containers {
+        let Some(kernels) = audit.kernels.get(c) else {
+            continue;
+        };
+        let origin = kb.kernel_origin(kernels.iter().map(String::as_str));
+        let name = origin.map_or("unrecognised".to_string(), |o| o.name.clone());
+        let group = groups.entry(name.clone()).or_insert_with(|| AtRisk {
+            origin: name,
+            containers: 0,
+            kernels: 0,
+            examples: Vec::new(),
+            operations: origin.map(|o| o.operations.clone()),
+            workaround: origin.map(|o| o.workaround.clone()),
+        });
+        group.containers += 1;
+        group.kernels += kernels.len();
+        if let Some(first) = kernels.first() {
+            let short = crate::binary::kernels::short_name(first).to_string();
+            if group.examples.len() < 4 && !group.examples.contains(&short) {
+                group.examples.push(short);
+            }
+        }
+    }
+    groups.into_values().collect()
+}
+
+impl AtRisk {
+    /// `MAGMA (32 containers, 1402 kernels, e.g. zlacpy_conj_kernel, …): OPERATIONS; WORKAROUND`.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{} ({} containers, {} kernels, e.g. {})",
+            self.origin,
+            self.containers,
+            self.kernels,
+            self.examples.join(", ")
+        );
+        if let Some(o) = &self.operations {
+            s.push_str(&format!(": {o} fail with 'no kernel image'"));
+        }
+        if let Some(w) = &self.workaround {
+            s.push_str(&format!("; {w}"));
+        }
+        s
+    }
 }
 
 /// Applies the runs-on rules per container: a file runs only if every container (compilation
 /// unit) has an image for the device, since a kernel in a container without one cannot launch.
-pub fn file_verdict(audit: &ElfAudit, device: &str, cc: Cc) -> Option<DeviceVerdict> {
+pub fn file_verdict(
+    kb: &KnowledgeBase,
+    audit: &ElfAudit,
+    device: &str,
+    cc: Cc,
+) -> Option<DeviceVerdict> {
     let sec = audit.counted()?;
-    let mut per: BTreeMap<usize, Vec<Image>> = BTreeMap::new();
-    for img in &sec.images {
-        let Some(arch) = img.arch.arch() else {
-            continue;
-        };
-        let image = match img.kind {
-            Kind::Elf => Image::sass(arch),
-            Kind::Ptx => Image::ptx(arch),
-            _ => continue,
-        };
-        per.entry(img.container).or_default().push(image);
-    }
+    let per = sec.container_images();
     if per.is_empty() {
         return None;
     }
     let jit = PtxJit::default();
     let verdicts: Vec<_> = per.values().map(|imgs| runs_on(imgs, cc, &jit)).collect();
+    let without: Vec<usize> = per
+        .keys()
+        .zip(&verdicts)
+        .filter(|(_, v)| !v.runs)
+        .map(|(c, _)| *c)
+        .collect();
     let running = verdicts.iter().filter(|v| v.runs).count();
     let mut via_counts: BTreeMap<String, usize> = BTreeMap::new();
     for v in verdicts.iter().filter_map(|v| v.via) {
@@ -150,11 +243,17 @@ pub fn file_verdict(audit: &ElfAudit, device: &str, cc: Cc) -> Option<DeviceVerd
         reason,
         containers: n,
         containers_running: running,
+        at_risk: if running > 0 && running < n {
+            at_risk(kb, audit, &without)
+        } else {
+            Vec::new()
+        },
     })
 }
 
 impl<'a> Report<'a> {
     pub fn new(
+        kb: &KnowledgeBase,
         files: &'a [FileAudit],
         expect: Option<&Expectation>,
         strict: bool,
@@ -165,7 +264,7 @@ impl<'a> Report<'a> {
             .map(|f| match &f.outcome {
                 Outcome::Audited(a) => devices
                     .iter()
-                    .filter_map(|(name, cc)| file_verdict(a, name, *cc))
+                    .filter_map(|(name, cc)| file_verdict(kb, a, name, *cc))
                     .collect(),
                 Outcome::Failed(_) => Vec::new(),
             })
@@ -317,13 +416,18 @@ impl<'a> Report<'a> {
             let failing = mine.iter().filter(|(_, v)| !v.runs).count();
             let summary = if mine.is_empty() {
                 "no file has device code".to_string()
-            } else if failing == 0 {
-                format!("yes, all {} files with device code", mine.len())
             } else {
-                format!(
-                    "NO, {failing} of {} files with device code cannot load",
-                    mine.len()
-                )
+                match Coverage::of(mine.iter().map(|(_, v)| *v)) {
+                    Coverage::Yes => format!("yes, all {} files with device code", mine.len()),
+                    Coverage::Partly => format!(
+                        "PARTLY, {failing} of {} files with device code carry it in only some containers: their other kernels cannot launch",
+                        mine.len()
+                    ),
+                    Coverage::No => format!(
+                        "NO, {failing} of {} files with device code cannot load",
+                        mine.len()
+                    ),
+                }
             };
             let label = if name.starts_with("CC ") {
                 name.clone()
@@ -332,7 +436,13 @@ impl<'a> Report<'a> {
             };
             out.push_str(&format!("\nruns on {label}: {summary}\n"));
             for (f, v) in mine {
-                let verdict = if v.runs { "ok" } else { "FAIL" };
+                let verdict = if v.runs {
+                    "ok"
+                } else if v.containers_running > 0 {
+                    "PART"
+                } else {
+                    "FAIL"
+                };
                 let via = v
                     .via
                     .as_deref()
@@ -343,6 +453,9 @@ impl<'a> Report<'a> {
                     display_path(&f.path),
                     v.reason
                 ));
+                for r in &v.at_risk {
+                    out.push_str(&format!("       at risk: {}\n", r.describe()));
+                }
             }
         }
         let errors = self
@@ -409,6 +522,7 @@ impl<'a> Report<'a> {
                     "device": name,
                     "cc": cc,
                     "runs": vs.iter().all(|v| v.runs),
+                    "coverage": Coverage::of(vs.iter().copied()),
                     "files_with_device_code": vs.len(),
                     "files_failing": vs.iter().filter(|v| !v.runs).count(),
                 })

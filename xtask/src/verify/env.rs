@@ -187,7 +187,19 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
                         sass: p.sass(),
                         ptx: p.ptx(),
                     });
-                let libs = audit_libraries(std::slice::from_ref(dir), &expect);
+                // The CC each GPU reports to this torch's CUDA (Jetson Thor: 10.1 before 13.0).
+                let gpu_ccs: Vec<(String, crate::cuda_arch::Cc)> = gpus
+                    .iter()
+                    .map(|(name, newest)| {
+                        let cc = info
+                            .cuda
+                            .as_ref()
+                            .map_or(*newest, |cuda| kb.gpu_cc_with_cuda(name, *newest, cuda));
+                        (name.clone(), cc)
+                    })
+                    .collect();
+                let ccs: Vec<crate::cuda_arch::Cc> = gpu_ccs.iter().map(|(_, cc)| *cc).collect();
+                let libs = audit_libraries(std::slice::from_ref(dir), &expect, &ccs);
                 if plan.is_some() {
                     items.extend(libs.items.iter().cloned());
                 }
@@ -199,8 +211,8 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
                         .collect();
                     carried = Some(sass.join(" "));
                 }
-                for (name, cc) in &gpus {
-                    items.push(gpu_item(name, *cc, &libs));
+                for (name, cc) in &gpu_ccs {
+                    items.push(gpu_item(kb, name, *cc, &libs));
                 }
             }
         }
@@ -386,53 +398,75 @@ fn cudnn_item(info: &PythonInfo) -> Item {
     }
 }
 
-/// Whether a GPU runs this torch: its primary library must load on it (every container); the
-/// other device libraries' partial coverage is named, since their kernels may then fail there.
-fn gpu_item(name: &str, cc: crate::cuda_arch::Cc, libs: &super::torch_wheel::LibraryAudit) -> Item {
+/// Whether a GPU runs this torch, by [`super::binary::Coverage`] over its device libraries (the
+/// verdict `verify binary` gives the same files): every container of every library (ok), some
+/// containers of a library (fail: "partly", naming what cannot launch), or none of one (fail).
+fn gpu_item(
+    kb: &KnowledgeBase,
+    name: &str,
+    cc: crate::cuda_arch::Cc,
+    libs: &super::torch_wheel::LibraryAudit,
+) -> Item {
+    use super::binary::{file_verdict, Coverage};
     use crate::binary::input::Outcome;
     let label = format!("runs on {name} (CC {cc})");
-    let mut primary = None;
-    let mut partial = Vec::new();
+    let mut verdicts = Vec::new();
     for a in &libs.audits {
         let Outcome::Audited(e) = &a.outcome else {
             continue;
         };
-        let Some(v) = super::binary::file_verdict(e, name, cc) else {
-            continue;
-        };
-        let file = super::torch_wheel::short(&a.path);
-        if Some(&file) == libs.primary.as_ref() {
-            primary = Some(v);
-        } else if !v.runs {
-            partial.push(format!(
-                "{file} ({} of {} containers)",
-                v.containers_running, v.containers
-            ));
+        if let Some(v) = file_verdict(kb, e, name, cc) {
+            verdicts.push((super::torch_wheel::short(&a.path), v));
         }
     }
-    let Some(v) = primary else {
+    if verdicts.is_empty() {
         return item(
             label,
             Status::Fail,
             "no library with device code: a CPU-only torch",
         );
-    };
-    let partly = if partial.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; only partly: {} — their other kernels cannot launch there",
-            partial.join(", ")
-        )
-    };
-    if v.runs {
-        item(
-            label,
-            Status::Ok,
-            format!("via {}{partly}", v.via.unwrap_or_default()),
-        )
-    } else {
-        item(label, Status::Fail, format!("{}{partly}", v.reason))
+    }
+    let primary = verdicts
+        .iter()
+        .find(|(file, _)| Some(file) == libs.primary.as_ref())
+        .unwrap_or(&verdicts[0]);
+    let via = primary.1.via.clone().unwrap_or_default();
+    match Coverage::of(verdicts.iter().map(|(_, v)| v)) {
+        Coverage::Yes => item(label, Status::Ok, format!("via {via}")),
+        Coverage::Partly => {
+            let parts: Vec<String> = verdicts
+                .iter()
+                .filter(|(_, v)| !v.runs)
+                .map(|(file, v)| {
+                    let risk: Vec<String> = v.at_risk.iter().map(|r| r.describe()).collect();
+                    format!(
+                        "{file} ({} of {} containers){}",
+                        v.containers_running,
+                        v.containers,
+                        if risk.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", risk.join("; "))
+                        }
+                    )
+                })
+                .collect();
+            item(
+                label,
+                Status::Fail,
+                format!(
+                    "partly: via {via}, but only partly: {} — their other kernels cannot launch there",
+                    parts.join(", ")
+                ),
+            )
+        }
+        Coverage::No => {
+            let bad = verdicts
+                .iter()
+                .find(|(_, v)| v.containers_running == 0)
+                .unwrap_or(primary);
+            item(label, Status::Fail, format!("{}: {}", bad.0, bad.1.reason))
+        }
     }
 }
 

@@ -74,12 +74,19 @@ impl LibraryAudit {
 
 /// Audits the device libraries under `paths` (a wheel, a directory such as an installed
 /// `torch/lib`, or files) against `expect`, with the rules in the module docs.
-pub fn audit_libraries(paths: &[PathBuf], expect: &Expectation) -> LibraryAudit {
+/// `kernels_for`: the CCs of GPUs a verdict will be given for, so a library that covers one only
+/// partly can name the kernels at risk.
+pub fn audit_libraries(
+    paths: &[PathBuf],
+    expect: &Expectation,
+    kernels_for: &[crate::cuda_arch::Cc],
+) -> LibraryAudit {
     let audits = audit_paths(
         paths,
         &Options {
             extract: None,
             threads: 0,
+            kernels_for: kernels_for.to_vec(),
         },
     );
     let mut items = Vec::new();
@@ -187,7 +194,7 @@ pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
     if !req.wheel.is_file() {
         anyhow::bail!("{}: no such wheel", req.wheel.display());
     }
-    let libs = audit_libraries(std::slice::from_ref(&req.wheel), &expect);
+    let libs = audit_libraries(std::slice::from_ref(&req.wheel), &expect, &[]);
     let mut items = libs.items;
     python_items(req, &plan, &mut items)?;
     let ok = all_ok(&items);
