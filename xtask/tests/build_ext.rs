@@ -522,3 +522,124 @@ fn pip_wheel_front_end_builds_audits_and_imports() {
     assert!(log.contains("pip wheel"), "the log names the command");
     eprintln!("pip front end: {:.0} s", t.elapsed().as_secs_f64());
 }
+
+/// A package of four extensions (three CPython modules and one CUDA module, ninja switched off by
+/// the package): built two at a time (one per core, each in its own process), ninja switched back
+/// on, every module imported and the CUDA one audited; a compile error in one extension fails the
+/// build naming its file; `--serial-extensions` builds as setuptools does.
+#[test]
+fn a_many_extension_package_builds_its_extensions_at_once() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let src = fixture("multiext");
+    let run = xtask(&[
+        "build-ext",
+        src.to_str().unwrap(),
+        "--arch",
+        "7.5,8.9,9.0",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let r = &json(&run)["result"];
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let at_once = r["extensions_at_once"].as_u64().unwrap();
+    assert!(at_once >= 2.min(cores as u64), "{r}");
+    assert_eq!(r["ninja_turned_on"], true, "{r}");
+    let mut built: Vec<String> = r["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["ok"], true, "{e}");
+            e["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    built.sort();
+    assert_eq!(
+        built,
+        [
+            "multiext._add",
+            "multiext._fill",
+            "multiext._mul",
+            "multiext._neg"
+        ]
+    );
+    assert_eq!(
+        audited_sass(r),
+        [(
+            "multiext/_fill.cpython-311-x86_64-linux-gnu.so".to_string(),
+            vec![
+                "sm_75".to_string(),
+                "sm_89".to_string(),
+                "sm_90".to_string()
+            ]
+        )]
+    );
+    assert_eq!(
+        strings(&r["imported"]),
+        [
+            "multiext._add",
+            "multiext._fill",
+            "multiext._mul",
+            "multiext._neg"
+        ]
+    );
+    // At once, by the order of events in the log: a second extension started before the first
+    // one finished (no timing involved).
+    let log = std::fs::read_to_string(r["log"].as_str().unwrap()).unwrap();
+    let events: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("archsmith-ext: "))
+        .filter(|l| l.starts_with("start ") || l.starts_with("done "))
+        .collect();
+    if at_once >= 2 {
+        assert!(
+            events.len() >= 2 && events[0].starts_with("start ") && events[1].starts_with("start "),
+            "{events:?}"
+        );
+    }
+
+    // A compile error in one extension: the build fails and names that file.
+    let broken = tempfile::tempdir().unwrap();
+    copy_dir(&src, broken.path());
+    let neg = broken.path().join("csrc/neg.cpp");
+    let text = std::fs::read_to_string(&neg).unwrap();
+    std::fs::write(
+        &neg,
+        text.replace(
+            "return PyLong_FromLong(-a);",
+            "return PyLong_FromLong(-a) +;",
+        ),
+    )
+    .unwrap();
+    let failed = xtask(&[
+        "build-ext",
+        broken.path().to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    assert!(failed.stderr.contains("neg.cpp"), "{}", failed.stderr);
+
+    // One after another, as setuptools would: no hooks, so ninja stays off.
+    let serial = xtask(&[
+        "build-ext",
+        src.to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--serial-extensions",
+        "--json",
+    ]);
+    assert_eq!(serial.code, 0, "{}", serial.stderr);
+    let s = &json(&serial)["result"];
+    assert_eq!(s["extensions_at_once"], 1);
+    assert_eq!(s["ninja_turned_on"], false);
+    assert!(s["extensions"].as_array().unwrap().is_empty());
+    assert_eq!(strings(&s["imported"]).len(), 4);
+}

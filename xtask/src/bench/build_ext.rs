@@ -237,6 +237,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                         jobs: req.jobs,
                         progress: Mode::Quiet,
                         own_arch_flags: false,
+                        serial_extensions: false,
                     };
                     let t = Instant::now();
                     let first = crate::build_ext::run(&req_a)?;
@@ -265,6 +266,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                     let plain_par = jobs::Parallelism {
                         jobs: b.max_jobs,
                         nvcc_threads: 1,
+                        extensions: 1,
                         reason: "set by hand",
                     };
                     let cmd = build_command(

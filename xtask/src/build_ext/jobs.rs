@@ -14,8 +14,21 @@ pub struct Parallelism {
     pub jobs: u32,
     /// nvcc `--threads`: per-job threads, one arch each (1 = not set).
     pub nvcc_threads: u32,
+    /// Extensions of one package built at once (1: setuptools' own one after another); see
+    /// [`extensions_at_once`].
+    pub extensions: u32,
     /// Why, in a few words.
     pub reason: &'static str,
+}
+
+/// How many of a package's extensions to build at once: one per core, as many as memory holds
+/// (each may run an nvcc on torch headers). setuptools builds them one after another, each in a
+/// ninja run of one or two files, so a many-extension package otherwise keeps one core busy.
+pub fn extensions_at_once(cores: u32, mem_available_gib: f64) -> u32 {
+    let by_mem = ((mem_available_gib - RESERVE_GIB) / GIB_PER_NVCC_JOB)
+        .floor()
+        .max(1.0) as u32;
+    cores.max(1).min(by_mem)
 }
 
 /// The model (measurements: docs/build-ext.md, "Jobs and nvcc threads"):
@@ -75,6 +88,7 @@ pub fn parallelism(
     Parallelism {
         jobs,
         nvcc_threads: threads,
+        extensions: extensions_at_once(cores, mem_available_gib),
         reason,
     }
 }
@@ -135,5 +149,9 @@ mod tests {
         assert_eq!(parallelism(8, 11.0, 8, 8, 4, Some(4)).nvcc_threads, 1);
         // Tiny memory still gives one job.
         assert_eq!(parallelism(8, 0.5, 8, 8, 3, None).jobs, 1);
+        // Extensions at once: one per core, within memory.
+        assert_eq!(extensions_at_once(2, 20.0), 2);
+        assert_eq!(extensions_at_once(16, 6.0), 2);
+        assert_eq!(extensions_at_once(4, 0.5), 1);
     }
 }

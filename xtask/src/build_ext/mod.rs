@@ -58,6 +58,9 @@ pub struct Request {
     pub progress: progress::Mode,
     /// Let the extension's own nvcc arch flags through instead of the plan's ([`arch_guard`]).
     pub own_arch_flags: bool,
+    /// Build a package's extensions one after another, as setuptools does, instead of
+    /// [`jobs::Parallelism::extensions`] at once.
+    pub serial_extensions: bool,
 }
 
 /// A finished (or reused) build.
@@ -86,6 +89,50 @@ pub struct Outcome {
     /// plan's. None with `--own-arch-flags` (and for a reused wheel recorded before the guard).
     #[serde(default)]
     pub arch_guard: Option<arch_guard::Report>,
+    /// Extensions built at once (1: one after another), and each one's time where they ran
+    /// concurrently (the build hooks' `archsmith-ext:` lines).
+    #[serde(default = "one")]
+    pub extensions_at_once: u32,
+    #[serde(default)]
+    pub extensions: Vec<ExtensionBuilt>,
+    /// The package switched ninja off and the hooks switched it back on.
+    #[serde(default)]
+    pub ninja_turned_on: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One extension of a package built concurrently with others.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ExtensionBuilt {
+    pub name: String,
+    pub seconds: f64,
+    pub ok: bool,
+}
+
+/// `archsmith-ext: done NAME (k/total, Ns)` / `FAILED …` lines of the build hooks.
+pub fn parse_extension_line(line: &str) -> Option<ExtensionBuilt> {
+    let rest = line.strip_prefix("archsmith-ext: ")?;
+    let (ok, rest) = if let Some(r) = rest.strip_prefix("done ") {
+        (true, r)
+    } else {
+        (false, rest.strip_prefix("FAILED ")?)
+    };
+    let (name, tail) = rest.rsplit_once(" (")?;
+    let seconds = tail
+        .trim_end_matches(')')
+        .rsplit_once(", ")?
+        .1
+        .strip_suffix('s')?
+        .parse()
+        .ok()?;
+    Some(ExtensionBuilt {
+        name: name.to_string(),
+        seconds,
+        ok,
+    })
 }
 
 /// Why a build failed, with what the user needs to act: the first compiler error and the log.
@@ -293,7 +340,7 @@ fn build(
     let files = source::tree_files(&tree)?;
     let (units, cu) = jobs::count_sources(&files);
     let images = (plan.sass().len() + plan.ptx().len()) as u32;
-    let par = jobs::parallelism(
+    let mut par = jobs::parallelism(
         crate::host::cores(),
         crate::host::mem_available_gib(),
         units,
@@ -301,6 +348,9 @@ fn build(
         images,
         req.jobs,
     );
+    if req.serial_extensions {
+        par.extensions = 1;
+    }
 
     fs::create_dir_all(&req.out)
         .with_context(|| format!("creating the output dir {}", req.out.display()))?;
@@ -515,6 +565,14 @@ fn build(
         warnings,
         cache_stats,
         arch_guard,
+        extensions_at_once: par.extensions,
+        extensions: lines
+            .iter()
+            .filter_map(|l| parse_extension_line(l))
+            .collect(),
+        ninja_turned_on: lines
+            .iter()
+            .any(|l| l.starts_with("archsmith-ext: ninja turned back on")),
     };
     crate::stamp::record(&out, &inputs, &outcome.wheel, &outcome)?;
     drop(scratch);
@@ -634,6 +692,27 @@ pub fn build_env(
     }
     if let Some(g) = guard {
         vars.extend(g.env());
+    }
+    if par.extensions > 1 {
+        // The build hooks (verify/build_hooks/sitecustomize.py) build that many extensions at
+        // once, MAX_JOBS shared out between them, and turn ninja back on where a package
+        // switched it off. Where the hooks cannot be found the build runs as setuptools would.
+        if let Ok(root) = crate::data::data_root() {
+            let hooks = root.join("verify").join("build_hooks");
+            vars.push((
+                "PYTHONPATH".into(),
+                prepend("PYTHONPATH", vec![hooks.display().to_string()]),
+            ));
+            vars.push((
+                "ARCHSMITH_PARALLEL_EXTENSIONS".into(),
+                par.extensions.to_string(),
+            ));
+            vars.push((
+                "ARCHSMITH_EXT_MAX_JOBS".into(),
+                (par.jobs / par.extensions).max(1).to_string(),
+            ));
+            vars.push(("ARCHSMITH_FORCE_NINJA".into(), "1".into()));
+        }
     }
     vars
 }
@@ -759,6 +838,19 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extension_lines_of_the_build_hooks() {
+        let e = parse_extension_line("archsmith-ext: done multiext._fill (4/4, 2s)").unwrap();
+        assert_eq!(
+            (e.name.as_str(), e.seconds, e.ok),
+            ("multiext._fill", 2.0, true)
+        );
+        let f = parse_extension_line("archsmith-ext: FAILED a (b) (1/3, 17s)").unwrap();
+        assert_eq!((f.name.as_str(), f.seconds, f.ok), ("a (b)", 17.0, false));
+        assert!(parse_extension_line("archsmith-ext: start x (1/2)").is_none());
+        assert!(parse_extension_line("done x (1/2, 3s)").is_none());
+    }
 
     #[test]
     fn nvidia_wheel_dirs_take_this_majors_layout_first_and_skip_anothers() {

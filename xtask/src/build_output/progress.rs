@@ -64,6 +64,25 @@ impl Progress {
     }
 
     pub fn line(&mut self, line: &str) {
+        // build-ext's hooks building several extensions at once: their start/done lines are the
+        // progress (each extension's own output arrives whole when it ends).
+        if let Some(rest) = line.strip_prefix("archsmith-ext: ") {
+            if let Some(b) = &self.bar {
+                b.set_message(rest.to_string());
+                if let Some((done, total)) = extension_count(rest) {
+                    b.set_length(total);
+                    b.set_position(done);
+                }
+            }
+            if self.plain {
+                eprintln!(
+                    "  [{}] {rest}",
+                    fmt_secs(self.started.elapsed().as_secs_f64())
+                );
+            }
+            self.extension = None;
+            return;
+        }
         if let Some(rest) = line.strip_prefix("building '") {
             let name = rest.split('\'').next().unwrap_or(rest).to_string();
             if let Some(b) = &self.bar {
@@ -113,4 +132,14 @@ impl Progress {
             b.finish_and_clear();
         }
     }
+}
+
+/// `(k, total)` of a finished extension's `done NAME (k/total, Ns)` line.
+fn extension_count(rest: &str) -> Option<(u64, u64)> {
+    if !(rest.starts_with("done ") || rest.starts_with("FAILED ")) {
+        return None;
+    }
+    let inner = rest.rsplit_once(" (")?.1;
+    let (k, total) = inner.split(',').next()?.split_once('/')?;
+    Some((k.parse().ok()?, total.parse().ok()?))
 }

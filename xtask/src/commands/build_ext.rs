@@ -38,6 +38,10 @@ pub struct BuildExtArgs {
     /// by default every nvcc the build runs gets exactly --arch, and the wheel is audited for it.
     #[arg(long)]
     pub own_arch_flags: bool,
+    /// Build a package's extensions one after another, as setuptools does; by default as many
+    /// at once as there are cores (within memory), each in its own process.
+    #[arg(long)]
+    pub serial_extensions: bool,
     /// Print the result as JSON on stdout (progress still goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -54,6 +58,7 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
         cache: args.cache,
         jobs: args.jobs,
         own_arch_flags: args.own_arch_flags,
+        serial_extensions: args.serial_extensions,
         progress: Mode::Auto,
     };
     match build_ext::run(&req) {

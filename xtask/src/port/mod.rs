@@ -331,6 +331,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         jobs: None,
         progress: req.progress,
         own_arch_flags: req.own_arch_flags,
+        serial_extensions: false,
     };
     let b = build_ext::run(&build_req)?;
     eprintln!(

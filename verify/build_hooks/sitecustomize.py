@@ -1,0 +1,192 @@
+"""archsmith's build hooks, loaded by the Python of an extension build (build-ext puts this
+directory first on PYTHONPATH). Standard library only; nothing happens unless asked:
+
+ARCHSMITH_PARALLEL_EXTENSIONS=N (N >= 2)
+    setuptools builds a package's extensions one after another, each in its own ninja run of one
+    or two files, so on a many-extension package most cores sit idle. This builds up to N
+    extensions at once, each in a forked process with its own build_temp (torch's BuildExtension
+    writes one build.ninja per build_temp, and its non-ninja path swaps the compiler executable on
+    the shared compiler object, so threads would race; processes do not). Each child's output goes
+    to its own log and is replayed whole when it ends, so the build log stays readable; progress
+    lines `archsmith-ext: start|done|FAILED NAME (k/total, Ns)` say where it is.
+    ARCHSMITH_EXT_MAX_JOBS sets MAX_JOBS inside each child (the build's jobs shared out).
+
+ARCHSMITH_FORCE_NINJA=1
+    a package that built with BuildExtension.with_options(use_ninja=False) compiles its files one
+    by one; with ninja on PATH, torch's ninja path (the same flags, compiled in parallel) is used.
+
+Any other sitecustomize on the path is run after this one.
+"""
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_PATCHED = {
+    "setuptools._distutils.command.build_ext": "_patch_build_ext",
+    "distutils.command.build_ext": "_patch_build_ext",
+    "torch.utils.cpp_extension": "_patch_cpp_extension",
+}
+
+
+def _say(message):
+    sys.stdout.write("archsmith-ext: %s\n" % message)
+    sys.stdout.flush()
+
+
+def _safe(name):
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def _patch_build_ext(module):
+    cls = getattr(module, "build_ext", None)
+    if cls is None or getattr(cls, "_archsmith_parallel", False):
+        return
+    try:
+        wanted = int(os.environ.get("ARCHSMITH_PARALLEL_EXTENSIONS", "1"))
+    except ValueError:
+        wanted = 1
+    if wanted < 2 or not hasattr(os, "fork"):
+        return
+    serial = cls._build_extensions_serial
+
+    def _build_extensions_forked(self):
+        extensions = list(self.extensions)
+        at_once = min(wanted, len(extensions))
+        if at_once < 2:
+            return serial(self)
+        import time
+        import traceback
+
+        base_temp = self.build_temp
+        log_dir = os.path.join(base_temp, "archsmith-ext-logs")
+        os.makedirs(log_dir, exist_ok=True)
+        per_child_jobs = os.environ.get("ARCHSMITH_EXT_MAX_JOBS")
+        total = len(extensions)
+        queue = list(enumerate(extensions))
+        running = {}
+        failed = []
+        done = 0
+        _say("building %d extensions, %d at a time" % (total, at_once))
+        while queue or running:
+            while queue and len(running) < at_once:
+                index, ext = queue.pop(0)
+                log = os.path.join(log_dir, "%03d-%s.log" % (index, _safe(ext.name)))
+                _say("start %s (%d/%d)" % (ext.name, index + 1, total))
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:
+                        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                        os.dup2(fd, 1)
+                        os.dup2(fd, 2)
+                        if per_child_jobs:
+                            os.environ["MAX_JOBS"] = per_child_jobs
+                        self.build_temp = os.path.join(base_temp, _safe(ext.name))
+                        with self._filter_build_errors(ext):
+                            self.build_extension(ext)
+                        code = 0
+                    except BaseException:
+                        traceback.print_exc()
+                    finally:
+                        try:
+                            sys.stdout.flush()
+                            sys.stderr.flush()
+                        finally:
+                            os._exit(code)
+                running[pid] = (ext, log, time.time())
+            pid, status = os.wait()
+            if pid not in running:
+                continue
+            ext, log, started = running.pop(pid)
+            done += 1
+            ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            try:
+                with open(log, errors="replace") as f:
+                    sys.stdout.write(f.read())
+            except OSError:
+                pass
+            _say(
+                "%s %s (%d/%d, %.0fs)"
+                % ("done" if ok else "FAILED", ext.name, done, total, time.time() - started)
+            )
+            if not ok:
+                failed.append(ext.name)
+        if failed:
+            raise SystemExit("error: building extension(s) failed: %s" % ", ".join(failed))
+
+    cls._build_extensions_serial = _build_extensions_forked
+    cls._archsmith_parallel = True
+
+
+def _patch_cpp_extension(module):
+    if os.environ.get("ARCHSMITH_FORCE_NINJA") != "1":
+        return
+    cls = getattr(module, "BuildExtension", None)
+    if cls is None or getattr(cls, "_archsmith_ninja", False):
+        return
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if not getattr(self, "use_ninja", True):
+            try:
+                module.verify_ninja_availability()
+            except Exception:
+                return
+            self.use_ninja = True
+            _say("ninja turned back on (the package set use_ninja=False)")
+
+    cls.__init__ = __init__
+    cls._archsmith_ninja = True
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Patches the modules above right after they are first executed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _PATCHED:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        patch = globals()[_PATCHED[name]]
+
+        class _Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                patch(module)
+
+        spec.loader = _Loader()
+        return spec
+
+
+if os.environ.get("ARCHSMITH_PARALLEL_EXTENSIONS") or os.environ.get("ARCHSMITH_FORCE_NINJA"):
+    sys.meta_path.insert(0, _Finder())
+    # Modules imported before this ran (rare in a fresh interpreter) are patched now.
+    for _name, _fn in _PATCHED.items():
+        if _name in sys.modules:
+            globals()[_fn](sys.modules[_name])
+
+
+def _chain():
+    """Runs the next sitecustomize on sys.path, which this one would otherwise hide."""
+    for entry in sys.path:
+        if os.path.abspath(entry or ".") == _HERE:
+            continue
+        candidate = os.path.join(entry or ".", "sitecustomize.py")
+        if os.path.isfile(candidate):
+            with open(candidate) as f:
+                code = compile(f.read(), candidate, "exec")
+            exec(code, {"__name__": "sitecustomize", "__file__": candidate})
+            return
+
+
+_chain()
