@@ -4,7 +4,7 @@ directory first on PYTHONPATH). Standard library only; nothing happens unless as
 ARCHSMITH_PARALLEL_EXTENSIONS=N (N >= 2)
     setuptools builds a package's extensions one after another, each in its own ninja run of one
     or two files, so on a many-extension package most cores sit idle. This builds up to N
-    extensions at once, each in a forked process with its own build_temp (torch's BuildExtension
+    extensions at once, longest first, each in a forked process with its own build_temp (torch's BuildExtension
     writes one build.ninja per build_temp, and its non-ninja path swaps the compiler executable on
     the shared compiler object, so threads would race; processes do not). Each child's output goes
     to its own log and is replayed whole when it ends, so the build log stays readable; progress
@@ -40,6 +40,11 @@ def _safe(name):
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
 
+def _cost(ext):
+    """A rough cost of building an extension: a .cu file compiles once per arch."""
+    return sum(10 if str(src).endswith(".cu") else 1 for src in getattr(ext, "sources", []))
+
+
 def _patch_build_ext(module):
     cls = getattr(module, "build_ext", None)
     if cls is None or getattr(cls, "_archsmith_parallel", False):
@@ -65,7 +70,9 @@ def _patch_build_ext(module):
         os.makedirs(log_dir, exist_ok=True)
         per_child_jobs = os.environ.get("ARCHSMITH_EXT_MAX_JOBS")
         total = len(extensions)
-        queue = list(enumerate(extensions))
+        # Longest first (CUDA sources cost most), so the short ones fill the end instead of one
+        # long extension running alone while the other cores wait.
+        queue = sorted(enumerate(extensions), key=lambda item: -_cost(item[1]))
         running = {}
         failed = []
         done = 0

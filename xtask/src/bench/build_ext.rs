@@ -38,6 +38,33 @@ pub struct BenchRequest {
     pub jobs: Option<u32>,
     pub out: PathBuf,
     pub rounds: u32,
+    /// MAX_JOBS of the plain builds; empty: archsmith's value and one per core.
+    pub plain_jobs: Vec<u32>,
+}
+
+/// What a build's wheel carries, by the plan: whether every planned image is in every container
+/// of every file with device code, and the SASS per file.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WheelAudit {
+    pub ok: bool,
+    /// `file: sm_75 sm_89 sm_90`, one per file with device code.
+    pub files: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+impl WheelAudit {
+    fn of(wheel: &Path, plan: &crate::arch::spec::Plan) -> WheelAudit {
+        let a = crate::build_ext::check::audit_wheel(wheel, plan);
+        WheelAudit {
+            ok: a.ok,
+            files: a
+                .files
+                .iter()
+                .map(|f| format!("{}: {}", f.path, f.sass.join(" ")))
+                .collect(),
+            problems: a.problems,
+        }
+    }
 }
 
 /// One plain build setup and its samples.
@@ -55,6 +82,8 @@ pub struct PlainBuild {
     /// fastest no-op / slowest archsmith no-op.
     pub noop_speedup: f64,
     pub log: PathBuf,
+    /// The last clean build's wheel against the plan.
+    pub audit: Option<WheelAudit>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -66,7 +95,11 @@ pub struct BenchReport {
     pub mem_available_gib: f64,
     pub max_jobs: u32,
     pub nvcc_threads: u32,
+    /// Extensions archsmith built at once (1 for a one-extension package).
+    pub extensions_at_once: u32,
     pub plain: Vec<PlainBuild>,
+    /// archsmith's last clean wheel against the plan.
+    pub archsmith_audit: Option<WheelAudit>,
     /// Samples in run order, seconds.
     pub archsmith_clean_s: Vec<f64>,
     pub archsmith_noop_s: Vec<f64>,
@@ -179,6 +212,13 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     if cores != par.jobs {
         plain_jobs.push((cores, "one per core"));
     }
+    if !req.plain_jobs.is_empty() {
+        plain_jobs = req
+            .plain_jobs
+            .iter()
+            .map(|j| (*j, "--plain-jobs"))
+            .collect();
+    }
     let mut plain: Vec<PlainBuild> = plain_jobs
         .iter()
         .enumerate()
@@ -191,6 +231,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
             clean_speedup: 0.0,
             noop_speedup: 0.0,
             log: out.join(format!("plain{i}-clean-0.log")),
+            audit: None,
         })
         .collect();
     let mut r = BenchReport {
@@ -201,7 +242,9 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         mem_available_gib: (mem * 10.0).round() / 10.0,
         max_jobs: par.jobs,
         nvcc_threads: par.nvcc_threads,
+        extensions_at_once: 1,
         plain: vec![],
+        archsmith_audit: None,
         archsmith_clean_s: vec![],
         archsmith_noop_s: vec![],
         load_1min: vec![],
@@ -238,10 +281,13 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                         progress: Mode::Quiet,
                         own_arch_flags: false,
                         serial_extensions: false,
+                        dist: None,
                     };
                     let t = Instant::now();
                     let first = crate::build_ext::run(&req_a)?;
                     let clean = t.elapsed().as_secs_f64();
+                    r.extensions_at_once = first.extensions_at_once;
+                    r.archsmith_audit = Some(WheelAudit::of(&first.wheel, &p.plan));
                     if first.reused {
                         bail!("archsmith's clean build found a stamp in a fresh output dir");
                     }
@@ -282,6 +328,13 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                     );
                     let clean =
                         timed_plain(&cmd, &out.join(format!("plain{i}-clean-{round}.log")))?;
+                    let wheel = fs::read_dir(&wheels)?
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+                        .with_context(|| {
+                            format!("the plain build left no wheel in {}", wheels.display())
+                        })?;
+                    b.audit = Some(WheelAudit::of(&wheel, &p.plan));
                     let noop = timed_plain(&cmd, &out.join(format!("plain{i}-noop-{round}.log")))?;
                     eprintln!(
                         "bench: round {round}: {} clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})",

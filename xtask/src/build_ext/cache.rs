@@ -71,6 +71,8 @@ pub struct CompilerCache {
     pub wrappers: PathBuf,
     /// The real host compiler for nvcc (sccache only; see the module docs).
     pub nvcc_ccbin: Option<PathBuf>,
+    /// sccache's client configuration for `--dist` ([`super::dist`]): the scheduler and token.
+    pub dist_config: Option<PathBuf>,
 }
 
 /// The launcher binary: PATH first, then archsmith's tools dir, installing it there from PyPI.
@@ -100,13 +102,28 @@ pub(super) fn write_wrapper(path: &Path, comment: &str, command: &[String]) -> R
 
 const COMMENT: &str = "written by archsmith build-ext --cache";
 
+/// The port of the sccache server that `--dist` builds use (sccache's default is 4226).
+pub const DIST_SERVER_PORT: &str = "4227";
+
 fn argv(launcher: &Path, real: &Path) -> [String; 2] {
     [launcher.display().to_string(), real.display().to_string()]
 }
 
 impl CompilerCache {
-    /// Finds or installs the launcher, writes the wrappers and zeroes the statistics.
-    pub fn prepare(kind: CacheKind, tc: &Toolchain) -> Result<CompilerCache> {
+    /// Finds or installs the launcher, writes the wrappers and zeroes the statistics. With
+    /// `dist`, sccache starts with the scheduler's client configuration, and the scheduler must
+    /// report a build server before anything compiles.
+    pub fn prepare(
+        kind: CacheKind,
+        tc: &Toolchain,
+        dist: Option<&super::dist::Dist>,
+    ) -> Result<CompilerCache> {
+        if dist.is_some() && kind != CacheKind::Sccache {
+            anyhow::bail!(
+                "--dist sends compiles through sccache-dist, which needs --cache sccache (not {})",
+                kind.name()
+            );
+        }
         let launcher = launcher(kind)?;
         let cache_dir = kind.cache_dir();
         let wrappers = paths::cache_dir()
@@ -136,24 +153,69 @@ impl CompilerCache {
             cache_dir,
             wrappers,
             nvcc_ccbin,
+            dist_config: dist.map(|d| d.write_config()).transpose()?,
         };
         c.zero_stats()?;
+        c.wait_for_dist(dist)?;
         Ok(c)
     }
 
     /// The launcher alone, for builds that take it through CMake's `CMAKE_<LANG>_COMPILER_LAUNCHER`
-    /// (torch itself): no wrappers; statistics zeroed.
-    pub fn launcher_only(kind: CacheKind) -> Result<CompilerCache> {
+    /// (torch itself): no wrappers; statistics zeroed; with `dist`, as [`Self::prepare`].
+    pub fn launcher_only(
+        kind: CacheKind,
+        dist: Option<&super::dist::Dist>,
+    ) -> Result<CompilerCache> {
+        if dist.is_some() && kind != CacheKind::Sccache {
+            anyhow::bail!(
+                "--dist sends compiles through sccache-dist, which needs --cache sccache (not {})",
+                kind.name()
+            );
+        }
         let c = CompilerCache {
             kind,
             launcher: launcher(kind)?,
             cache_dir: kind.cache_dir(),
             wrappers: PathBuf::new(),
             nvcc_ccbin: None,
+            dist_config: dist.map(|d| d.write_config()).transpose()?,
         };
         fs::create_dir_all(&c.cache_dir)?;
         c.zero_stats()?;
+        c.wait_for_dist(dist)?;
         Ok(c)
+    }
+
+    fn wait_for_dist(&self, dist: Option<&super::dist::Dist>) -> Result<()> {
+        if let Some(d) = dist {
+            let servers = super::dist::wait_for_servers(
+                &self.cmd(),
+                &d.scheduler_url,
+                std::time::Duration::from_secs(30),
+            )?;
+            eprintln!(
+                "archsmith: compiles go to the sccache-dist scheduler at {} ({servers} build server(s))",
+                d.scheduler_url
+            );
+        }
+        Ok(())
+    }
+
+    /// What a build's processes need besides the launcher: the client config and the server's
+    /// port, for `--dist`.
+    pub fn dist_vars(&self) -> Vec<(String, String)> {
+        self.dist_config
+            .iter()
+            .flat_map(|conf| {
+                [
+                    ("SCCACHE_CONF".to_string(), conf.display().to_string()),
+                    (
+                        "SCCACHE_SERVER_PORT".to_string(),
+                        DIST_SERVER_PORT.to_string(),
+                    ),
+                ]
+            })
+            .collect()
     }
 
     fn zero_stats(&self) -> Result<()> {
@@ -176,7 +238,14 @@ impl CompilerCache {
             CacheKind::Ccache => "CCACHE_DIR",
             CacheKind::Sccache => "SCCACHE_DIR",
         };
-        Cmd::new(&self.launcher).env(var, &self.cache_dir)
+        let cmd = Cmd::new(&self.launcher).env(var, &self.cache_dir);
+        match &self.dist_config {
+            // A port of its own: an sccache already serving other builds has another config.
+            Some(conf) => cmd
+                .env("SCCACHE_CONF", conf)
+                .env("SCCACHE_SERVER_PORT", DIST_SERVER_PORT),
+            None => cmd,
+        }
     }
 
     /// Variables for the build besides `PATH` (the caller puts [`Self::wrappers`] first on it).
@@ -201,11 +270,17 @@ impl CompilerCache {
         if let Some(ccbin) = &self.nvcc_ccbin {
             vars.push(("NVCC_CCBIN".to_string(), ccbin.display().to_string()));
         }
+        vars.extend(self.dist_vars());
         vars
     }
 
     /// The hit/miss lines of the launcher's statistics.
     pub fn stats(&self) -> Result<String> {
+        Ok(self.stats_with_dist()?.0)
+    }
+
+    /// [`Self::stats`], and with `--dist` how many compiles ran on which build server.
+    pub fn stats_with_dist(&self) -> Result<(String, Option<super::dist::DistStats>)> {
         let text = match self.kind {
             CacheKind::Ccache => self.cmd().arg("--show-stats").read()?,
             CacheKind::Sccache => {
@@ -214,7 +289,21 @@ impl CompilerCache {
                 t
             }
         };
-        Ok(stat_lines(&text))
+        let dist = self
+            .dist_config
+            .is_some()
+            .then(|| super::dist::parse_dist_stats(&text));
+        let mut lines = stat_lines(&text);
+        if let Some(d) = &dist {
+            let per: Vec<String> = d.servers.iter().map(|(a, n)| format!("{a} {n}")).collect();
+            lines.push_str(&format!(
+                "; distributed compiles: {} ({}); failed distributed: {}",
+                d.total(),
+                per.join(", "),
+                d.failed
+            ));
+        }
+        Ok((lines, dist))
     }
 }
 

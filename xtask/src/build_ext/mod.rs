@@ -23,6 +23,7 @@
 pub mod arch_guard;
 pub mod cache;
 pub mod check;
+pub mod dist;
 pub mod jobs;
 pub mod source;
 pub mod stamp;
@@ -61,6 +62,8 @@ pub struct Request {
     /// Build a package's extensions one after another, as setuptools does, instead of
     /// [`jobs::Parallelism::extensions`] at once.
     pub serial_extensions: bool,
+    /// Send compiles to an sccache-dist scheduler ([`dist`]); implies `--cache sccache`.
+    pub dist: Option<dist::Dist>,
 }
 
 /// A finished (or reused) build.
@@ -98,6 +101,9 @@ pub struct Outcome {
     /// The package switched ninja off and the hooks switched it back on.
     #[serde(default)]
     pub ninja_turned_on: bool,
+    /// With `--dist`: compiles per build server, and failed distributions (sccache's statistics).
+    #[serde(default)]
+    pub distributed: Option<dist::DistStats>,
 }
 
 fn one() -> u32 {
@@ -362,8 +368,12 @@ fn build(
 
     let wheel_dir = scratch.path.join("wheel");
     fs::create_dir_all(&wheel_dir)?;
-    let compiler_cache = match req.cache {
-        Some(kind) => Some(cache::CompilerCache::prepare(kind, tc)?),
+    let cache_kind = match (req.cache, &req.dist) {
+        (None, Some(_)) => Some(CacheKind::Sccache),
+        (kind, _) => kind,
+    };
+    let compiler_cache = match cache_kind {
+        Some(kind) => Some(cache::CompilerCache::prepare(kind, tc, req.dist.as_ref())?),
         None => None,
     };
     let guard = if req.own_arch_flags {
@@ -466,7 +476,14 @@ fn build(
         }
         .into());
     }
-    let cache_stats = compiler_cache.as_ref().map(|c| c.stats()).transpose()?;
+    let (cache_stats, distributed) = match compiler_cache
+        .as_ref()
+        .map(|c| c.stats_with_dist())
+        .transpose()?
+    {
+        Some((lines, dist)) => (Some(lines), dist),
+        None => (None, None),
+    };
     let arch_guard = guard.as_ref().map(|g| g.report()).transpose()?;
     if let Some(w) = arch_guard.as_ref().and_then(|r| r.warning(plan)) {
         eprintln!("warning: {w}");
@@ -573,6 +590,7 @@ fn build(
         ninja_turned_on: lines
             .iter()
             .any(|l| l.starts_with("archsmith-ext: ninja turned back on")),
+        distributed,
     };
     crate::stamp::record(&out, &inputs, &outcome.wheel, &outcome)?;
     drop(scratch);

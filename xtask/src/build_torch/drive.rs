@@ -23,6 +23,8 @@ pub struct Driven {
     pub ninja_log: Option<PathBuf>,
     pub seconds: f64,
     pub cache_stats: Option<String>,
+    /// With `--dist`: compiles per build server.
+    pub distributed: Option<crate::build_ext::dist::DistStats>,
     pub slowest: Vec<(String, f64)>,
 }
 
@@ -82,7 +84,10 @@ pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Resul
         "{}",
         plan.shell_script(&p.tree.root, req.stop_after_configure)
     )?;
-    let cache = req.cache.map(CompilerCache::launcher_only).transpose()?;
+    let cache = req
+        .cache_kind()
+        .map(|kind| CompilerCache::launcher_only(kind, req.dist.as_ref()))
+        .transpose()?;
     let words = if req.stop_after_configure {
         &plan.configure_command
     } else {
@@ -97,7 +102,10 @@ pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Resul
     })?;
     ui.finish();
     drop(log);
-    let cache_stats = cache.as_ref().and_then(|c| c.stats().ok());
+    let (cache_stats, distributed) = match cache.as_ref().and_then(|c| c.stats_with_dist().ok()) {
+        Some((lines, dist)) => (Some(lines), dist),
+        None => (None, None),
+    };
     if status != Some(0) {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -149,6 +157,7 @@ pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Resul
         ninja_log,
         seconds: started.elapsed().as_secs_f64(),
         cache_stats,
+        distributed,
         slowest,
     })
 }

@@ -53,6 +53,8 @@ pub struct Request {
     pub out: PathBuf,
     pub jobs: Option<u32>,
     pub cache: Option<CacheKind>,
+    /// Send the compiles to an sccache-dist scheduler (implies `--cache sccache`).
+    pub dist: Option<crate::build_ext::dist::Dist>,
     pub sets: Vec<(String, String)>,
     pub dry_run: bool,
     pub stop_after_configure: bool,
@@ -352,7 +354,7 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         &python,
     ));
 
-    let launcher = match req.cache {
+    let launcher = match req.cache_kind() {
         None => None,
         Some(kind) => match crate::build_ext::cache::launcher(kind) {
             Ok(l) => Some((l, kind.dir_var())),
@@ -402,6 +404,7 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
                     sets: &req.sets,
                     cudnn: cudnn.clone(),
                     launcher,
+                    dist_config: req.dist.as_ref().map(|d| d.config_path()),
                     path_first,
                 },
                 &files,
@@ -439,6 +442,16 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
     })
 }
 
+impl Request {
+    /// `--cache`, or sccache where `--dist` asks for a cluster without naming a cache.
+    pub fn cache_kind(&self) -> Option<CacheKind> {
+        match (self.cache, &self.dist) {
+            (None, Some(_)) => Some(CacheKind::Sccache),
+            (kind, _) => kind,
+        }
+    }
+}
+
 /// `--out` made absolute: the build runs in the tree, not where the user stands.
 fn out_dir(out: &Path) -> PathBuf {
     if out.is_absolute() {
@@ -462,6 +475,8 @@ pub struct Outcome {
     pub log: Option<PathBuf>,
     pub build_seconds: f64,
     pub cache_stats: Option<String>,
+    /// With `--dist`: compiles per build server, and failed distributions.
+    pub distributed: Option<crate::build_ext::dist::DistStats>,
     pub slowest_steps: Vec<(String, f64)>,
     pub verify: Option<torch_wheel::Report>,
 }
@@ -562,6 +577,7 @@ pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
         log: None,
         build_seconds: 0.0,
         cache_stats: None,
+        distributed: None,
         slowest_steps: Vec::new(),
         verify: None,
         prepared,
@@ -591,6 +607,7 @@ pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
     outcome.log = Some(driven.log);
     outcome.build_seconds = driven.seconds;
     outcome.cache_stats = driven.cache_stats;
+    outcome.distributed = driven.distributed;
     outcome.slowest_steps = driven.slowest;
     let Some(built) = driven.wheel else {
         return Ok(outcome);

@@ -119,6 +119,8 @@ pub struct Inputs<'a> {
     pub cudnn: Option<(PathBuf, PathBuf)>,
     /// The compiler-cache launcher and its directory variable.
     pub launcher: Option<(PathBuf, (String, String))>,
+    /// With `--dist`: sccache's client config naming the scheduler (written when the build runs).
+    pub dist_config: Option<PathBuf>,
     /// `PATH` entries put first: the toolkit's bin, the build tools.
     pub path_first: Vec<PathBuf>,
 }
@@ -389,6 +391,20 @@ pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
             "the compiler cache's own directory".into(),
             VarKind::Process,
         );
+        if let Some(conf) = &i.dist_config {
+            set(
+                "SCCACHE_CONF",
+                conf.display().to_string(),
+                "--dist: sccache's client config, naming the sccache-dist scheduler".into(),
+                VarKind::Process,
+            );
+            set(
+                "SCCACHE_SERVER_PORT",
+                crate::build_ext::cache::DIST_SERVER_PORT.into(),
+                "--dist: the sccache server started with that config".into(),
+                VarKind::Process,
+            );
+        }
     }
     for (name, value) in i.sets {
         set(name, value.clone(), "--set".into(), build);

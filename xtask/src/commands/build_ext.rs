@@ -42,6 +42,14 @@ pub struct BuildExtArgs {
     /// at once as there are cores (within memory), each in its own process.
     #[arg(long)]
     pub serial_extensions: bool,
+    /// Send the compiles to an sccache-dist scheduler (`http://HOST:PORT`), through sccache
+    /// (implies --cache sccache); docs/build-ext.md shows a cluster's configuration.
+    #[arg(long, value_name = "SCHEDULER_URL")]
+    pub dist: Option<String>,
+    /// The client token the scheduler expects (its client_auth), read from FILE; default: the
+    /// ARCHSMITH_DIST_TOKEN variable.
+    #[arg(long, value_name = "FILE", requires = "dist")]
+    pub dist_token_file: Option<PathBuf>,
     /// Print the result as JSON on stdout (progress still goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -59,6 +67,13 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
         jobs: args.jobs,
         own_arch_flags: args.own_arch_flags,
         serial_extensions: args.serial_extensions,
+        dist: args
+            .dist
+            .as_deref()
+            .map(|url| {
+                crate::build_ext::dist::Dist::from_args(url, args.dist_token_file.as_deref())
+            })
+            .transpose()?,
         progress: Mode::Auto,
     };
     match build_ext::run(&req) {

@@ -46,6 +46,13 @@ pub struct BuildTorchArgs {
     /// Compiler cache, through CMake's compiler launchers.
     #[arg(long, value_enum)]
     pub cache: Option<CacheKind>,
+    /// Send the compiles to an sccache-dist scheduler (`http://HOST:PORT`; implies --cache
+    /// sccache); docs/build-ext.md shows a cluster's configuration.
+    #[arg(long, value_name = "SCHEDULER_URL")]
+    pub dist: Option<String>,
+    /// The client token the scheduler expects, read from FILE; default: ARCHSMITH_DIST_TOKEN.
+    #[arg(long, value_name = "FILE", requires = "dist")]
+    pub dist_token_file: Option<PathBuf>,
     /// Override a build variable: `--set USE_CUDNN=0` (checked against the tree like the rest).
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
@@ -90,6 +97,13 @@ pub fn run(args: BuildTorchArgs) -> Result<i32> {
         out: args.out.clone(),
         jobs: args.jobs,
         cache: args.cache,
+        dist: args
+            .dist
+            .as_deref()
+            .map(|url| {
+                crate::build_ext::dist::Dist::from_args(url, args.dist_token_file.as_deref())
+            })
+            .transpose()?,
         sets: args.sets.clone(),
         dry_run: args.dry_run,
         stop_after_configure: args.stop_after == Some(Stage::Configure),

@@ -332,6 +332,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         progress: req.progress,
         own_arch_flags: req.own_arch_flags,
         serial_extensions: false,
+        dist: None,
     };
     let b = build_ext::run(&build_req)?;
     eprintln!(

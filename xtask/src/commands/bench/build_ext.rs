@@ -26,6 +26,10 @@ pub struct BuildExtBench {
     /// Rounds, alternating which build goes first (ABBA); ratios use each side's fastest run.
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
+    /// MAX_JOBS of the plain build (repeatable, one plain build each); default: archsmith's value
+    /// and one per core.
+    #[arg(long, value_name = "N")]
+    pub plain_jobs: Vec<u32>,
     #[arg(long)]
     pub json: bool,
 }
@@ -45,6 +49,7 @@ pub fn build_ext(a: BuildExtBench) -> Result<i32> {
         jobs: a.jobs,
         out: a.out,
         rounds: a.rounds,
+        plain_jobs: a.plain_jobs,
     })?;
     if a.json {
         print_json(documents::BENCH_BUILD_EXT, &r)?;
@@ -83,6 +88,25 @@ pub fn build_ext(a: BuildExtBench) -> Result<i32> {
         "1x".to_string(),
     ]);
     print!("{}", t.render());
+    let audit_line = |who: &str, a: &Option<bench::WheelAudit>| {
+        if let Some(a) = a {
+            println!(
+                "{who} wheel: {} {}",
+                if a.ok { "ok" } else { "NOT AS PLANNED" },
+                a.files.join("; ")
+            );
+        }
+    };
+    for b in &r.plain {
+        audit_line(&format!("plain {}", b.label), &b.audit);
+    }
+    audit_line("archsmith", &r.archsmith_audit);
+    if r.extensions_at_once > 1 {
+        println!(
+            "archsmith built {} extensions at once",
+            r.extensions_at_once
+        );
+    }
     println!(
         "{} for {}; {} cores, {:.1} GiB available; ratio = plain / archsmith: fastest clean of each, fastest plain no-op over the slowest archsmith one",
         r.source, r.torch_cuda_arch_list, r.cores, r.mem_available_gib
