@@ -102,6 +102,17 @@ pub(super) fn write_wrapper(path: &Path, comment: &str, command: &[String]) -> R
 
 const COMMENT: &str = "written by archsmith build-ext --cache";
 
+/// sccache-dist is reached through sccache; another cache with `--dist` is a usage error.
+fn dist_needs_sccache(kind: CacheKind, dist: Option<&super::dist::Dist>) -> Result<()> {
+    if dist.is_some() && kind != CacheKind::Sccache {
+        anyhow::bail!(
+            "--dist sends compiles through sccache-dist, which needs --cache sccache (not {})",
+            kind.name()
+        );
+    }
+    Ok(())
+}
+
 /// The port of the sccache server that `--dist` builds use (sccache's default is 4226).
 pub const DIST_SERVER_PORT: &str = "4227";
 
@@ -118,12 +129,7 @@ impl CompilerCache {
         tc: &Toolchain,
         dist: Option<&super::dist::Dist>,
     ) -> Result<CompilerCache> {
-        if dist.is_some() && kind != CacheKind::Sccache {
-            anyhow::bail!(
-                "--dist sends compiles through sccache-dist, which needs --cache sccache (not {})",
-                kind.name()
-            );
-        }
+        dist_needs_sccache(kind, dist)?;
         let launcher = launcher(kind)?;
         let cache_dir = kind.cache_dir();
         let wrappers = paths::cache_dir()
@@ -166,12 +172,7 @@ impl CompilerCache {
         kind: CacheKind,
         dist: Option<&super::dist::Dist>,
     ) -> Result<CompilerCache> {
-        if dist.is_some() && kind != CacheKind::Sccache {
-            anyhow::bail!(
-                "--dist sends compiles through sccache-dist, which needs --cache sccache (not {})",
-                kind.name()
-            );
-        }
+        dist_needs_sccache(kind, dist)?;
         let c = CompilerCache {
             kind,
             launcher: launcher(kind)?,

@@ -33,6 +33,11 @@ pub struct Dist {
 }
 
 impl Dist {
+    /// `--dist` and `--dist-token-file` as a command takes them: None without `--dist`.
+    pub fn from_flags(url: Option<&str>, token_file: Option<&Path>) -> Result<Option<Dist>> {
+        url.map(|u| Dist::from_args(u, token_file)).transpose()
+    }
+
     /// `--dist URL [--dist-token-file FILE]`; the token is read from the file, else from
     /// `ARCHSMITH_DIST_TOKEN` (never from the command line, where other users see it).
     pub fn from_args(url: &str, token_file: Option<&Path>) -> Result<Dist> {

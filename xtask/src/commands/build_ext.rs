@@ -67,13 +67,10 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
         jobs: args.jobs,
         own_arch_flags: args.own_arch_flags,
         serial_extensions: args.serial_extensions,
-        dist: args
-            .dist
-            .as_deref()
-            .map(|url| {
-                crate::build_ext::dist::Dist::from_args(url, args.dist_token_file.as_deref())
-            })
-            .transpose()?,
+        dist: crate::build_ext::dist::Dist::from_flags(
+            args.dist.as_deref(),
+            args.dist_token_file.as_deref(),
+        )?,
         progress: Mode::Auto,
     };
     match build_ext::run(&req) {

@@ -97,13 +97,10 @@ pub fn run(args: BuildTorchArgs) -> Result<i32> {
         out: args.out.clone(),
         jobs: args.jobs,
         cache: args.cache,
-        dist: args
-            .dist
-            .as_deref()
-            .map(|url| {
-                crate::build_ext::dist::Dist::from_args(url, args.dist_token_file.as_deref())
-            })
-            .transpose()?,
+        dist: crate::build_ext::dist::Dist::from_flags(
+            args.dist.as_deref(),
+            args.dist_token_file.as_deref(),
+        )?,
         sets: args.sets.clone(),
         dry_run: args.dry_run,
         stop_after_configure: args.stop_after == Some(Stage::Configure),

@@ -33,3 +33,15 @@ pub struct CheckFailure {
     pub version: String,
     pub error: String,
 }
+
+/// A check's exit status: 2 when a release could not be fetched or read, else 1 when a fact
+/// differs, else 0.
+fn exit_code(failures: &[CheckFailure], differs: bool) -> i32 {
+    if !failures.is_empty() {
+        2
+    } else if differs {
+        1
+    } else {
+        0
+    }
+}

@@ -80,13 +80,7 @@ pub struct CheckReport {
 impl CheckReport {
     /// 0 all matched, 1 a mismatch, 2 a release could not be fetched or read.
     pub fn exit_code(&self) -> i32 {
-        if !self.failures.is_empty() {
-            2
-        } else if self.checked.iter().any(|c| !c.ok) {
-            1
-        } else {
-            0
-        }
+        super::exit_code(&self.failures, self.checked.iter().any(|c| !c.ok))
     }
 }
 

@@ -157,13 +157,7 @@ pub struct TorchCheckReport {
 impl TorchCheckReport {
     /// 0 all matched, 1 a fact differs, 2 a release could not be fetched or read.
     pub fn exit_code(&self) -> i32 {
-        if !self.failures.is_empty() {
-            2
-        } else if self.checked.iter().any(|c| !c.ok) {
-            1
-        } else {
-            0
-        }
+        super::exit_code(&self.failures, self.checked.iter().any(|c| !c.ok))
     }
 
     pub fn table(&self) -> String {
