@@ -202,11 +202,19 @@ pub fn bwrap() -> Result<PathBuf> {
         &|d| Ok(crate::process::is_executable(&bin(d)).then(|| bin(d))),
         &mut |staging, progress| {
             progress("downloading Debian's bubblewrap package (apt-get download bubblewrap)");
-            Cmd::new("apt-get")
-                .args(["download", "bubblewrap"])
-                .dir(staging)
-                .read()
-                .context("could not download Debian's bubblewrap package; install bubblewrap (bwrap) on PATH")?;
+            let download = || {
+                Cmd::new("apt-get")
+                    .args(["download", "bubblewrap"])
+                    .dir(staging)
+                    .read()
+            };
+            // A fresh machine may have no package lists yet: fetch them once and try again.
+            if download().is_err() {
+                let _ = Cmd::new("apt-get").args(["update", "-qq"]).read();
+                download().context(
+                    "could not download Debian's bubblewrap package; install bubblewrap (bwrap) on PATH",
+                )?;
+            }
             let deb = fs::read_dir(staging)?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .find(|p| p.extension().is_some_and(|x| x == "deb"))
