@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 static PATCHES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../patches");
 static KERNELS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../kernels");
-static VERIFY: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../verify");
+static ENV_SCRIPTS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../env_scripts");
 
 /// Forces the embedded copies even inside the checkout (tests of an installed binary).
 pub const EMBEDDED_ENV: &str = "ARCHSMITH_EMBEDDED_DATA";
@@ -43,7 +43,7 @@ fn content_hash() -> String {
     for (name, dir) in [
         ("patches/", &PATCHES),
         ("kernels/", &KERNELS),
-        ("verify/", &VERIFY),
+        ("env_scripts/", &ENV_SCRIPTS),
     ] {
         let mut all = Vec::new();
         files(dir, &mut all);
@@ -70,7 +70,7 @@ fn write_all(dir: &Dir<'_>, root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The directory that holds `patches/`, `kernels/` and `verify/`.
+/// The directory that holds `patches/`, `kernels/` and `env_scripts/`.
 pub fn data_root() -> Result<PathBuf> {
     if running_from_checkout() {
         return Ok(repo_root());
@@ -85,7 +85,7 @@ pub fn data_root() -> Result<PathBuf> {
         &mut |staging, _| {
             write_all(&PATCHES, &staging.join("patches"))?;
             write_all(&KERNELS, &staging.join("kernels"))?;
-            write_all(&VERIFY, &staging.join("verify"))
+            write_all(&ENV_SCRIPTS, &staging.join("env_scripts"))
         },
         &mut |_| {},
     )

@@ -29,21 +29,22 @@ pub mod binary;
 pub mod codemod;
 
 // Environments: Python envs with torch, the one probe that describes them, downloads from PyPI
-// and files read on PyPI without downloading them.
+// and files read on PyPI without downloading them, CUDA toolkits, compiler caches.
+pub mod compiler_cache;
 pub mod downloads;
 pub mod pypi;
 pub mod python;
+pub mod toolchain;
 
 // Workflows: what the commands do, each callable from the others and from tests.
+pub mod audit_upgrade;
 pub mod bench;
 pub mod build_ext;
 pub mod build_torch;
 pub mod doctor;
 pub mod kb_check;
-pub mod port;
-pub mod test_kernels;
-pub mod toolchain;
-pub mod upgrade_audit;
+pub mod kernels;
+pub mod port_extension;
 pub mod verify;
 
 // CLI: one thin module per subcommand.

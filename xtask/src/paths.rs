@@ -81,7 +81,7 @@ pub fn toolchains_dir() -> PathBuf {
 }
 
 /// The repository root (the workspace that holds `xtask/`), for commands that read `patches/`,
-/// `kernels/` or `verify/`.
+/// `kernels/` or `env_scripts/`.
 pub fn repo_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().unwrap_or(manifest).to_path_buf()

@@ -3,7 +3,7 @@
 
 mod support;
 
-use archsmith::upgrade_audit::{builtin_changes, check_evidence, parse_changes};
+use archsmith::audit_upgrade::{builtin_changes, check_evidence, parse_changes};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;

@@ -654,7 +654,7 @@ fn a_cuda_extension_builds_through_a_loopback_sccache_dist_cluster() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut cluster =
-        archsmith::build_ext::dist::LoopbackCluster::start(&dir.path().join("cluster"))
+        archsmith::compiler_cache::dist::LoopbackCluster::start(&dir.path().join("cluster"))
             .expect("a loopback sccache-dist cluster (runs as root, as CI does)");
     let src = dir.path().join("tinyext");
     copy_dir(&fixture("tinyext"), &src);

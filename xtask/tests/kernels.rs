@@ -3,8 +3,8 @@
 
 use archsmith::arch::compat::Image;
 use archsmith::arch::spec::{Plan, Target};
+use archsmith::kernels;
 use archsmith::process::Cmd;
-use archsmith::test_kernels as kernels;
 use archsmith::toolchain;
 use serde_json::Value;
 use std::collections::BTreeSet;

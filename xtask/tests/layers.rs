@@ -171,13 +171,13 @@ fn a_wrong_import_is_caught() {
     copy_tree(&src_dir(), copy.path());
     let paths = copy.path().join("paths.rs");
     let mut text = fs::read_to_string(&paths).unwrap();
-    text = format!("use crate::port::Request;\n{text}");
+    text = format!("use crate::port_extension::Request;\n{text}");
     fs::write(&paths, text).unwrap();
     let problems = violations(copy.path());
     assert!(
-        problems
-            .iter()
-            .any(|p| p.contains("`paths` (Infrastructure) uses `crate::port` (Workflows)")),
+        problems.iter().any(
+            |p| p.contains("`paths` (Infrastructure) uses `crate::port_extension` (Workflows)")
+        ),
         "{problems:?}"
     );
 

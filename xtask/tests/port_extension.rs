@@ -12,7 +12,7 @@
 
 use archsmith::codemod::{self, Lang};
 use archsmith::paths::{cache_dir, repo_root};
-use archsmith::port::{self, recipe::Recipe, RunMode};
+use archsmith::port_extension::{self, recipe::Recipe, RunMode};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -177,14 +177,14 @@ fn the_smoke_test_fails_on_wrong_results_and_reports_real_numbers() {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
     let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let script = repo_root().join("verify/smoke/nms_roialign.py");
+    let script = repo_root().join("env_scripts/smoke/nms_roialign.py");
     // one stand-in module per mode: torchvision, with the mode's deliberate error
     let smoke = |mode: &str| {
         let module = format!("fake_{}", mode.replace('-', "_"));
         let code = format!("MODE = {mode:?}\n{FAKE_EXT}");
         std::fs::write(dir.path().join(format!("{module}.py")), code).unwrap();
         let args: Vec<String> = vec!["--module".into(), module, "--roi-align-aligned-arg".into()];
-        port::smoke(&env.python, &script, &args, dir.path())
+        port_extension::smoke(&env.python, &script, &args, dir.path())
     };
     let ok = smoke("exact").unwrap();
     assert_eq!(ok["cpu"]["nms"]["mismatches"], 0);
@@ -214,7 +214,7 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
     let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let script = repo_root().join("verify/smoke/generic_ops.py");
+    let script = repo_root().join("env_scripts/smoke/generic_ops.py");
     // pybind11 writes the signature as the docstring's first line; these stand-ins do the same.
     let module = |name: &str, body: &str| {
         std::fs::write(dir.path().join(format!("{name}.py")), body).unwrap();
@@ -224,7 +224,7 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
         "typed",
         "import torch\n\ndef rows(x, k):\n    \"\"\"rows(arg0: torch.Tensor, arg1: int) -> torch.Tensor\"\"\"\n    if x.dim() != 4:\n        raise RuntimeError('rows: expected NCHW')\n    return x[:, :k]\n\ndef picky(x):\n    \"\"\"picky(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    raise ValueError('needs boxes of shape Nx5')\n\ndef untyped(a, b):\n    return a\n",
     );
-    let r = port::smoke(&env.python, &script, &ok, dir.path()).unwrap();
+    let r = port_extension::smoke(&env.python, &script, &ok, dir.path()).unwrap();
     let calls = r["modules"]["typed"]["calls"].as_array().unwrap().clone();
     let by = |n: &str| {
         calls
@@ -251,14 +251,14 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
         "crashy",
         "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
     );
-    assert!(port::smoke(&env.python, &script, &crash, dir.path()).is_err());
+    assert!(port_extension::smoke(&env.python, &script, &crash, dir.path()).is_err());
     // The same function in a module named for CUDA is not called: legacy CUDA functions seldom
     // check the device, and there is no GPU to give them.
     let cuda = module(
         "ops_cuda",
         "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
     );
-    let r = port::smoke(&env.python, &script, &cuda, dir.path()).unwrap();
+    let r = port_extension::smoke(&env.python, &script, &cuda, dir.path()).unwrap();
     assert_eq!(
         r["modules"]["ops_cuda"]["calls"][0]["status"], "skipped",
         "{r}"
@@ -266,7 +266,7 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
     let broken = module("broken", "import no_such_module_anywhere\n");
     let e = format!(
         "{:#}",
-        port::smoke(&env.python, &script, &broken, dir.path()).unwrap_err()
+        port_extension::smoke(&env.python, &script, &broken, dir.path()).unwrap_err()
     );
     assert!(e.contains("broken does not import"), "{e}");
 }
@@ -333,7 +333,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
     std::fs::write(
         rdir.join("recipe.toml"),
         format!(
-            "[source]\npath = \"src\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\"ext.cpp\"]\n[build]\nmodule = \"x._C\"\n[smoke]\nscript = \"verify/smoke/nms_roialign.py\"\n",
+            "[source]\npath = \"src\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\"ext.cpp\"]\n[build]\nmodule = \"x._C\"\n[smoke]\nscript = \"env_scripts/smoke/nms_roialign.py\"\n",
             repo_root().join("patches/rules/torch-legacy.toml").display()
         ),
     )
@@ -345,7 +345,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
     )
     .unwrap();
     let recipe = Recipe::load(&rdir).unwrap();
-    let req = port::Request {
+    let req = port_extension::Request {
         recipe,
         src: None,
         arch: String::new(),
@@ -356,7 +356,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         with_deps: false,
         own_arch_flags: false,
     };
-    let e = format!("{:#}", port::run(&req).unwrap_err());
+    let e = format!("{:#}", port_extension::run(&req).unwrap_err());
     assert!(
         e.contains("0001-message.patch does not apply to the tree the rules produced"),
         "{e}"
@@ -562,12 +562,12 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
         std::fs::write(
             rdir.join("recipe.toml"),
             format!(
-                "[source]\npypi = \"torchsort==0.1.10\"\nsha256 = \"{sha}\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\".\"]\n[build]\nmodule = \"torchsort.isotonic_cpu\"\n[smoke]\nscript = \"verify/smoke/nms_roialign.py\"\n",
+                "[source]\npypi = \"torchsort==0.1.10\"\nsha256 = \"{sha}\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\".\"]\n[build]\nmodule = \"torchsort.isotonic_cpu\"\n[smoke]\nscript = \"env_scripts/smoke/nms_roialign.py\"\n",
                 repo_root().join("patches/rules/torch-legacy.toml").display()
             ),
         )
         .unwrap();
-        port::Request {
+        port_extension::Request {
             recipe: Recipe::load(&rdir).unwrap(),
             src: None,
             arch: String::new(),
@@ -581,13 +581,13 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
     };
     let e = format!(
         "{:#}",
-        port::run(&recipe_with(&"0".repeat(64))).unwrap_err()
+        port_extension::run(&recipe_with(&"0".repeat(64))).unwrap_err()
     );
     assert!(
         e.contains(&format!("sha256 {sha}")) && e.contains("pins 0000"),
         "{e}"
     );
-    let o = port::run(&recipe_with(&sha)).unwrap();
+    let o = port_extension::run(&recipe_with(&sha)).unwrap();
     assert!(
         o.source.starts_with("pypi:torchsort==0.1.10"),
         "{}",

@@ -2,7 +2,7 @@
 //! once per machine/CI cache), the warm path, env output, concurrent installs, and the failure paths.
 
 use archsmith::process::Cmd;
-use archsmith::toolchain::{self, pypi, system, Source, Toolchain};
+use archsmith::toolchain::{self, nvidia_wheels, system, Source, Toolchain};
 use archsmith::version::Version;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -48,7 +48,7 @@ fn installs_cuda_13_2_from_pypi_as_a_working_cuda_home() {
     assert_eq!(reported.full, tc.nvcc_version);
 
     // Every component pinned to the release, nvvm included (a floating nvvm breaks ptxas).
-    let lock = pypi::read_lock(home).unwrap();
+    let lock = nvidia_wheels::read_lock(home).unwrap();
     for name in [
         "nvidia-cuda-nvcc",
         "nvidia-nvvm",
@@ -307,7 +307,7 @@ fn concurrent_installs_build_once_and_replace_leftovers() {
         "exactly one process installs; the others wait and reuse it"
     );
     assert_eq!(leftovers(&toolchains), ["cuda-13.2"]);
-    let tc = pypi::load(&toolchains.join("cuda-13.2"))
+    let tc = nvidia_wheels::load(&toolchains.join("cuda-13.2"))
         .unwrap()
         .expect("complete toolchain");
     assert_eq!(
@@ -353,7 +353,7 @@ fn no_network_fails_with_a_clear_error_and_leaves_nothing() {
         .unwrap()
         .with_index_url("http://127.0.0.1:9/simple")
         .with_env("UV_HTTP_RETRIES", "0");
-    let err = pypi::ensure(dir.path(), &v("13.2"), &installer, &mut |_| {}).unwrap_err();
+    let err = nvidia_wheels::ensure(dir.path(), &v("13.2"), &installer, &mut |_| {}).unwrap_err();
     let msg = format!("{err:#}");
     assert!(
         msg.contains("CUDA 13.2 could not be resolved from PyPI") && msg.contains("network"),
@@ -368,7 +368,9 @@ fn no_network_fails_with_a_clear_error_and_leaves_nothing() {
         "{:?}",
         leftovers(dir.path())
     );
-    assert!(pypi::load(&dir.path().join("cuda-13.2")).unwrap().is_none());
+    assert!(nvidia_wheels::load(&dir.path().join("cuda-13.2"))
+        .unwrap()
+        .is_none());
 }
 
 #[test]
@@ -378,13 +380,13 @@ fn pip_fallback_installs_the_same_pinned_set_and_a_working_toolchain() {
     let dir = tempfile::tempdir().unwrap();
     let installer = archsmith::python::installer::Installer::pip(&python).unwrap();
     assert!(!installer.is_uv());
-    let tc = pypi::ensure(dir.path(), &v("13.2"), &installer, &mut |_| {}).unwrap();
+    let tc = nvidia_wheels::ensure(dir.path(), &v("13.2"), &installer, &mut |_| {}).unwrap();
     let reported = toolchain::nvcc_version(&tc.nvcc()).unwrap();
     assert_eq!(reported.release, v("13.2"));
-    let by_pip = pypi::read_lock(tc.cuda_home()).unwrap();
+    let by_pip = nvidia_wheels::read_lock(tc.cuda_home()).unwrap();
     assert!(by_pip.installer.starts_with("pip "), "{}", by_pip.installer);
-    let by_shared = pypi::read_lock(shared.cuda_home()).unwrap();
-    let names = |lock: &pypi::LockFile| {
+    let by_shared = nvidia_wheels::read_lock(shared.cuda_home()).unwrap();
+    let names = |lock: &nvidia_wheels::LockFile| {
         lock.packages
             .iter()
             .map(|p| format!("{}=={}", p.name, p.version))

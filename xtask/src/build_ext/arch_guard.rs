@@ -282,13 +282,13 @@ impl Guard {
         link_all(&tc.bin_dir(), &bin, "nvcc")?;
         let exe = std::env::current_exe().context("finding archsmith's own executable")?;
         let nvcc = bin.join("nvcc");
-        super::cache::write_wrapper(
+        crate::compiler_cache::write_wrapper(
             &nvcc,
             "written by archsmith build-ext: the arch guard (build_ext/arch_guard.rs)",
             &[exe.display().to_string(), "nvcc-guard".to_string()],
         )?;
         let launcher = dir.join("nvcc-guard-launcher");
-        super::cache::write_wrapper(
+        crate::compiler_cache::write_wrapper(
             &launcher,
             "written by archsmith build-ext: the arch guard as CMake's CUDA compile launcher",
             &[

@@ -21,12 +21,10 @@
 //! leaves no partial wheel there.
 
 pub mod arch_guard;
-pub mod cache;
 pub mod check;
-pub mod dist;
 pub mod jobs;
 pub mod source;
-pub mod stamp;
+pub mod stamp_inputs;
 
 use crate::arch::spec::{Plan, PlanContext};
 use crate::build_output::{log, progress};
@@ -42,7 +40,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-pub use cache::CacheKind;
+pub use crate::compiler_cache::CacheKind;
 pub use source::SourceSpec;
 
 /// What to build and how.
@@ -63,7 +61,7 @@ pub struct Request {
     /// [`jobs::Parallelism::extensions`] at once.
     pub serial_extensions: bool,
     /// Send compiles to an sccache-dist scheduler ([`dist`]); implies `--cache sccache`.
-    pub dist: Option<dist::Dist>,
+    pub dist: Option<crate::compiler_cache::dist::Dist>,
 }
 
 /// A finished (or reused) build.
@@ -103,7 +101,7 @@ pub struct Outcome {
     pub ninja_turned_on: bool,
     /// With `--dist`: compiles per build server, and failed distributions (sccache's statistics).
     #[serde(default)]
-    pub distributed: Option<dist::DistStats>,
+    pub distributed: Option<crate::compiler_cache::dist::DistStats>,
 }
 
 fn one() -> u32 {
@@ -301,9 +299,9 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let arch_list = plan.torch_cuda_arch_list();
     let src = source::resolve(&req.source, &env.python)?;
     let builder = front_end(&env);
-    let stamp_inputs = stamp::Inputs {
+    let stamp_inputs = stamp_inputs::Inputs {
         own_arch_flags: req.own_arch_flags,
-        ..stamp::Inputs::new(&src.hash, &env, &tc, &arch_list, builder)
+        ..stamp_inputs::Inputs::new(&src.hash, &env, &tc, &arch_list, builder)
     };
     let key = stamp_inputs.key();
     if let Some(hit) = reuse(&req.out, &key, started) {
@@ -331,7 +329,7 @@ fn build(
     tc: &Toolchain,
     plan: &Plan,
     src: &source::Resolved,
-    inputs: stamp::Inputs,
+    inputs: stamp_inputs::Inputs,
     builder: &str,
     started: Instant,
 ) -> Result<Outcome> {
@@ -373,7 +371,11 @@ fn build(
         (kind, _) => kind,
     };
     let compiler_cache = match cache_kind {
-        Some(kind) => Some(cache::CompilerCache::prepare(kind, tc, req.dist.as_ref())?),
+        Some(kind) => Some(crate::compiler_cache::CompilerCache::prepare(
+            kind,
+            tc,
+            req.dist.as_ref(),
+        )?),
         None => None,
     };
     let guard = if req.own_arch_flags {
@@ -607,7 +609,7 @@ pub fn build_command(
     builder: &str,
     tree: &Path,
     wheel_dir: &Path,
-    cache: Option<&cache::CompilerCache>,
+    cache: Option<&crate::compiler_cache::CompilerCache>,
     guard: Option<&arch_guard::Guard>,
 ) -> Cmd {
     let mut cmd = if builder == "pip wheel" {
@@ -645,7 +647,7 @@ pub fn build_env(
     tc: &Toolchain,
     plan: &Plan,
     par: &jobs::Parallelism,
-    cache: Option<&cache::CompilerCache>,
+    cache: Option<&crate::compiler_cache::CompilerCache>,
     guard: Option<&arch_guard::Guard>,
 ) -> Vec<(String, String)> {
     let prepend = |name: &str, first: Vec<String>| {
@@ -706,17 +708,17 @@ pub fn build_env(
         vars.push(("LIBRARY_PATH".into(), append("LIBRARY_PATH", lib)));
     }
     if let Some(c) = cache {
-        vars.extend(c.env());
+        vars.extend(c.env(&scratch_root()));
     }
     if let Some(g) = guard {
         vars.extend(g.env());
     }
     if par.extensions > 1 {
-        // The build hooks (verify/build_hooks/sitecustomize.py) build that many extensions at
+        // The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at
         // once, MAX_JOBS shared out between them, and turn ninja back on where a package
         // switched it off. Where the hooks cannot be found the build runs as setuptools would.
         if let Ok(root) = crate::data::data_root() {
-            let hooks = root.join("verify").join("build_hooks");
+            let hooks = root.join("env_scripts").join("build_hooks");
             vars.push((
                 "PYTHONPATH".into(),
                 prepend("PYTHONPATH", vec![hooks.display().to_string()]),

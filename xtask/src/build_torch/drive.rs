@@ -5,11 +5,11 @@
 
 use super::plan::BuildPlan;
 use super::{Prepared, Request};
-use crate::build_ext::cache::CompilerCache;
 use crate::build_output::log::{
     first_cmake_error, first_compiler_error, first_front_end_error, last_python_error,
 };
 use crate::build_output::progress::Progress;
+use crate::compiler_cache::CompilerCache;
 use crate::process::Cmd;
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -24,7 +24,7 @@ pub struct Driven {
     pub seconds: f64,
     pub cache_stats: Option<String>,
     /// With `--dist`: compiles per build server.
-    pub distributed: Option<crate::build_ext::dist::DistStats>,
+    pub distributed: Option<crate::compiler_cache::dist::DistStats>,
     pub slowest: Vec<(String, f64)>,
 }
 

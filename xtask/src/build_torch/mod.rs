@@ -18,8 +18,8 @@ pub mod tree;
 
 use crate::arch::advice::{official_wheel_advice, WheelAdvice};
 use crate::arch::spec::{Plan, PlanContext};
-use crate::build_ext::cache::CacheKind;
 use crate::build_output::progress::Mode;
+use crate::compiler_cache::CacheKind;
 use crate::cuda_arch::Cc;
 use crate::host::{self, CompilerFamily, HostCompiler};
 use crate::kb::KnowledgeBase;
@@ -54,7 +54,7 @@ pub struct Request {
     pub jobs: Option<u32>,
     pub cache: Option<CacheKind>,
     /// Send the compiles to an sccache-dist scheduler (implies `--cache sccache`).
-    pub dist: Option<crate::build_ext::dist::Dist>,
+    pub dist: Option<crate::compiler_cache::dist::Dist>,
     pub sets: Vec<(String, String)>,
     pub dry_run: bool,
     pub stop_after_configure: bool,
@@ -356,7 +356,7 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
 
     let launcher = match req.cache_kind() {
         None => None,
-        Some(kind) => match crate::build_ext::cache::launcher(kind) {
+        Some(kind) => match crate::compiler_cache::launcher(kind) {
             Ok(l) => Some((l, kind.dir_var())),
             Err(e) => {
                 checks.push(Check::fail(
@@ -476,7 +476,7 @@ pub struct Outcome {
     pub build_seconds: f64,
     pub cache_stats: Option<String>,
     /// With `--dist`: compiles per build server, and failed distributions.
-    pub distributed: Option<crate::build_ext::dist::DistStats>,
+    pub distributed: Option<crate::compiler_cache::dist::DistStats>,
     pub slowest_steps: Vec<(String, f64)>,
     pub verify: Option<torch_wheel::Report>,
 }

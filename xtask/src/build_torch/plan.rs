@@ -400,7 +400,7 @@ pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
             );
             set(
                 "SCCACHE_SERVER_PORT",
-                crate::build_ext::cache::DIST_SERVER_PORT.into(),
+                crate::compiler_cache::DIST_SERVER_PORT.into(),
                 "--dist: the sccache server started with that config".into(),
                 VarKind::Process,
             );

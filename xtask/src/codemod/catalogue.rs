@@ -61,7 +61,7 @@ impl Lang {
 struct CatalogueSpec {
     #[serde(default)]
     rule: Vec<RuleSpec>,
-    /// Python API rows ([`super::python::Change`]), checked by their own parser.
+    /// Python API rows ([`super::python_source::Change`]), checked by their own parser.
     #[serde(default)]
     change: Vec<toml::Value>,
 }
@@ -183,7 +183,7 @@ pub struct Catalogue {
     /// Token rules (C++/CUDA, setup.py).
     pub rules: Vec<Rule>,
     /// Python API rows, applied to `.py` files through their syntax tree.
-    pub python: Vec<super::python::Change>,
+    pub python: Vec<super::python_source::Change>,
     /// The torch release the port targets: which Python rows hold (default: the newest known).
     pub torch: Option<Version>,
 }
@@ -194,8 +194,8 @@ pub fn builtin() -> &'static Catalogue {
     static CAT: OnceLock<Catalogue> = OnceLock::new();
     CAT.get_or_init(|| {
         let mut cat = Catalogue::parse(BUILTIN_NAME, BUILTIN).unwrap_or_else(|e| panic!("{e:#}"));
-        cat.python = super::python::builtin_changes();
-        cat.name = format!("{BUILTIN_NAME} + {}", super::python::BUILTIN_NAME);
+        cat.python = super::python_source::builtin_changes();
+        cat.name = format!("{BUILTIN_NAME} + {}", super::python_source::BUILTIN_NAME);
         cat
     })
 }
@@ -219,7 +219,7 @@ fn version_field(
 impl Catalogue {
     /// Why the rule (or Python row, or built-in edit) named `id` by a report's counters exists.
     pub fn why(&self, id: &str) -> Option<String> {
-        use super::python::{build_script, rewrite};
+        use super::python_source::{build_script, rewrite};
         if let Some(r) = self.rules.iter().find(|r| r.id == id) {
             return Some(r.why.clone());
         }
@@ -260,7 +260,7 @@ impl Catalogue {
         let python = if spec.change.is_empty() {
             Vec::new()
         } else {
-            super::python::parse_changes(origin, text)?
+            super::python_source::parse_changes(origin, text)?
         };
         if rules.is_empty() && python.is_empty() {
             bail!("{origin}: no [[rule]] and no [[change]]: not a rule catalogue");

@@ -46,14 +46,15 @@ type Edit = (usize, usize, Vec<u8>);
 pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
     let mut out = apply_rules(cat.rules.iter().filter(|r| r.lang == lang), lang, src)?;
     if lang != Lang::Cpp {
-        let b = super::python::build_script::apply(&out.output);
+        let b = super::python_source::build_script::apply(&out.output);
         out.output = b.output;
         for (k, v) in b.counts {
             *out.counts.entry(k).or_default() += v;
         }
     }
     if lang != Lang::Cpp && !cat.python.is_empty() {
-        let py = super::python::rewrite::apply(&cat.python, &cat.target_torch(), &out.output);
+        let py =
+            super::python_source::rewrite::apply(&cat.python, &cat.target_torch(), &out.output);
         out.output = py.output;
         for (k, v) in py.counts {
             *out.counts.entry(k).or_default() += v;

@@ -12,7 +12,7 @@ pub mod catalogue;
 pub mod engine;
 pub mod lexer;
 pub mod pattern;
-pub mod python;
+pub mod python_source;
 
 pub use catalogue::{builtin, Catalogue, Lang, Rule};
 pub use engine::{Outcome, ReviewItem};

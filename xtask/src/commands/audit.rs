@@ -1,7 +1,7 @@
-//! `cargo xtask audit upgrade --from A --to B [PATH]`: thin CLI over [`crate::upgrade_audit`].
+//! `cargo xtask audit upgrade --from A --to B [PATH]`: thin CLI over [`crate::audit_upgrade`].
 
+use crate::audit_upgrade::{audit, AuditRequest};
 use crate::output::{documents, emit};
-use crate::upgrade_audit::{audit, AuditRequest};
 use crate::version::Version;
 use anyhow::Result;
 use clap::{Args, Subcommand};

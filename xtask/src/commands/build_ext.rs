@@ -67,7 +67,7 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
         jobs: args.jobs,
         own_arch_flags: args.own_arch_flags,
         serial_extensions: args.serial_extensions,
-        dist: crate::build_ext::dist::Dist::from_flags(
+        dist: crate::compiler_cache::dist::Dist::from_flags(
             args.dist.as_deref(),
             args.dist_token_file.as_deref(),
         )?,

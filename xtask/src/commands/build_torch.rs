@@ -1,9 +1,9 @@
 //! `cargo xtask build-torch --arch SPEC (--src DIR | --version VER)`: thin CLI over
 //! [`crate::build_torch`]; `--verify-wheel WHEEL` runs only the verify step on a wheel.
 
-use crate::build_ext::cache::CacheKind;
 use crate::build_output::progress::Mode;
 use crate::build_torch::{self, plan::parse_set, report, Request};
+use crate::compiler_cache::CacheKind;
 use crate::kb::kb;
 use crate::output::{documents, print_json};
 use crate::verify::torch_wheel;
@@ -97,7 +97,7 @@ pub fn run(args: BuildTorchArgs) -> Result<i32> {
         out: args.out.clone(),
         jobs: args.jobs,
         cache: args.cache,
-        dist: crate::build_ext::dist::Dist::from_flags(
+        dist: crate::compiler_cache::dist::Dist::from_flags(
             args.dist.as_deref(),
             args.dist_token_file.as_deref(),
         )?,

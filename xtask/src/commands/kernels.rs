@@ -1,10 +1,10 @@
 //! `cargo xtask kernels --arch SPEC [--cuda VER] [--json]`: build archsmith's test kernels for every
 //! requested arch each supports, audit every binary against the plan, and run them when there is a
-//! GPU ([`crate::test_kernels::run`]).
+//! GPU ([`crate::kernels::run`]).
 
 use crate::kb::kb;
+use crate::kernels::run::{run as run_kernels, KernelsReport};
 use crate::output::{documents, emit, Table};
-use crate::test_kernels::run::{run as run_kernels, KernelsReport};
 use crate::version::Version;
 use anyhow::Result;
 

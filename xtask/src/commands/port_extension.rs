@@ -1,5 +1,5 @@
 //! `cargo xtask port-extension NAME|--src DIR [--recipe NAME] --arch SPEC [--dry-run|--check]`:
-//! thin CLI over [`crate::port`].
+//! thin CLI over [`crate::port_extension`].
 //!
 //! Exit status: 0 ported, built and verified (or, with --dry-run, the diff printed); 1 when
 //! the build, the audit, the import or the smoke test fails or a review item is unexplained (and
@@ -9,7 +9,7 @@
 use crate::build_ext::BuildFailure;
 use crate::build_output::progress;
 use crate::output::{documents, emit, print_json};
-use crate::port::{self, recipe::Recipe, Request, RunMode, VerifyFailure};
+use crate::port_extension::{self, recipe::Recipe, Request, RunMode, VerifyFailure};
 use crate::version::Version;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -66,15 +66,15 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
             }
             Recipe::find(r)?
         }
-        (None, None, Some(src)) => port::recipe_less(src)?,
+        (None, None, Some(src)) => port_extension::recipe_less(src)?,
         (None, None, None) => bail!(
             "which extension? give --src DIR|pypi:NAME==VER|git+URL@REV for any extension, or a recipe NAME ({})",
-            port::recipe::list().join(", ")
+            port_extension::recipe::list().join(", ")
         ),
     };
     let name = recipe.name.clone();
     if let Some(w) = &args.write_recipe {
-        port::recipe::check_new_name(w)?;
+        port_extension::recipe::check_new_name(w)?;
     }
     let mode = if args.dry_run {
         RunMode::DryRun
@@ -98,7 +98,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
         with_deps: args.with_deps,
         own_arch_flags: args.own_arch_flags,
     };
-    let out = match port::run(&req) {
+    let out = match port_extension::run(&req) {
         Ok(o) => o,
         Err(e) => {
             if let Some(f) = e.downcast_ref::<BuildFailure>() {
@@ -133,7 +133,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
         return Ok(1);
     }
     if let (Some(w), RunMode::Full) = (&args.write_recipe, mode) {
-        let dir = port::recipe::write(w, &req.recipe, &out)?;
+        let dir = port_extension::recipe::write(w, &req.recipe, &out)?;
         eprintln!(
             "archsmith: wrote {} (run it as `port-extension {w}`)",
             dir.join("recipe.toml").display()

@@ -2,7 +2,7 @@
 
 use crate::output::{documents, print_json, Table};
 use crate::paths::toolchains_dir;
-use crate::toolchain::{self, discover, pypi, Source};
+use crate::toolchain::{self, discover, nvidia_wheels, Source};
 use crate::version::Version;
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -74,7 +74,7 @@ fn install(args: &CudaArgs) -> Result<i32> {
     let tc = toolchain::ensure(&args.cuda)?;
     let seconds = start.elapsed().as_secs_f64();
     let lock = match &tc.source {
-        Source::Pypi { .. } => Some(pypi::read_lock(tc.cuda_home())?),
+        Source::Pypi { .. } => Some(nvidia_wheels::read_lock(tc.cuda_home())?),
         Source::System { .. } => None,
     };
     if args.json {

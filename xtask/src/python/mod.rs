@@ -1,16 +1,16 @@
 //! Python environments: which interpreter, what it holds, and how packages get into it.
 //!
-//! * [`probe`]: the one answer to "which Python / torch / CUDA is this" (`verify/probes/python_env.py`).
+//! * [`probe`]: the one answer to "which Python / torch / CUDA is this" (`env_scripts/probes/python_env.py`).
 //! * [`installer`]: "uv or pip", the one way packages are installed (envs, toolchains, tools).
-//! * [`env`]: archsmith's own envs with a pinned torch from PyPI, made once and shared.
+//! * [`torch_env`]: archsmith's own envs with a pinned torch from PyPI, made once and shared.
 
-pub mod env;
 pub mod installer;
 pub mod probe;
 pub mod requirements;
+pub mod torch_env;
 
-pub use env::{ensure_torch_env, TorchEnv};
 pub use probe::{probe, Depth, PythonInfo};
+pub use torch_env::{ensure_torch_env, TorchEnv};
 
 use crate::process::which;
 use anyhow::{Context, Result};

@@ -13,7 +13,7 @@
 //!   [`system`] looks for an installed toolkit and explains how to get one when there is none.
 
 pub mod buildtools;
-pub mod pypi;
+pub mod nvidia_wheels;
 pub mod system;
 
 use crate::process::Cmd;
@@ -235,10 +235,10 @@ pub fn ensure(cuda: &Version) -> Result<Toolchain> {
         return system::require(&system::Search::from_env(), cuda);
     }
     let dir = crate::paths::toolchains_dir();
-    if let Some(tc) = pypi::load(&pypi::home(&dir, cuda))? {
+    if let Some(tc) = nvidia_wheels::load(&nvidia_wheels::home(&dir, cuda))? {
         return Ok(tc);
     }
-    pypi::ensure(
+    nvidia_wheels::ensure(
         &dir,
         cuda,
         &crate::python::installer::Installer::detect()?,
@@ -340,12 +340,12 @@ pub fn discover() -> Result<Vec<Listed>> {
     let dir = crate::paths::toolchains_dir();
     let mut rows = Vec::new();
     for home in crate::paths::entries_with_prefix(&dir, "cuda-") {
-        rows.push(match pypi::load(&home)? {
+        rows.push(match nvidia_wheels::load(&home)? {
             Some(tc) => Listed {
                 source: "archsmith",
                 cuda: Some(tc.cuda.clone()),
                 nvcc_version: Some(tc.nvcc_version.clone()),
-                note: pypi::read_lock(&home)
+                note: nvidia_wheels::read_lock(&home)
                     .map(|l| format!("PyPI via {}", l.installer))
                     .unwrap_or_default(),
                 cuda_home: home,

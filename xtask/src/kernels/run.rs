@@ -10,7 +10,7 @@ use crate::arch::spec::{Plan, PlanContext};
 use crate::cuda_arch::Arch;
 use crate::kb::KnowledgeBase;
 use crate::paths::{cache_dir, toolchains_dir};
-use crate::toolchain::{self, buildtools, pypi};
+use crate::toolchain::{self, buildtools, nvidia_wheels};
 use crate::version::Version;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -161,7 +161,7 @@ fn default_cuda(kb: &KnowledgeBase) -> Result<Version> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| pypi::load(&e.path()).ok().flatten())
+        .filter_map(|e| nvidia_wheels::load(&e.path()).ok().flatten())
         .map(|tc| tc.cuda)
         .max();
     Ok(installed.unwrap_or_else(|| kb.releases.newest_cuda.major_minor()))

@@ -1,5 +1,5 @@
 //! `--dist SCHEDULER_URL`: compiles spread over an sccache-dist cluster (a scheduler and build
-//! servers), through sccache as the compiler cache ([`super::cache`]).
+//! servers), through sccache as the compiler cache ([`super`]).
 //!
 //! archsmith writes no scheduler. sccache already distributes C, C++ and nvcc compiles: it splits
 //! an nvcc compile into its steps (cudafe++ and the host compile, cicc per arch, ptxas per arch),
@@ -251,7 +251,7 @@ impl LoopbackCluster {
         if unsafe { libc::geteuid() } != 0 {
             bail!("sccache-dist's build server sandboxes jobs with an overlay mount and bubblewrap, which needs root; run the loopback cluster as root");
         }
-        let sccache = super::cache::launcher(super::cache::CacheKind::Sccache)?;
+        let sccache = super::launcher(super::CacheKind::Sccache)?;
         let dist_bin = sccache.with_file_name("sccache-dist");
         if !crate::process::is_executable(&dist_bin) {
             bail!(

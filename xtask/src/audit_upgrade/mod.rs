@@ -6,13 +6,15 @@
 //! (git-ignored and hidden files skipped).
 
 use crate::codemod;
-pub use crate::codemod::python::{builtin_changes, parse_changes, row_for, Change, Evidence};
+pub use crate::codemod::python_source::{
+    builtin_changes, parse_changes, row_for, Change, Evidence,
+};
 use crate::version::Version;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-pub const CHANGES_PATH: &str = crate::codemod::python::BUILTIN_NAME;
+pub const CHANGES_PATH: &str = crate::codemod::python_source::BUILTIN_NAME;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
@@ -141,7 +143,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         let Ok(src) = std::fs::read_to_string(f) else {
             continue;
         };
-        let Some(uses) = codemod::python::reader::uses(&src) else {
+        let Some(uses) = codemod::python_source::reader::uses(&src) else {
             continue;
         };
         for u in uses {

@@ -18,6 +18,8 @@
 //!
 //! Statistics are zeroed before the build and read after it.
 
+pub mod dist;
+
 use crate::paths;
 use crate::process::{which, Cmd};
 use crate::python::installer::{tool, Installer};
@@ -71,7 +73,7 @@ pub struct CompilerCache {
     pub wrappers: PathBuf,
     /// The real host compiler for nvcc (sccache only; see the module docs).
     pub nvcc_ccbin: Option<PathBuf>,
-    /// sccache's client configuration for `--dist` ([`super::dist`]): the scheduler and token.
+    /// sccache's client configuration for `--dist` ([`dist`]): the scheduler and token.
     pub dist_config: Option<PathBuf>,
 }
 
@@ -103,7 +105,7 @@ pub(super) fn write_wrapper(path: &Path, comment: &str, command: &[String]) -> R
 const COMMENT: &str = "written by archsmith build-ext --cache";
 
 /// sccache-dist is reached through sccache; another cache with `--dist` is a usage error.
-fn dist_needs_sccache(kind: CacheKind, dist: Option<&super::dist::Dist>) -> Result<()> {
+fn dist_needs_sccache(kind: CacheKind, dist: Option<&dist::Dist>) -> Result<()> {
     if dist.is_some() && kind != CacheKind::Sccache {
         anyhow::bail!(
             "--dist sends compiles through sccache-dist, which needs --cache sccache (not {})",
@@ -127,7 +129,7 @@ impl CompilerCache {
     pub fn prepare(
         kind: CacheKind,
         tc: &Toolchain,
-        dist: Option<&super::dist::Dist>,
+        dist: Option<&dist::Dist>,
     ) -> Result<CompilerCache> {
         dist_needs_sccache(kind, dist)?;
         let launcher = launcher(kind)?;
@@ -168,10 +170,7 @@ impl CompilerCache {
 
     /// The launcher alone, for builds that take it through CMake's `CMAKE_<LANG>_COMPILER_LAUNCHER`
     /// (torch itself): no wrappers; statistics zeroed; with `dist`, as [`Self::prepare`].
-    pub fn launcher_only(
-        kind: CacheKind,
-        dist: Option<&super::dist::Dist>,
-    ) -> Result<CompilerCache> {
+    pub fn launcher_only(kind: CacheKind, dist: Option<&dist::Dist>) -> Result<CompilerCache> {
         dist_needs_sccache(kind, dist)?;
         let c = CompilerCache {
             kind,
@@ -187,9 +186,9 @@ impl CompilerCache {
         Ok(c)
     }
 
-    fn wait_for_dist(&self, dist: Option<&super::dist::Dist>) -> Result<()> {
+    fn wait_for_dist(&self, dist: Option<&dist::Dist>) -> Result<()> {
         if let Some(d) = dist {
-            let servers = super::dist::wait_for_servers(
+            let servers = dist::wait_for_servers(
                 &self.cmd(),
                 &d.scheduler_url,
                 std::time::Duration::from_secs(30),
@@ -250,19 +249,16 @@ impl CompilerCache {
     }
 
     /// Variables for the build besides `PATH` (the caller puts [`Self::wrappers`] first on it).
-    pub fn env(&self) -> Vec<(String, String)> {
+    /// `base_dir`: where the caller's scratch build directories live; ccache hashes paths under it
+    /// relative to the compile's directory, so builds in other scratch dirs share hits.
+    pub fn env(&self, base_dir: &Path) -> Vec<(String, String)> {
         let dir_var = match self.kind {
             CacheKind::Ccache => "CCACHE_DIR",
             CacheKind::Sccache => "SCCACHE_DIR",
         };
         let mut vars = vec![
             (dir_var.to_string(), self.cache_dir.display().to_string()),
-            // Paths under the scratch root are hashed relative to the compile's directory, so
-            // builds of different stamps (other scratch dirs) share hits.
-            (
-                "CCACHE_BASEDIR".to_string(),
-                super::scratch_root().display().to_string(),
-            ),
+            ("CCACHE_BASEDIR".to_string(), base_dir.display().to_string()),
         ];
         vars.push((
             "PYTORCH_NVCC".to_string(),
@@ -281,7 +277,7 @@ impl CompilerCache {
     }
 
     /// [`Self::stats`], and with `--dist` how many compiles ran on which build server.
-    pub fn stats_with_dist(&self) -> Result<(String, Option<super::dist::DistStats>)> {
+    pub fn stats_with_dist(&self) -> Result<(String, Option<dist::DistStats>)> {
         let text = match self.kind {
             CacheKind::Ccache => self.cmd().arg("--show-stats").read()?,
             CacheKind::Sccache => {
@@ -293,7 +289,7 @@ impl CompilerCache {
         let dist = self
             .dist_config
             .is_some()
-            .then(|| super::dist::parse_dist_stats(&text));
+            .then(|| dist::parse_dist_stats(&text));
         let mut lines = stat_lines(&text);
         if let Some(d) = &dist {
             let per: Vec<String> = d.servers.iter().map(|(a, n)| format!("{a} {n}")).collect();

@@ -38,7 +38,7 @@ pub struct Recipe {
 
 /// The catalogues and smoke test of a recipe-less port.
 pub const GENERIC_CATALOGUES: [&str; 2] = ["rules/torch-legacy.toml", "rules/torch-python.toml"];
-pub const GENERIC_SMOKE: &str = "verify/smoke/generic_ops.py";
+pub const GENERIC_SMOKE: &str = "env_scripts/smoke/generic_ops.py";
 
 /// Exactly one of `path`, `git` + `commit`, `pypi` + `sha256`.
 #[derive(Debug, Clone, Deserialize)]
@@ -241,8 +241,15 @@ impl Recipe {
         self.rules.catalogues.iter().map(|c| base.join(c)).collect()
     }
 
+    /// The smoke script under the data root. Recipes written before the scripts' folder was
+    /// renamed (`verify/` → `env_scripts/`) still name `verify/smoke/…`; that prefix is read as
+    /// the new one.
     pub fn smoke_script(&self) -> PathBuf {
-        data_root().join(&self.smoke.script)
+        let script = match self.smoke.script.strip_prefix("verify/smoke") {
+            Ok(rest) => Path::new("env_scripts/smoke").join(rest),
+            Err(_) => self.smoke.script.clone(),
+        };
+        data_root().join(script)
     }
 }
 
