@@ -15,7 +15,7 @@ fn main() {
     let code = match archsmith::paths::check_cache_dir()
         .and_then(|()| archsmith::commands::run(cli))
     {
-        Ok(code) => code,
+        Ok(exit) => exit.code(),
         Err(e) => {
             eprintln!("error: {e:#}");
             // A CI script that asked for JSON gets a document on stdout, not an empty one.

@@ -3,6 +3,62 @@
 
 use serde::Serialize;
 
+/// How a command ended. Commands decide it from their typed outcome; `main` turns it into the
+/// process status, in one place (an `Err` from a command is bad input or a broken environment:
+/// exit 2, with the error document under `--json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: done, and everything it checked holds.
+    Success,
+    /// 1: done, and what it checked does not hold: a finding, a failed build, audit or import,
+    /// something `--check` would change.
+    Failed,
+    /// 2: refused before the work began (a failed preflight, input the knowledge base rejects).
+    Refused,
+    /// The status of the program archsmith ran in its own place (`nvcc-guard` runs nvcc).
+    Program(i32),
+}
+
+impl Exit {
+    /// The process status.
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failed => 1,
+            Exit::Refused => 2,
+            Exit::Program(code) => code,
+        }
+    }
+
+    /// [`Exit::Success`] when `ok`, else [`Exit::Failed`].
+    pub fn passed(ok: bool) -> Exit {
+        if ok {
+            Exit::Success
+        } else {
+            Exit::Failed
+        }
+    }
+
+    /// A report's documented exit code (0, 1 or 2; its JSON carries the number) as an `Exit`.
+    pub fn from_code(code: i32) -> Exit {
+        match code {
+            0 => Exit::Success,
+            1 => Exit::Failed,
+            2 => Exit::Refused,
+            other => Exit::Program(other),
+        }
+    }
+
+    /// The worse of two: a command that ran two checks ends as its worse one.
+    pub fn worst(self, other: Exit) -> Exit {
+        if other.code() > self.code() {
+            other
+        } else {
+            self
+        }
+    }
+}
+
 /// A plain-text table whose columns are padded to their widest cell.
 #[derive(Debug, Default)]
 pub struct Table {

@@ -8,6 +8,7 @@
 
 use archsmith::kb::kb;
 use archsmith::kb_check::{check_versions, releases_to_check};
+use archsmith::output::Exit;
 use archsmith::version::Version;
 
 fn check_all(filters: &[&str], at_least: usize) {
@@ -20,7 +21,7 @@ fn check_all(filters: &[&str], at_least: usize) {
         versions.len()
     );
     let report = check_versions(kb(), &versions, false);
-    assert_eq!(report.exit_code(), 0, "\n{}", report.table());
+    assert_eq!(report.exit(), Exit::Success, "\n{}", report.table());
     assert_eq!(report.checked.len(), versions.len());
 }
 
@@ -45,7 +46,7 @@ fn every_torch_row_agrees_with_its_wheels_on_pypi() {
     let rows = rows_to_check(kb(), &[]).unwrap();
     assert!(rows.len() >= 31, "{} torch rows", rows.len());
     let report = check_torch(kb(), &archsmith::pypi::Pypi::new(), &rows, false, false).unwrap();
-    assert_eq!(report.exit_code(), 0, "\n{}", report.table());
+    assert_eq!(report.exit(), Exit::Success, "\n{}", report.table());
     assert_eq!(report.checked.len(), rows.len());
 }
 
@@ -94,7 +95,7 @@ fn planted_errors_in_torch_rows_and_tables_are_found() {
         .collect();
     let rows = rows_to_check(&kb, &filters).unwrap();
     let report = check_torch(&kb, &archsmith::pypi::Pypi::new(), &rows, false, false).unwrap();
-    assert_eq!(report.exit_code(), 1, "\n{}", report.table());
+    assert_eq!(report.exit(), Exit::Failed, "\n{}", report.table());
     let differences: Vec<(String, Vec<&str>)> = report
         .checked
         .iter()

@@ -184,7 +184,8 @@ fn the_smoke_test_fails_on_wrong_results_and_reports_real_numbers() {
         let code = format!("MODE = {mode:?}\n{FAKE_EXT}");
         std::fs::write(dir.path().join(format!("{module}.py")), code).unwrap();
         let args: Vec<String> = vec!["--module".into(), module, "--roi-align-aligned-arg".into()];
-        port_extension::smoke(&env.python, &script, &args, dir.path())
+        // Ok(Err(_)): the smoke test ran and reported a failure (not a failure to run it).
+        port_extension::smoke(&env.python, &script, &args, dir.path()).unwrap()
     };
     let ok = smoke("exact").unwrap();
     assert_eq!(ok["cpu"]["nms"]["mismatches"], 0);
@@ -224,7 +225,9 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
         "typed",
         "import torch\n\ndef rows(x, k):\n    \"\"\"rows(arg0: torch.Tensor, arg1: int) -> torch.Tensor\"\"\"\n    if x.dim() != 4:\n        raise RuntimeError('rows: expected NCHW')\n    return x[:, :k]\n\ndef picky(x):\n    \"\"\"picky(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    raise ValueError('needs boxes of shape Nx5')\n\ndef untyped(a, b):\n    return a\n",
     );
-    let r = port_extension::smoke(&env.python, &script, &ok, dir.path()).unwrap();
+    let r = port_extension::smoke(&env.python, &script, &ok, dir.path())
+        .unwrap()
+        .unwrap();
     let calls = r["modules"]["typed"]["calls"].as_array().unwrap().clone();
     let by = |n: &str| {
         calls
@@ -251,14 +254,20 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
         "crashy",
         "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
     );
-    assert!(port_extension::smoke(&env.python, &script, &crash, dir.path()).is_err());
+    assert!(
+        port_extension::smoke(&env.python, &script, &crash, dir.path())
+            .unwrap()
+            .is_err()
+    );
     // The same function in a module named for CUDA is not called: legacy CUDA functions seldom
     // check the device, and there is no GPU to give them.
     let cuda = module(
         "ops_cuda",
         "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
     );
-    let r = port_extension::smoke(&env.python, &script, &cuda, dir.path()).unwrap();
+    let r = port_extension::smoke(&env.python, &script, &cuda, dir.path())
+        .unwrap()
+        .unwrap();
     assert_eq!(
         r["modules"]["ops_cuda"]["calls"][0]["status"], "skipped",
         "{r}"
@@ -266,7 +275,9 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
     let broken = module("broken", "import no_such_module_anywhere\n");
     let e = format!(
         "{:#}",
-        port_extension::smoke(&env.python, &script, &broken, dir.path()).unwrap_err()
+        port_extension::smoke(&env.python, &script, &broken, dir.path())
+            .unwrap()
+            .unwrap_err()
     );
     assert!(e.contains("broken does not import"), "{e}");
 }
@@ -587,7 +598,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
         e.contains(&format!("sha256 {sha}")) && e.contains("pins 0000"),
         "{e}"
     );
-    let o = port_extension::run(&recipe_with(&sha)).unwrap();
+    let o = port_extension::run(&recipe_with(&sha)).unwrap().unwrap();
     assert!(
         o.source.starts_with("pypi:torchsort==0.1.10"),
         "{}",

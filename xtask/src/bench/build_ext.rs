@@ -19,7 +19,8 @@
 //! build's fastest run, the one least disturbed; every sample is reported.
 
 use crate::build_ext::{
-    build_command, jobs, prepare, probe_env, source, EnvInfo, Request, SourceSpec,
+    command::{build_command, Setup},
+    jobs, prepare, probe_env, source, EnvInfo, Request, SourceSpec,
 };
 use crate::build_output::progress::Mode;
 use crate::paths;
@@ -284,7 +285,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                         dist: None,
                     };
                     let t = Instant::now();
-                    let first = crate::build_ext::run(&req_a)?;
+                    let first = crate::build_ext::run(&req_a)??;
                     let clean = t.elapsed().as_secs_f64();
                     r.extensions_at_once = first.extensions_at_once;
                     r.archsmith_audit = Some(WheelAudit::of(&first.wheel, &p.plan));
@@ -292,7 +293,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                         bail!("archsmith's clean build found a stamp in a fresh output dir");
                     }
                     let t = Instant::now();
-                    let second = crate::build_ext::run(&req_a)?;
+                    let second = crate::build_ext::run(&req_a)??;
                     let noop = t.elapsed().as_secs_f64();
                     if !second.reused {
                         bail!("archsmith's rebuild of an unchanged source was not a no-op");
@@ -315,17 +316,16 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
                         extensions: 1,
                         reason: "set by hand",
                     };
-                    let cmd = build_command(
-                        &plain_env,
-                        &p.tc,
-                        &p.plan,
-                        &plain_par,
-                        "pip wheel",
-                        &tree,
-                        &wheels,
-                        None,
-                        None,
-                    );
+                    let setup = Setup {
+                        env: &plain_env,
+                        tc: &p.tc,
+                        plan: &p.plan,
+                        par: &plain_par,
+                        builder: "pip wheel",
+                        cache: None,
+                        guard: None,
+                    };
+                    let cmd = build_command(&setup, &tree, &wheels);
                     let clean =
                         timed_plain(&cmd, &out.join(format!("plain{i}-clean-{round}.log")))?;
                     let wheel = fs::read_dir(&wheels)?

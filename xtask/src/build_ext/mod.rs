@@ -1,47 +1,52 @@
 //! `build-ext`: build a torch C++/CUDA extension for exactly the planned archs, audit the wheel,
 //! import it, and remember the result.
 //!
-//! The steps, in order (each fails with a message that says what to do):
-//! 1. the Python env (archsmith's torch env, or `--python`) and its torch, read from
-//!    `torch/version.py` without importing torch;
-//! 2. CUDA: torch's own release unless `--cuda`; a different major is an error before anything
-//!    is compiled (torch's cpp_extension would refuse it later, after minutes of work);
-//! 3. the arch plan, validated for this torch and CUDA;
-//! 4. the source (directory, sdist, `pypi:NAME==VER`) and its hash → the stamp. An output dir
-//!    that already holds a wheel with this stamp returns it at once ([`stamp`]);
-//! 5. a private copy of the source in a scratch dir under the cache, `uv build
-//!    --no-build-isolation` (or `pip wheel --no-build-isolation --no-deps` when there is no uv)
-//!    with `TORCH_CUDA_ARCH_LIST`, `CUDA_HOME`, `MAX_JOBS` and nvcc `--threads` ([`plan`]); output
-//!    streamed to a log under the output dir and to a progress bar ([`progress`]);
-//! 6. the wheel audited with the binary reader against the plan, then unpacked into a scratch
-//!    dir and imported in the env by a process started with the build ([`check`]);
-//! 7. only then is the wheel moved into the output dir, with its record next to it.
+//! The steps are functions in [`steps`], called in this order by [`run`] over one [`steps::Job`];
+//! each fails with a message that says what to do:
+//! 1. [`steps::resolve`]: the Python env (archsmith's torch env, or `--python`) and its torch,
+//!    read from `torch/version.py` without importing torch; CUDA: torch's own release unless
+//!    `--cuda`, and a different major is an error before anything is compiled (torch's
+//!    cpp_extension would refuse it later, after minutes of work); the arch plan, validated for
+//!    this torch and CUDA; the source (directory, sdist, `pypi:NAME==VER`) and its hash → the stamp;
+//! 2. [`steps::reuse`]: an output dir that already holds a wheel with this stamp returns it at once;
+//! 3. [`steps::provision`]: a private copy of the source in a scratch dir under the cache
+//!    ([`scratch`]), the jobs model ([`jobs`]), the log, the compiler cache and the arch guard
+//!    ([`arch_guard`]);
+//! 4. [`steps::compile`]: `uv build --no-build-isolation` (or `pip wheel --no-build-isolation
+//!    --no-deps` when there is no uv) with the environment of [`command`]; output streamed to a log
+//!    under the output dir and to a progress bar;
+//! 5. [`steps::collect`]: compiler-cache statistics, the arch guard's report, the wheel;
+//! 6. [`steps::check`]: the wheel audited with the binary reader against the plan, then imported in
+//!    the env by a process started with the build ([`check`]);
+//! 7. [`steps::deliver`]: only then is the wheel moved into the output dir;
+//! 8. [`steps::stamp`]: its record next to it ([`stamp_inputs`]).
 //!
 //! Nothing is written into the output dir before step 7 except the log, so an interrupted build
 //! leaves no partial wheel there.
 
 pub mod arch_guard;
 pub mod check;
+pub mod command;
 pub mod jobs;
+pub mod scratch;
 pub mod source;
 pub mod stamp_inputs;
+pub mod steps;
 
 use crate::arch::spec::{Plan, PlanContext};
 use crate::build_output::{log, progress};
 use crate::kb::kb;
-use crate::paths;
-use crate::process::Cmd;
 use crate::python;
 use crate::toolchain::{self, Toolchain};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
 use fs_err as fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 pub use crate::compiler_cache::CacheKind;
+pub use scratch::scratch_root;
 pub use source::SourceSpec;
+pub use steps::run;
 
 /// What to build and how.
 #[derive(Debug, Clone)]
@@ -277,475 +282,14 @@ pub fn prepare(
 /// The front end: `uv build` when uv is at hand (on PATH, or bootstrapped into archsmith's tools),
 /// else `pip wheel` when the env has pip. Both call the same PEP 517 hooks without isolation; uv
 /// comes first because pip also runs `prepare_metadata_for_build_wheel`, i.e. `setup.py` (and its
-/// `import torch`) once more: 3.4 s a build here (a no-op rebuild takes 7.05 s with pip, 3.7 s
-/// with uv). `ARCHSMITH_NO_UV=1` selects pip.
+/// `import torch`) once more, which nearly doubles a no-op rebuild (measured in docs/build-ext.md).
+/// `ARCHSMITH_NO_UV=1` selects pip.
 pub fn front_end(env: &EnvInfo) -> &'static str {
     if !env.has_pip || python::installer::uv_binary().is_some() {
         "uv build"
     } else {
         "pip wheel"
     }
-}
-
-/// Builds (or reuses) the wheel for `req`.
-pub fn run(req: &Request) -> Result<Outcome> {
-    let started = Instant::now();
-    let Prepared { env, tc, plan } = prepare(
-        req.python.as_deref(),
-        req.torch.as_ref(),
-        req.cuda.as_ref(),
-        &req.arch,
-    )?;
-    let arch_list = plan.torch_cuda_arch_list();
-    let src = source::resolve(&req.source, &env.python)?;
-    let builder = front_end(&env);
-    let stamp_inputs = stamp_inputs::Inputs {
-        own_arch_flags: req.own_arch_flags,
-        ..stamp_inputs::Inputs::new(&src.hash, &env, &tc, &arch_list, builder)
-    };
-    let key = stamp_inputs.key();
-    if let Some(hit) = reuse(&req.out, &key, started) {
-        return Ok(hit);
-    }
-    build(req, &env, &tc, &plan, &src, stamp_inputs, builder, started)
-}
-
-/// The outcome recorded for the wheel in `out` whose stamp is `key`, as a reuse of it: no log and
-/// no cache statistics (nothing ran), this run's time.
-fn reuse(out: &Path, key: &str, started: Instant) -> Option<Outcome> {
-    let (wheel, mut hit): (PathBuf, Outcome) = crate::stamp::lookup(out, key)?;
-    hit.wheel = wheel;
-    hit.reused = true;
-    hit.total_seconds = started.elapsed().as_secs_f64();
-    hit.log = None;
-    hit.cache_stats = None;
-    Some(hit)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn build(
-    req: &Request,
-    env: &EnvInfo,
-    tc: &Toolchain,
-    plan: &Plan,
-    src: &source::Resolved,
-    inputs: stamp_inputs::Inputs,
-    builder: &str,
-    started: Instant,
-) -> Result<Outcome> {
-    let key = inputs.key();
-    let scratch = Scratch::new(&key)?;
-    // Another run with these inputs may have delivered while this one waited for the lock.
-    if let Some(hit) = reuse(&req.out, &key, started) {
-        return Ok(hit);
-    }
-    let tree = source::materialize(src, &scratch.path.join("src"), &env.python)?;
-    let mut warnings = Vec::new();
-    let files = source::tree_files(&tree)?;
-    let (units, cu) = jobs::count_sources(&files);
-    let images = (plan.sass().len() + plan.ptx().len()) as u32;
-    let mut par = jobs::parallelism(
-        crate::host::cores(),
-        crate::host::mem_available_gib(),
-        units,
-        cu,
-        images,
-        req.jobs,
-    );
-    if req.serial_extensions {
-        par.extensions = 1;
-    }
-
-    fs::create_dir_all(&req.out)
-        .with_context(|| format!("creating the output dir {}", req.out.display()))?;
-    let out = req.out.canonicalize()?;
-    crate::stamp::remove_stale_partials(&out);
-    let log_path = out.join(format!("{}-{}.log", src.spec.label(), &key[..12]));
-    let mut log_file = fs::File::create(&log_path)
-        .with_context(|| format!("creating the log {}", log_path.display()))?;
-
-    let wheel_dir = scratch.path.join("wheel");
-    fs::create_dir_all(&wheel_dir)?;
-    let cache_kind = match (req.cache, &req.dist) {
-        (None, Some(_)) => Some(CacheKind::Sccache),
-        (kind, _) => kind,
-    };
-    let compiler_cache = match cache_kind {
-        Some(kind) => Some(crate::compiler_cache::CompilerCache::prepare(
-            kind,
-            tc,
-            req.dist.as_ref(),
-        )?),
-        None => None,
-    };
-    let guard = if req.own_arch_flags {
-        None
-    } else {
-        let real = compiler_cache
-            .as_ref()
-            .map_or_else(|| tc.nvcc(), |c| c.wrappers.join("nvcc"));
-        Some(arch_guard::Guard::prepare(&scratch.path, tc, plan, real)?)
-    };
-    let cmd = build_command(
-        env,
-        tc,
-        plan,
-        &par,
-        builder,
-        &tree,
-        &wheel_dir,
-        compiler_cache.as_ref(),
-        guard.as_ref(),
-    );
-    writeln!(
-        log_file,
-        "# archsmith build-ext {}\n# TORCH_CUDA_ARCH_LIST={} MAX_JOBS={} nvcc --threads={}\n# {}\n",
-        src.spec.label(),
-        plan.torch_cuda_arch_list(),
-        par.jobs,
-        par.nvcc_threads,
-        cmd.display()
-    )?;
-    eprintln!(
-        "archsmith: building {} for {} with torch {} / CUDA {} ({} jobs ({}), nvcc --threads {}); log: {}",
-        src.spec.label(),
-        plan.torch_cuda_arch_list(),
-        env.torch,
-        tc.nvcc_version,
-        par.jobs,
-        par.reason,
-        par.nvcc_threads,
-        log_path.display()
-    );
-    // Started now so its `import torch` runs while setup.py imports torch too, on the core the
-    // build leaves idle until ninja starts; it only imports the wheel's modules at the end.
-    let import_check = check::ImportCheck::start(&env.python, &scratch.path.join("import"), &[])?;
-    let build_started = Instant::now();
-    let mut ui = progress::Progress::new(req.progress);
-    let mut lines: Vec<String> = Vec::new();
-    let mut write_err = None;
-    let status = cmd.stream_lines(|line| {
-        if let Err(e) = writeln!(log_file, "{line}") {
-            write_err.get_or_insert(e);
-        }
-        ui.line(line);
-        lines.push(line.to_string());
-    })?;
-    ui.finish();
-    if let Some(e) = write_err {
-        return Err(e).with_context(|| format!("writing {}", log_path.display()));
-    }
-    let build_seconds = build_started.elapsed().as_secs_f64();
-    let tree_str = tree.display().to_string();
-    if status != Some(0) {
-        let mut first = log::first_compiler_error(lines.iter().map(String::as_str));
-        if let Some(e) = first.as_mut() {
-            // Point at the user's file, not the scratch copy.
-            if let Some(f) = &e.file {
-                if let Some(rel) = f.strip_prefix(&tree_str) {
-                    let rel = rel.trim_start_matches('/');
-                    e.file = Some(match &src.spec {
-                        SourceSpec::Dir(d) => d.join(rel).display().to_string(),
-                        _ => rel.to_string(),
-                    });
-                }
-            }
-        }
-        let message =
-            match (
-                &first,
-                log::last_python_error(lines.iter().map(String::as_str)),
-            ) {
-                (Some(_), _) => format!("building {} failed", src.spec.label()),
-                (None, Some(py)) => format!(
-                    "building {} failed before compiling: {py}",
-                    src.spec.label()
-                ),
-                (None, None) => {
-                    format!(
-                "building {} failed ({}), with no compiler error in the output; its end:\n{}",
-                src.spec.label(),
-                status.map_or("killed by a signal".into(), |c| format!("exit code {c}")),
-                lines.iter().rev().take(15).rev().cloned().collect::<Vec<_>>().join("\n")
-            )
-                }
-            };
-        return Err(BuildFailure {
-            stage: "compile",
-            message,
-            first_error: first,
-            log: Some(log_path),
-        }
-        .into());
-    }
-    let (cache_stats, distributed) = match compiler_cache
-        .as_ref()
-        .map(|c| c.stats_with_dist())
-        .transpose()?
-    {
-        Some((lines, dist)) => (Some(lines), dist),
-        None => (None, None),
-    };
-    let arch_guard = guard.as_ref().map(|g| g.report()).transpose()?;
-    if let Some(w) = arch_guard.as_ref().and_then(|r| r.warning(plan)) {
-        eprintln!("warning: {w}");
-        warnings.push(w);
-    }
-    let built = find_wheel(&wheel_dir)?;
-    // 6. audit and import. A built wheel is never thrown away: it is delivered whatever follows,
-    // and a failure names where it is.
-    let audit = check::audit_wheel(&built, plan);
-    let sweep = import_check.run(&built, false)?;
-    let sweep = if sweep.missing().is_empty() {
-        sweep
-    } else {
-        // The package imports modules the env lacks: its declared requirements, installed beside
-        // the env, may bring them.
-        match python::requirements::declared(&built)
-            .and_then(|reqs| python::requirements::install_beside(&env.python, &reqs))
-        {
-            Ok(Some((dir, installed))) => {
-                warnings.push(format!(
-                    "the import check ran with the wheel's requirements {} installed beside the env ({})",
-                    installed.join(", "),
-                    dir.display()
-                ));
-                check::ImportCheck::start(&env.python, &scratch.path.join("import-deps"), &[dir])?
-                    .run(&built, false)?
-            }
-            Ok(None) => sweep,
-            Err(e) => {
-                warnings.push(format!(
-                    "the wheel's requirements could not be installed for the import check: {e:#}"
-                ));
-                sweep
-            }
-        }
-    };
-    for f in sweep.failures.iter().filter(|f| f.kind == "missing") {
-        warnings.push(format!(
-            "{} imports {}, which is not installed and not among the wheel's requirements (Requires-Dist): its own import was not checked",
-            f.module,
-            f.missing.as_deref().unwrap_or("?")
-        ));
-    }
-    let wheel = crate::stamp::deliver(&built, &out)?;
-    if !audit.ok {
-        return Err(BuildFailure {
-            stage: "audit",
-            message: format!(
-                "the wheel does not carry what was planned ({}):\n{}\nthe wheel is kept: {}",
-                plan.torch_cuda_arch_list(),
-                audit.problems.join("\n"),
-                wheel.display()
-            ),
-            first_error: None,
-            log: Some(log_path),
-        }
-        .into());
-    }
-    let broken: Vec<String> = sweep
-        .failures
-        .iter()
-        .filter(|f| f.kind != "missing")
-        .map(|f| f.to_string())
-        .collect();
-    if !broken.is_empty() {
-        return Err(BuildFailure {
-            stage: "import",
-            message: format!(
-                "the wheel built but does not import:\n{}\nthe wheel is kept: {}",
-                broken.join("\n"),
-                wheel.display()
-            ),
-            first_error: None,
-            log: Some(log_path),
-        }
-        .into());
-    }
-    let imported = sweep.imported;
-    let outcome = Outcome {
-        wheel,
-        reused: false,
-        stamp: key.clone(),
-        source: src.spec.label(),
-        torch: env.torch.to_string(),
-        cuda: tc.cuda.to_string(),
-        nvcc: tc.nvcc_version.to_string(),
-        torch_cuda_arch_list: plan.torch_cuda_arch_list(),
-        jobs: par.jobs,
-        nvcc_threads: par.nvcc_threads,
-        builder: builder.to_string(),
-        log: Some(log_path),
-        build_seconds,
-        total_seconds: started.elapsed().as_secs_f64(),
-        audit,
-        imported,
-        warnings,
-        cache_stats,
-        arch_guard,
-        extensions_at_once: par.extensions,
-        extensions: lines
-            .iter()
-            .filter_map(|l| parse_extension_line(l))
-            .collect(),
-        ninja_turned_on: lines
-            .iter()
-            .any(|l| l.starts_with("archsmith-ext: ninja turned back on")),
-        distributed,
-    };
-    crate::stamp::record(&out, &inputs, &outcome.wheel, &outcome)?;
-    drop(scratch);
-    Ok(outcome)
-}
-
-/// The build command with its environment. No shell: every value is one argument or variable.
-#[allow(clippy::too_many_arguments)]
-pub fn build_command(
-    env: &EnvInfo,
-    tc: &Toolchain,
-    plan: &Plan,
-    par: &jobs::Parallelism,
-    builder: &str,
-    tree: &Path,
-    wheel_dir: &Path,
-    cache: Option<&crate::compiler_cache::CompilerCache>,
-    guard: Option<&arch_guard::Guard>,
-) -> Cmd {
-    let mut cmd = if builder == "pip wheel" {
-        Cmd::new(&env.python)
-            .args([
-                "-m",
-                "pip",
-                "wheel",
-                "-v",
-                "--no-build-isolation",
-                "--no-deps",
-                "--no-cache-dir",
-                "-w",
-            ])
-            .arg(wheel_dir)
-            .arg(tree)
-    } else {
-        let uv = python::installer::uv_binary().unwrap_or_else(|| PathBuf::from("uv"));
-        python::installer::uv_cmd(&uv)
-            .args(["build", "--wheel", "--no-build-isolation", "--python"])
-            .arg(&env.python)
-            .arg("--out-dir")
-            .arg(wheel_dir)
-            .arg(tree)
-    };
-    for (k, v) in build_env(env, tc, plan, par, cache, guard) {
-        cmd = cmd.env(k, v);
-    }
-    cmd.dir(tree)
-}
-
-/// The variables a build gets (on top of the caller's environment).
-pub fn build_env(
-    env: &EnvInfo,
-    tc: &Toolchain,
-    plan: &Plan,
-    par: &jobs::Parallelism,
-    cache: Option<&crate::compiler_cache::CompilerCache>,
-    guard: Option<&arch_guard::Guard>,
-) -> Vec<(String, String)> {
-    let prepend = |name: &str, first: Vec<String>| {
-        let mut parts = first;
-        if let Ok(old) = std::env::var(name) {
-            if !old.is_empty() {
-                parts.push(old);
-            }
-        }
-        parts.join(":")
-    };
-    let env_bin = env
-        .python
-        .parent()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    // The arch guard's nvcc first, then the compiler-cache wrappers, then the toolkit, then the
-    // env's bin dir (ninja: torch's BuildExtension runs `ninja` from PATH), then the caller's PATH.
-    let mut path_head: Vec<String> = guard
-        .map(|g| g.bin_dir().display().to_string())
-        .into_iter()
-        .chain(cache.map(|c| c.wrappers.display().to_string()))
-        .collect();
-    let mut vars: Vec<(String, String)> = Vec::new();
-    for (k, v) in tc.env_vars() {
-        match k {
-            "PATH" => path_head.push(v),
-            "LD_LIBRARY_PATH" => vars.push((k.to_string(), prepend("LD_LIBRARY_PATH", vec![v]))),
-            _ => vars.push((k.to_string(), v)),
-        }
-    }
-    path_head.push(env_bin);
-    vars.push(("PATH".into(), prepend("PATH", path_head)));
-    vars.push(("TORCH_CUDA_ARCH_LIST".into(), plan.torch_cuda_arch_list()));
-    // CMake-built extensions: CMake's own search finds a system nvcc (/usr/bin/nvcc) before PATH's.
-    vars.push(("CUDACXX".into(), tc.nvcc().display().to_string()));
-    vars.push(("MAX_JOBS".into(), par.jobs.to_string()));
-    // Extensions that gate CUDA on torch.cuda.is_available() build it anyway on a GPU-less host.
-    vars.push(("FORCE_CUDA".into(), "1".into()));
-    vars.push(("PYTHONUNBUFFERED".into(), "1".into()));
-    if par.nvcc_threads > 1 {
-        let mut flags = std::env::var("NVCC_APPEND_FLAGS").unwrap_or_default();
-        if !flags.is_empty() {
-            flags.push(' ');
-        }
-        flags.push_str(&format!("--threads={}", par.nvcc_threads));
-        vars.push(("NVCC_APPEND_FLAGS".into(), flags));
-    }
-    // Library headers (cuBLAS, cuSPARSE, cuSOLVER, cuDNN, NCCL…): a CUDA_HOME made of the compiler
-    // wheels lacks them, but the torch env holds NVIDIA's wheels of the very libraries torch loads
-    // at run time, headers included. CPATH is searched after every -I, so CUDA_HOME still wins for
-    // the toolkit's own headers.
-    let (inc, lib) = nvidia_wheel_dirs(kb(), &env.purelib, tc.cuda.major());
-    if !inc.is_empty() {
-        vars.push(("CPATH".into(), append("CPATH", inc)));
-    }
-    if !lib.is_empty() {
-        vars.push(("LIBRARY_PATH".into(), append("LIBRARY_PATH", lib)));
-    }
-    if let Some(c) = cache {
-        vars.extend(c.env(&scratch_root()));
-    }
-    if let Some(g) = guard {
-        vars.extend(g.env());
-    }
-    if par.extensions > 1 {
-        // The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at
-        // once, MAX_JOBS shared out between them, and turn ninja back on where a package
-        // switched it off. Where the hooks cannot be found the build runs as setuptools would.
-        if let Ok(root) = crate::data::data_root() {
-            let hooks = root.join("env_scripts").join("build_hooks");
-            vars.push((
-                "PYTHONPATH".into(),
-                prepend("PYTHONPATH", vec![hooks.display().to_string()]),
-            ));
-            vars.push((
-                "ARCHSMITH_PARALLEL_EXTENSIONS".into(),
-                par.extensions.to_string(),
-            ));
-            vars.push((
-                "ARCHSMITH_EXT_MAX_JOBS".into(),
-                (par.jobs / par.extensions).max(1).to_string(),
-            ));
-            vars.push(("ARCHSMITH_FORCE_NINJA".into(), "1".into()));
-        }
-    }
-    vars
-}
-
-fn append(name: &str, dirs: Vec<String>) -> String {
-    let mut parts = Vec::new();
-    if let Ok(old) = std::env::var(name) {
-        if !old.is_empty() {
-            parts.push(old);
-        }
-    }
-    parts.extend(dirs);
-    parts.join(":")
 }
 
 /// `include` and `lib` dirs of the NVIDIA wheels in site-packages: this major's shared directory
@@ -786,73 +330,6 @@ pub fn nvidia_wheel_dirs(
             .collect::<Vec<_>>()
     };
     (pick("include"), pick("lib"))
-}
-
-fn find_wheel(dir: &Path) -> Result<PathBuf> {
-    let mut wheels: Vec<PathBuf> = fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
-        .collect();
-    match wheels.len() {
-        1 => Ok(wheels.pop().unwrap_or_default()),
-        0 => bail!(
-            "the build reported success but wrote no wheel into {}",
-            dir.display()
-        ),
-        n => bail!(
-            "the build wrote {n} wheels into {}; expected one",
-            dir.display()
-        ),
-    }
-}
-
-/// Where scratch build dirs live: `cache_dir()/builds/ext/STAMP16/`.
-pub fn scratch_root() -> PathBuf {
-    paths::cache_dir().join("builds").join("ext")
-}
-
-/// A private build directory under the cache, named by the stamp and held under a file lock for
-/// the build's lifetime; removed when dropped (also after a failure). The path is the same for
-/// every build of one stamp, so compiler caches see the same command lines (and with
-/// `CCACHE_BASEDIR` at [`scratch_root`], builds of other stamps share hits too). Dirs of killed
-/// runs (lock free) are removed by the next run.
-struct Scratch {
-    path: PathBuf,
-    _lock: crate::cache::Lock,
-}
-
-impl Scratch {
-    fn new(key: &str) -> Result<Scratch> {
-        let base = scratch_root();
-        fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-        let lock_of = |name: &str| base.join(format!("{name}.lock"));
-        for e in fs::read_dir(&base)?.flatten() {
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Ok(Some(_free)) = crate::cache::try_lock(&lock_of(&name)) {
-                let _ = fs::remove_dir_all(e.path());
-            }
-        }
-        let name = &key[..16];
-        let lock = crate::cache::lock(&lock_of(name), &mut || {
-            eprintln!("archsmith: waiting for another build of the same inputs to finish")
-        })?;
-        let path = base.join(name);
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path)?;
-        Ok(Scratch { path, _lock: lock })
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if std::env::var_os("ARCHSMITH_KEEP_SCRATCH").is_none() {
-            let _ = fs::remove_dir_all(&self.path);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub struct Driven {
 }
 
 /// The build failed: where, and the log with everything.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, serde::Serialize)]
 #[error("the torch build failed ({exit}){first}\nfull log: {}", log.display())]
 pub struct BuildFailed {
     pub exit: String,
@@ -53,7 +53,13 @@ pub fn command(plan: &BuildPlan, words: &[String], dir: &Path) -> Cmd {
     cmd
 }
 
-pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Result<Driven> {
+/// Runs the build. `Ok(Err(_))`: it ran and failed, with its first error and the log.
+pub fn drive(
+    p: &Prepared,
+    plan: &BuildPlan,
+    req: &Request,
+    out: &Path,
+) -> Result<Result<Driven, BuildFailed>> {
     let started = Instant::now();
     std::fs::create_dir_all(&plan.build_dir)
         .with_context(|| format!("creating {}", plan.build_dir.display()))?;
@@ -123,12 +129,11 @@ pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Resul
             })
             .or_else(|| last_python_error(lines.iter().copied()).map(|e| format!("\n{e}")))
             .unwrap_or_default();
-        return Err(BuildFailed {
+        return Ok(Err(BuildFailed {
             exit: status.map_or("killed by a signal".into(), |c| format!("exit {c}")),
             first,
             log: log_path,
-        }
-        .into());
+        }));
     }
     let ninja_log = Some(plan.build_dir.join(".ninja_log")).filter(|p| p.is_file());
     let slowest = ninja_log
@@ -151,7 +156,7 @@ pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Resul
             )
         })?)
     };
-    Ok(Driven {
+    Ok(Ok(Driven {
         wheel,
         log: log_path,
         ninja_log,
@@ -159,7 +164,7 @@ pub fn drive(p: &Prepared, plan: &BuildPlan, req: &Request, out: &Path) -> Resul
         cache_stats,
         distributed,
         slowest,
-    })
+    }))
 }
 
 /// The `n` longest steps of a `.ninja_log` (v5: start, end, mtime, output, hash; ms), longest

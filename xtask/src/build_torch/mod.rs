@@ -479,6 +479,9 @@ pub struct Outcome {
     pub distributed: Option<crate::compiler_cache::dist::DistStats>,
     pub slowest_steps: Vec<(String, f64)>,
     pub verify: Option<torch_wheel::Report>,
+    /// The build ran and failed: its first error and the log (the caller exits 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_failed: Option<drive::BuildFailed>,
 }
 
 /// What goes into the stamp: what decides the wheel's contents.
@@ -580,6 +583,7 @@ pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
         distributed: None,
         slowest_steps: Vec::new(),
         verify: None,
+        build_failed: None,
         prepared,
     };
     // A failed preflight is an outcome too: its checks carry the fixes (the caller exits 2).
@@ -603,7 +607,14 @@ pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
             return Ok(outcome);
         }
     }
-    let driven = drive::drive(&outcome.prepared, &plan, req, &out)?;
+    let driven = match drive::drive(&outcome.prepared, &plan, req, &out)? {
+        Ok(d) => d,
+        Err(failed) => {
+            outcome.log = Some(failed.log.clone());
+            outcome.build_failed = Some(failed);
+            return Ok(outcome);
+        }
+    };
     outcome.log = Some(driven.log);
     outcome.build_seconds = driven.seconds;
     outcome.cache_stats = driven.cache_stats;

@@ -3,7 +3,7 @@
 
 use crate::arch::advice::{plan_report, ArchsReport, PlanRequest, ReleaseChoice};
 use crate::kb::kb;
-use crate::output::{documents, emit, Table};
+use crate::output::{documents, emit, Exit, Table};
 use crate::version::Version;
 use anyhow::Result;
 
@@ -62,7 +62,7 @@ impl PlainValue {
     }
 }
 
-pub fn run(args: &ArchsArgs) -> Result<i32> {
+pub fn run(args: &ArchsArgs) -> Result<Exit> {
     if args.list_gpus {
         return list_gpus(args.json);
     }
@@ -78,11 +78,11 @@ pub fn run(args: &ArchsArgs) -> Result<i32> {
         Some(value) => println!("{}", value.of(&report)),
         None => emit(args.json, documents::ARCHS, &report, render)?,
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// `archs --list-gpus`: every GPU row, for "unknown GPU" answers and scripts.
-fn list_gpus(json: bool) -> Result<i32> {
+fn list_gpus(json: bool) -> Result<Exit> {
     let gpus: Vec<serde_json::Value> = kb()
         .gpus
         .iter()
@@ -109,7 +109,7 @@ fn list_gpus(json: bool) -> Result<i32> {
             t.render()
         },
     )?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 pub fn render(r: &ArchsReport) -> String {

@@ -1,7 +1,7 @@
 //! `cargo xtask audit upgrade --from A --to B [PATH]`: thin CLI over [`crate::audit_upgrade`].
 
 use crate::audit_upgrade::{audit, AuditRequest};
-use crate::output::{documents, emit};
+use crate::output::{documents, emit, Exit};
 use crate::version::Version;
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -39,7 +39,7 @@ pub struct UpgradeArgs {
     pub json: bool,
 }
 
-pub fn run(args: AuditArgs) -> Result<i32> {
+pub fn run(args: AuditArgs) -> Result<Exit> {
     match args.what {
         AuditCommand::Upgrade(u) => {
             let report = audit(&AuditRequest {
@@ -49,7 +49,7 @@ pub fn run(args: AuditArgs) -> Result<i32> {
                 changes: u.changes,
             })?;
             emit(u.json, documents::AUDIT_UPGRADE, &report, |r| r.table())?;
-            Ok(if report.is_clean() { 0 } else { 1 })
+            Ok(Exit::passed(report.is_clean()))
         }
     }
 }

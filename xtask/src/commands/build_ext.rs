@@ -1,8 +1,8 @@
 //! `cargo xtask build-ext SOURCE --arch SPEC`: thin CLI over [`crate::build_ext`].
 
-use crate::build_ext::{self, BuildFailure, CacheKind, Outcome, Request, SourceSpec};
+use crate::build_ext::{self, CacheKind, Outcome, Request, SourceSpec};
 use crate::build_output::progress::Mode;
-use crate::output::{documents, print_json, Table};
+use crate::output::{documents, print_json, Exit, Table};
 use crate::version::Version;
 use anyhow::Result;
 use clap::Args;
@@ -55,7 +55,7 @@ pub struct BuildExtArgs {
     pub json: bool,
 }
 
-pub fn run(args: BuildExtArgs) -> Result<i32> {
+pub fn run(args: BuildExtArgs) -> Result<Exit> {
     let req = Request {
         source: SourceSpec::parse(&args.source)?,
         arch: args.arch.clone(),
@@ -73,7 +73,7 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
         )?,
         progress: Mode::Auto,
     };
-    match build_ext::run(&req) {
+    match build_ext::run(&req)? {
         Ok(o) => {
             if args.json {
                 print_json(
@@ -83,21 +83,18 @@ pub fn run(args: BuildExtArgs) -> Result<i32> {
             } else {
                 print!("{}", summary(&o));
             }
-            Ok(0)
+            Ok(Exit::Success)
         }
-        Err(e) => match e.downcast_ref::<BuildFailure>() {
-            Some(f) => {
-                if args.json {
-                    print_json(
-                        documents::BUILD_EXT,
-                        &serde_json::json!({ "ok": false, "failure": f }),
-                    )?;
-                }
-                eprintln!("error: {f}");
-                Ok(1)
+        Err(f) => {
+            if args.json {
+                print_json(
+                    documents::BUILD_EXT,
+                    &serde_json::json!({ "ok": false, "failure": f }),
+                )?;
             }
-            None => Err(e),
-        },
+            eprintln!("error: {f}");
+            Ok(Exit::Failed)
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use crate::build_output::progress::Mode;
 use crate::build_torch::{self, plan::parse_set, report, Request};
 use crate::compiler_cache::CacheKind;
 use crate::kb::kb;
-use crate::output::{documents, print_json};
+use crate::output::{documents, print_json, Exit};
 use crate::verify::torch_wheel;
 use crate::version::Version;
 use anyhow::Result;
@@ -69,7 +69,7 @@ pub struct BuildTorchArgs {
     pub json: bool,
 }
 
-pub fn run(args: BuildTorchArgs) -> Result<i32> {
+pub fn run(args: BuildTorchArgs) -> Result<Exit> {
     if let Some(wheel) = &args.verify_wheel {
         let r = torch_wheel::check_wheel(
             kb(),
@@ -85,7 +85,7 @@ pub fn run(args: BuildTorchArgs) -> Result<i32> {
         } else {
             print!("{}", r.table());
         }
-        return Ok(if r.ok { 0 } else { 1 });
+        return Ok(Exit::passed(r.ok));
     }
     let req = Request {
         arch: args.arch.clone(),
@@ -106,16 +106,7 @@ pub fn run(args: BuildTorchArgs) -> Result<i32> {
         stop_after_configure: args.stop_after == Some(Stage::Configure),
         progress: if args.json { Mode::Plain } else { Mode::Auto },
     };
-    let o = match build_torch::run(kb(), &req) {
-        Ok(o) => o,
-        Err(e) => match e.downcast::<build_torch::drive::BuildFailed>() {
-            Ok(f) => {
-                eprintln!("error: {f}");
-                return Ok(1);
-            }
-            Err(e) => return Err(e),
-        },
-    };
+    let o = build_torch::run(kb(), &req)?;
     if args.json {
         print_json(documents::BUILD_TORCH, &o)?;
     } else if req.dry_run || o.prepared.failed() {
@@ -123,14 +114,17 @@ pub fn run(args: BuildTorchArgs) -> Result<i32> {
             "{}",
             report::prepared(&o.prepared, req.dry_run, req.stop_after_configure)
         );
-    } else {
+    } else if o.build_failed.is_none() {
         print!("{}", report::outcome(&o));
     }
+    if let Some(f) = &o.build_failed {
+        eprintln!("error: {f}");
+    }
     Ok(if o.prepared.failed() {
-        2
-    } else if o.verify.as_ref().is_some_and(|v| !v.ok) {
-        1
+        Exit::Refused
+    } else if o.build_failed.is_some() || o.verify.as_ref().is_some_and(|v| !v.ok) {
+        Exit::Failed
     } else {
-        0
+        Exit::Success
     })
 }

@@ -6,7 +6,7 @@
 
 use crate::codemod::catalogue::RuleKind;
 use crate::codemod::{self, Catalogue, Lang, Mode, Report};
-use crate::output::{documents, emit, Table};
+use crate::output::{documents, emit, Exit, Table};
 use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ pub struct CodemodArgs {
     pub json: bool,
 }
 
-pub fn run(args: &CodemodArgs) -> Result<i32> {
+pub fn run(args: &CodemodArgs) -> Result<Exit> {
     let owned;
     let cat: &Catalogue = match (&args.rules, &args.torch) {
         (Some(p), _) => {
@@ -78,9 +78,9 @@ pub fn run(args: &CodemodArgs) -> Result<i32> {
         out
     })?;
     if args.check && (report.files_changed > 0 || report.review_items > 0) {
-        return Ok(1);
+        return Ok(Exit::Failed);
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 #[derive(Debug, Serialize)]
@@ -94,7 +94,7 @@ struct RuleRow<'a> {
     why: &'a str,
 }
 
-fn list_rules(cat: &Catalogue, json: bool) -> Result<i32> {
+fn list_rules(cat: &Catalogue, json: bool) -> Result<Exit> {
     let v = |v: &Option<crate::version::Version>| v.as_ref().map(ToString::to_string);
     let rows: Vec<RuleRow> = cat
         .rules
@@ -131,7 +131,7 @@ fn list_rules(cat: &Catalogue, json: bool) -> Result<i32> {
         }
         format!("{}{} rules [{}]\n", t.render(), rows.len(), cat.name)
     })?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// The kind as the catalogue spells it (`py-string`).

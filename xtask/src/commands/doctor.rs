@@ -3,7 +3,7 @@
 
 use crate::doctor::{diagnose, DoctorReport};
 use crate::kb::kb;
-use crate::output::{documents, emit, Table};
+use crate::output::{documents, emit, Exit, Table};
 use crate::version::Version;
 use anyhow::Result;
 
@@ -19,10 +19,10 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-pub fn run(args: &DoctorArgs) -> Result<i32> {
+pub fn run(args: &DoctorArgs) -> Result<Exit> {
     let report = diagnose(kb(), &args.gpus, args.driver.as_ref())?;
     emit(args.json, documents::DOCTOR, &report, render)?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 pub fn render(r: &DoctorReport) -> String {

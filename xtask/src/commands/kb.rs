@@ -5,7 +5,7 @@
 use crate::kb::kb;
 use crate::kb_check::torch::{check_torch, rows_to_check};
 use crate::kb_check::{check_versions, releases_to_check};
-use crate::output::{documents, print_json};
+use crate::output::{documents, print_json, Exit};
 use crate::pypi::Pypi;
 use crate::version::Version;
 use anyhow::{bail, Result};
@@ -47,15 +47,15 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
-pub fn run(args: &KbArgs) -> Result<i32> {
+pub fn run(args: &KbArgs) -> Result<Exit> {
     match &args.command {
         KbCommand::Check(a) => check(a),
     }
 }
 
-fn check(args: &CheckArgs) -> Result<i32> {
+fn check(args: &CheckArgs) -> Result<Exit> {
     let nvcc = args.torch.is_none() || args.nvcc || !args.cuda.is_empty();
-    let mut code = 0;
+    let mut exit = Exit::Success;
     if let Some(filters) = &args.torch {
         if nvcc && args.json {
             bail!("--json prints one document: check torch (--torch) and nvcc (--nvcc, --cuda) in two runs");
@@ -67,9 +67,9 @@ fn check(args: &CheckArgs) -> Result<i32> {
         } else {
             print!("{}", report.table());
         }
-        code = report.exit_code();
+        exit = report.exit();
         if !nvcc {
-            return Ok(code);
+            return Ok(exit);
         }
         println!();
     }
@@ -80,5 +80,5 @@ fn check(args: &CheckArgs) -> Result<i32> {
     } else {
         print!("{}", report.table());
     }
-    Ok(code.max(report.exit_code()))
+    Ok(exit.worst(report.exit()))
 }

@@ -4,7 +4,7 @@
 
 use crate::kb::kb;
 use crate::kernels::run::{run as run_kernels, KernelsReport};
-use crate::output::{documents, emit, Table};
+use crate::output::{documents, emit, Exit, Table};
 use crate::version::Version;
 use anyhow::Result;
 
@@ -21,10 +21,10 @@ pub struct KernelsArgs {
     pub json: bool,
 }
 
-pub fn run(args: &KernelsArgs) -> Result<i32> {
+pub fn run(args: &KernelsArgs) -> Result<Exit> {
     let report = run_kernels(kb(), &args.arch, args.cuda.as_ref())?;
     emit(args.json, documents::KERNELS, &report, render)?;
-    Ok(if report.ok { 0 } else { 1 })
+    Ok(Exit::passed(report.ok))
 }
 
 fn render(r: &KernelsReport) -> String {

@@ -13,6 +13,7 @@ pub mod port_extension;
 pub mod toolchain;
 pub mod verify;
 
+use crate::output::Exit;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -96,8 +97,8 @@ pub fn bin_name() -> &'static str {
     }
 }
 
-/// Runs a parsed command; the returned code is the process exit status. Errors exit with 2.
-pub fn run(cli: Cli) -> anyhow::Result<i32> {
+/// Runs a parsed command; `main` turns the [`Exit`] into the process status (errors exit 2).
+pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
         Command::Audit(args) => audit::run(args),
@@ -111,12 +112,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Toolchain(args) => toolchain::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Kb(args) => kb::run(&args),
-        Command::NvccGuard { args } => crate::build_ext::arch_guard::run(&args),
+        Command::NvccGuard { args } => crate::build_ext::arch_guard::run(&args).map(Exit::Program),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let name = bin_name().replace("cargo ", "cargo-");
             clap_complete::generate(shell, &mut Cli::command(), name, &mut std::io::stdout());
-            Ok(0)
+            Ok(Exit::Success)
         }
     }
 }

@@ -6,10 +6,9 @@
 //! with --check when the rules or patches would change something); 2 on other errors (a bad
 //! recipe, a patch that does not apply, no source).
 
-use crate::build_ext::BuildFailure;
 use crate::build_output::progress;
-use crate::output::{documents, emit, print_json};
-use crate::port_extension::{self, recipe::Recipe, Request, RunMode, VerifyFailure};
+use crate::output::{documents, emit, print_json, Exit};
+use crate::port_extension::{self, recipe::Recipe, PortFailure, Request, RunMode};
 use crate::version::Version;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -55,7 +54,7 @@ pub struct PortExtensionArgs {
     pub json: bool,
 }
 
-pub fn run(args: &PortExtensionArgs) -> Result<i32> {
+pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
     let recipe = match (&args.recipe, &args.name, &args.src) {
         (Some(r), Some(n), _) if r != n => {
             bail!("NAME `{n}` and --recipe `{r}` differ: give one of them")
@@ -98,30 +97,20 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
         with_deps: args.with_deps,
         own_arch_flags: args.own_arch_flags,
     };
-    let out = match port_extension::run(&req) {
+    let out = match port_extension::run(&req)? {
         Ok(o) => o,
-        Err(e) => {
-            if let Some(f) = e.downcast_ref::<BuildFailure>() {
-                if args.json {
-                    print_json(
-                        documents::PORT_EXTENSION,
-                        &serde_json::json!({ "ok": false, "failure": f }),
-                    )?;
-                }
-                eprintln!("error: the ported {name} does not build: {f}");
-                return Ok(1);
+        Err(f) => {
+            if args.json {
+                print_json(
+                    documents::PORT_EXTENSION,
+                    &serde_json::json!({ "ok": false, "failure": f }),
+                )?;
             }
-            if let Some(f) = e.downcast_ref::<VerifyFailure>() {
-                if args.json {
-                    print_json(
-                        documents::PORT_EXTENSION,
-                        &serde_json::json!({ "ok": false, "failure": f }),
-                    )?;
-                }
-                eprintln!("error: {f}");
-                return Ok(1);
+            match f {
+                PortFailure::Build(b) => eprintln!("error: the ported {name} does not build: {b}"),
+                PortFailure::Verify(v) => eprintln!("error: {v}"),
             }
-            return Err(e);
+            return Ok(Exit::Failed);
         }
     };
     emit(args.json, documents::PORT_EXTENSION, &out, |o| {
@@ -130,7 +119,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
         s
     })?;
     if mode == RunMode::Check && (!out.files_changed.is_empty() || out.unexplained > 0) {
-        return Ok(1);
+        return Ok(Exit::Failed);
     }
     if let (Some(w), RunMode::Full) = (&args.write_recipe, mode) {
         let dir = port_extension::recipe::write(w, &req.recipe, &out)?;
@@ -139,5 +128,5 @@ pub fn run(args: &PortExtensionArgs) -> Result<i32> {
             dir.join("recipe.toml").display()
         );
     }
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -1,6 +1,6 @@
 //! `cargo xtask toolchain install|env|list`: CUDA toolchains from PyPI (13.x) or the system (11.x/12.x).
 
-use crate::output::{documents, print_json, Table};
+use crate::output::{documents, print_json, Exit, Table};
 use crate::paths::toolchains_dir;
 use crate::toolchain::{self, discover, nvidia_wheels, Source};
 use crate::version::Version;
@@ -61,7 +61,7 @@ pub enum EnvFormat {
     Json,
 }
 
-pub fn run(args: ToolchainArgs) -> Result<i32> {
+pub fn run(args: ToolchainArgs) -> Result<Exit> {
     match args.command {
         ToolchainCommand::Install(a) => install(&a),
         ToolchainCommand::Env(a) => env(&a),
@@ -69,7 +69,7 @@ pub fn run(args: ToolchainArgs) -> Result<i32> {
     }
 }
 
-fn install(args: &CudaArgs) -> Result<i32> {
+fn install(args: &CudaArgs) -> Result<Exit> {
     let start = Instant::now();
     let tc = toolchain::ensure(&args.cuda)?;
     let seconds = start.elapsed().as_secs_f64();
@@ -114,10 +114,10 @@ fn install(args: &CudaArgs) -> Result<i32> {
             args.cuda
         );
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
-fn env(args: &EnvArgs) -> Result<i32> {
+fn env(args: &EnvArgs) -> Result<Exit> {
     let format = if args.json {
         EnvFormat::Json
     } else {
@@ -138,7 +138,7 @@ fn env(args: &EnvArgs) -> Result<i32> {
             lines.names.join(" "),
             lines.path.trim_end()
         );
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     if format == EnvFormat::Json {
         let map: serde_json::Map<String, serde_json::Value> = tc
@@ -150,10 +150,10 @@ fn env(args: &EnvArgs) -> Result<i32> {
     } else {
         print!("{}", tc.shell_exports());
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
-fn list(json: bool) -> Result<i32> {
+fn list(json: bool) -> Result<Exit> {
     let dir = toolchains_dir();
     let rows = discover()?;
     if json {
@@ -161,7 +161,7 @@ fn list(json: bool) -> Result<i32> {
             documents::TOOLCHAIN_LIST,
             &serde_json::json!({ "toolchains": rows }),
         )?;
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     if rows.is_empty() {
         println!(
@@ -169,7 +169,7 @@ fn list(json: bool) -> Result<i32> {
             dir.display()
         );
         println!("install one with: cargo xtask toolchain install --cuda 13.2");
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     let opt = |v: &Option<Version>| v.as_ref().map_or("-".to_string(), |v| v.to_string());
     let mut t = Table::new(["SOURCE", "CUDA", "NVCC", "CUDA_HOME", "NOTE"]);
@@ -183,5 +183,5 @@ fn list(json: bool) -> Result<i32> {
         ]);
     }
     print!("{}", t.render());
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -7,6 +7,7 @@ use crate::binary::Outcome;
 use crate::cuda_arch::Cc;
 use crate::kb::kb;
 use crate::output::documents;
+use crate::output::Exit;
 use crate::verify::binary::{audit, BinaryRequest, Report};
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -111,7 +112,7 @@ pub struct BinaryArgs {
     pub threads: usize,
 }
 
-pub fn run(args: VerifyArgs) -> Result<i32> {
+pub fn run(args: VerifyArgs) -> Result<Exit> {
     match args.what {
         VerifyCommand::Binary(b) => binary(b),
         VerifyCommand::Env(e) => env(e),
@@ -119,7 +120,7 @@ pub fn run(args: VerifyArgs) -> Result<i32> {
     }
 }
 
-fn pins(args: PinsArgs) -> Result<i32> {
+fn pins(args: PinsArgs) -> Result<Exit> {
     use crate::verify::pins::{check_pins, PinsRequest};
     let report = check_pins(
         kb(),
@@ -130,10 +131,10 @@ fn pins(args: PinsArgs) -> Result<i32> {
         },
     )?;
     crate::output::emit(args.json, documents::VERIFY_PINS, &report, |r| r.table())?;
-    Ok(if report.findings.is_empty() { 0 } else { 1 })
+    Ok(Exit::passed(report.findings.is_empty()))
 }
 
-fn env(args: EnvArgs) -> Result<i32> {
+fn env(args: EnvArgs) -> Result<Exit> {
     use crate::verify::env::{check_env, validate, EnvRequest};
     let req = EnvRequest {
         python: args.python,
@@ -151,10 +152,10 @@ fn env(args: EnvArgs) -> Result<i32> {
         fs_err::write(path, xml)?;
     }
     crate::output::emit(args.json, documents::VERIFY_ENV, &report, |r| r.table())?;
-    Ok(if report.ok { 0 } else { 1 })
+    Ok(Exit::passed(report.ok))
 }
 
-fn binary(args: BinaryArgs) -> Result<i32> {
+fn binary(args: BinaryArgs) -> Result<Exit> {
     let request = BinaryRequest {
         paths: args.paths,
         expect_arch: args.expect_arch,
@@ -183,5 +184,5 @@ fn binary(args: BinaryArgs) -> Result<i32> {
             eprintln!("error: {}: {e}", f.path);
         }
     }
-    Ok(report.exit_code)
+    Ok(Exit::from_code(report.exit_code))
 }

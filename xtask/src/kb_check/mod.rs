@@ -10,6 +10,7 @@ pub mod torch;
 
 pub use nvcc::*;
 
+use crate::output::Exit;
 use serde::Serialize;
 
 /// One fact as the real tool reports it and as the knowledge base has it.
@@ -34,14 +35,12 @@ pub struct CheckFailure {
     pub error: String,
 }
 
-/// A check's exit status: 2 when a release could not be fetched or read, else 1 when a fact
-/// differs, else 0.
-fn exit_code(failures: &[CheckFailure], differs: bool) -> i32 {
+/// A check's exit: refused (2) when a release could not be fetched or read, else failed (1) when
+/// a fact differs, else success.
+fn exit(failures: &[CheckFailure], differs: bool) -> Exit {
     if !failures.is_empty() {
-        2
-    } else if differs {
-        1
+        Exit::Refused
     } else {
-        0
+        Exit::passed(!differs)
     }
 }

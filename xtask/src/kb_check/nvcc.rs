@@ -79,8 +79,8 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// 0 all matched, 1 a mismatch, 2 a release could not be fetched or read.
-    pub fn exit_code(&self) -> i32 {
-        super::exit_code(&self.failures, self.checked.iter().any(|c| !c.ok))
+    pub fn exit(&self) -> crate::output::Exit {
+        super::exit(&self.failures, self.checked.iter().any(|c| !c.ok))
     }
 }
 
@@ -775,14 +775,14 @@ mod tests {
             failures: vec![],
             ok: true,
         };
-        assert_eq!(report.exit_code(), 0);
+        assert_eq!(report.exit(), crate::output::Exit::Success);
         let text = report.table();
         assert!(
             text.contains("13.0.48  nvcc   ok (2)") && text.contains("1 match"),
             "{text}"
         );
         report.checked.push(check("13.4.59", (16, 15), false));
-        assert_eq!(report.exit_code(), 1);
+        assert_eq!(report.exit(), crate::output::Exit::Failed);
         let text = report.table();
         assert!(
             text.contains("16 (kb 15)")
@@ -794,7 +794,7 @@ mod tests {
             version: "13.5.37".into(),
             error: "no network".into(),
         });
-        assert_eq!(report.exit_code(), 2);
+        assert_eq!(report.exit(), crate::output::Exit::Refused);
         assert!(report
             .table()
             .contains("13.5.37: could not check: no network"));

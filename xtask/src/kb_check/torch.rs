@@ -156,8 +156,8 @@ pub struct TorchCheckReport {
 
 impl TorchCheckReport {
     /// 0 all matched, 1 a fact differs, 2 a release could not be fetched or read.
-    pub fn exit_code(&self) -> i32 {
-        super::exit_code(&self.failures, self.checked.iter().any(|c| !c.ok))
+    pub fn exit(&self) -> crate::output::Exit {
+        super::exit(&self.failures, self.checked.iter().any(|c| !c.ok))
     }
 
     pub fn table(&self) -> String {

@@ -2,18 +2,22 @@
 //!
 //! fetch → copy into a work tree under the cache → rule catalogues ([`crate::codemod`]) → the
 //! recipe's patch files → review items resolved or explained → [`crate::build_ext::run`] for the
-//! archs (which audits the wheel against the plan and imports it) → the recipe's smoke test.
+//! archs (which audits the wheel against the plan and imports it) → the import sweep → the
+//! recipe's smoke test. Each is a function in [`steps`], called in that order by [`run`].
 //! The user's source is never written: everything happens in the work tree
 //! (`<cache>/port/<name>/<name>`), which is a git repository whose one commit is the unported
 //! source, so `git diff` there shows the port.
 
 pub mod recipe;
+pub mod steps;
 mod summary;
 pub mod workdir;
 
+pub use steps::run;
+
 use crate::build_ext::{self, SourceSpec};
 use crate::build_output::progress;
-use crate::codemod::{self, Catalogue, Mode};
+use crate::codemod;
 use crate::kb::kb;
 use crate::paths;
 use crate::process::Cmd;
@@ -26,7 +30,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use workdir::{Applied, WorkTree};
+use workdir::Applied;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunMode {
@@ -121,8 +125,7 @@ pub struct Outcome {
 }
 
 /// A port that ran but did not verify: review items nobody explained, or a smoke test whose
-/// numbers are wrong. (A build that fails is `build_ext::BuildFailure`.) The CLI exits 1 on
-/// either; anything else is an error (exit 2).
+/// numbers are wrong. (A build that fails is `build_ext::BuildFailure`.)
 #[derive(Debug, Serialize)]
 pub struct VerifyFailure {
     /// `review` or `smoke`.
@@ -140,7 +143,54 @@ impl std::fmt::Display for VerifyFailure {
 
 impl std::error::Error for VerifyFailure {}
 
-/// Runs the pipeline; errors say which stage failed and what to do.
+/// Why a port that ran did not verify: the CLI exits 1 on either; anything else is an error
+/// (exit 2). Serialized as the failure itself (its `stage` says which).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum PortFailure {
+    /// The ported tree did not build, audit or import (or still uses a removed API).
+    Build(build_ext::BuildFailure),
+    /// Review items nobody explained, or a failed smoke test.
+    Verify(VerifyFailure),
+}
+
+impl std::fmt::Display for PortFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortFailure::Build(b) => write!(f, "the ported extension does not build: {b}"),
+            PortFailure::Verify(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+impl BuildSummary {
+    /// What a port reports of build-ext's outcome.
+    pub fn of(b: &build_ext::Outcome) -> BuildSummary {
+        let per_file = |images: fn(&build_ext::check::SoAudit) -> &Vec<String>| {
+            b.audit
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), images(f).clone()))
+                .collect()
+        };
+        BuildSummary {
+            wheel: b.wheel.clone(),
+            reused: b.reused,
+            build_seconds: b.build_seconds,
+            total_seconds: b.total_seconds,
+            torch_cuda_arch_list: b.torch_cuda_arch_list.clone(),
+            torch: b.torch.clone(),
+            cuda: b.cuda.clone(),
+            sass: per_file(|f| &f.sass),
+            ptx: per_file(|f| &f.ptx),
+            imported: b.imported.clone(),
+            log: b.log.clone(),
+            arch_guard: b.arch_guard.clone(),
+            warnings: b.warnings.clone(),
+        }
+    }
+}
+
 /// Every argument checked before any work, a dry run included: an unknown torch or CUDA release
 /// and an arch list the chosen releases cannot build stop here, naming the argument.
 fn validate(req: &Request) -> Result<()> {
@@ -176,279 +226,6 @@ fn validate(req: &Request) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("--arch {}: {e}", req.arch))?;
     }
     Ok(())
-}
-
-pub fn run(req: &Request) -> Result<Outcome> {
-    validate(req)?;
-    let started = Instant::now();
-    let r = &req.recipe;
-    let (src_dir, source_label, source_pin) = fetch(r, req.src.as_deref())?;
-    let base = paths::cache_dir().join("port").join(&r.name);
-    fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    // One port of a recipe at a time: they share the work tree and the output dir.
-    let _lock = crate::cache::lock(&base.join(".lock"), &mut || {
-        eprintln!(
-            "archsmith: waiting for another port of {} to finish",
-            r.name
-        )
-    })?;
-    eprintln!("archsmith: porting {source_label}");
-    let wt = WorkTree::create(&src_dir, &base.join(&r.name))?;
-
-    // 1. rules
-    let rule_paths: Vec<PathBuf> = r.rules.paths.iter().map(|p| wt.root.join(p)).collect();
-    for p in &rule_paths {
-        if !p.exists() {
-            bail!(
-                "recipe {}: rules path {} is not in the source ({}); is this the right source for the recipe?",
-                r.name,
-                p.strip_prefix(&wt.root).unwrap_or(p).display(),
-                source_label
-            );
-        }
-    }
-    let files = codemod::discover(&rule_paths)?;
-    // The Python rows hold for the torch the port builds against.
-    let target = req
-        .torch
-        .clone()
-        .unwrap_or_else(|| kb().releases.newest_torch.clone());
-    let catalogues = r
-        .catalogue_paths()
-        .iter()
-        .map(|p| Catalogue::load(p).map(|c| c.for_torch(&target)))
-        .collect::<Result<Vec<_>>>()?;
-    let mut rewrites = BTreeMap::new();
-    let mut after_rules = Vec::new();
-    let mut changes: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
-    let mut why = BTreeMap::new();
-    for cat in &catalogues {
-        let rep = codemod::run(cat, &files, Mode::Apply)?;
-        for (k, v) in &rep.rewrites {
-            *rewrites.entry(k.clone()).or_insert(0) += v;
-            if let Some(w) = cat.why(k) {
-                why.entry(k.clone()).or_insert(w);
-            }
-        }
-        for f in rep.files.iter().filter(|f| f.changed) {
-            let per = changes.entry(rel(&f.path, &wt.root)).or_default();
-            for (k, v) in &f.rewrites {
-                *per.entry(k.clone()).or_default() += v;
-            }
-        }
-        after_rules.extend(review_items(&rep, &wt.root));
-    }
-
-    // 2. patches
-    let mut patches = Vec::new();
-    for p in r.patches()? {
-        patches.push(wt.apply(&p)?);
-    }
-
-    // 3. what is left: the rules must have nothing more to do, review items must be explained
-    let mut remaining = Vec::new();
-    for cat in &catalogues {
-        let rep = codemod::run(cat, &files, Mode::Check)?;
-        if rep.files_changed > 0 {
-            let which: Vec<String> = rep
-                .files
-                .iter()
-                .filter(|f| f.changed)
-                .map(|f| rel(&f.path, &wt.root))
-                .collect();
-            bail!(
-                "after the patches, the rules of {} would still change {}: a patch brings back a legacy form; fix the patch",
-                cat.name,
-                which.join(", ")
-            );
-        }
-        remaining.extend(review_items(&rep, &wt.root));
-    }
-    let review = resolve_review(
-        &after_rules,
-        &remaining,
-        &patches,
-        &r.accepted,
-        r.recipe_less,
-    );
-    let unexplained = review.iter().filter(|x| !x.explained).count();
-    for x in review.iter().filter(|x| r.recipe_less && !x.explained) {
-        eprintln!(
-            "warning: {}:{}: [{}] {} — {}",
-            x.file, x.line, x.rule, x.code, x.suggestion
-        );
-    }
-    let files_changed = wt.changed_files()?;
-
-    let mut out = Outcome {
-        recipe: r.name.clone(),
-        recipe_less: r.recipe_less,
-        source: source_label,
-        source_pin,
-        work_tree: wt.root.clone(),
-        files_scanned: files.len(),
-        files_changed,
-        rewrites,
-        changes,
-        why,
-        patches,
-        review,
-        unexplained,
-        diff: None,
-        build: None,
-        import_sweep: None,
-        smoke: None,
-        seconds: 0.0,
-    };
-    if req.mode != RunMode::Full {
-        if req.mode == RunMode::DryRun {
-            out.diff = Some(wt.diff()?);
-        }
-        out.seconds = started.elapsed().as_secs_f64();
-        return Ok(out);
-    }
-    if unexplained > 0 && !r.recipe_less {
-        return Err(VerifyFailure {
-            stage: "review",
-            message: format!(
-                "{unexplained} review item(s) are neither resolved by a patch nor accepted in {}/recipe.toml; run with --dry-run to see them, then add a patch or an [[accepted]] entry with the reason",
-                r.dir.display()
-            ),
-            smoke: None,
-        }
-        .into());
-    }
-
-    // 4. build (audit and import included)
-    let build_req = build_ext::Request {
-        source: SourceSpec::Dir(wt.root.join(&r.build.dir)),
-        arch: req.arch.clone(),
-        torch: req.torch.clone(),
-        cuda: req.cuda.clone(),
-        python: None,
-        out: base.join("dist"),
-        cache: None,
-        jobs: None,
-        progress: req.progress,
-        own_arch_flags: req.own_arch_flags,
-        serial_extensions: false,
-        dist: None,
-    };
-    let b = build_ext::run(&build_req)?;
-    eprintln!(
-        "archsmith: {} {} for {} ({:.0} s compiling); wheel audited ({}) and imported ({})",
-        if b.reused {
-            "reused the build of"
-        } else {
-            "built"
-        },
-        if r.build.module.is_empty() {
-            b.imported.join(", ")
-        } else {
-            r.build.module.clone()
-        },
-        b.torch_cuda_arch_list,
-        b.build_seconds,
-        b.audit
-            .files
-            .iter()
-            .map(|f| format!("{}: {}", f.path, f.sass.join(" ")))
-            .collect::<Vec<_>>()
-            .join("; "),
-        b.imported.join(", ")
-    );
-    if !r.build.module.is_empty() && !b.imported.contains(&r.build.module) {
-        bail!(
-            "the wheel's extension modules are {:?}, not {} as recipe {} expects",
-            b.imported,
-            r.build.module,
-            r.name
-        );
-    }
-    out.build = Some(BuildSummary {
-        wheel: b.wheel.clone(),
-        reused: b.reused,
-        build_seconds: b.build_seconds,
-        total_seconds: b.total_seconds,
-        torch_cuda_arch_list: b.torch_cuda_arch_list.clone(),
-        torch: b.torch.clone(),
-        cuda: b.cuda.clone(),
-        sass: b
-            .audit
-            .files
-            .iter()
-            .map(|f| (f.path.clone(), f.sass.clone()))
-            .collect(),
-        ptx: b
-            .audit
-            .files
-            .iter()
-            .map(|f| (f.path.clone(), f.ptx.clone()))
-            .collect(),
-        imported: b.imported.clone(),
-        log: b.log.clone(),
-        arch_guard: b.arch_guard.clone(),
-        warnings: b.warnings.clone(),
-    });
-
-    // 5. smoke test against the built wheel
-    let torch = req
-        .torch
-        .clone()
-        .unwrap_or_else(|| kb().releases.newest_torch.clone());
-    let env = python::ensure_torch_env(&torch)?;
-    let site = base.join("smoke-site");
-    // The import sweep: every module of the package, with the wheel's declared requirements
-    // installed beside the env. A removed torch/NumPy API the catalogue missed fails the port.
-    let wanted = python::requirements::declared(&b.wheel).and_then(|mut reqs| {
-        let txt = wt.root.join("requirements.txt");
-        if req.with_deps && txt.is_file() {
-            reqs.extend(python::requirements::from_requirements_txt(&txt)?);
-        }
-        Ok(reqs)
-    });
-    let beside = wanted
-        .and_then(|reqs| python::requirements::install_beside(&env.python, &reqs))
-        .unwrap_or_else(|e| {
-            eprintln!(
-            "warning: the wheel's requirements could not be installed for the import sweep: {e:#}"
-        );
-            None
-        });
-    let extra: Vec<PathBuf> = beside.iter().map(|(dir, _)| dir.clone()).collect();
-    let sweep =
-        build_ext::check::ImportCheck::start(&env.python, &site, &extra)?.run(&b.wheel, true)?;
-    eprintln!("archsmith: {}", sweep_summary(&sweep));
-    let removed: Vec<String> = sweep
-        .failures
-        .iter()
-        .filter(|f| f.kind == "removed-api")
-        .map(|f| f.to_string())
-        .collect();
-    out.import_sweep = Some(sweep);
-    if !removed.is_empty() {
-        return Err(build_ext::BuildFailure {
-            stage: "import",
-            message: format!(
-                "the ported package still uses torch/NumPy APIs the target lacks, which no rule rewrote:\n{}\nadd a row to patches/rules/torch-python.toml (or a patch to the recipe)",
-                removed.join("\n")
-            ),
-            first_error: None,
-            log: b.log.clone(),
-        }
-        .into());
-    }
-    eprintln!("archsmith: smoke test {}", r.smoke.script.display());
-    let mut args = r.smoke.args.clone();
-    if r.recipe_less {
-        // The generic test takes every extension module the build made.
-        for m in &b.imported {
-            args.extend(["--module".to_string(), m.clone()]);
-        }
-    }
-    out.smoke = Some(smoke(&env.python, &r.smoke_script(), &args, &site)?);
-    out.seconds = started.elapsed().as_secs_f64();
-    Ok(out)
 }
 
 /// The recipe of `--src` given without one: a directory, `pypi:NAME==VER` or `git+URL@REV`.
@@ -630,8 +407,9 @@ fn rel(p: &Path, root: &Path) -> String {
     p.strip_prefix(root).unwrap_or(p).display().to_string()
 }
 
+/// A review item a rule reported: where, which rule, the code and what to check.
 #[derive(Debug, Clone)]
-struct Item {
+pub struct Item {
     file: String,
     line: usize,
     rule: String,
@@ -720,13 +498,14 @@ fn resolve_review(
     rows
 }
 
-/// Runs the smoke script with the unpacked wheel first on PYTHONPATH; returns its report.
+/// Runs the smoke script with the unpacked wheel first on PYTHONPATH; returns its report, or the
+/// failure it reported (`Ok(Err(_))`).
 pub fn smoke(
     python: &Path,
     script: &Path,
     args: &[String],
     site: &Path,
-) -> Result<serde_json::Value> {
+) -> Result<Result<serde_json::Value, VerifyFailure>> {
     let t = Instant::now();
     let out = Cmd::new(python)
         .arg(script)
@@ -755,7 +534,7 @@ pub fn smoke(
     match (out.success(), report) {
         (true, Some(mut r)) if r["ok"] == true => {
             r["seconds"] = serde_json::json!(t.elapsed().as_secs_f64());
-            Ok(r)
+            Ok(Ok(r))
         }
         (_, Some(r)) => {
             let problems: Vec<String> = r["problems"]
@@ -766,7 +545,7 @@ pub fn smoke(
                         .collect()
                 })
                 .unwrap_or_default();
-            Err(VerifyFailure {
+            Ok(Err(VerifyFailure {
                 stage: "smoke",
                 message: format!(
                     "smoke test {} failed:\n{}",
@@ -774,10 +553,9 @@ pub fn smoke(
                     problems.join("\n")
                 ),
                 smoke: Some(r),
-            }
-            .into())
+            }))
         }
-        (_, None) => Err(VerifyFailure {
+        (_, None) => Ok(Err(VerifyFailure {
             stage: "smoke",
             message: format!(
                 "smoke test {} failed before reporting ({}):\n{}",
@@ -787,8 +565,7 @@ pub fn smoke(
                 out.stderr.trim()
             ),
             smoke: None,
-        }
-        .into()),
+        })),
     }
 }
 

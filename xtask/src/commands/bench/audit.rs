@@ -2,7 +2,7 @@
 //! ([`crate::bench::audit`]).
 
 use crate::bench::audit::{audit as run_audit, AuditReport, AuditRequest};
-use crate::output::{documents, emit};
+use crate::output::{documents, emit, Exit};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -25,7 +25,7 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-pub fn audit(args: AuditArgs) -> Result<i32> {
+pub fn audit(args: AuditArgs) -> Result<Exit> {
     let request = AuditRequest {
         wheel: args.wheel,
         cuobjdump: args.cuobjdump,
@@ -38,7 +38,7 @@ pub fn audit(args: AuditArgs) -> Result<i32> {
         &run_audit(&request)?,
         render,
     )?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 fn render(r: &AuditReport) -> String {

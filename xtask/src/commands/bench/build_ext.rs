@@ -2,7 +2,7 @@
 //! no-op rebuild of each.
 
 use crate::bench::build_ext::{self as bench, BenchRequest};
-use crate::output::{documents, print_json, Table};
+use crate::output::{documents, print_json, Exit, Table};
 use crate::version::Version;
 use anyhow::Result;
 use clap::Args;
@@ -34,7 +34,7 @@ pub struct BuildExtBench {
     pub json: bool,
 }
 
-pub fn build_ext(a: BuildExtBench) -> Result<i32> {
+pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
     let source = a.source.unwrap_or_else(|| {
         crate::paths::repo_root()
             .join("xtask")
@@ -53,7 +53,7 @@ pub fn build_ext(a: BuildExtBench) -> Result<i32> {
     })?;
     if a.json {
         print_json(documents::BENCH_BUILD_EXT, &r)?;
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     let secs = |v: &[f64], digits: usize| {
         v.iter()
@@ -120,5 +120,5 @@ pub fn build_ext(a: BuildExtBench) -> Result<i32> {
         "1-minute load average before each clean build: {}",
         loads.join(", ")
     );
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -4,6 +4,7 @@
 mod audit;
 mod build_ext;
 
+use crate::output::Exit;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
@@ -24,7 +25,7 @@ pub enum BenchCommand {
     BuildExt(build_ext::BuildExtBench),
 }
 
-pub fn run(args: BenchArgs) -> Result<i32> {
+pub fn run(args: BenchArgs) -> Result<Exit> {
     match args.what {
         BenchCommand::Audit(a) => audit::audit(a),
         BenchCommand::BuildExt(a) => build_ext::build_ext(a),

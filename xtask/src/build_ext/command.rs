@@ -1,0 +1,160 @@
+//! The build command and the environment it runs in: the toolkit, the plan's arch list, the
+//! jobs, the compiler cache's and the arch guard's wrappers, the NVIDIA wheels' headers, the build
+//! hooks. No shell: every value is one argument or one variable.
+
+use super::arch_guard::Guard;
+use super::jobs::Parallelism;
+use super::{nvidia_wheel_dirs, EnvInfo};
+use crate::arch::spec::Plan;
+use crate::compiler_cache::CompilerCache;
+use crate::kb::kb;
+use crate::process::Cmd;
+use crate::python;
+use crate::toolchain::Toolchain;
+use std::path::{Path, PathBuf};
+
+/// What a build runs with, decided by the earlier steps.
+pub struct Setup<'a> {
+    pub env: &'a EnvInfo,
+    pub tc: &'a Toolchain,
+    pub plan: &'a Plan,
+    pub par: &'a Parallelism,
+    /// `uv build` or `pip wheel` ([`super::front_end`]).
+    pub builder: &'a str,
+    pub cache: Option<&'a CompilerCache>,
+    pub guard: Option<&'a Guard>,
+}
+
+/// The build command for the source copy in `tree`, writing its wheel into `wheel_dir`.
+pub fn build_command(s: &Setup, tree: &Path, wheel_dir: &Path) -> Cmd {
+    let env = s.env;
+    let mut cmd = if s.builder == "pip wheel" {
+        Cmd::new(&env.python)
+            .args([
+                "-m",
+                "pip",
+                "wheel",
+                "-v",
+                "--no-build-isolation",
+                "--no-deps",
+                "--no-cache-dir",
+                "-w",
+            ])
+            .arg(wheel_dir)
+            .arg(tree)
+    } else {
+        let uv = python::installer::uv_binary().unwrap_or_else(|| PathBuf::from("uv"));
+        python::installer::uv_cmd(&uv)
+            .args(["build", "--wheel", "--no-build-isolation", "--python"])
+            .arg(&env.python)
+            .arg("--out-dir")
+            .arg(wheel_dir)
+            .arg(tree)
+    };
+    for (k, v) in build_env(s) {
+        cmd = cmd.env(k, v);
+    }
+    cmd.dir(tree)
+}
+
+/// The variables a build gets (on top of the caller's environment).
+pub fn build_env(s: &Setup) -> Vec<(String, String)> {
+    let (env, tc, plan, par) = (s.env, s.tc, s.plan, s.par);
+    let (cache, guard) = (s.cache, s.guard);
+    let prepend = |name: &str, first: Vec<String>| {
+        let mut parts = first;
+        if let Ok(old) = std::env::var(name) {
+            if !old.is_empty() {
+                parts.push(old);
+            }
+        }
+        parts.join(":")
+    };
+    let env_bin = env
+        .python
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    // The arch guard's nvcc first, then the compiler-cache wrappers, then the toolkit, then the
+    // env's bin dir (ninja: torch's BuildExtension runs `ninja` from PATH), then the caller's PATH.
+    let mut path_head: Vec<String> = guard
+        .map(|g| g.bin_dir().display().to_string())
+        .into_iter()
+        .chain(cache.map(|c| c.wrappers.display().to_string()))
+        .collect();
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for (k, v) in tc.env_vars() {
+        match k {
+            "PATH" => path_head.push(v),
+            "LD_LIBRARY_PATH" => vars.push((k.to_string(), prepend("LD_LIBRARY_PATH", vec![v]))),
+            _ => vars.push((k.to_string(), v)),
+        }
+    }
+    path_head.push(env_bin);
+    vars.push(("PATH".into(), prepend("PATH", path_head)));
+    vars.push(("TORCH_CUDA_ARCH_LIST".into(), plan.torch_cuda_arch_list()));
+    // CMake-built extensions: CMake's own search finds a system nvcc (/usr/bin/nvcc) before PATH's.
+    vars.push(("CUDACXX".into(), tc.nvcc().display().to_string()));
+    vars.push(("MAX_JOBS".into(), par.jobs.to_string()));
+    // Extensions that gate CUDA on torch.cuda.is_available() build it anyway on a GPU-less host.
+    vars.push(("FORCE_CUDA".into(), "1".into()));
+    vars.push(("PYTHONUNBUFFERED".into(), "1".into()));
+    if par.nvcc_threads > 1 {
+        let mut flags = std::env::var("NVCC_APPEND_FLAGS").unwrap_or_default();
+        if !flags.is_empty() {
+            flags.push(' ');
+        }
+        flags.push_str(&format!("--threads={}", par.nvcc_threads));
+        vars.push(("NVCC_APPEND_FLAGS".into(), flags));
+    }
+    // Library headers (cuBLAS, cuSPARSE, cuSOLVER, cuDNN, NCCL…): a CUDA_HOME made of the compiler
+    // wheels lacks them, but the torch env holds NVIDIA's wheels of the very libraries torch loads
+    // at run time, headers included. CPATH is searched after every -I, so CUDA_HOME still wins for
+    // the toolkit's own headers.
+    let (inc, lib) = nvidia_wheel_dirs(kb(), &env.purelib, tc.cuda.major());
+    if !inc.is_empty() {
+        vars.push(("CPATH".into(), append("CPATH", inc)));
+    }
+    if !lib.is_empty() {
+        vars.push(("LIBRARY_PATH".into(), append("LIBRARY_PATH", lib)));
+    }
+    if let Some(c) = cache {
+        vars.extend(c.env(&super::scratch::scratch_root()));
+    }
+    if let Some(g) = guard {
+        vars.extend(g.env());
+    }
+    if par.extensions > 1 {
+        // The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at
+        // once, MAX_JOBS shared out between them, and turn ninja back on where a package
+        // switched it off. Where the hooks cannot be found the build runs as setuptools would.
+        if let Ok(root) = crate::data::data_root() {
+            let hooks = root.join("env_scripts").join("build_hooks");
+            vars.push((
+                "PYTHONPATH".into(),
+                prepend("PYTHONPATH", vec![hooks.display().to_string()]),
+            ));
+            vars.push((
+                "ARCHSMITH_PARALLEL_EXTENSIONS".into(),
+                par.extensions.to_string(),
+            ));
+            vars.push((
+                "ARCHSMITH_EXT_MAX_JOBS".into(),
+                (par.jobs / par.extensions).max(1).to_string(),
+            ));
+            vars.push(("ARCHSMITH_FORCE_NINJA".into(), "1".into()));
+        }
+    }
+    vars
+}
+
+fn append(name: &str, dirs: Vec<String>) -> String {
+    let mut parts = Vec::new();
+    if let Ok(old) = std::env::var(name) {
+        if !old.is_empty() {
+            parts.push(old);
+        }
+    }
+    parts.extend(dirs);
+    parts.join(":")
+}

@@ -1,0 +1,494 @@
+//! build-ext as named steps over one [`Job`]: [`resolve`] → [`reuse`] → [`provision`] →
+//! [`compile`] → [`collect`] → [`check`] → [`deliver`] → [`stamp`]. [`run`] calls them in that
+//! order; each step is the place to look for what it names.
+
+use super::arch_guard::{self, Guard};
+use super::check::{self, AuditSummary, ImportCheck, Sweep};
+use super::command::{build_command, Setup};
+use super::jobs::{self, Parallelism};
+use super::scratch::Scratch;
+use super::{
+    front_end, parse_extension_line, prepare, source, stamp_inputs, BuildFailure, EnvInfo, Outcome,
+    Prepared, Request, SourceSpec,
+};
+use crate::arch::spec::Plan;
+use crate::build_output::{log, progress};
+use crate::compiler_cache::{dist::DistStats, CacheKind, CompilerCache};
+use crate::python;
+use crate::toolchain::Toolchain;
+use anyhow::{bail, Context, Result};
+use fs_err as fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// One build: the request and everything decided before anything is built.
+pub struct Job<'r> {
+    pub req: &'r Request,
+    pub started: Instant,
+    pub env: EnvInfo,
+    pub tc: Toolchain,
+    pub plan: Plan,
+    pub src: source::Resolved,
+    pub builder: &'static str,
+    pub inputs: stamp_inputs::Inputs,
+    /// The stamp: the hash of `inputs`.
+    pub key: String,
+}
+
+/// Where a build runs and what it runs with: made by [`provision`].
+pub struct Workspace {
+    /// Held (locked) until the build ends, then removed.
+    pub scratch: Scratch,
+    /// The private copy of the source.
+    pub tree: PathBuf,
+    pub par: Parallelism,
+    /// The output dir, absolute.
+    pub out: PathBuf,
+    pub log_path: PathBuf,
+    pub log_file: fs::File,
+    pub wheel_dir: PathBuf,
+    pub compiler_cache: Option<CompilerCache>,
+    pub guard: Option<Guard>,
+}
+
+/// What [`compile`] leaves besides the import check it started: the build's output lines.
+pub struct Compiled {
+    pub lines: Vec<String>,
+    pub build_seconds: f64,
+}
+
+/// What [`collect`] reads after a successful compile.
+pub struct Collected {
+    pub wheel: PathBuf,
+    pub cache_stats: Option<String>,
+    pub distributed: Option<DistStats>,
+    pub arch_guard: Option<arch_guard::Report>,
+    pub warnings: Vec<String>,
+}
+
+/// What [`check`] found in the built wheel.
+pub struct Checked {
+    pub audit: AuditSummary,
+    pub sweep: Sweep,
+}
+
+/// Builds (or reuses) the wheel for `req`. `Ok(Err(_))`: the build ran and failed (compile, audit
+/// or import), with the first error and the log; `Err(_)`: it could not run (bad input, no env).
+pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
+    let job = resolve(req)?;
+    if let Some(hit) = reuse(&job) {
+        return Ok(Ok(hit));
+    }
+    let scratch = Scratch::new(&job.key)?;
+    // Another run with these inputs may have delivered while this one waited for the lock.
+    if let Some(hit) = reuse(&job) {
+        return Ok(Ok(hit));
+    }
+    let mut ws = provision(&job, scratch)?;
+    let (compiled, import_check) = match compile(&job, &mut ws)? {
+        Ok(c) => c,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    let mut collected = collect(&job, &ws)?;
+    let checked = check(&job, &ws, import_check, &mut collected)?;
+    let wheel = match deliver(&job, &ws, &collected.wheel, &checked)? {
+        Ok(w) => w,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    stamp(&job, ws, wheel, compiled, collected, checked).map(Ok)
+}
+
+/// Step 1: the env and its torch, the CUDA (torch's major), the arch plan, the toolchain, the
+/// source and its hash, the front end, and the stamp's inputs.
+pub fn resolve(req: &Request) -> Result<Job<'_>> {
+    let started = Instant::now();
+    let Prepared { env, tc, plan } = prepare(
+        req.python.as_deref(),
+        req.torch.as_ref(),
+        req.cuda.as_ref(),
+        &req.arch,
+    )?;
+    let arch_list = plan.torch_cuda_arch_list();
+    let src = source::resolve(&req.source, &env.python)?;
+    let builder = front_end(&env);
+    let inputs = stamp_inputs::Inputs {
+        own_arch_flags: req.own_arch_flags,
+        ..stamp_inputs::Inputs::new(&src.hash, &env, &tc, &arch_list, builder)
+    };
+    let key = inputs.key();
+    Ok(Job {
+        req,
+        started,
+        env,
+        tc,
+        plan,
+        src,
+        builder,
+        inputs,
+        key,
+    })
+}
+
+/// Step 2: the outcome recorded for the wheel in the output dir whose stamp is the job's, as a
+/// reuse of it: no log and no cache statistics (nothing ran), this run's time.
+pub fn reuse(job: &Job) -> Option<Outcome> {
+    let (wheel, mut hit): (PathBuf, Outcome) = crate::stamp::lookup(&job.req.out, &job.key)?;
+    hit.wheel = wheel;
+    hit.reused = true;
+    hit.total_seconds = job.started.elapsed().as_secs_f64();
+    hit.log = None;
+    hit.cache_stats = None;
+    Some(hit)
+}
+
+/// Step 3: the source copied into the scratch dir, the jobs model, the output dir and its log,
+/// the compiler cache and the arch guard.
+pub fn provision(job: &Job, scratch: Scratch) -> Result<Workspace> {
+    let req = job.req;
+    let tree = source::materialize(&job.src, &scratch.path.join("src"), &job.env.python)?;
+    let par = parallelism(job, &tree)?;
+    fs::create_dir_all(&req.out)
+        .with_context(|| format!("creating the output dir {}", req.out.display()))?;
+    let out = req.out.canonicalize()?;
+    crate::stamp::remove_stale_partials(&out);
+    let log_path = out.join(format!("{}-{}.log", job.src.spec.label(), &job.key[..12]));
+    let log_file = fs::File::create(&log_path)
+        .with_context(|| format!("creating the log {}", log_path.display()))?;
+    let wheel_dir = scratch.path.join("wheel");
+    fs::create_dir_all(&wheel_dir)?;
+    let cache_kind = match (req.cache, &req.dist) {
+        (None, Some(_)) => Some(CacheKind::Sccache),
+        (kind, _) => kind,
+    };
+    let compiler_cache = cache_kind
+        .map(|kind| CompilerCache::prepare(kind, &job.tc, req.dist.as_ref()))
+        .transpose()?;
+    let guard = if req.own_arch_flags {
+        None
+    } else {
+        let real = compiler_cache
+            .as_ref()
+            .map_or_else(|| job.tc.nvcc(), |c| c.wrappers.join("nvcc"));
+        Some(Guard::prepare(&scratch.path, &job.tc, &job.plan, real)?)
+    };
+    Ok(Workspace {
+        scratch,
+        tree,
+        par,
+        out,
+        log_path,
+        log_file,
+        wheel_dir,
+        compiler_cache,
+        guard,
+    })
+}
+
+/// Jobs, nvcc threads and extensions at once for this source on this machine
+/// ([`jobs::parallelism`]); `--serial-extensions` keeps setuptools' one at a time.
+fn parallelism(job: &Job, tree: &Path) -> Result<Parallelism> {
+    let files = source::tree_files(tree)?;
+    let (units, cu) = jobs::count_sources(&files);
+    let images = (job.plan.sass().len() + job.plan.ptx().len()) as u32;
+    let mut par = jobs::parallelism(
+        crate::host::cores(),
+        crate::host::mem_available_gib(),
+        units,
+        cu,
+        images,
+        job.req.jobs,
+    );
+    if job.req.serial_extensions {
+        par.extensions = 1;
+    }
+    Ok(par)
+}
+
+/// Step 4: runs the build with its output streamed to the log and the progress display; a
+/// failure names the first compiler (or Python) error, pointing at the user's file.
+pub fn compile(
+    job: &Job,
+    ws: &mut Workspace,
+) -> Result<Result<(Compiled, ImportCheck), BuildFailure>> {
+    let setup = Setup {
+        env: &job.env,
+        tc: &job.tc,
+        plan: &job.plan,
+        par: &ws.par,
+        builder: job.builder,
+        cache: ws.compiler_cache.as_ref(),
+        guard: ws.guard.as_ref(),
+    };
+    let cmd = build_command(&setup, &ws.tree, &ws.wheel_dir);
+    let label = job.src.spec.label();
+    let arch_list = job.plan.torch_cuda_arch_list();
+    let par = &ws.par;
+    writeln!(
+        ws.log_file,
+        "# archsmith build-ext {label}\n# TORCH_CUDA_ARCH_LIST={arch_list} MAX_JOBS={} nvcc --threads={}\n# {}\n",
+        par.jobs,
+        par.nvcc_threads,
+        cmd.display()
+    )?;
+    eprintln!(
+        "archsmith: building {label} for {arch_list} with torch {} / CUDA {} ({} jobs ({}), nvcc --threads {}); log: {}",
+        job.env.torch,
+        job.tc.nvcc_version,
+        par.jobs,
+        par.reason,
+        par.nvcc_threads,
+        ws.log_path.display()
+    );
+    // Started now so its `import torch` runs while setup.py imports torch too, on the core the
+    // build leaves idle until ninja starts; it only imports the wheel's modules at the end.
+    let import_check = ImportCheck::start(&job.env.python, &ws.scratch.path.join("import"), &[])?;
+    let build_started = Instant::now();
+    let mut ui = progress::Progress::new(job.req.progress);
+    let mut lines: Vec<String> = Vec::new();
+    let mut write_err = None;
+    let log_file = &mut ws.log_file;
+    let status = cmd.stream_lines(|line| {
+        if let Err(e) = writeln!(log_file, "{line}") {
+            write_err.get_or_insert(e);
+        }
+        ui.line(line);
+        lines.push(line.to_string());
+    })?;
+    ui.finish();
+    if let Some(e) = write_err {
+        return Err(e).with_context(|| format!("writing {}", ws.log_path.display()));
+    }
+    if status != Some(0) {
+        return Ok(Err(compile_failure(job, ws, &lines, status)));
+    }
+    let compiled = Compiled {
+        lines,
+        build_seconds: build_started.elapsed().as_secs_f64(),
+    };
+    Ok(Ok((compiled, import_check)))
+}
+
+/// The failure of a build that exited non-zero: its first compiler error (in the user's file, not
+/// the scratch copy), else its last Python error, else the end of its output.
+fn compile_failure(
+    job: &Job,
+    ws: &Workspace,
+    lines: &[String],
+    status: Option<i32>,
+) -> BuildFailure {
+    let label = job.src.spec.label();
+    let tree_str = ws.tree.display().to_string();
+    let mut first = log::first_compiler_error(lines.iter().map(String::as_str));
+    if let Some(file) = first.as_mut().and_then(|e| e.file.as_mut()) {
+        if let Some(rel) = file.strip_prefix(&tree_str) {
+            let rel = rel.trim_start_matches('/');
+            *file = match &job.src.spec {
+                SourceSpec::Dir(d) => d.join(rel).display().to_string(),
+                _ => rel.to_string(),
+            };
+        }
+    }
+    let message = match (
+        &first,
+        log::last_python_error(lines.iter().map(String::as_str)),
+    ) {
+        (Some(_), _) => format!("building {label} failed"),
+        (None, Some(py)) => format!("building {label} failed before compiling: {py}"),
+        (None, None) => format!(
+            "building {label} failed ({}), with no compiler error in the output; its end:\n{}",
+            status.map_or("killed by a signal".into(), |c| format!("exit code {c}")),
+            lines[lines.len().saturating_sub(15)..].join("\n")
+        ),
+    };
+    BuildFailure {
+        stage: "compile",
+        message,
+        first_error: first,
+        log: Some(ws.log_path.clone()),
+    }
+}
+
+/// Step 5: after a successful compile, the compiler cache's statistics, what the arch guard saw
+/// (a warning when the extension asked for other archs), and the one wheel the build wrote.
+pub fn collect(job: &Job, ws: &Workspace) -> Result<Collected> {
+    let (cache_stats, distributed) = match ws
+        .compiler_cache
+        .as_ref()
+        .map(|c| c.stats_with_dist())
+        .transpose()?
+    {
+        Some((lines, dist)) => (Some(lines), dist),
+        None => (None, None),
+    };
+    let arch_guard = ws.guard.as_ref().map(|g| g.report()).transpose()?;
+    let mut warnings = Vec::new();
+    if let Some(w) = arch_guard.as_ref().and_then(|r| r.warning(&job.plan)) {
+        eprintln!("warning: {w}");
+        warnings.push(w);
+    }
+    Ok(Collected {
+        wheel: find_wheel(&ws.wheel_dir)?,
+        cache_stats,
+        distributed,
+        arch_guard,
+        warnings,
+    })
+}
+
+fn find_wheel(dir: &Path) -> Result<PathBuf> {
+    let mut wheels: Vec<PathBuf> = fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    match wheels.len() {
+        1 => Ok(wheels.pop().unwrap_or_default()),
+        0 => bail!(
+            "the build reported success but wrote no wheel into {}",
+            dir.display()
+        ),
+        n => bail!(
+            "the build wrote {n} wheels into {}; expected one",
+            dir.display()
+        ),
+    }
+}
+
+/// Step 6: the wheel's SASS/PTX audited against the plan, and its modules imported in the env
+/// (again with the wheel's declared requirements installed beside the env when it imports
+/// modules the env lacks). Findings go into the warnings; failures are [`deliver`]'s to report.
+pub fn check(
+    job: &Job,
+    ws: &Workspace,
+    import_check: ImportCheck,
+    collected: &mut Collected,
+) -> Result<Checked> {
+    let wheel = collected.wheel.clone();
+    let wheel = wheel.as_path();
+    let audit = check::audit_wheel(wheel, &job.plan);
+    let mut sweep = import_check.run(wheel, false)?;
+    if !sweep.missing().is_empty() {
+        match python::requirements::declared(wheel)
+            .and_then(|reqs| python::requirements::install_beside(&job.env.python, &reqs))
+        {
+            Ok(Some((dir, installed))) => {
+                collected.warnings.push(format!(
+                    "the import check ran with the wheel's requirements {} installed beside the env ({})",
+                    installed.join(", "),
+                    dir.display()
+                ));
+                sweep = ImportCheck::start(
+                    &job.env.python,
+                    &ws.scratch.path.join("import-deps"),
+                    &[dir],
+                )?
+                .run(wheel, false)?;
+            }
+            Ok(None) => {}
+            Err(e) => collected.warnings.push(format!(
+                "the wheel's requirements could not be installed for the import check: {e:#}"
+            )),
+        }
+    }
+    for f in sweep.failures.iter().filter(|f| f.kind == "missing") {
+        collected.warnings.push(format!(
+            "{} imports {}, which is not installed and not among the wheel's requirements (Requires-Dist): its own import was not checked",
+            f.module,
+            f.missing.as_deref().unwrap_or("?")
+        ));
+    }
+    Ok(Checked { audit, sweep })
+}
+
+/// Step 7: the wheel moved into the output dir whatever the checks found (a built wheel is never
+/// thrown away), then a failed audit or import reported with where the wheel is.
+pub fn deliver(
+    job: &Job,
+    ws: &Workspace,
+    built: &Path,
+    checked: &Checked,
+) -> Result<Result<PathBuf, BuildFailure>> {
+    let wheel = crate::stamp::deliver(built, &ws.out)?;
+    let failure = |stage, message| BuildFailure {
+        stage,
+        message,
+        first_error: None,
+        log: Some(ws.log_path.clone()),
+    };
+    if !checked.audit.ok {
+        return Ok(Err(failure(
+            "audit",
+            format!(
+                "the wheel does not carry what was planned ({}):\n{}\nthe wheel is kept: {}",
+                job.plan.torch_cuda_arch_list(),
+                checked.audit.problems.join("\n"),
+                wheel.display()
+            ),
+        )));
+    }
+    let broken: Vec<String> = checked
+        .sweep
+        .failures
+        .iter()
+        .filter(|f| f.kind != "missing")
+        .map(|f| f.to_string())
+        .collect();
+    if !broken.is_empty() {
+        return Ok(Err(failure(
+            "import",
+            format!(
+                "the wheel built but does not import:\n{}\nthe wheel is kept: {}",
+                broken.join("\n"),
+                wheel.display()
+            ),
+        )));
+    }
+    Ok(Ok(wheel))
+}
+
+/// Step 8: the outcome, recorded next to the delivered wheel under the job's stamp so that an
+/// unchanged request returns it ([`reuse`]); the scratch dir goes.
+pub fn stamp(
+    job: &Job,
+    ws: Workspace,
+    wheel: PathBuf,
+    compiled: Compiled,
+    collected: Collected,
+    checked: Checked,
+) -> Result<Outcome> {
+    let lines = &compiled.lines;
+    let outcome = Outcome {
+        wheel,
+        reused: false,
+        stamp: job.key.clone(),
+        source: job.src.spec.label(),
+        torch: job.env.torch.to_string(),
+        cuda: job.tc.cuda.to_string(),
+        nvcc: job.tc.nvcc_version.to_string(),
+        torch_cuda_arch_list: job.plan.torch_cuda_arch_list(),
+        jobs: ws.par.jobs,
+        nvcc_threads: ws.par.nvcc_threads,
+        builder: job.builder.to_string(),
+        log: Some(ws.log_path.clone()),
+        build_seconds: compiled.build_seconds,
+        total_seconds: job.started.elapsed().as_secs_f64(),
+        audit: checked.audit,
+        imported: checked.sweep.imported,
+        warnings: collected.warnings,
+        cache_stats: collected.cache_stats,
+        arch_guard: collected.arch_guard,
+        extensions_at_once: ws.par.extensions,
+        extensions: lines
+            .iter()
+            .filter_map(|l| parse_extension_line(l))
+            .collect(),
+        ninja_turned_on: lines
+            .iter()
+            .any(|l| l.starts_with("archsmith-ext: ninja turned back on")),
+        distributed: collected.distributed,
+    };
+    crate::stamp::record(&ws.out, &job.inputs, &outcome.wheel, &outcome)?;
+    drop(ws);
+    Ok(outcome)
+}

@@ -1,0 +1,368 @@
+//! port-extension as named steps over one [`Job`]: [`validate`](super::validate) → [`open`] (fetch
+//! the source, lock and create the work tree) → [`apply_rules`] → [`apply_patches`] → [`review`]
+//! → [`build`] → [`import_sweep`] → [`smoke_test`]. [`run`] calls them in that order; a dry run
+//! or `--check` stops after [`review`].
+
+use super::workdir::{Applied, WorkTree};
+use super::{
+    fetch, rel, resolve_review, review_items, smoke, sweep_summary, validate, BuildSummary, Item,
+    Outcome, PortFailure, Request, RunMode, VerifyFailure,
+};
+use crate::build_ext::{self, BuildFailure, SourceSpec};
+use crate::codemod::{self, Catalogue, Mode};
+use crate::kb::kb;
+use crate::paths;
+use crate::python;
+use anyhow::{bail, Context, Result};
+use fs_err as fs;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// One port: the request, the work tree it happens in (locked for the port's lifetime), and the
+/// outcome the steps fill in.
+pub struct Job<'r> {
+    pub req: &'r Request,
+    pub started: Instant,
+    /// `<cache>/port/<name>`: the work tree, the output dir, the smoke test's site.
+    pub base: PathBuf,
+    pub wt: WorkTree,
+    _lock: crate::cache::Lock,
+    pub out: Outcome,
+}
+
+/// What [`apply_rules`] leaves for [`review`]: the files and catalogues it ran, and the review
+/// items the rules found before the patches.
+pub struct RulesApplied {
+    pub files: Vec<PathBuf>,
+    pub catalogues: Vec<Catalogue>,
+    pub after_rules: Vec<Item>,
+}
+
+/// Runs the port. `Ok(Err(_))`: it ran and did not verify (a build failure, review items nobody
+/// explained, a smoke test whose numbers are wrong); `Err(_)`: it could not run.
+pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
+    validate(req)?;
+    let mut job = open(req)?;
+    let rules = apply_rules(&mut job)?;
+    apply_patches(&mut job)?;
+    review(&mut job, &rules)?;
+    if req.mode != RunMode::Full {
+        if req.mode == RunMode::DryRun {
+            job.out.diff = Some(job.wt.diff()?);
+        }
+        return Ok(Ok(finish(job)));
+    }
+    if job.out.unexplained > 0 && !req.recipe.recipe_less {
+        return Ok(Err(PortFailure::Verify(VerifyFailure {
+            stage: "review",
+            message: format!(
+                "{} review item(s) are neither resolved by a patch nor accepted in {}/recipe.toml; run with --dry-run to see them, then add a patch or an [[accepted]] entry with the reason",
+                job.out.unexplained,
+                req.recipe.dir.display()
+            ),
+            smoke: None,
+        })));
+    }
+    let built = match build(&mut job)? {
+        Ok(b) => b,
+        Err(f) => return Ok(Err(PortFailure::Build(f))),
+    };
+    let env = python::ensure_torch_env(&target_torch(req))?;
+    if let Err(f) = import_sweep(&mut job, &env.python, &built)? {
+        return Ok(Err(PortFailure::Build(f)));
+    }
+    if let Err(f) = smoke_test(&mut job, &env.python, &built.imported)? {
+        return Ok(Err(PortFailure::Verify(f)));
+    }
+    Ok(Ok(finish(job)))
+}
+
+/// The torch the port targets: `--torch`, else the newest the knowledge base knows.
+fn target_torch(req: &Request) -> crate::version::Version {
+    req.torch
+        .clone()
+        .unwrap_or_else(|| kb().releases.newest_torch.clone())
+}
+
+fn finish(mut job: Job) -> Outcome {
+    job.out.seconds = job.started.elapsed().as_secs_f64();
+    job.out
+}
+
+/// Step 1: the source fetched (recipe's pin or `--src`), the port's directory locked (ports of one
+/// recipe share the work tree and the output dir), and the work tree made: a git repository
+/// whose one commit is the unported source.
+pub fn open(req: &Request) -> Result<Job<'_>> {
+    let started = Instant::now();
+    let r = &req.recipe;
+    let (src_dir, source_label, source_pin) = fetch(r, req.src.as_deref())?;
+    let base = paths::cache_dir().join("port").join(&r.name);
+    fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    let lock = crate::cache::lock(&base.join(".lock"), &mut || {
+        eprintln!(
+            "archsmith: waiting for another port of {} to finish",
+            r.name
+        )
+    })?;
+    eprintln!("archsmith: porting {source_label}");
+    let wt = WorkTree::create(&src_dir, &base.join(&r.name))?;
+    let out = Outcome {
+        recipe: r.name.clone(),
+        recipe_less: r.recipe_less,
+        source: source_label,
+        source_pin,
+        work_tree: wt.root.clone(),
+        files_scanned: 0,
+        files_changed: Vec::new(),
+        rewrites: BTreeMap::new(),
+        changes: BTreeMap::new(),
+        why: BTreeMap::new(),
+        patches: Vec::new(),
+        review: Vec::new(),
+        unexplained: 0,
+        diff: None,
+        build: None,
+        import_sweep: None,
+        smoke: None,
+        seconds: 0.0,
+    };
+    Ok(Job {
+        req,
+        started,
+        base,
+        wt,
+        _lock: lock,
+        out,
+    })
+}
+
+/// Step 2: every catalogue of the recipe (its Python rows for the target torch) applied to the
+/// recipe's paths; rewrites counted per rule and per file, with why each rule exists.
+pub fn apply_rules(job: &mut Job) -> Result<RulesApplied> {
+    let r = &job.req.recipe;
+    let root = job.wt.root.clone();
+    let rule_paths: Vec<PathBuf> = r.rules.paths.iter().map(|p| root.join(p)).collect();
+    if let Some(p) = rule_paths.iter().find(|p| !p.exists()) {
+        bail!(
+            "recipe {}: rules path {} is not in the source ({}); is this the right source for the recipe?",
+            r.name,
+            p.strip_prefix(&root).unwrap_or(p).display(),
+            job.out.source
+        );
+    }
+    let files = codemod::discover(&rule_paths)?;
+    let target = target_torch(job.req);
+    let catalogues = r
+        .catalogue_paths()
+        .iter()
+        .map(|p| Catalogue::load(p).map(|c| c.for_torch(&target)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut after_rules = Vec::new();
+    let out = &mut job.out;
+    for cat in &catalogues {
+        let rep = codemod::run(cat, &files, Mode::Apply)?;
+        for (k, v) in &rep.rewrites {
+            *out.rewrites.entry(k.clone()).or_insert(0) += v;
+            if let Some(w) = cat.why(k) {
+                out.why.entry(k.clone()).or_insert(w);
+            }
+        }
+        for f in rep.files.iter().filter(|f| f.changed) {
+            let per = out.changes.entry(rel(&f.path, &root)).or_default();
+            for (k, v) in &f.rewrites {
+                *per.entry(k.clone()).or_default() += v;
+            }
+        }
+        after_rules.extend(review_items(&rep, &root));
+    }
+    out.files_scanned = files.len();
+    Ok(RulesApplied {
+        files,
+        catalogues,
+        after_rules,
+    })
+}
+
+/// Step 3: the recipe's patch files, applied in order to the tree the rules produced.
+pub fn apply_patches(job: &mut Job) -> Result<()> {
+    let patches: Vec<Applied> = job
+        .req
+        .recipe
+        .patches()?
+        .iter()
+        .map(|p| job.wt.apply(p))
+        .collect::<Result<_>>()?;
+    job.out.patches = patches;
+    Ok(())
+}
+
+/// Step 4: the rules must have nothing more to do after the patches, and each review item is
+/// resolved by a patch, accepted by the recipe, or (recipe-less) listed as a warning.
+pub fn review(job: &mut Job, rules: &RulesApplied) -> Result<()> {
+    let r = &job.req.recipe;
+    let mut remaining = Vec::new();
+    for cat in &rules.catalogues {
+        let rep = codemod::run(cat, &rules.files, Mode::Check)?;
+        if rep.files_changed > 0 {
+            let which: Vec<String> = rep
+                .files
+                .iter()
+                .filter(|f| f.changed)
+                .map(|f| rel(&f.path, &job.wt.root))
+                .collect();
+            bail!(
+                "after the patches, the rules of {} would still change {}: a patch brings back a legacy form; fix the patch",
+                cat.name,
+                which.join(", ")
+            );
+        }
+        remaining.extend(review_items(&rep, &job.wt.root));
+    }
+    let review = resolve_review(
+        &rules.after_rules,
+        &remaining,
+        &job.out.patches,
+        &r.accepted,
+        r.recipe_less,
+    );
+    for x in review.iter().filter(|x| r.recipe_less && !x.explained) {
+        eprintln!(
+            "warning: {}:{}: [{}] {} — {}",
+            x.file, x.line, x.rule, x.code, x.suggestion
+        );
+    }
+    job.out.unexplained = review.iter().filter(|x| !x.explained).count();
+    job.out.review = review;
+    job.out.files_changed = job.wt.changed_files()?;
+    Ok(())
+}
+
+/// Step 5: the ported tree built by [`build_ext::run`] for the archs (which audits the wheel
+/// against the plan and imports it); the recipe's module must be among what it built.
+pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> {
+    let (req, r) = (job.req, &job.req.recipe);
+    let build_req = build_ext::Request {
+        source: SourceSpec::Dir(job.wt.root.join(&r.build.dir)),
+        arch: req.arch.clone(),
+        torch: req.torch.clone(),
+        cuda: req.cuda.clone(),
+        python: None,
+        out: job.base.join("dist"),
+        cache: None,
+        jobs: None,
+        progress: req.progress,
+        own_arch_flags: req.own_arch_flags,
+        serial_extensions: false,
+        dist: None,
+    };
+    let b = match build_ext::run(&build_req)? {
+        Ok(b) => b,
+        Err(f) => return Ok(Err(f)),
+    };
+    let images: Vec<String> = b
+        .audit
+        .files
+        .iter()
+        .map(|f| format!("{}: {}", f.path, f.sass.join(" ")))
+        .collect();
+    eprintln!(
+        "archsmith: {} {} for {} ({:.0} s compiling); wheel audited ({}) and imported ({})",
+        if b.reused {
+            "reused the build of"
+        } else {
+            "built"
+        },
+        if r.build.module.is_empty() {
+            b.imported.join(", ")
+        } else {
+            r.build.module.clone()
+        },
+        b.torch_cuda_arch_list,
+        b.build_seconds,
+        images.join("; "),
+        b.imported.join(", ")
+    );
+    if !r.build.module.is_empty() && !b.imported.contains(&r.build.module) {
+        bail!(
+            "the wheel's extension modules are {:?}, not {} as recipe {} expects",
+            b.imported,
+            r.build.module,
+            r.name
+        );
+    }
+    job.out.build = Some(BuildSummary::of(&b));
+    Ok(Ok(b))
+}
+
+/// Step 6: every module of the built package imported on the target torch, with the wheel's
+/// declared requirements (and with `--with-deps` the source's requirements.txt) installed beside
+/// the env. A removed torch/NumPy API the catalogue missed fails the port, with file:line.
+pub fn import_sweep(
+    job: &mut Job,
+    python: &std::path::Path,
+    built: &build_ext::Outcome,
+) -> Result<Result<(), BuildFailure>> {
+    let wanted = python::requirements::declared(&built.wheel).and_then(|mut reqs| {
+        let txt = job.wt.root.join("requirements.txt");
+        if job.req.with_deps && txt.is_file() {
+            reqs.extend(python::requirements::from_requirements_txt(&txt)?);
+        }
+        Ok(reqs)
+    });
+    let beside = wanted
+        .and_then(|reqs| python::requirements::install_beside(python, &reqs))
+        .unwrap_or_else(|e| {
+            eprintln!(
+                "warning: the wheel's requirements could not be installed for the import sweep: {e:#}"
+            );
+            None
+        });
+    let extra: Vec<PathBuf> = beside.iter().map(|(dir, _)| dir.clone()).collect();
+    let site = job.base.join("smoke-site");
+    let sweep =
+        build_ext::check::ImportCheck::start(python, &site, &extra)?.run(&built.wheel, true)?;
+    eprintln!("archsmith: {}", sweep_summary(&sweep));
+    let removed: Vec<String> = sweep
+        .failures
+        .iter()
+        .filter(|f| f.kind == "removed-api")
+        .map(|f| f.to_string())
+        .collect();
+    job.out.import_sweep = Some(sweep);
+    if removed.is_empty() {
+        return Ok(Ok(()));
+    }
+    Ok(Err(BuildFailure {
+        stage: "import",
+        message: format!(
+            "the ported package still uses torch/NumPy APIs the target lacks, which no rule rewrote:\n{}\nadd a row to patches/rules/torch-python.toml (or a patch to the recipe)",
+            removed.join("\n")
+        ),
+        first_error: None,
+        log: built.log.clone(),
+    }))
+}
+
+/// Step 7: the recipe's smoke test against the built wheel (recipe-less: the generic test over
+/// every extension module the build made).
+pub fn smoke_test(
+    job: &mut Job,
+    python: &std::path::Path,
+    imported: &[String],
+) -> Result<Result<(), VerifyFailure>> {
+    let r = &job.req.recipe;
+    eprintln!("archsmith: smoke test {}", r.smoke.script.display());
+    let mut args = r.smoke.args.clone();
+    if r.recipe_less {
+        for m in imported {
+            args.extend(["--module".to_string(), m.clone()]);
+        }
+    }
+    let site = job.base.join("smoke-site");
+    Ok(
+        smoke(python, &r.smoke_script(), &args, &site)?.map(|report| {
+            job.out.smoke = Some(report);
+        }),
+    )
+}
