@@ -212,203 +212,50 @@ impl BuildPlan {
     }
 }
 
-/// Computes the plan and the reader of each build variable.
-pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
-    let tree = i.tree;
-    let tc = i.toolchain;
-    let mut env: Vec<PlanVar> = Vec::new();
-    let mut set = |name: &str, value: String, why: String, kind: VarKind| {
-        env.retain(|v| v.name != name);
-        env.push(PlanVar {
+/// The plan's variables, in the order they are set; setting one again replaces it.
+#[derive(Default)]
+struct Vars(Vec<PlanVar>);
+
+impl Vars {
+    fn set(&mut self, name: &str, value: String, why: impl Into<String>, kind: VarKind) {
+        self.0.retain(|v| v.name != name);
+        self.0.push(PlanVar {
             name: name.to_string(),
             value,
-            why,
+            why: why.into(),
             kind,
             read_by: None,
         });
-    };
-    let build = VarKind::Build;
-    set(
+    }
+
+    fn build(&mut self, name: &str, value: String, why: impl Into<String>) {
+        self.set(name, value, why, VarKind::Build);
+    }
+}
+
+/// Computes the plan and the reader of each build variable: the arch list and the knowledge
+/// base's switches, one CUDA root, the compilers, nvcc's flags and cuDNN, jobs and the wheel's
+/// version, the compiler cache, then `--set`; each variable's reader in the tree; the commands.
+pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
+    let tc = i.toolchain;
+    let mut vars = Vars::default();
+    vars.build(
         "TORCH_CUDA_ARCH_LIST",
         i.arch_plan.torch_cuda_arch_list(),
-        "the archs, explicit numbers both of torch's parsers read alike".into(),
-        build,
+        "the archs, explicit numbers both of torch's parsers read alike",
     );
-    let cuda_tag = format!("cu{}{}", tc.cuda.major(), tc.cuda.minor());
-    for row in i.kb.torch_switches(&tree.version) {
-        set(&row.name, row.value.clone(), row.why.clone(), build);
+    for row in i.kb.torch_switches(&i.tree.version) {
+        vars.build(&row.name, row.value.clone(), row.why.clone());
     }
-    // CUDA locations, all from one canonical root: two roots are pytorch#106971's "conflicting
-    // CUDA installs" and nvcc/header mismatches.
-    let root =
-        std::fs::canonicalize(tc.cuda_home()).unwrap_or_else(|_| tc.cuda_home().to_path_buf());
-    let nvcc = root.join("bin/nvcc");
-    let r = root.display().to_string();
-    set(
-        "CUDA_HOME",
-        r.clone(),
-        format!("CUDA {} ({})", tc.nvcc_version, source_label(tc)),
-        build,
-    );
-    set(
-        "CUDA_PATH",
-        r.clone(),
-        "the same root, for FindCUDAToolkit".into(),
-        build,
-    );
-    set(
-        "CUDAToolkit_ROOT",
-        r,
-        "the same root, for find_package(CUDAToolkit)".into(),
-        build,
-    );
-    set(
-        "CUDA_NVCC_EXECUTABLE",
-        nvcc.display().to_string(),
-        "that root's nvcc, not another on PATH".into(),
-        build,
-    );
-    set(
-        "CUDACXX",
-        nvcc.display().to_string(),
-        "CMake's CUDA compiler: the same nvcc".into(),
-        build,
-    );
-    set(
-        "CUDAHOSTCXX",
-        i.host_cxx.path.display().to_string(),
-        format!(
-            "nvcc's host compiler: {} {}",
-            i.host_cxx.name,
-            i.host_cxx
-                .version
-                .as_ref()
-                .map(|v| v.to_string())
-                .unwrap_or_default()
-        ),
-        build,
-    );
-    if let Some(cc) = i.cxx.c_compiler() {
-        set(
-            "CC",
-            cc.display().to_string(),
-            "the C compiler beside CXX".into(),
-            build,
-        );
-    }
-    set(
-        "CXX",
-        i.cxx.path.display().to_string(),
-        format!(
-            "the C++ compiler: {} {}",
-            i.cxx.name,
-            i.cxx
-                .version
-                .as_ref()
-                .map(|v| v.to_string())
-                .unwrap_or_default()
-        ),
-        build,
-    );
-    let mut nvcc_flags: Vec<String> = Vec::new();
-    let mut why = Vec::new();
-    for o in i.kb.nvcc_options(&tc.cuda) {
-        nvcc_flags.extend(o.flags.iter().cloned());
-        why.push(format!("{}: {}", o.flags.join(" "), o.why));
-    }
-    set(
-        "TORCH_NVCC_FLAGS",
-        nvcc_flags.join(" "),
-        why.join("; "),
-        build,
-    );
-    if let Some((inc, lib)) = &i.cudnn {
-        set(
-            "CUDNN_INCLUDE_DIR",
-            inc.display().to_string(),
-            "cuDNN headers found by preflight".into(),
-            build,
-        );
-        set(
-            "CUDNN_LIBRARY",
-            lib.display().to_string(),
-            "cuDNN library found by preflight".into(),
-            build,
-        );
-    }
-    let j = i.jobs.jobs.to_string();
-    set(
-        "MAX_JOBS",
-        j.clone(),
-        format!("{} ({})", i.jobs.jobs, i.jobs.reason),
-        build,
-    );
-    set(
-        "CMAKE_BUILD_PARALLEL_LEVEL",
-        j,
-        "the same count for cmake --build steps".into(),
-        build,
-    );
-    set(
-        "CMAKE_BUILD_TYPE",
-        "Release".into(),
-        "an optimized wheel".into(),
-        build,
-    );
-    set(
-        "PYTORCH_BUILD_VERSION",
-        format!("{}+{cuda_tag}", tree.release_version()),
-        "the wheel's version: the tree's release and the CUDA it was built with".into(),
-        build,
-    );
-    set(
-        "PYTORCH_BUILD_NUMBER",
-        "0".into(),
-        "required with PYTORCH_BUILD_VERSION; 0 keeps `.postN` off the version".into(),
-        build,
-    );
-    if tree.front_end == FrontEnd::ScikitBuildCore {
-        set(
-            "CMAKE_GENERATOR",
-            "Ninja".into(),
-            "ninja, whose [N/M] lines are the progress".into(),
-            build,
-        );
-    }
-    if let Some((launcher, (dir_var, dir))) = &i.launcher {
-        let l = launcher.display().to_string();
-        for lang in ["C", "CXX", "CUDA"] {
-            set(
-                &format!("CMAKE_{lang}_COMPILER_LAUNCHER"),
-                l.clone(),
-                "--cache".into(),
-                build,
-            );
-        }
-        set(
-            dir_var,
-            dir.clone(),
-            "the compiler cache's own directory".into(),
-            VarKind::Process,
-        );
-        if let Some(conf) = &i.dist_config {
-            set(
-                "SCCACHE_CONF",
-                conf.display().to_string(),
-                "--dist: sccache's client config, naming the sccache-dist scheduler".into(),
-                VarKind::Process,
-            );
-            set(
-                "SCCACHE_SERVER_PORT",
-                crate::compiler_cache::DIST_SERVER_PORT.into(),
-                "--dist: the sccache server started with that config".into(),
-                VarKind::Process,
-            );
-        }
-    }
+    let nvcc = cuda_root_vars(&mut vars, tc);
+    compiler_vars(&mut vars, i);
+    nvcc_flag_and_library_vars(&mut vars, i);
+    job_and_version_vars(&mut vars, i);
+    launcher_vars(&mut vars, i);
     for (name, value) in i.sets {
-        set(name, value.clone(), "--set".into(), build);
+        vars.build(name, value.clone(), "--set");
     }
+    let mut env = vars.0;
     // `--set NAME=` (empty) leaves NAME unset: for a variable a patched tree no longer reads.
     env.retain(|v| !v.value.is_empty() || !i.sets.iter().any(|(n, _)| *n == v.name));
     for v in &mut env {
@@ -416,53 +263,10 @@ pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
             v.read_by = files.reader(&v.name);
         }
     }
-    let py = i.python.display().to_string();
-    let build_dir = tree.root.join("build");
-    let wd = wheel_dir.display().to_string();
-    let (configure_command, wheel_command) = match tree.front_end {
-        FrontEnd::SetupPy => (
-            vec![
-                py.clone(),
-                "setup.py".into(),
-                "build".into(),
-                "--cmake-only".into(),
-            ],
-            vec![
-                py.clone(),
-                "setup.py".into(),
-                "bdist_wheel".into(),
-                "--dist-dir".into(),
-                wd,
-            ],
-        ),
-        FrontEnd::ScikitBuildCore => (
-            vec![
-                "cmake".into(),
-                "-S".into(),
-                ".".into(),
-                "-B".into(),
-                "build".into(),
-                "-G".into(),
-                "Ninja".into(),
-            ],
-            vec![
-                py.clone(),
-                "-m".into(),
-                "pip".into(),
-                "wheel".into(),
-                "--no-build-isolation".into(),
-                "--no-deps".into(),
-                "-v".into(),
-                ".".into(),
-                "--wheel-dir".into(),
-                wd,
-                "-Cbuild-dir=build".into(),
-            ],
-        ),
-    };
+    let (configure_command, wheel_command) = commands(i.tree.front_end, i.python, wheel_dir);
     BuildPlan {
-        torch: tree.version_text.clone(),
-        front_end: tree.front_end,
+        torch: i.tree.version_text.clone(),
+        front_end: i.tree.front_end,
         torch_cuda_arch_list: i.arch_plan.torch_cuda_arch_list(),
         sass: i.arch_plan.sass().iter().map(|a| a.sm()).collect(),
         ptx: i.arch_plan.ptx().iter().map(|a| a.compute()).collect(),
@@ -473,10 +277,192 @@ pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
         jobs: i.jobs.clone(),
         env,
         path_first: i.path_first.clone(),
-        build_dir,
+        build_dir: i.tree.root.join("build"),
         configure_command,
         wheel_command,
         wheel_dir: wheel_dir.to_path_buf(),
+    }
+}
+
+/// CUDA locations, all from one canonical root: two roots are pytorch#106971's "conflicting CUDA
+/// installs" and nvcc/header mismatches. Returns that root's nvcc.
+fn cuda_root_vars(vars: &mut Vars, tc: &Toolchain) -> PathBuf {
+    let root =
+        std::fs::canonicalize(tc.cuda_home()).unwrap_or_else(|_| tc.cuda_home().to_path_buf());
+    let nvcc = root.join("bin/nvcc");
+    let r = root.display().to_string();
+    let n = nvcc.display().to_string();
+    vars.build(
+        "CUDA_HOME",
+        r.clone(),
+        format!("CUDA {} ({})", tc.nvcc_version, source_label(tc)),
+    );
+    vars.build("CUDA_PATH", r.clone(), "the same root, for FindCUDAToolkit");
+    vars.build(
+        "CUDAToolkit_ROOT",
+        r,
+        "the same root, for find_package(CUDAToolkit)",
+    );
+    vars.build(
+        "CUDA_NVCC_EXECUTABLE",
+        n.clone(),
+        "that root's nvcc, not another on PATH",
+    );
+    vars.build("CUDACXX", n, "CMake's CUDA compiler: the same nvcc");
+    nvcc
+}
+
+/// nvcc's host compiler and the C/C++ compilers.
+fn compiler_vars(vars: &mut Vars, i: &Inputs) {
+    let named = |c: &HostCompiler| {
+        format!(
+            "{} {}",
+            c.name,
+            c.version
+                .as_ref()
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        )
+    };
+    vars.build(
+        "CUDAHOSTCXX",
+        i.host_cxx.path.display().to_string(),
+        format!("nvcc's host compiler: {}", named(i.host_cxx)),
+    );
+    if let Some(cc) = i.cxx.c_compiler() {
+        vars.build("CC", cc.display().to_string(), "the C compiler beside CXX");
+    }
+    vars.build(
+        "CXX",
+        i.cxx.path.display().to_string(),
+        format!("the C++ compiler: {}", named(i.cxx)),
+    );
+}
+
+/// The knowledge base's nvcc options for this CUDA, and cuDNN where preflight found it.
+fn nvcc_flag_and_library_vars(vars: &mut Vars, i: &Inputs) {
+    let mut nvcc_flags: Vec<String> = Vec::new();
+    let mut why = Vec::new();
+    for o in i.kb.nvcc_options(&i.toolchain.cuda) {
+        nvcc_flags.extend(o.flags.iter().cloned());
+        why.push(format!("{}: {}", o.flags.join(" "), o.why));
+    }
+    vars.build("TORCH_NVCC_FLAGS", nvcc_flags.join(" "), why.join("; "));
+    if let Some((inc, lib)) = &i.cudnn {
+        vars.build(
+            "CUDNN_INCLUDE_DIR",
+            inc.display().to_string(),
+            "cuDNN headers found by preflight",
+        );
+        vars.build(
+            "CUDNN_LIBRARY",
+            lib.display().to_string(),
+            "cuDNN library found by preflight",
+        );
+    }
+}
+
+/// Jobs, the build type, the wheel's version, and ninja for scikit-build-core trees.
+fn job_and_version_vars(vars: &mut Vars, i: &Inputs) {
+    let tc = i.toolchain;
+    let j = i.jobs.jobs.to_string();
+    vars.build(
+        "MAX_JOBS",
+        j.clone(),
+        format!("{} ({})", i.jobs.jobs, i.jobs.reason),
+    );
+    vars.build(
+        "CMAKE_BUILD_PARALLEL_LEVEL",
+        j,
+        "the same count for cmake --build steps",
+    );
+    vars.build("CMAKE_BUILD_TYPE", "Release".into(), "an optimized wheel");
+    vars.build(
+        "PYTORCH_BUILD_VERSION",
+        format!(
+            "{}+cu{}{}",
+            i.tree.release_version(),
+            tc.cuda.major(),
+            tc.cuda.minor()
+        ),
+        "the wheel's version: the tree's release and the CUDA it was built with",
+    );
+    vars.build(
+        "PYTORCH_BUILD_NUMBER",
+        "0".into(),
+        "required with PYTORCH_BUILD_VERSION; 0 keeps `.postN` off the version",
+    );
+    if i.tree.front_end == FrontEnd::ScikitBuildCore {
+        vars.build(
+            "CMAKE_GENERATOR",
+            "Ninja".into(),
+            "ninja, whose [N/M] lines are the progress",
+        );
+    }
+}
+
+/// `--cache`: the launcher for C, C++ and CUDA and its directory; `--dist`: sccache's client
+/// config and its own server port.
+fn launcher_vars(vars: &mut Vars, i: &Inputs) {
+    let Some((launcher, (dir_var, dir))) = &i.launcher else {
+        return;
+    };
+    let l = launcher.display().to_string();
+    for lang in ["C", "CXX", "CUDA"] {
+        vars.build(
+            &format!("CMAKE_{lang}_COMPILER_LAUNCHER"),
+            l.clone(),
+            "--cache",
+        );
+    }
+    vars.set(
+        dir_var,
+        dir.clone(),
+        "the compiler cache's own directory",
+        VarKind::Process,
+    );
+    if let Some(conf) = &i.dist_config {
+        vars.set(
+            "SCCACHE_CONF",
+            conf.display().to_string(),
+            "--dist: sccache's client config, naming the sccache-dist scheduler",
+            VarKind::Process,
+        );
+        vars.set(
+            "SCCACHE_SERVER_PORT",
+            crate::compiler_cache::DIST_SERVER_PORT.into(),
+            "--dist: the sccache server started with that config",
+            VarKind::Process,
+        );
+    }
+}
+
+/// The front end's configure-only command and its wheel command.
+fn commands(front_end: FrontEnd, python: &Path, wheel_dir: &Path) -> (Vec<String>, Vec<String>) {
+    let py = python.display().to_string();
+    let wd = wheel_dir.display().to_string();
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    match front_end {
+        FrontEnd::SetupPy => (
+            words(&[&py, "setup.py", "build", "--cmake-only"]),
+            words(&[&py, "setup.py", "bdist_wheel", "--dist-dir", &wd]),
+        ),
+        FrontEnd::ScikitBuildCore => (
+            words(&["cmake", "-S", ".", "-B", "build", "-G", "Ninja"]),
+            words(&[
+                &py,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-build-isolation",
+                "--no-deps",
+                "-v",
+                ".",
+                "--wheel-dir",
+                &wd,
+                "-Cbuild-dir=build",
+            ]),
+        ),
     }
 }
 

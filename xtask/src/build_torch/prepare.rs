@@ -1,0 +1,431 @@
+//! build-torch's first half as named steps: everything decided before anything compiles.
+//! [`prepare`] reads the tree, chooses the CUDA, then runs each check in this order: [`arch_list`]
+//! → [`official_wheels`] (should you build at all) → torch vs CUDA → [`toolkit`] →
+//! [`host_compiler`] → [`build_tools`] → [`python`] → submodules → disk, memory → [`cudnn`] →
+//! [`compiler_cache`] → [`plan`] (the environment, every variable checked against the tree, and a
+//! stale `CMakeCache.txt`). Errors are for input that is not a tree at all; everything else is a
+//! [`Check`] with its fix.
+
+use super::plan::{self, BuildPlan, Jobs};
+use super::preflight::{self, Check, Status};
+use super::reads;
+use super::tree::TorchTree;
+use super::{out_dir, Prepared, Request};
+use crate::arch::advice::{official_wheel_advice, WheelAdvice};
+use crate::arch::spec::{Plan, PlanContext};
+use crate::cuda_arch::Cc;
+use crate::host::{self, CompilerFamily, HostCompiler};
+use crate::kb::KnowledgeBase;
+use crate::process::which;
+use crate::python::probe::{probe_with, Ask, Depth, PythonInfo};
+use crate::toolchain::{self, Toolchain};
+use crate::version::Version;
+use anyhow::Result;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// cmake (with its version) and ninja, where found or provisioned.
+type BuildTools = (Option<(PathBuf, Version)>, Option<PathBuf>);
+
+/// Tree, advice, toolchain, preflight and plan: everything before compiling.
+pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepared> {
+    let started = Instant::now();
+    let tree = TorchTree::inspect(root)?;
+    let (cuda, cuda_reason) = choose_cuda(kb, &tree.version, req.cuda.as_ref());
+    let mut checks = Vec::new();
+    let arch_plan = arch_list(kb, &tree, &cuda, &req.arch, &mut checks);
+    let advice = official_wheels(kb, &tree, req, arch_plan.as_ref())?;
+    checks.push(preflight::torch_cuda(kb, &tree.version, &cuda));
+    let tc = toolkit(&cuda, &mut checks);
+    let compilers = host::cxx_compilers();
+    let (host_cxx, cxx) = chosen_compilers(&compilers);
+    if let Some(check) = host_compiler(kb, &tree, tc.as_ref(), &host_cxx, &cxx, &compilers) {
+        checks.push(check);
+    }
+    let (cmake, ninja) = build_tools(&tree, &mut checks);
+    // The switches as they will be set: the knowledge base's, then --set.
+    let mut switches: BTreeMap<String, String> = kb
+        .torch_switches(&tree.version)
+        .iter()
+        .map(|r| (r.name.clone(), r.value.clone()))
+        .collect();
+    for (n, v) in &req.sets {
+        switches.insert(n.clone(), v.clone());
+    }
+    let on = |n: &str| switches.get(n).is_some_and(|v| plan::is_on(v));
+    let (python, py_info) = python(kb, &tree, req, on("USE_NUMPY"), &mut checks);
+    checks.push(preflight::submodules(kb, &tree, &switches).0);
+    let images = arch_plan
+        .as_ref()
+        .map_or(0, |p| p.sass().len() + p.ptx().len());
+    checks.push(preflight::disk(
+        &tree,
+        host::free_disk_gib(&tree.root),
+        images,
+    ));
+    let flash = on("USE_FLASH_ATTENTION")
+        && arch_plan.as_ref().is_some_and(|p| {
+            p.sass()
+                .iter()
+                .chain(p.ptx().iter())
+                .any(|a| a.cc().major >= 8)
+        });
+    let jobs: Jobs = plan::jobs(host::cores(), host::mem_available_gib(), flash, req.jobs);
+    checks.push(preflight::memory(&jobs));
+    let cudnn = cudnn(
+        tc.as_ref(),
+        py_info.as_ref(),
+        on("USE_CUDNN"),
+        &cuda,
+        &python,
+        &mut checks,
+    );
+    let launcher = compiler_cache(req, &mut checks);
+    let mut reconfigure = Vec::new();
+    let plan = match (&arch_plan, &tc, &host_cxx, &cxx) {
+        (Some(arch_plan), Some(tc), Some(h), Some(c)) => Some(self::plan(
+            &plan::Inputs {
+                kb,
+                tree: &tree,
+                arch_plan,
+                toolchain: tc,
+                host_cxx: h,
+                cxx: c,
+                python: &python,
+                jobs: &jobs,
+                sets: &req.sets,
+                cudnn,
+                launcher,
+                dist_config: req.dist.as_ref().map(|d| d.config_path()),
+                path_first: path_first(tc, &cmake, &ninja),
+            },
+            req,
+            &mut checks,
+            &mut reconfigure,
+        )),
+        _ => None,
+    };
+    Ok(Prepared {
+        tree,
+        cuda,
+        cuda_reason,
+        advice,
+        checks,
+        plan,
+        reconfigure,
+        preflight_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The arch list, read the way this torch and this CUDA read it.
+fn arch_list(
+    kb: &KnowledgeBase,
+    tree: &TorchTree,
+    cuda: &Version,
+    arch: &str,
+    checks: &mut Vec<Check>,
+) -> Option<Plan> {
+    let ctx = PlanContext::new(kb, Some(tree.version.clone()), Some(cuda.clone()));
+    match Plan::parse(kb, &ctx, arch) {
+        Ok(p) => {
+            checks.push(Check::ok(
+                "arch list",
+                format!(
+                    "TORCH_CUDA_ARCH_LIST={} (nvcc {cuda} compiles every one)",
+                    p.torch_cuda_arch_list()
+                ),
+            ));
+            Some(p)
+        }
+        Err(e) => {
+            let text = format!("{e:#}");
+            let (detail, fix) = match text.split_once("; ") {
+                Some((d, f)) => (d.to_string(), f.to_string()),
+                None => (text.clone(), "correct --arch".to_string()),
+            };
+            checks.push(Check::fail("arch list", detail, fix));
+            None
+        }
+    }
+}
+
+/// Should you build at all: whether the release's official wheels already run on each `--gpu`,
+/// else on each planned arch.
+fn official_wheels(
+    kb: &KnowledgeBase,
+    tree: &TorchTree,
+    req: &Request,
+    arch_plan: Option<&Plan>,
+) -> Result<Vec<WheelAdvice>> {
+    let targets: Vec<(String, Cc)> = if req.gpus.is_empty() {
+        arch_plan
+            .map(|p| {
+                p.sass()
+                    .iter()
+                    .map(|a| (format!("CC {}", a.cc()), a.cc()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        req.gpus
+            .iter()
+            .map(|g| kb.resolve_gpu(g))
+            .collect::<Result<_>>()?
+    };
+    Ok(official_wheel_advice(kb, &tree.version, &targets))
+}
+
+/// The CUDA toolkit of that release: found on the machine, or from PyPI.
+fn toolkit(cuda: &Version, checks: &mut Vec<Check>) -> Option<Toolchain> {
+    match toolchain::ensure(cuda) {
+        Ok(tc) => {
+            checks.push(Check::ok(
+                "CUDA toolkit",
+                format!("nvcc {} at {}", tc.nvcc_version, tc.cuda_home().display()),
+            ));
+            Some(tc)
+        }
+        Err(e) => {
+            checks.push(Check::fail(
+                "CUDA toolkit",
+                format!("{e:#}"),
+                format!(
+                    "install CUDA {cuda} (or point CUDA_HOME at it), or choose another with --cuda"
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// The host compiler against nvcc's ceiling and the tree's floor; none with no toolkit to ask.
+fn host_compiler(
+    kb: &KnowledgeBase,
+    tree: &TorchTree,
+    tc: Option<&Toolchain>,
+    host_cxx: &Option<HostCompiler>,
+    cxx: &Option<HostCompiler>,
+    compilers: &[HostCompiler],
+) -> Option<Check> {
+    match (tc, host_cxx, cxx) {
+        (Some(tc), Some(h), Some(c)) => {
+            Some(preflight::host_compiler(kb, tc, tree, h, c, compilers))
+        }
+        (_, None, _) | (_, _, None) => Some(Check::fail(
+            "host compiler",
+            "no g++ or clang++ on PATH",
+            "install g++ (apt-get install g++) or set CXX",
+        )),
+        _ => None,
+    }
+}
+
+/// cmake and ninja (the system's, else PyPI's under archsmith's tools).
+fn build_tools(tree: &TorchTree, checks: &mut Vec<Check>) -> BuildTools {
+    let tools = toolchain::buildtools::ensure(&crate::paths::cache_dir().join("tools"), &mut |m| {
+        eprintln!("archsmith: {m}")
+    });
+    let (cmake, ninja) = match &tools {
+        Ok(t) => (
+            Some((t.cmake.clone(), t.cmake_version.clone())),
+            Some(t.ninja.clone()),
+        ),
+        Err(_) => (None, None),
+    };
+    checks.push(preflight::build_tools(
+        tree,
+        cmake.as_ref().map(|(p, v)| (p.as_path(), v)),
+        ninja.as_deref(),
+    ));
+    (cmake, ninja)
+}
+
+/// The Python the build runs (`--python`, else the host's) and the modules the front end needs.
+fn python(
+    kb: &KnowledgeBase,
+    tree: &TorchTree,
+    req: &Request,
+    numpy: bool,
+    checks: &mut Vec<Check>,
+) -> (PathBuf, Option<PythonInfo>) {
+    let python = match &req.python {
+        Some(p) => p.clone(),
+        None => crate::python::host_python().unwrap_or_else(|_| PathBuf::from("python3")),
+    };
+    let modules = preflight::python_modules(tree.front_end, numpy);
+    let module_names: Vec<&str> = modules.iter().map(|(m, _)| *m).collect();
+    let ask = Ask {
+        modules: &module_names,
+        gpu_smoke: false,
+        ..Ask::default()
+    };
+    match probe_with(&python, Depth::Files, &ask) {
+        Ok(info) => {
+            checks.push(preflight::python(kb, tree, &info, &modules));
+            (python, Some(info))
+        }
+        Err(e) => {
+            checks.push(Check::fail(
+                "python",
+                format!("{e:#}"),
+                "--python PATH to a working Python",
+            ));
+            (python, None)
+        }
+    }
+}
+
+/// cuDNN's headers and library, in the toolkit or the Python env's NVIDIA wheels.
+fn cudnn(
+    tc: Option<&Toolchain>,
+    py_info: Option<&PythonInfo>,
+    use_cudnn: bool,
+    cuda: &Version,
+    python: &Path,
+    checks: &mut Vec<Check>,
+) -> Option<(PathBuf, PathBuf)> {
+    let purelib = py_info.map(|i| i.purelib.clone());
+    let found = tc.and_then(|tc| preflight::find_cudnn(tc.cuda_home(), purelib.as_deref()));
+    checks.push(preflight::cudnn(use_cudnn, found.as_ref(), cuda, python));
+    found
+}
+
+/// `--cache`'s launcher and its directory variable.
+fn compiler_cache(req: &Request, checks: &mut Vec<Check>) -> Option<(PathBuf, (String, String))> {
+    let kind = req.cache_kind()?;
+    match crate::compiler_cache::launcher(kind) {
+        Ok(l) => Some((l, kind.dir_var())),
+        Err(e) => {
+            checks.push(Check::fail(
+                "compiler cache",
+                format!("{e:#}"),
+                "leave out --cache, or put sccache/ccache on PATH",
+            ));
+            None
+        }
+    }
+}
+
+/// `PATH` entries put first: the toolkit's bin, unless PATH already finds that nvcc (a system
+/// toolkit in /usr/bin must not jump ahead of everything else on PATH), then the build tools.
+fn path_first(
+    tc: &Toolchain,
+    cmake: &Option<(PathBuf, Version)>,
+    ninja: &Option<PathBuf>,
+) -> Vec<PathBuf> {
+    let mut first = Vec::new();
+    if which("nvcc").and_then(|p| std::fs::canonicalize(p).ok())
+        != std::fs::canonicalize(tc.nvcc()).ok()
+    {
+        first.push(tc.bin_dir());
+    }
+    for p in [cmake.as_ref().map(|(p, _)| p.clone()), ninja.clone()]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(d) = p.parent().map(Path::to_path_buf) {
+            if !first.contains(&d) {
+                first.push(d);
+            }
+        }
+    }
+    first
+}
+
+/// The plan, every variable checked against what the tree's build files read, and an existing
+/// `build/CMakeCache.txt` compared with it (a different one is reconfigured, the same resumed).
+fn plan(
+    inputs: &plan::Inputs,
+    req: &Request,
+    checks: &mut Vec<Check>,
+    reconfigure: &mut Vec<String>,
+) -> BuildPlan {
+    let tree = inputs.tree;
+    let files = reads::BuildFiles::read(tree);
+    let p = plan::compute(
+        inputs,
+        &files,
+        &out_dir(&req.out).join(".build-torch-wheel"),
+    );
+    checks.push(preflight::variables_read(&p, tree, files.len()));
+    if let Ok(text) = std::fs::read_to_string(p.build_dir.join("CMakeCache.txt")) {
+        *reconfigure = preflight::stale_configuration(&text, &p);
+        if !reconfigure.is_empty() {
+            checks.push(Check::warn(
+                "build directory",
+                format!("{} holds another configuration: {}", p.build_dir.display(), reconfigure.join("; ")),
+                "archsmith reconfigures it (CMakeCache.txt and CMakeFiles/ removed; objects kept, ninja rebuilds what changed)",
+            ));
+        } else {
+            checks.push(Check::ok(
+                "build directory",
+                format!("{}: same configuration, resumed", p.build_dir.display()),
+            ));
+        }
+    }
+    p
+}
+
+/// The CUDA to build with: `--cuda`, else the newest toolkit on this machine the release
+/// supports, else the release's default PyPI CUDA.
+fn choose_cuda(kb: &KnowledgeBase, torch: &Version, given: Option<&Version>) -> (Version, String) {
+    if let Some(c) = given {
+        return (c.clone(), "--cuda".into());
+    }
+    let supported = |c: &Version| preflight::torch_cuda(kb, torch, c).status != Status::Fail;
+    let found = toolchain::discover().unwrap_or_default();
+    if let Some(c) = found
+        .iter()
+        .filter(|t| t.usable)
+        .filter_map(|t| t.cuda.clone())
+        .filter(|c| supported(c))
+        .max()
+    {
+        return (
+            c,
+            format!("the newest CUDA toolkit on this machine that torch {torch} builds with; --cuda to choose"),
+        );
+    }
+    let row = kb.torch_row(torch);
+    let newest = row.and_then(|r| r.cuda_variants.iter().max().cloned());
+    match row.and_then(|r| r.pypi_cuda.clone()).or(newest) {
+        Some(c) => (
+            c,
+            format!("torch {torch}'s default CUDA (no toolkit it supports is on this machine)"),
+        ),
+        None => (
+            kb.releases.newest_cuda.clone(),
+            "the newest known CUDA".into(),
+        ),
+    }
+}
+
+/// The compilers the plan uses: nvcc's host compiler from `CUDAHOSTCXX`, else `CXX`, else `g++`
+/// (then `clang++`); the C++ compiler from `CXX`, else the same.
+fn chosen_compilers(all: &[HostCompiler]) -> (Option<HostCompiler>, Option<HostCompiler>) {
+    let from_env = |var: &str| -> Option<HostCompiler> {
+        let v = std::env::var(var).ok().filter(|v| !v.is_empty())?;
+        let path = if v.contains('/') {
+            PathBuf::from(&v)
+        } else {
+            which(&v)?
+        };
+        let name = path.file_name()?.to_string_lossy().into_owned();
+        let family = if name.contains("clang") {
+            CompilerFamily::Clang
+        } else {
+            CompilerFamily::Gcc
+        };
+        Some(host::describe_compiler(name, path, family))
+    };
+    let default = || {
+        all.iter()
+            .find(|c| c.name == "g++")
+            .or_else(|| all.iter().find(|c| c.name == "clang++"))
+            .cloned()
+    };
+    let cxx = from_env("CXX").or_else(default);
+    let host = from_env("CUDAHOSTCXX").or_else(|| cxx.clone());
+    (host, cxx)
+}
