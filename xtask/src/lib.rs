@@ -2,8 +2,10 @@
 //! architectures a team needs.
 //!
 //! The library holds all logic; `src/main.rs` is a thin CLI over [`commands`]. Modules are grouped
-//! by layer, lowest first; a module imports only from its own layer or the layers above it in this
-//! file, and `tests/layers.rs` fails the build of the test suite when one does not.
+//! by layer, lowest first; a module imports from the layers above it in this file, and from its
+//! own layer only along the edges its `// Same-layer uses:` line lists. `tests/layers.rs` fails
+//! the test suite on any other import, on a listed edge no code uses, and when
+//! docs/architecture.md's layer table differs from this file.
 
 // Base: the vocabulary every layer shares.
 pub mod cuda_arch;
@@ -19,10 +21,12 @@ pub mod paths;
 pub mod process;
 pub mod stamp;
 pub mod wheel;
+// Same-layer uses: data → cache, data → paths, data → stamp, host → process.
 
 // Model: the knowledge base and the arch model planned with it.
 pub mod arch;
 pub mod kb;
+// Same-layer uses: arch → kb.
 
 // Readers: pure parsers and rewriters over bytes and text.
 pub mod binary;
@@ -35,8 +39,10 @@ pub mod downloads;
 pub mod pypi;
 pub mod python;
 pub mod toolchain;
+// Same-layer uses: compiler_cache → python, compiler_cache → toolchain, downloads → python,
+// toolchain → downloads, toolchain → python.
 
-// Workflows: what the commands do, each callable from the others and from tests.
+// Workflows: what the commands do, callable from tests and from each other along the edges listed.
 pub mod audit_upgrade;
 pub mod bench;
 pub mod build_ext;
@@ -46,6 +52,7 @@ pub mod kb_check;
 pub mod kernels;
 pub mod port_extension;
 pub mod verify;
+// Same-layer uses: bench → build_ext, build_torch → verify, port_extension → build_ext.
 
 // CLI: one thin module per subcommand.
 pub mod commands;

@@ -493,7 +493,7 @@ fn pip_wheel_front_end_builds_audits_and_imports() {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
     let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let info = archsmith::build_ext::probe_env(&env.python).unwrap();
-    let twin = archsmith::bench::build_ext::pip_env(&info).unwrap();
+    let twin = archsmith::bench::build_ext_vs_pip::pip_env(&info).unwrap();
     let out = tempfile::tempdir().unwrap();
     let src = fixture("tinyext");
     let t = Instant::now();

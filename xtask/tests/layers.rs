@@ -1,22 +1,52 @@
 //! The library's shape, checked: `src/lib.rs` groups the top-level modules into layers (a `// Layer:`
-//! comment, then its `pub mod` lines), lowest first. A module may use `crate::` paths of its own
-//! layer or lower ones, never a higher one, and modules of one layer may not import each other in a
-//! cycle. Test code (`tests.rs` files, `#[cfg(test)]` modules, the `synth` fixtures) is exempt: a
-//! test may drive a layer from above.
+//! comment, then its `pub mod` lines), lowest first. A module may use `crate::` paths of lower
+//! layers, never a higher one, and of its own layer only along the edges the layer's
+//! `// Same-layer uses: a → b, …` line lists (an edge listed and not used is reported too, so the
+//! list stays the map); no cycles. docs/architecture.md's layer table names the same modules as
+//! lib.rs; no two modules share a name; no function in a workflow passes 80 lines. Test code
+//! (`tests.rs` files, `#[cfg(test)]` modules, the `synth` fixtures) is exempt: a test may drive a
+//! layer from above.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Layer name and its modules, in lib.rs order (lowest layer first).
-fn layers(lib_rs: &str) -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+/// One layer of lib.rs: its name, its modules, and the same-layer imports it allows.
+struct Layer {
+    name: String,
+    modules: Vec<String>,
+    allowed: BTreeSet<(String, String)>,
+}
+
+/// The layers, in lib.rs order (lowest layer first).
+fn layers(lib_rs: &str) -> Vec<Layer> {
+    let mut out: Vec<Layer> = Vec::new();
+    let mut in_edges = false;
     for line in lib_rs.lines() {
         let line = line.trim();
-        if let Some(rest) = line.strip_prefix("// ") {
+        let comment = line.strip_prefix("// ");
+        if let Some(list) = comment.and_then(|c| c.strip_prefix("Same-layer uses:")) {
+            in_edges = true;
+            add_edges(list, &mut out);
+            continue;
+        }
+        if in_edges {
+            match comment {
+                Some(list) => {
+                    add_edges(list, &mut out);
+                    continue;
+                }
+                None => in_edges = false,
+            }
+        }
+        if let Some(rest) = comment {
             if let Some((name, _)) = rest.split_once(':') {
                 if !name.is_empty() && !name.contains(' ') {
-                    out.push((name.to_string(), Vec::new()));
+                    out.push(Layer {
+                        name: name.to_string(),
+                        modules: Vec::new(),
+                        allowed: BTreeSet::new(),
+                    });
                 }
             }
         } else if let Some(m) = line
@@ -24,12 +54,30 @@ fn layers(lib_rs: &str) -> Vec<(String, Vec<String>)> {
             .and_then(|m| m.strip_suffix(';'))
         {
             match out.last_mut() {
-                Some((_, mods)) => mods.push(m.to_string()),
+                Some(layer) => layer.modules.push(m.to_string()),
                 None => panic!("`pub mod {m};` in lib.rs comes before any `// Layer:` comment"),
             }
         }
     }
     out
+}
+
+/// `a → b, c → d.` into the last layer's allowed edges.
+fn add_edges(list: &str, out: &mut [Layer]) {
+    let layer = out
+        .last_mut()
+        .expect("a `// Same-layer uses:` line in lib.rs before any layer");
+    for edge in list.trim().trim_end_matches('.').split(',') {
+        if edge.trim().is_empty() {
+            continue;
+        }
+        let (from, to) = edge
+            .split_once('→')
+            .unwrap_or_else(|| panic!("lib.rs: `{edge}` is not `a → b`"));
+        layer
+            .allowed
+            .insert((from.trim().to_string(), to.trim().to_string()));
+    }
 }
 
 fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
@@ -88,12 +136,21 @@ fn crate_refs(text: &str, modules: &BTreeSet<&str>) -> BTreeSet<String> {
 fn violations(src: &Path) -> Vec<String> {
     let lib = fs::read_to_string(src.join("lib.rs")).expect("reading lib.rs");
     let layers = layers(&lib);
-    assert!(layers.len() >= 3, "lib.rs names no layers: {layers:?}");
+    assert!(layers.len() >= 3, "lib.rs names no layers");
     let rank: BTreeMap<&str, (usize, &str)> = layers
         .iter()
         .enumerate()
-        .flat_map(|(i, (layer, mods))| mods.iter().map(move |m| (m.as_str(), (i, layer.as_str()))))
+        .flat_map(|(i, l)| {
+            l.modules
+                .iter()
+                .map(move |m| (m.as_str(), (i, l.name.as_str())))
+        })
         .collect();
+    let allowed: BTreeSet<(String, String)> = layers
+        .iter()
+        .flat_map(|l| l.allowed.iter().cloned())
+        .collect();
+    let mut used_same_layer = BTreeSet::new();
     let names: BTreeSet<&str> = rank.keys().copied().collect();
     let mut problems = Vec::new();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -114,15 +171,32 @@ fn violations(src: &Path) -> Vec<String> {
                 }
                 let (from_rank, from_layer) = rank[module];
                 let (to_rank, to_layer) = rank[target.as_str()];
+                let rel = file
+                    .strip_prefix(src)
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string();
                 if to_rank > from_rank {
                     problems.push(format!(
-                        "{}: `{module}` ({from_layer}) uses `crate::{target}` ({to_layer}), a higher layer",
-                        file.strip_prefix(src).unwrap_or(&file).display()
+                        "{rel}: `{module}` ({from_layer}) uses `crate::{target}` ({to_layer}), a higher layer"
                     ));
+                } else if to_rank == from_rank {
+                    let edge = (module.to_string(), target.clone());
+                    if !allowed.contains(&edge) {
+                        problems.push(format!(
+                            "{rel}: `{module}` uses `crate::{target}`, both {from_layer}: lib.rs's `// Same-layer uses:` line does not list `{module} → {target}`"
+                        ));
+                    }
+                    used_same_layer.insert(edge);
                 }
                 edges.entry(module.to_string()).or_default().insert(target);
             }
         }
+    }
+    for (from, to) in allowed.difference(&used_same_layer) {
+        problems.push(format!(
+            "lib.rs lists `{from} → {to}`, which no code uses: remove it from `// Same-layer uses:`"
+        ));
     }
     // Cycles: a module that reaches itself through imports.
     for start in &names {
@@ -192,6 +266,152 @@ fn a_wrong_import_is_caught() {
             .iter()
             .any(|p| p == "import cycle: arch → kb → arch"),
         "{problems:?}"
+    );
+}
+
+/// A same-layer import lib.rs does not list is caught, and so is a listed edge no code uses.
+#[test]
+fn an_unlisted_same_layer_import_and_a_stale_listed_edge_are_caught() {
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(&src_dir(), copy.path());
+    let doctor = copy.path().join("doctor.rs");
+    let text = fs::read_to_string(&doctor).unwrap();
+    fs::write(&doctor, format!("use crate::verify::checks::Item;\n{text}")).unwrap();
+    let lib = copy.path().join("lib.rs");
+    let text = fs::read_to_string(&lib).unwrap();
+    let text = text.replace(
+        "// Same-layer uses: bench → build_ext,",
+        "// Same-layer uses: kernels → kb_check, bench → build_ext,",
+    );
+    fs::write(&lib, text).unwrap();
+    let problems = violations(copy.path());
+    assert!(
+        problems.iter().any(|p| p
+            == "doctor.rs: `doctor` uses `crate::verify`, both Workflows: lib.rs's `// Same-layer uses:` line does not list `doctor → verify`"),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p
+            == "lib.rs lists `kernels → kb_check`, which no code uses: remove it from `// Same-layer uses:`"),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 2, "{problems:?}");
+}
+
+/// The layer table of docs/architecture.md: after its `| layer | modules |` header, one
+/// `| Layer | `a`, `b` | … |` row per layer, up to the first line that is not a row.
+fn documented_layers(md: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    let rows = md
+        .lines()
+        .skip_while(|l| !l.starts_with("| layer | modules |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'));
+    for line in rows {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 {
+            continue;
+        }
+        let mods: BTreeSet<String> = cells[2]
+            .split(',')
+            .map(|m| m.trim().trim_matches('`').to_string())
+            .filter(|m| !m.is_empty())
+            .collect();
+        out.insert(cells[1].to_string(), mods);
+    }
+    out
+}
+
+/// What docs/architecture.md's layer table should say, and what it says, per layer.
+fn architecture_doc_problems(lib_rs: &str, md: &str) -> Vec<String> {
+    let code: BTreeMap<String, BTreeSet<String>> = layers(lib_rs)
+        .into_iter()
+        .map(|l| (l.name, l.modules.into_iter().collect()))
+        .collect();
+    let doc = documented_layers(md);
+    let mut problems = Vec::new();
+    for name in code.keys().chain(doc.keys()).collect::<BTreeSet<_>>() {
+        let (c, d) = (code.get(name), doc.get(name));
+        if c != d {
+            problems.push(format!(
+                "layer {name}: lib.rs has {:?}, docs/architecture.md has {:?}",
+                c.cloned().unwrap_or_default(),
+                d.cloned().unwrap_or_default()
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_architecture_doc_names_the_layers_lib_rs_has() {
+    let root = src_dir().join("../..");
+    let lib = fs::read_to_string(src_dir().join("lib.rs")).unwrap();
+    let md = fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let problems = architecture_doc_problems(&lib, &md);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // A module moved in lib.rs but not in the doc is caught.
+    let moved = lib
+        .replace("pub mod toolchain;\n", "")
+        .replace("pub mod verify;\n", "pub mod verify;\npub mod toolchain;\n");
+    let problems = architecture_doc_problems(&moved, &md);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].contains("layer Environments"), "{problems:?}");
+}
+
+/// Names every workflow gives the same kind of module: its `steps` (as every folder has a
+/// `mod.rs`).
+const ONE_NAME_PER_WORKFLOW: &[&str] = &["steps"];
+
+/// Every module's name: file stems and folders under `src`, outside `commands/` (whose modules
+/// are named for the workflows they call) and the `mod.rs`/`tests.rs`/`lib.rs`/`main.rs` files.
+fn module_names(src: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(src).unwrap();
+        if rel.starts_with("commands") {
+            continue;
+        }
+        let stem = rel.file_stem().unwrap().to_string_lossy().into_owned();
+        let module = if matches!(stem.as_str(), "mod" | "tests" | "lib" | "main") {
+            None
+        } else {
+            Some((stem, rel.with_extension("").display().to_string()))
+        };
+        let dirs = rel
+            .ancestors()
+            .skip(1)
+            .filter(|a| !a.as_os_str().is_empty());
+        for (name, path) in module.into_iter().chain(dirs.map(|d| {
+            (
+                d.file_name().unwrap().to_string_lossy().into_owned(),
+                d.display().to_string(),
+            )
+        })) {
+            names.entry(name).or_default().insert(path);
+        }
+    }
+    names
+        .into_iter()
+        .filter(|(n, paths)| paths.len() > 1 && !ONE_NAME_PER_WORKFLOW.contains(&n.as_str()))
+        .map(|(n, p)| (n, p.into_iter().collect()))
+        .collect()
+}
+
+#[test]
+fn no_two_modules_share_a_name() {
+    let dups = module_names(&src_dir());
+    assert!(dups.is_empty(), "modules sharing a name: {dups:?}");
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(&src_dir(), copy.path());
+    fs::write(copy.path().join("build_ext/cache.rs"), "").unwrap();
+    let dups = module_names(copy.path());
+    assert_eq!(
+        dups.get("cache"),
+        Some(&vec!["build_ext/cache".to_string(), "cache".to_string()]),
+        "{dups:?}"
     );
 }
 

@@ -5,4 +5,4 @@
 //! * [`build_ext`]: `build-ext` vs plain `pip wheel --no-build-isolation`, clean and no-op.
 
 pub mod audit;
-pub mod build_ext;
+pub mod build_ext_vs_pip;

@@ -270,7 +270,8 @@ fn audit_bytes(bytes: &[u8], opts: &Options, file_name: &str, subdir: &str) -> O
         if !missing.is_empty() && missing.len() < total {
             // Names are a help for the reader of the report; a cubin that does not parse leaves
             // them out rather than failing the audit the headers already gave.
-            audit.kernels = super::kernels::container_kernels(bytes, &missing).unwrap_or_default();
+            audit.kernels =
+                super::kernel_names::container_kernels(bytes, &missing).unwrap_or_default();
         }
     }
     if let Some(dir) = &opts.extract {

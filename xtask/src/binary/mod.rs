@@ -8,7 +8,7 @@
 //! * [`input`]: paths → files (ELF files, directories walked, wheel members read in memory, in
 //!   parallel) → [`FileAudit`]s.
 //! * [`extract`]: writes the decompressed cubins/PTX of a file (`--extract DIR`).
-//! * [`kernels`]: the kernel names of chosen containers (what a partly covered GPU cannot launch).
+//! * [`kernel_names`]: the kernel names of chosen containers (what a partly covered GPU cannot launch).
 //!
 //! Which section counts follows cuobjdump's default: the executable `.nv_fatbin` when the file
 //! has one (that is what the CUDA runtime loads), else the relocatable `__nv_relfatbin` (objects
@@ -20,7 +20,7 @@ pub mod expect;
 pub mod extract;
 pub mod fatbin;
 pub mod input;
-pub mod kernels;
+pub mod kernel_names;
 // Test fixtures, not part of the shipped reader: compiled for unit tests and, through the
 // `fixtures` feature that the integration tests turn on, for them.
 #[cfg(any(test, feature = "fixtures"))]

@@ -1,5 +1,5 @@
 //! `cargo xtask verify …`: checks of what was built or installed. `verify binary` audits the SASS
-//! and PTX that ELF files, directories and wheels really carry ([`crate::verify::binary`],
+//! and PTX that ELF files, directories and wheels really carry ([`crate::verify::binary_check`],
 //! docs/verify-binary.md); `verify env` checks a Python environment with torch
 //! ([`crate::verify::env`], docs/verify-env.md).
 
@@ -8,7 +8,7 @@ use crate::cuda_arch::Cc;
 use crate::kb::kb;
 use crate::output::documents;
 use crate::output::Exit;
-use crate::verify::binary::{audit, BinaryRequest, Report};
+use crate::verify::binary_check::{audit, BinaryRequest, Report};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;

@@ -542,7 +542,7 @@ fn read_partial_sass(
     wheel: &IndexFile,
     row: &TorchRow,
 ) -> Result<Vec<PartialSassRow>> {
-    use crate::binary::{audit_elf, kernels::container_kernels, Kind};
+    use crate::binary::{audit_elf, kernel_names::container_kernels, Kind};
     let mut out = Vec::new();
     for library in PARTIAL_LIBRARIES {
         let member = format!("torch/lib/{library}");

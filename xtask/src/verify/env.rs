@@ -398,7 +398,7 @@ fn cudnn_item(info: &PythonInfo) -> Item {
     }
 }
 
-/// Whether a GPU runs this torch, by [`super::binary::Coverage`] over its device libraries (the
+/// Whether a GPU runs this torch, by [`super::binary_check::Coverage`] over its device libraries (the
 /// verdict `verify binary` gives the same files): every container of every library (ok), some
 /// containers of a library (fail: "partly", naming what cannot launch), or none of one (fail).
 fn gpu_item(
@@ -407,7 +407,7 @@ fn gpu_item(
     cc: crate::cuda_arch::Cc,
     libs: &super::torch_wheel::LibraryAudit,
 ) -> Item {
-    use super::binary::{file_verdict, Coverage};
+    use super::binary_check::{file_verdict, Coverage};
     use crate::binary::input::Outcome;
     let label = format!("runs on {name} (CC {cc})");
     let mut verdicts = Vec::new();

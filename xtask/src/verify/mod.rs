@@ -2,7 +2,7 @@
 //!
 //! * [`binary`]: which SASS and PTX files and wheels really carry, against a spec and GPUs.
 
-pub mod binary;
+pub mod binary_check;
 pub mod checks;
 pub mod env;
 pub mod pins;

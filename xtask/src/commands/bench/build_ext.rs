@@ -1,7 +1,7 @@
 //! `bench build-ext`: archsmith's clean build vs plain `pip wheel --no-build-isolation`, and the
 //! no-op rebuild of each.
 
-use crate::bench::build_ext::{self as bench, BenchRequest};
+use crate::bench::build_ext_vs_pip::{self as bench, BenchRequest};
 use crate::output::{documents, print_json, Exit, Table};
 use crate::version::Version;
 use anyhow::Result;

@@ -163,7 +163,7 @@ fn at_risk(kb: &KnowledgeBase, audit: &ElfAudit, containers: &[usize]) -> Vec<At
         group.containers += 1;
         group.kernels += kernels.len();
         if let Some(first) = kernels.first() {
-            let short = crate::binary::kernels::short_name(first).to_string();
+            let short = crate::binary::kernel_names::short_name(first).to_string();
             if group.examples.len() < 4 && !group.examples.contains(&short) {
                 group.examples.push(short);
             }
