@@ -415,6 +415,89 @@ fn no_two_modules_share_a_name() {
     );
 }
 
+/// Workflow functions longer than this are split into named steps.
+const MAX_WORKFLOW_FN_LINES: usize = 80;
+
+/// `(file, function, lines)` for every function in `files` longer than `max`, outside test code.
+/// A function runs from its `fn` line to the first line that closes it at the same indentation.
+fn long_functions(src: &Path, files: &[PathBuf], max: usize) -> Vec<(String, String, usize)> {
+    let mut out = Vec::new();
+    for file in files {
+        let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        if stem == "tests" || stem == "synth" {
+            continue;
+        }
+        let text = fs::read_to_string(file).expect("reading a source file");
+        let code = text.split("\n#[cfg(test)]").next().unwrap_or("");
+        let lines: Vec<&str> = code.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let decl = ["pub fn ", "fn ", "pub(crate) fn ", "pub(super) fn "]
+                .iter()
+                .find_map(|p| body.strip_prefix(p));
+            let Some(decl) = decl else { continue };
+            let name: String = decl
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let close = format!("{indent}}}");
+            if let Some(end) = lines[i + 1..].iter().position(|l| *l == close) {
+                let n = end + 2;
+                if n > max {
+                    let rel = file.strip_prefix(src).unwrap_or(file).display().to_string();
+                    out.push((rel, name, n));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn workflow_files(src: &Path) -> Vec<PathBuf> {
+    let lib = fs::read_to_string(src.join("lib.rs")).expect("reading lib.rs");
+    let layer = layers(&lib)
+        .into_iter()
+        .find(|l| l.name == "Workflows")
+        .expect("lib.rs has a Workflows layer");
+    let mut files = Vec::new();
+    for m in &layer.modules {
+        rust_files(&src.join(format!("{m}.rs")), &mut files);
+        rust_files(&src.join(m), &mut files);
+    }
+    files
+}
+
+fn long_function_problems(src: &Path) -> Vec<String> {
+    long_functions(src, &workflow_files(src), MAX_WORKFLOW_FN_LINES)
+        .into_iter()
+        .map(|(file, name, n)| {
+            format!("{file}: fn {name} has {n} lines, over {MAX_WORKFLOW_FN_LINES}; split it into named steps")
+        })
+        .collect()
+}
+
+#[test]
+fn workflow_functions_stay_short() {
+    let problems = long_function_problems(&src_dir());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // A long function planted in a workflow is caught.
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(&src_dir(), copy.path());
+    let doctor = copy.path().join("doctor.rs");
+    let text = fs::read_to_string(&doctor).unwrap();
+    let body = "    let _ = 1;\n".repeat(MAX_WORKFLOW_FN_LINES);
+    // Before the file's `#[cfg(test)]` module, where the code is.
+    fs::write(&doctor, format!("pub fn planted() {{\n{body}}}\n{text}")).unwrap();
+    let problems = long_function_problems(copy.path());
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("doctor.rs: fn planted has 82 lines")),
+        "{problems:?}"
+    );
+}
+
 #[test]
 fn commands_are_thin_and_never_import_each_other() {
     let mut files = Vec::new();

@@ -20,7 +20,7 @@
 
 use crate::build_ext::{
     command::{build_command, Setup},
-    jobs, prepare, probe_env, source, EnvInfo, Request, SourceSpec,
+    jobs, prepare, probe_env, source, EnvInfo, Prepared, Request, SourceSpec,
 };
 use crate::build_output::progress::Mode;
 use crate::paths;
@@ -196,6 +196,8 @@ pub fn pip_env(env: &EnvInfo) -> Result<EnvInfo> {
     Ok(twin)
 }
 
+/// One run of the benchmark: each side built clean and rebuilt unchanged, `rounds` times in
+/// alternating order, both wheels audited against the plan; ratios of the best times.
 pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     let p = prepare(None, req.torch.as_ref(), None, &req.arch)?;
     let out = &req.out;
@@ -209,32 +211,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     let mem = crate::host::mem_available_gib();
     let par = jobs::parallelism(cores, mem, units, cu, images, req.jobs);
     let plain_env = pip_env(&p.env)?;
-    let mut plain_jobs = vec![(par.jobs, "archsmith's")];
-    if cores != par.jobs {
-        plain_jobs.push((cores, "one per core"));
-    }
-    if !req.plain_jobs.is_empty() {
-        plain_jobs = req
-            .plain_jobs
-            .iter()
-            .map(|j| (*j, "--plain-jobs"))
-            .collect();
-    }
-    let mut plain: Vec<PlainBuild> = plain_jobs
-        .iter()
-        .enumerate()
-        .map(|(i, (jobs, why))| PlainBuild {
-            label: format!("pip wheel, MAX_JOBS={jobs} ({why})"),
-            front_end: "pip wheel".into(),
-            max_jobs: *jobs,
-            clean_s: vec![],
-            noop_s: vec![],
-            clean_speedup: 0.0,
-            noop_speedup: 0.0,
-            log: out.join(format!("plain{i}-clean-0.log")),
-            audit: None,
-        })
-        .collect();
+    let mut plain = plain_builds(req, par.jobs, cores, &out);
     let mut r = BenchReport {
         source: req.source.display().to_string(),
         torch_cuda_arch_list: p.plan.torch_cuda_arch_list(),
@@ -258,6 +235,12 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         par.nvcc_threads,
         plain.iter().map(|b| b.label.as_str()).collect::<Vec<_>>().join("; ")
     );
+    let side = Sides {
+        req,
+        p: &p,
+        plain_env: &plain_env,
+        out: &out,
+    };
     // Build order: archsmith is `None`, plain build i is `Some(i)`.
     let forward: Vec<Option<usize>> = (0..plain.len()).map(Some).chain([None]).collect();
     for round in 0..req.rounds.max(1) {
@@ -268,81 +251,8 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         for who in order {
             let load = load_1min();
             match who {
-                None => {
-                    r.load_1min.push(("archsmith".into(), load));
-                    let req_a = Request {
-                        source: SourceSpec::Dir(req.source.clone()),
-                        arch: req.arch.clone(),
-                        torch: req.torch.clone(),
-                        cuda: None,
-                        python: None,
-                        out: out.join(format!("archsmith-{round}")),
-                        cache: None,
-                        jobs: req.jobs,
-                        progress: Mode::Quiet,
-                        own_arch_flags: false,
-                        serial_extensions: false,
-                        dist: None,
-                    };
-                    let t = Instant::now();
-                    let first = crate::build_ext::run(&req_a)??;
-                    let clean = t.elapsed().as_secs_f64();
-                    r.extensions_at_once = first.extensions_at_once;
-                    r.archsmith_audit = Some(WheelAudit::of(&first.wheel, &p.plan));
-                    if first.reused {
-                        bail!("archsmith's clean build found a stamp in a fresh output dir");
-                    }
-                    let t = Instant::now();
-                    let second = crate::build_ext::run(&req_a)??;
-                    let noop = t.elapsed().as_secs_f64();
-                    if !second.reused {
-                        bail!("archsmith's rebuild of an unchanged source was not a no-op");
-                    }
-                    eprintln!("bench: round {round}: archsmith clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})");
-                    r.archsmith_clean_s.push(clean);
-                    r.archsmith_noop_s.push(noop);
-                }
-                Some(i) => {
-                    let b = &mut plain[i];
-                    r.load_1min
-                        .push((format!("plain MAX_JOBS={}", b.max_jobs), load));
-                    let tree = out.join(format!("plain{i}-src-{round}"));
-                    source::copy_tree(&req.source, &tree)?;
-                    let wheels = out.join(format!("plain{i}-wheels-{round}"));
-                    fs::create_dir_all(&wheels)?;
-                    let plain_par = jobs::Parallelism {
-                        jobs: b.max_jobs,
-                        nvcc_threads: 1,
-                        extensions: 1,
-                        reason: "set by hand",
-                    };
-                    let setup = Setup {
-                        env: &plain_env,
-                        tc: &p.tc,
-                        plan: &p.plan,
-                        par: &plain_par,
-                        builder: "pip wheel",
-                        cache: None,
-                        guard: None,
-                    };
-                    let cmd = build_command(&setup, &tree, &wheels);
-                    let clean =
-                        timed_plain(&cmd, &out.join(format!("plain{i}-clean-{round}.log")))?;
-                    let wheel = fs::read_dir(&wheels)?
-                        .filter_map(|e| e.ok().map(|e| e.path()))
-                        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-                        .with_context(|| {
-                            format!("the plain build left no wheel in {}", wheels.display())
-                        })?;
-                    b.audit = Some(WheelAudit::of(&wheel, &p.plan));
-                    let noop = timed_plain(&cmd, &out.join(format!("plain{i}-noop-{round}.log")))?;
-                    eprintln!(
-                        "bench: round {round}: {} clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})",
-                        b.label
-                    );
-                    b.clean_s.push(clean);
-                    b.noop_s.push(noop);
-                }
+                None => archsmith_round(&side, round, load, &mut r)?,
+                Some(i) => plain_round(&side, round, load, i, &mut plain[i], &mut r)?,
             }
         }
     }
@@ -352,4 +262,133 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     }
     r.plain = plain;
     Ok(r)
+}
+
+/// The plain builds to compare with: `pip wheel` with archsmith's `MAX_JOBS` and with one job per
+/// core (when those differ), or `--plain-jobs`.
+fn plain_builds(req: &BenchRequest, jobs: u32, cores: u32, out: &Path) -> Vec<PlainBuild> {
+    let mut plain_jobs = vec![(jobs, "archsmith's")];
+    if cores != jobs {
+        plain_jobs.push((cores, "one per core"));
+    }
+    if !req.plain_jobs.is_empty() {
+        plain_jobs = req
+            .plain_jobs
+            .iter()
+            .map(|j| (*j, "--plain-jobs"))
+            .collect();
+    }
+    plain_jobs
+        .iter()
+        .enumerate()
+        .map(|(i, (jobs, why))| PlainBuild {
+            label: format!("pip wheel, MAX_JOBS={jobs} ({why})"),
+            front_end: "pip wheel".into(),
+            max_jobs: *jobs,
+            clean_s: vec![],
+            noop_s: vec![],
+            clean_speedup: 0.0,
+            noop_speedup: 0.0,
+            log: out.join(format!("plain{i}-clean-0.log")),
+            audit: None,
+        })
+        .collect()
+}
+
+/// What both sides of a round build with.
+struct Sides<'a> {
+    req: &'a BenchRequest,
+    p: &'a Prepared,
+    /// A twin of the env with pip, for the plain builds.
+    plain_env: &'a EnvInfo,
+    out: &'a Path,
+}
+
+/// archsmith's side of one round: `build-ext` into a fresh output dir, then again (a no-op).
+fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> Result<()> {
+    let (req, p, out) = (side.req, side.p, side.out);
+    r.load_1min.push(("archsmith".into(), load));
+    let req_a = Request {
+        source: SourceSpec::Dir(req.source.clone()),
+        arch: req.arch.clone(),
+        torch: req.torch.clone(),
+        cuda: None,
+        python: None,
+        out: out.join(format!("archsmith-{round}")),
+        cache: None,
+        jobs: req.jobs,
+        progress: Mode::Quiet,
+        own_arch_flags: false,
+        serial_extensions: false,
+        dist: None,
+    };
+    let t = Instant::now();
+    let first = crate::build_ext::run(&req_a)??;
+    let clean = t.elapsed().as_secs_f64();
+    r.extensions_at_once = first.extensions_at_once;
+    r.archsmith_audit = Some(WheelAudit::of(&first.wheel, &p.plan));
+    if first.reused {
+        bail!("archsmith's clean build found a stamp in a fresh output dir");
+    }
+    let t = Instant::now();
+    let second = crate::build_ext::run(&req_a)??;
+    let noop = t.elapsed().as_secs_f64();
+    if !second.reused {
+        bail!("archsmith's rebuild of an unchanged source was not a no-op");
+    }
+    eprintln!(
+        "bench: round {round}: archsmith clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})"
+    );
+    r.archsmith_clean_s.push(clean);
+    r.archsmith_noop_s.push(noop);
+    Ok(())
+}
+
+/// Plain build `i`'s side of one round: `pip wheel --no-build-isolation` with the plan's
+/// `TORCH_CUDA_ARCH_LIST` and its `MAX_JOBS` in a fresh copy of the source, then again.
+fn plain_round(
+    side: &Sides,
+    round: u32,
+    load: f64,
+    i: usize,
+    b: &mut PlainBuild,
+    r: &mut BenchReport,
+) -> Result<()> {
+    let (req, p, out) = (side.req, side.p, side.out);
+    r.load_1min
+        .push((format!("plain MAX_JOBS={}", b.max_jobs), load));
+    let tree = out.join(format!("plain{i}-src-{round}"));
+    source::copy_tree(&req.source, &tree)?;
+    let wheels = out.join(format!("plain{i}-wheels-{round}"));
+    fs::create_dir_all(&wheels)?;
+    let plain_par = jobs::Parallelism {
+        jobs: b.max_jobs,
+        nvcc_threads: 1,
+        extensions: 1,
+        reason: "set by hand",
+    };
+    let setup = Setup {
+        env: side.plain_env,
+        tc: &p.tc,
+        plan: &p.plan,
+        par: &plain_par,
+        builder: "pip wheel",
+        cache: None,
+        guard: None,
+    };
+    let cmd = build_command(&setup, &tree, &wheels);
+    let clean = timed_plain(&cmd, &out.join(format!("plain{i}-clean-{round}.log")))?;
+    let wheel = fs::read_dir(&wheels)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .with_context(|| format!("the plain build left no wheel in {}", wheels.display()))?;
+    b.audit = Some(WheelAudit::of(&wheel, &p.plan));
+    let noop = timed_plain(&cmd, &out.join(format!("plain{i}-noop-{round}.log")))?;
+    eprintln!(
+        "bench: round {round}: {} clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})",
+        b.label
+    );
+    b.clean_s.push(clean);
+    b.noop_s.push(noop);
+    Ok(())
 }

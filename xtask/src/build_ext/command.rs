@@ -61,15 +61,6 @@ pub fn build_command(s: &Setup, tree: &Path, wheel_dir: &Path) -> Cmd {
 pub fn build_env(s: &Setup) -> Vec<(String, String)> {
     let (env, tc, plan, par) = (s.env, s.tc, s.plan, s.par);
     let (cache, guard) = (s.cache, s.guard);
-    let prepend = |name: &str, first: Vec<String>| {
-        let mut parts = first;
-        if let Ok(old) = std::env::var(name) {
-            if !old.is_empty() {
-                parts.push(old);
-            }
-        }
-        parts.join(":")
-    };
     let env_bin = env
         .python
         .parent()
@@ -125,27 +116,45 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
         vars.extend(g.env());
     }
     if par.extensions > 1 {
-        // The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at
-        // once, MAX_JOBS shared out between them, and turn ninja back on where a package
-        // switched it off. Where the hooks cannot be found the build runs as setuptools would.
-        if let Ok(root) = crate::data::data_root() {
-            let hooks = root.join("env_scripts").join("build_hooks");
-            vars.push((
-                "PYTHONPATH".into(),
-                prepend("PYTHONPATH", vec![hooks.display().to_string()]),
-            ));
-            vars.push((
-                "ARCHSMITH_PARALLEL_EXTENSIONS".into(),
-                par.extensions.to_string(),
-            ));
-            vars.push((
-                "ARCHSMITH_EXT_MAX_JOBS".into(),
-                (par.jobs / par.extensions).max(1).to_string(),
-            ));
-            vars.push(("ARCHSMITH_FORCE_NINJA".into(), "1".into()));
-        }
+        vars.extend(build_hook_vars(par));
     }
     vars
+}
+
+/// The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at once,
+/// MAX_JOBS shared out between them, and turn ninja back on where a package switched it off.
+/// Where the hooks cannot be found the build runs as setuptools would.
+fn build_hook_vars(par: &Parallelism) -> Vec<(String, String)> {
+    let Ok(root) = crate::data::data_root() else {
+        return Vec::new();
+    };
+    let hooks = root.join("env_scripts").join("build_hooks");
+    vec![
+        (
+            "PYTHONPATH".into(),
+            prepend("PYTHONPATH", vec![hooks.display().to_string()]),
+        ),
+        (
+            "ARCHSMITH_PARALLEL_EXTENSIONS".into(),
+            par.extensions.to_string(),
+        ),
+        (
+            "ARCHSMITH_EXT_MAX_JOBS".into(),
+            (par.jobs / par.extensions).max(1).to_string(),
+        ),
+        ("ARCHSMITH_FORCE_NINJA".into(), "1".into()),
+    ]
+}
+
+/// `first` joined with `:`, then the caller's value of `name`.
+fn prepend(name: &str, first: Vec<String>) -> String {
+    let mut parts = first;
+    if let Ok(old) = std::env::var(name) {
+        if !old.is_empty() {
+            parts.push(old);
+        }
+    }
+    parts.join(":")
 }
 
 fn append(name: &str, dirs: Vec<String>) -> String {

@@ -70,6 +70,45 @@ pub fn drive(
             p.tree.root.display()
         )
     })?;
+    prepare_build_dir(p, plan)?;
+    let log_path = out.join("build-torch.log");
+    let cache = req
+        .cache_kind()
+        .map(|kind| CompilerCache::launcher_only(kind, req.dist.as_ref()))
+        .transpose()?;
+    let status = run_logged(p, plan, req, &log_path)?;
+    let (cache_stats, distributed) = match cache.as_ref().and_then(|c| c.stats_with_dist().ok()) {
+        Some((lines, dist)) => (Some(lines), dist),
+        None => (None, None),
+    };
+    if status != Some(0) {
+        return Ok(Err(failure(status, log_path)));
+    }
+    let ninja_log = Some(plan.build_dir.join(".ninja_log")).filter(|p| p.is_file());
+    let slowest = ninja_log
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|t| slowest_steps(&t, 10))
+        .unwrap_or_default();
+    let wheel = if req.stop_after_configure {
+        None
+    } else {
+        Some(built_wheel(plan, &log_path)?)
+    };
+    Ok(Ok(Driven {
+        wheel,
+        log: log_path,
+        ninja_log,
+        seconds: started.elapsed().as_secs_f64(),
+        cache_stats,
+        distributed,
+        slowest,
+    }))
+}
+
+/// A build directory whose configuration differs is reconfigured (its CMake cache removed,
+/// objects kept); the plan's private wheel directory starts empty.
+fn prepare_build_dir(p: &Prepared, plan: &BuildPlan) -> Result<()> {
     if !p.reconfigure.is_empty() {
         for stale in ["CMakeCache.txt", "CMakeFiles"] {
             crate::cache::remove_path(&plan.build_dir.join(stale))?;
@@ -82,18 +121,24 @@ pub fn drive(
     }
     let _ = std::fs::remove_dir_all(&plan.wheel_dir);
     std::fs::create_dir_all(&plan.wheel_dir)?;
-    let log_path = out.join("build-torch.log");
-    let mut log = std::fs::File::create(&log_path)
+    Ok(())
+}
+
+/// The front end's command under the plan, its output streamed to the log (which starts with the
+/// plan as a script) and to the progress display; its exit status.
+fn run_logged(
+    p: &Prepared,
+    plan: &BuildPlan,
+    req: &Request,
+    log_path: &Path,
+) -> Result<Option<i32>> {
+    let mut log = std::fs::File::create(log_path)
         .with_context(|| format!("creating {}", log_path.display()))?;
     writeln!(
         log,
         "{}",
         plan.shell_script(&p.tree.root, req.stop_after_configure)
     )?;
-    let cache = req
-        .cache_kind()
-        .map(|kind| CompilerCache::launcher_only(kind, req.dist.as_ref()))
-        .transpose()?;
     let words = if req.stop_after_configure {
         &plan.configure_command
     } else {
@@ -107,64 +152,48 @@ pub fn drive(
         ui.line(line);
     })?;
     ui.finish();
-    drop(log);
-    let (cache_stats, distributed) = match cache.as_ref().and_then(|c| c.stats_with_dist().ok()) {
-        Some((lines, dist)) => (Some(lines), dist),
-        None => (None, None),
-    };
-    if status != Some(0) {
-        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let first = first_compiler_error(lines.iter().copied())
-            .or_else(|| first_cmake_error(lines.iter().copied()))
-            .map(|e| {
-                let at = match (&e.file, e.line) {
-                    (Some(f), Some(l)) => format!("{f}:{l}: "),
-                    _ => String::new(),
-                };
-                format!("\nfirst error (log line {}): {at}{}", e.log_line, e.message)
-            })
-            .or_else(|| {
-                first_front_end_error(lines.iter().copied()).map(|e| format!("\nfirst error: {e}"))
-            })
-            .or_else(|| last_python_error(lines.iter().copied()).map(|e| format!("\n{e}")))
-            .unwrap_or_default();
-        return Ok(Err(BuildFailed {
-            exit: status.map_or("killed by a signal".into(), |c| format!("exit {c}")),
-            first,
-            log: log_path,
-        }));
-    }
-    let ninja_log = Some(plan.build_dir.join(".ninja_log")).filter(|p| p.is_file());
-    let slowest = ninja_log
-        .as_ref()
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .map(|t| slowest_steps(&t, 10))
+    Ok(status)
+}
+
+/// The failure of a build that exited non-zero: the first compiler or CMake error, else the
+/// front end's, else the last Python error, read from the log.
+fn failure(status: Option<i32>, log_path: PathBuf) -> BuildFailed {
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let first = first_compiler_error(lines.iter().copied())
+        .or_else(|| first_cmake_error(lines.iter().copied()))
+        .map(|e| {
+            let at = match (&e.file, e.line) {
+                (Some(f), Some(l)) => format!("{f}:{l}: "),
+                _ => String::new(),
+            };
+            format!("\nfirst error (log line {}): {at}{}", e.log_line, e.message)
+        })
+        .or_else(|| {
+            first_front_end_error(lines.iter().copied()).map(|e| format!("\nfirst error: {e}"))
+        })
+        .or_else(|| last_python_error(lines.iter().copied()).map(|e| format!("\n{e}")))
         .unwrap_or_default();
-    let wheel = if req.stop_after_configure {
-        None
-    } else {
-        let found = std::fs::read_dir(&plan.wheel_dir)?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|e| e == "whl"));
-        Some(found.with_context(|| {
-            format!(
-                "the build succeeded but left no wheel in {} (log: {})",
-                plan.wheel_dir.display(),
-                log_path.display()
-            )
-        })?)
-    };
-    Ok(Ok(Driven {
-        wheel,
+    BuildFailed {
+        exit: status.map_or("killed by a signal".into(), |c| format!("exit {c}")),
+        first,
         log: log_path,
-        ninja_log,
-        seconds: started.elapsed().as_secs_f64(),
-        cache_stats,
-        distributed,
-        slowest,
-    }))
+    }
+}
+
+/// The wheel a successful build left in the plan's wheel directory.
+fn built_wheel(plan: &BuildPlan, log_path: &Path) -> Result<PathBuf> {
+    let found = std::fs::read_dir(&plan.wheel_dir)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"));
+    found.with_context(|| {
+        format!(
+            "the build succeeded but left no wheel in {} (log: {})",
+            plan.wheel_dir.display(),
+            log_path.display()
+        )
+    })
 }
 
 /// The `n` longest steps of a `.ninja_log` (v5: start, end, mtime, output, hash; ms), longest

@@ -243,7 +243,9 @@ fn stamp_inputs(p: &Prepared, plan: &BuildPlan) -> StampInputs {
     }
 }
 
-/// Runs build-torch: prepare, and unless `--dry-run` or preflight failed, build, verify, deliver.
+/// Runs build-torch: [`prepare`], and unless `--dry-run` or preflight failed, return the wheel of
+/// an unchanged stamp, or [`drive`](drive::drive) the build, deliver the wheel, [`verify`] it and
+/// record the stamp.
 pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
     let root = source_tree(req)?;
     let prepared = prepare(kb, req, &root)?;
@@ -289,41 +291,64 @@ pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
             return Ok(outcome);
         }
     };
-    outcome.log = Some(driven.log);
+    outcome.log = Some(driven.log.clone());
     outcome.build_seconds = driven.seconds;
-    outcome.cache_stats = driven.cache_stats;
-    outcome.distributed = driven.distributed;
-    outcome.slowest_steps = driven.slowest;
-    let Some(built) = driven.wheel else {
+    outcome.cache_stats = driven.cache_stats.clone();
+    outcome.distributed = driven.distributed.clone();
+    outcome.slowest_steps = driven.slowest.clone();
+    let Some(built) = &driven.wheel else {
         return Ok(outcome);
     };
-    let wheel = crate::stamp::deliver(&built, &out)?;
+    let wheel = deliver(&plan, built, driven.ninja_log.as_deref(), &out)?;
+    let report = verify(kb, &plan, &outcome.prepared.cuda, &wheel, &out)?;
+    crate::stamp::record(&out, &inputs, &wheel, &Some(&report))?;
+    outcome.wheel = Some(wheel);
+    outcome.verify = Some(report);
+    Ok(outcome)
+}
+
+/// The built wheel moved into the output dir, with the build's `.ninja_log` beside it.
+fn deliver(
+    plan: &BuildPlan,
+    built: &Path,
+    ninja_log: Option<&Path>,
+    out: &Path,
+) -> Result<PathBuf> {
+    let wheel = crate::stamp::deliver(built, out)?;
     let _ = std::fs::remove_dir_all(&plan.wheel_dir);
-    if let Some(ninja_log) = driven.ninja_log {
+    if let Some(ninja_log) = ninja_log {
         let name = wheel
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let _ = std::fs::copy(ninja_log, out.join(format!("{name}.ninja_log")));
     }
-    let venv_python = match drive::verify_env(&plan, &wheel, &out) {
+    Ok(wheel)
+}
+
+/// The delivered wheel's device code against the plan and, in a venv of the build Python, the
+/// live module: `verify env`'s check of a torch wheel ([`torch_wheel::check_wheel`]).
+fn verify(
+    kb: &KnowledgeBase,
+    plan: &BuildPlan,
+    cuda: &Version,
+    wheel: &Path,
+    out: &Path,
+) -> Result<torch_wheel::Report> {
+    let venv_python = match drive::verify_env(plan, wheel, out) {
         Ok(p) => Some(p),
         Err(e) => {
             eprintln!("archsmith: could not make a Python to import the wheel in ({e:#}); the import checks are skipped");
             None
         }
     };
-    let report = torch_wheel::check_wheel(
+    torch_wheel::check_wheel(
         kb,
         &torch_wheel::Request {
-            wheel: wheel.clone(),
+            wheel: wheel.to_path_buf(),
             arch: plan.torch_cuda_arch_list.clone(),
-            cuda: Some(outcome.prepared.cuda.clone()),
+            cuda: Some(cuda.clone()),
             python: venv_python,
         },
-    )?;
-    crate::stamp::record(&out, &inputs, &wheel, &Some(&report))?;
-    outcome.wheel = Some(wheel);
-    outcome.verify = Some(report);
-    Ok(outcome)
+    )
 }

@@ -129,17 +129,6 @@ pub fn host_compiler(
     others: &[HostCompiler],
 ) -> Check {
     const NAME: &str = "host compiler";
-    let describe = |c: &HostCompiler| {
-        format!(
-            "{} {} ({})",
-            c.name,
-            c.version
-                .as_ref()
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "?".into()),
-            c.path.display()
-        )
-    };
     let Some(host_major) = host.major() else {
         return Check::fail(
             NAME,
@@ -155,31 +144,7 @@ pub fn host_compiler(
         CompilerFamily::Clang => l.max_clang,
     });
     if let Some(limit) = limit.filter(|l| host_major > *l) {
-        let family = match host.family {
-            CompilerFamily::Gcc => "GCC",
-            CompilerFamily::Clang => "Clang",
-        };
-        let fits: Vec<&HostCompiler> = others
-            .iter()
-            .filter(|c| c.family == host.family && c.major().is_some_and(|m| m <= limit))
-            .collect();
-        let fix = match fits.first() {
-            Some(c) => format!(
-                "{} is installed and accepted: rerun with CUDAHOSTCXX={} (nvcc's host compiler; the rest of torch may keep {})",
-                describe(c), c.path.display(), host.name
-            ),
-            None => format!(
-                "install a {family} ≤ {limit} (Debian/Ubuntu: apt-get install g++-{limit}) and rerun with CUDAHOSTCXX=/usr/bin/g++-{limit}, or use a CUDA release whose nvcc accepts {family} {host_major}"
-            ),
-        };
-        return Check::fail(
-            NAME,
-            format!(
-                "{} is newer than nvcc {} accepts ({family} ≤ {limit}: `#error -- unsupported GNU version!` at the first .cu file)",
-                describe(host), tc.nvcc_version
-            ),
-            fix,
-        );
+        return too_new_for_nvcc(tc, host, host_major, limit, others);
     }
     if let (Some(min), Some(v)) = (&tree.gcc_min, &cxx.version) {
         if cxx.family == CompilerFamily::Gcc && v < min {
@@ -205,6 +170,54 @@ pub fn host_compiler(
                 None => String::new(),
             }
         ),
+    )
+}
+
+/// `g++ 14 (/usr/bin/g++)`.
+fn describe(c: &HostCompiler) -> String {
+    format!(
+        "{} {} ({})",
+        c.name,
+        c.version
+            .as_ref()
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "?".into()),
+        c.path.display()
+    )
+}
+
+/// The host compiler is newer than nvcc accepts: the fix names an installed one that fits, or
+/// the package to install.
+fn too_new_for_nvcc(
+    tc: &Toolchain,
+    host: &HostCompiler,
+    host_major: u32,
+    limit: u32,
+    others: &[HostCompiler],
+) -> Check {
+    let family = match host.family {
+        CompilerFamily::Gcc => "GCC",
+        CompilerFamily::Clang => "Clang",
+    };
+    let fits = others
+        .iter()
+        .find(|c| c.family == host.family && c.major().is_some_and(|m| m <= limit));
+    let fix = match fits {
+        Some(c) => format!(
+            "{} is installed and accepted: rerun with CUDAHOSTCXX={} (nvcc's host compiler; the rest of torch may keep {})",
+            describe(c), c.path.display(), host.name
+        ),
+        None => format!(
+            "install a {family} ≤ {limit} (Debian/Ubuntu: apt-get install g++-{limit}) and rerun with CUDAHOSTCXX=/usr/bin/g++-{limit}, or use a CUDA release whose nvcc accepts {family} {host_major}"
+        ),
+    };
+    Check::fail(
+        "host compiler",
+        format!(
+            "{} is newer than nvcc {} accepts ({family} ≤ {limit}: `#error -- unsupported GNU version!` at the first .cu file)",
+            describe(host), tc.nvcc_version
+        ),
+        fix,
     )
 }
 
@@ -375,18 +388,7 @@ pub fn submodules(
             missing,
         );
     }
-    let bring = if tree.git.is_some() {
-        format!(
-            "git -C {} submodule update --init --recursive {}",
-            tree.root.display(),
-            missing.join(" ")
-        )
-    } else {
-        format!(
-            "this tree is not a git checkout (a source tarball without submodules): use pytorch's release tarball pytorch-v{v}.tar.gz from its GitHub release (it includes them) or `git clone --recursive --branch v{v} https://github.com/pytorch/pytorch`",
-            v = tree.version
-        )
-    };
+    let bring = how_to_bring(tree, &missing);
     let mut fix = bring.clone();
     if !offs.is_empty() {
         fix += &format!("; or switch the features off: {}", offs.join(" "));
@@ -418,6 +420,23 @@ pub fn submodules(
         debian.join(" ")
     );
     (Check::fail(NAME, detail, fix), missing)
+}
+
+/// How to get the missing submodules: `git submodule update` in a checkout, the release tarball
+/// (or a recursive clone) for a tree that is not one.
+fn how_to_bring(tree: &TorchTree, missing: &[String]) -> String {
+    if tree.git.is_some() {
+        format!(
+            "git -C {} submodule update --init --recursive {}",
+            tree.root.display(),
+            missing.join(" ")
+        )
+    } else {
+        format!(
+            "this tree is not a git checkout (a source tarball without submodules): use pytorch's release tarball pytorch-v{v}.tar.gz from its GitHub release (it includes them) or `git clone --recursive --branch v{v} https://github.com/pytorch/pytorch`",
+            v = tree.version
+        )
+    }
 }
 
 /// Free disk for the build directory and the wheel.

@@ -44,35 +44,17 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         checks.push(check);
     }
     let (cmake, ninja) = build_tools(&tree, &mut checks);
-    // The switches as they will be set: the knowledge base's, then --set.
-    let mut switches: BTreeMap<String, String> = kb
-        .torch_switches(&tree.version)
-        .iter()
-        .map(|r| (r.name.clone(), r.value.clone()))
-        .collect();
-    for (n, v) in &req.sets {
-        switches.insert(n.clone(), v.clone());
-    }
+    let switches = switches(kb, &tree, &req.sets);
     let on = |n: &str| switches.get(n).is_some_and(|v| plan::is_on(v));
     let (python, py_info) = python(kb, &tree, req, on("USE_NUMPY"), &mut checks);
     checks.push(preflight::submodules(kb, &tree, &switches).0);
-    let images = arch_plan
-        .as_ref()
-        .map_or(0, |p| p.sass().len() + p.ptx().len());
-    checks.push(preflight::disk(
+    let jobs = disk_and_memory(
         &tree,
-        host::free_disk_gib(&tree.root),
-        images,
-    ));
-    let flash = on("USE_FLASH_ATTENTION")
-        && arch_plan.as_ref().is_some_and(|p| {
-            p.sass()
-                .iter()
-                .chain(p.ptx().iter())
-                .any(|a| a.cc().major >= 8)
-        });
-    let jobs: Jobs = plan::jobs(host::cores(), host::mem_available_gib(), flash, req.jobs);
-    checks.push(preflight::memory(&jobs));
+        arch_plan.as_ref(),
+        on("USE_FLASH_ATTENTION"),
+        req,
+        &mut checks,
+    );
     let cudnn = cudnn(
         tc.as_ref(),
         py_info.as_ref(),
@@ -116,6 +98,50 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         reconfigure,
         preflight_seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The switches as they will be set: the knowledge base's, then `--set`.
+fn switches(
+    kb: &KnowledgeBase,
+    tree: &TorchTree,
+    sets: &[(String, String)],
+) -> BTreeMap<String, String> {
+    let mut switches: BTreeMap<String, String> = kb
+        .torch_switches(&tree.version)
+        .iter()
+        .map(|r| (r.name.clone(), r.value.clone()))
+        .collect();
+    for (n, v) in sets {
+        switches.insert(n.clone(), v.clone());
+    }
+    switches
+}
+
+/// Disk for the tree's sources and images, and the jobs the memory allows (flash attention's
+/// units need the most, when it builds for CC 8.0 or newer).
+fn disk_and_memory(
+    tree: &TorchTree,
+    arch_plan: Option<&Plan>,
+    flash_attention: bool,
+    req: &Request,
+    checks: &mut Vec<Check>,
+) -> Jobs {
+    let images = arch_plan.map_or(0, |p| p.sass().len() + p.ptx().len());
+    checks.push(preflight::disk(
+        tree,
+        host::free_disk_gib(&tree.root),
+        images,
+    ));
+    let flash = flash_attention
+        && arch_plan.is_some_and(|p| {
+            p.sass()
+                .iter()
+                .chain(p.ptx().iter())
+                .any(|a| a.cc().major >= 8)
+        });
+    let jobs = plan::jobs(host::cores(), host::mem_available_gib(), flash, req.jobs);
+    checks.push(preflight::memory(&jobs));
+    jobs
 }
 
 /// The arch list, read the way this torch and this CUDA read it.

@@ -471,21 +471,7 @@ impl CheckReport {
         }
         let mut out = t.render();
         for c in &report.checked {
-            for (what, cmp) in [
-                ("sm targets", &c.plain_targets),
-                ("a/f targets", &c.variant_targets),
-            ] {
-                if !cmp.ok {
-                    let missing: Vec<&String> =
-                        cmp.tool.iter().filter(|x| !cmp.kb.contains(x)).collect();
-                    let extra: Vec<&String> =
-                        cmp.kb.iter().filter(|x| !cmp.tool.contains(x)).collect();
-                    out.push_str(&format!(
-                    "{}: {what}: {} has but kb lacks {missing:?}; kb has but {} lacks {extra:?}\n",
-                    c.version, c.asked, c.asked
-                ));
-                }
-            }
+            out.push_str(&target_differences(c));
         }
         for f in &report.failures {
             out.push_str(&format!("{}: could not check: {}\n", f.version, f.error));
@@ -506,6 +492,25 @@ impl CheckReport {
         }
         out
     }
+}
+
+/// Per target list that differs: what nvcc lists and the knowledge base lacks, and the reverse.
+fn target_differences(c: &VersionCheck) -> String {
+    let mut out = String::new();
+    for (what, cmp) in [
+        ("sm targets", &c.plain_targets),
+        ("a/f targets", &c.variant_targets),
+    ] {
+        if !cmp.ok {
+            let missing: Vec<&String> = cmp.tool.iter().filter(|x| !cmp.kb.contains(x)).collect();
+            let extra: Vec<&String> = cmp.kb.iter().filter(|x| !cmp.tool.contains(x)).collect();
+            out.push_str(&format!(
+                "{}: {what}: {} has but kb lacks {missing:?}; kb has but {} lacks {extra:?}\n",
+                c.version, c.asked, c.asked
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

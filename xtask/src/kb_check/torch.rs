@@ -160,8 +160,9 @@ impl TorchCheckReport {
         super::exit(&self.failures, self.checked.iter().any(|c| !c.ok))
     }
 
+    /// One row per release (each fact and whether it matches), then what differs per release in
+    /// the knowledge base's own terms, then the releases that could not be checked.
     pub fn table(&self) -> String {
-        let mark = |ok: bool| if ok { "ok" } else { "DIFFERS" };
         let mut t = Table::new([
             "torch",
             "python",
@@ -176,136 +177,13 @@ impl TorchCheckReport {
             "result",
         ]);
         for c in &self.checked {
-            let python = format!(
-                "{}–{} {}",
-                c.python_min.tool,
-                c.python_max.tool,
-                mark(c.python_min.ok && c.python_max.ok)
-            );
-            let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-            let list = |v: &[String]| {
-                if v.is_empty() {
-                    "-".to_string()
-                } else {
-                    v.join(",")
-                }
-            };
-            t.row([
-                c.version.clone(),
-                python,
-                format!("{} {}", opt(&c.pypi_cuda.tool), mark(c.pypi_cuda.ok)),
-                format!("{} {}", c.cxx_std.tool, mark(c.cxx_std.ok)),
-                format!(
-                    "{} {}",
-                    opt(&c.min_cuda_source_build.tool),
-                    mark(c.min_cuda_source_build.ok)
-                ),
-                format!("{} {}", list(&c.torchvision.tool), mark(c.torchvision.ok)),
-                format!("{} {}", list(&c.torchaudio.tool), mark(c.torchaudio.ok)),
-                format!(
-                    "{} {}",
-                    c.python_table_row.as_deref().unwrap_or("no row"),
-                    mark(c.python_table.ok)
-                ),
-                format!(
-                    "{} {}",
-                    c.cmake_table_row.as_deref().unwrap_or("no row"),
-                    mark(c.cmake_table.ok)
-                ),
-                match &c.partial_sass {
-                    None => "-".to_string(),
-                    Some(p) => {
-                        let found: Vec<String> = p
-                            .tool
-                            .iter()
-                            .map(|r| format!("{} {}/{}", r.arch, r.with_image, r.containers))
-                            .collect();
-                        let found = if found.is_empty() {
-                            "none".to_string()
-                        } else {
-                            found.join(",")
-                        };
-                        format!("{found} {}", mark(p.ok))
-                    }
-                },
-                if c.ok { "match" } else { "DIFFERS" }.to_string(),
-            ]);
+            t.row(summary_row(c));
         }
         let mut out = t.render();
         for c in self.checked.iter().filter(|c| !c.ok) {
             out.push_str(&format!("\ntorch {} (read from {}):\n", c.version, c.wheel));
-            let line = |out: &mut String, what: &str, read: String, kb: String| {
-                out.push_str(&format!(
-                    "  {what}: PyPI has {read}; the knowledge base has {kb}\n"
-                ));
-            };
-            let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
             for name in c.differences() {
-                match name {
-                    "python_min" => line(
-                        &mut out,
-                        name,
-                        c.python_min.tool.clone(),
-                        c.python_min.kb.clone(),
-                    ),
-                    "python_max" => line(
-                        &mut out,
-                        name,
-                        c.python_max.tool.clone(),
-                        c.python_max.kb.clone(),
-                    ),
-                    "pypi_cuda" => line(
-                        &mut out,
-                        name,
-                        show(&c.pypi_cuda.tool),
-                        show(&c.pypi_cuda.kb),
-                    ),
-                    "cxx_std" => line(&mut out, name, c.cxx_std.tool.clone(), c.cxx_std.kb.clone()),
-                    "min_cuda_source_build" => line(
-                        &mut out,
-                        name,
-                        show(&c.min_cuda_source_build.tool),
-                        show(&c.min_cuda_source_build.kb),
-                    ),
-                    "torchvision" => line(
-                        &mut out,
-                        name,
-                        show(&c.torchvision.tool),
-                        show(&c.torchvision.kb),
-                    ),
-                    "torchaudio" => line(
-                        &mut out,
-                        name,
-                        show(&c.torchaudio.tool),
-                        show(&c.torchaudio.kb),
-                    ),
-                    "partial_sass" => {
-                        if let Some(p) = &c.partial_sass {
-                            line(&mut out, name, show(&p.tool), show(&p.kb));
-                        }
-                    }
-                    "torch_arch_list" => line(
-                        &mut out,
-                        name,
-                        show(&c.python_table.tool),
-                        show(&c.python_table.kb),
-                    ),
-                    _ => {
-                        out.push_str(&format!(
-                            "  torch_cmake_arch_list: row {} differs from the wheel's; the wheel's as a row:\n",
-                            c.cmake_table_row.as_deref().unwrap_or("(none)")
-                        ));
-                        if let Some(table) = &c.cmake_table.tool {
-                            let mm = c
-                                .version
-                                .rsplit_once('.')
-                                .map_or(c.version.as_str(), |(a, _)| a);
-                            for l in table.to_toml(mm, mm, &c.wheel).lines() {
-                                out.push_str(&format!("    {l}\n"));
-                            }
-                        }
-                    }
-                }
+                out.push_str(&difference(c, name));
             }
         }
         for f in &self.failures {
@@ -327,6 +205,115 @@ impl TorchCheckReport {
         }
         out
     }
+}
+
+/// `ok` or `DIFFERS`.
+fn mark(ok: bool) -> &'static str {
+    if ok {
+        "ok"
+    } else {
+        "DIFFERS"
+    }
+}
+
+/// A release's row: each fact as read, and whether it matches the knowledge base.
+fn summary_row(c: &ReleaseCheck) -> [String; 11] {
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(",")
+        }
+    };
+    let partial = match &c.partial_sass {
+        None => "-".to_string(),
+        Some(p) => {
+            let found: Vec<String> = p
+                .tool
+                .iter()
+                .map(|r| format!("{} {}/{}", r.arch, r.with_image, r.containers))
+                .collect();
+            let found = if found.is_empty() {
+                "none".to_string()
+            } else {
+                found.join(",")
+            };
+            format!("{found} {}", mark(p.ok))
+        }
+    };
+    [
+        c.version.clone(),
+        format!(
+            "{}–{} {}",
+            c.python_min.tool,
+            c.python_max.tool,
+            mark(c.python_min.ok && c.python_max.ok)
+        ),
+        format!("{} {}", opt(&c.pypi_cuda.tool), mark(c.pypi_cuda.ok)),
+        format!("{} {}", c.cxx_std.tool, mark(c.cxx_std.ok)),
+        format!(
+            "{} {}",
+            opt(&c.min_cuda_source_build.tool),
+            mark(c.min_cuda_source_build.ok)
+        ),
+        format!("{} {}", list(&c.torchvision.tool), mark(c.torchvision.ok)),
+        format!("{} {}", list(&c.torchaudio.tool), mark(c.torchaudio.ok)),
+        format!(
+            "{} {}",
+            c.python_table_row.as_deref().unwrap_or("no row"),
+            mark(c.python_table.ok)
+        ),
+        format!(
+            "{} {}",
+            c.cmake_table_row.as_deref().unwrap_or("no row"),
+            mark(c.cmake_table.ok)
+        ),
+        partial,
+        if c.ok { "match" } else { "DIFFERS" }.to_string(),
+    ]
+}
+
+/// The lines that say how fact `name` of a release differs: what PyPI has and what the
+/// knowledge base has; for the CMake table, the wheel's table written as a row to paste.
+fn difference(c: &ReleaseCheck, name: &str) -> String {
+    let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
+    let (read, kb) = match name {
+        "python_min" => (c.python_min.tool.clone(), c.python_min.kb.clone()),
+        "python_max" => (c.python_max.tool.clone(), c.python_max.kb.clone()),
+        "pypi_cuda" => (show(&c.pypi_cuda.tool), show(&c.pypi_cuda.kb)),
+        "cxx_std" => (c.cxx_std.tool.clone(), c.cxx_std.kb.clone()),
+        "min_cuda_source_build" => (
+            show(&c.min_cuda_source_build.tool),
+            show(&c.min_cuda_source_build.kb),
+        ),
+        "torchvision" => (show(&c.torchvision.tool), show(&c.torchvision.kb)),
+        "torchaudio" => (show(&c.torchaudio.tool), show(&c.torchaudio.kb)),
+        "partial_sass" => match &c.partial_sass {
+            Some(p) => (show(&p.tool), show(&p.kb)),
+            None => return String::new(),
+        },
+        "torch_arch_list" => (show(&c.python_table.tool), show(&c.python_table.kb)),
+        _ => return cmake_difference(c),
+    };
+    format!("  {name}: PyPI has {read}; the knowledge base has {kb}\n")
+}
+
+fn cmake_difference(c: &ReleaseCheck) -> String {
+    let mut out = format!(
+        "  torch_cmake_arch_list: row {} differs from the wheel's; the wheel's as a row:\n",
+        c.cmake_table_row.as_deref().unwrap_or("(none)")
+    );
+    if let Some(table) = &c.cmake_table.tool {
+        let mm = c
+            .version
+            .rsplit_once('.')
+            .map_or(c.version.as_str(), |(a, _)| a);
+        for l in table.to_toml(mm, mm, &c.wheel).lines() {
+            out.push_str(&format!("    {l}\n"));
+        }
+    }
+    out
 }
 
 /// The `[[torch]]` rows to check: all, or those matching a `--torch` prefix.
@@ -422,6 +409,54 @@ pub fn check_torch(
     })
 }
 
+/// What one torch wheel says about itself, from four of its files read by range.
+struct WheelFacts {
+    /// `torch/version.py`'s `cuda`.
+    pypi_cuda: Option<String>,
+    /// The `-std=` cpp_extension passes.
+    cxx_std: String,
+    /// cpp_extension's arch-list parser table.
+    python_table: PythonTable,
+    /// `select_compute_arch.cmake`'s, where the wheel ships it.
+    cmake_table: Option<CmakeTable>,
+    /// `public/cuda.cmake`'s minimum CUDA for a source build.
+    min_cuda: Option<String>,
+}
+
+impl WheelFacts {
+    fn read(pypi: &Pypi, wheel: &IndexFile) -> Result<WheelFacts> {
+        let members = pypi.members(
+            wheel,
+            &[VERSION_PY, CPP_EXTENSION, SELECT_COMPUTE_ARCH, CUDA_CMAKE],
+        )?;
+        let text = |i: usize, name: &str| -> Result<Option<String>> {
+            members[i]
+                .as_ref()
+                .map(|b| {
+                    String::from_utf8(b.clone())
+                        .with_context(|| format!("{name} in {} is not UTF-8", wheel.filename))
+                })
+                .transpose()
+        };
+        let in_wheel = |name: &str| format!("reading {name} from {}", wheel.filename);
+        let version_py = text(0, VERSION_PY)?
+            .ok_or_else(|| anyhow!("{} has no {VERSION_PY}", wheel.filename))?;
+        let cpp_extension = text(1, CPP_EXTENSION)?
+            .ok_or_else(|| anyhow!("{} has no {CPP_EXTENSION}", wheel.filename))?;
+        Ok(WheelFacts {
+            pypi_cuda: parse_version_py_cuda(&version_py).with_context(|| in_wheel(VERSION_PY))?,
+            cxx_std: parse_cxx_std(&cpp_extension).with_context(|| in_wheel(CPP_EXTENSION))?,
+            python_table: parse_python_table(&cpp_extension)
+                .with_context(|| in_wheel(CPP_EXTENSION))?,
+            cmake_table: text(2, SELECT_COMPUTE_ARCH)?
+                .as_deref()
+                .map(|s| parse_cmake_table(s).with_context(|| in_wheel(SELECT_COMPUTE_ARCH)))
+                .transpose()?,
+            min_cuda: text(3, CUDA_CMAKE)?.as_deref().and_then(parse_min_cuda),
+        })
+    }
+}
+
 fn check_release(
     kb: &KnowledgeBase,
     pypi: &Pypi,
@@ -443,38 +478,7 @@ fn check_release(
         .find(|f| cpython_minor(f).is_some_and(|m| m == py_max))
         .copied()
         .ok_or_else(|| anyhow!("no wheel of torch {version} for CPython {py_max}"))?;
-    let members = pypi.members(
-        wheel,
-        &[VERSION_PY, CPP_EXTENSION, SELECT_COMPUTE_ARCH, CUDA_CMAKE],
-    )?;
-    let text = |i: usize, name: &str| -> Result<Option<String>> {
-        members[i]
-            .as_ref()
-            .map(|b| {
-                String::from_utf8(b.clone())
-                    .with_context(|| format!("{name} in {} is not UTF-8", wheel.filename))
-            })
-            .transpose()
-    };
-    let version_py =
-        text(0, VERSION_PY)?.ok_or_else(|| anyhow!("{} has no {VERSION_PY}", wheel.filename))?;
-    let cpp_extension = text(1, CPP_EXTENSION)?
-        .ok_or_else(|| anyhow!("{} has no {CPP_EXTENSION}", wheel.filename))?;
-    let select = text(2, SELECT_COMPUTE_ARCH)?;
-    let cuda_cmake = text(3, CUDA_CMAKE)?;
-    fn in_wheel<T>(r: Result<T>, name: &str, wheel: &IndexFile) -> Result<T> {
-        r.with_context(|| format!("reading {name} from {}", wheel.filename))
-    }
-
-    let pypi_cuda = in_wheel(parse_version_py_cuda(&version_py), VERSION_PY, wheel)?;
-    let cxx_std = in_wheel(parse_cxx_std(&cpp_extension), CPP_EXTENSION, wheel)?;
-    let python_table = in_wheel(parse_python_table(&cpp_extension), CPP_EXTENSION, wheel)?;
-    let cmake_table = select
-        .as_deref()
-        .map(|s| in_wheel(parse_cmake_table(s), SELECT_COMPUTE_ARCH, wheel))
-        .transpose()?;
-    let min_cuda = cuda_cmake.as_deref().and_then(parse_min_cuda);
-
+    let facts = WheelFacts::read(pypi, wheel)?;
     let companions = |name: &str, kb_list: &[Version]| {
         let found: Vec<String> = pairs
             .get(name)
@@ -497,17 +501,20 @@ fn check_release(
         wheel: wheel.filename.clone(),
         python_min: Compared::new(py_min.to_string(), row.python_min.to_string()),
         python_max: Compared::new(py_max.to_string(), row.python_max.to_string()),
-        pypi_cuda: Compared::new(pypi_cuda, row.pypi_cuda.as_ref().map(ToString::to_string)),
-        cxx_std: Compared::new(cxx_std, row.cxx_std.clone()),
+        pypi_cuda: Compared::new(
+            facts.pypi_cuda,
+            row.pypi_cuda.as_ref().map(ToString::to_string),
+        ),
+        cxx_std: Compared::new(facts.cxx_std, row.cxx_std.clone()),
         min_cuda_source_build: Compared::new(
-            min_cuda,
+            facts.min_cuda,
             row.min_cuda_source_build.as_ref().map(ToString::to_string),
         ),
         torchvision: companions("torchvision", &row.torchvision),
         torchaudio: companions("torchaudio", &row.torchaudio),
         python_table_row: py_row.map(|r| range(&r.from, &r.to)),
         python_table: Compared::new(
-            Some(python_table),
+            Some(facts.python_table),
             py_row.map(|r| PythonTable {
                 named: r.named.clone(),
                 supported: r.supported.clone(),
@@ -515,7 +522,7 @@ fn check_release(
             }),
         ),
         cmake_table_row: cm_row.map(|r| range(&r.from, &r.to)),
-        cmake_table: Compared::new(cmake_table, cm_row.map(CmakeTable::of_row)),
+        cmake_table: Compared::new(facts.cmake_table, cm_row.map(CmakeTable::of_row)),
         partial_sass: if libraries {
             Some(Compared::new(
                 read_partial_sass(kb, pypi, wheel, row)?,

@@ -10,7 +10,7 @@ use crate::arch::spec::{Plan, PlanContext};
 use crate::cuda_arch::Arch;
 use crate::kb::KnowledgeBase;
 use crate::paths::{cache_dir, toolchains_dir};
-use crate::toolchain::{self, buildtools, nvidia_wheels};
+use crate::toolchain::{self, buildtools, nvidia_wheels, Toolchain};
 use crate::version::Version;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -69,27 +69,7 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
         .as_ref()
         .and_then(|g| arch_without_image_for(g.cc, &kb.cuda_targets(&cuda)));
 
-    let slug = plan.cmake_cuda_architectures().replace(';', "_");
-    // CMake ties a build tree to one source tree, so each checkout of kernels/ gets its own (a second
-    // clone or worktree would otherwise fail with "does not match the source … used to generate cache").
-    let source_key = {
-        use sha2::{Digest, Sha256};
-        let canonical = source_dir
-            .canonicalize()
-            .unwrap_or_else(|_| source_dir.clone());
-        let digest = Sha256::digest(canonical.to_string_lossy().as_bytes());
-        digest
-            .iter()
-            .take(6)
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    };
-    let build_dir = cache_dir()
-        .join("builds")
-        .join("kernels")
-        .join(format!("src-{source_key}"))
-        .join(format!("cuda-{cuda}"))
-        .join(slug);
+    let build_dir = build_dir_for(&source_dir, &cuda, &plan);
     // One build per tree at a time: CMake and ninja do not share a build directory.
     let _lock = crate::cache::lock(&build_dir.with_extension("lock"), &mut || {
         eprintln!(
@@ -122,14 +102,7 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
         reports.push(report_kernel(&tc, &build_dir, s, gpu.as_ref())?);
     }
     let no_image_demo = match (&gpu, no_image_arch) {
-        (Some(g), Some(a)) => {
-            let bin = build_dir.join("f32_elementwise_noimage");
-            let images: BTreeSet<Image> = [Image::sass(a)].into();
-            let mut r = run_binary(&tc, &bin, &images, g)?;
-            // Passing means the binary exited 3 after catching and explaining cudaErrorNoKernelImageForDevice.
-            r.passed = r.line.starts_with("NO_IMAGE ");
-            Some(r)
-        }
+        (Some(g), Some(a)) => Some(no_image_demo(&tc, &build_dir, g, a)?),
         _ => None,
     };
     let ok = reports
@@ -153,6 +126,40 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
         ok,
     };
     Ok(report)
+}
+
+/// The build tree of one checkout of kernels/, CUDA release and arch list. CMake ties a build tree
+/// to one source tree, so each checkout gets its own (a second clone or worktree would otherwise
+/// fail with "does not match the source … used to generate cache").
+fn build_dir_for(source_dir: &std::path::Path, cuda: &Version, plan: &Plan) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let slug = plan.cmake_cuda_architectures().replace(';', "_");
+    let canonical = source_dir
+        .canonicalize()
+        .unwrap_or_else(|_| source_dir.to_path_buf());
+    let digest = Sha256::digest(canonical.to_string_lossy().as_bytes());
+    let source_key: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    cache_dir()
+        .join("builds")
+        .join("kernels")
+        .join(format!("src-{source_key}"))
+        .join(format!("cuda-{cuda}"))
+        .join(slug)
+}
+
+/// On a GPU: the binary built with no image for it, run; passing means it exited 3 after
+/// catching and explaining cudaErrorNoKernelImageForDevice.
+fn no_image_demo(
+    tc: &Toolchain,
+    build_dir: &std::path::Path,
+    gpu: &Gpu,
+    arch: Arch,
+) -> Result<RunResult> {
+    let bin = build_dir.join("f32_elementwise_noimage");
+    let images: BTreeSet<Image> = [Image::sass(arch)].into();
+    let mut r = run_binary(tc, &bin, &images, gpu)?;
+    r.passed = r.line.starts_with("NO_IMAGE ");
+    Ok(r)
 }
 
 /// The newest CUDA archsmith has installed, else the newest the knowledge base knows.

@@ -288,28 +288,7 @@ pub fn write(name: &str, recipe: &Recipe, port: &super::Outcome) -> Result<PathB
         .build
         .as_ref()
         .context("--write-recipe: the port built nothing")?;
-    let mut source = Table::new();
-    let s = &recipe.source;
-    match (&s.path, &s.git, &s.pypi) {
-        (Some(p), _, _) => {
-            source.insert("path".into(), Value::String(p.display().to_string()));
-        }
-        (_, Some(url), _) => {
-            source.insert("git".into(), Value::String(url.clone()));
-            let commit = port
-                .source_pin
-                .clone()
-                .or_else(|| s.commit.clone())
-                .unwrap_or_default();
-            source.insert("commit".into(), Value::String(commit));
-        }
-        (_, _, Some(spec)) => {
-            source.insert("pypi".into(), Value::String(spec.clone()));
-            let sha = port.source_pin.clone().unwrap_or_default();
-            source.insert("sha256".into(), Value::String(sha));
-        }
-        _ => bail!("--write-recipe: the port's source is unknown"),
-    }
+    let source = pinned_source(recipe, port)?;
     let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::String).collect());
     let mut rules = Table::new();
     rules.insert(
@@ -350,25 +329,7 @@ pub fn write(name: &str, recipe: &Recipe, port: &super::Outcome) -> Result<PathB
     doc.insert("rules".into(), Value::Table(rules));
     doc.insert("build".into(), Value::Table(b));
     doc.insert("smoke".into(), Value::Table(smoke));
-    let accepted: Vec<Value> = port
-        .review
-        .iter()
-        .filter(|r| !r.explained)
-        .map(|r| {
-            let mut t = Table::new();
-            t.insert("file".into(), Value::String(r.file.clone()));
-            t.insert("rule".into(), Value::String(r.rule.clone()));
-            t.insert("code".into(), Value::String(r.code.clone()));
-            t.insert(
-                "reason".into(),
-                Value::String(format!(
-                    "NOT REVIEWED YET (listed by the recipe-less port): {}",
-                    r.suggestion
-                )),
-            );
-            Value::Table(t)
-        })
-        .collect();
+    let accepted = unreviewed(port);
     if !accepted.is_empty() {
         doc.insert("accepted".into(), Value::Array(accepted));
     }
@@ -389,6 +350,58 @@ pub fn write(name: &str, recipe: &Recipe, port: &super::Outcome) -> Result<PathB
     // What was written must load as a recipe.
     Recipe::load(&dir).with_context(|| format!("the recipe written to {}", file.display()))?;
     Ok(dir)
+}
+
+/// The `[source]` of a written recipe: the port's source pinned (a git source by the commit it
+/// was at, an sdist by its sha256).
+fn pinned_source(recipe: &Recipe, port: &super::Outcome) -> Result<toml::Table> {
+    use toml::{Table, Value};
+    let mut source = Table::new();
+    let s = &recipe.source;
+    match (&s.path, &s.git, &s.pypi) {
+        (Some(p), _, _) => {
+            source.insert("path".into(), Value::String(p.display().to_string()));
+        }
+        (_, Some(url), _) => {
+            source.insert("git".into(), Value::String(url.clone()));
+            let commit = port
+                .source_pin
+                .clone()
+                .or_else(|| s.commit.clone())
+                .unwrap_or_default();
+            source.insert("commit".into(), Value::String(commit));
+        }
+        (_, _, Some(spec)) => {
+            source.insert("pypi".into(), Value::String(spec.clone()));
+            let sha = port.source_pin.clone().unwrap_or_default();
+            source.insert("sha256".into(), Value::String(sha));
+        }
+        _ => bail!("--write-recipe: the port's source is unknown"),
+    }
+    Ok(source)
+}
+
+/// The port's review items as `[[accepted]]` entries whose reason says nobody reviewed them yet.
+fn unreviewed(port: &super::Outcome) -> Vec<toml::Value> {
+    use toml::{Table, Value};
+    port.review
+        .iter()
+        .filter(|r| !r.explained)
+        .map(|r| {
+            let mut t = Table::new();
+            t.insert("file".into(), Value::String(r.file.clone()));
+            t.insert("rule".into(), Value::String(r.rule.clone()));
+            t.insert("code".into(), Value::String(r.code.clone()));
+            t.insert(
+                "reason".into(),
+                Value::String(format!(
+                    "NOT REVIEWED YET (listed by the recipe-less port): {}",
+                    r.suggestion
+                )),
+            );
+            Value::Table(t)
+        })
+        .collect()
 }
 
 /// The names of the recipes in this repository.

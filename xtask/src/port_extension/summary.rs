@@ -5,11 +5,71 @@ use crate::output::Table;
 
 impl Outcome {
     /// The summary people read: files changed, rewrites per rule, review items and how each was
-    /// resolved, build time, archs verified, the smoke test's numbers.
+    /// resolved, build time, archs verified, the smoke test's numbers; then per file the rules
+    /// that changed it, per rule its rewrites and why, and the review items with what to check.
     pub fn summary(&self) -> String {
         let o = self;
-        let mut s = String::new();
         let mut t = Table::headerless();
+        self.port_rows(&mut t);
+        if let Some(b) = &o.build {
+            build_rows(b, &mut t);
+        }
+        if let Some(sweep) = &o.import_sweep {
+            let line = super::sweep_summary(sweep);
+            t.row([
+                "import sweep".to_string(),
+                line.trim_start_matches("import sweep: ").to_string(),
+            ]);
+            for f in sweep.failures.iter().filter(|f| f.kind != "missing") {
+                t.row([String::new(), f.to_string()]);
+            }
+        }
+        if let Some(sm) = &o.smoke {
+            smoke_rows(sm, &mut t);
+        }
+        t.row(["time".to_string(), format!("{:.0} s", o.seconds)]);
+        let mut s = t.render();
+        if !o.changes.is_empty() {
+            let mut r = Table::new(["FILE", "CHANGED BY (RULE ×N)"]);
+            for (file, rules) in &o.changes {
+                let list: Vec<String> = rules.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
+                r.row([file.clone(), list.join(", ")]);
+            }
+            s.push('\n');
+            s.push_str(&r.render());
+        }
+        if !o.rewrites.is_empty() {
+            let mut r = Table::new(["RULE", "REWRITES", "WHY"]);
+            for (k, v) in &o.rewrites {
+                let why = o.why.get(k).map(String::as_str).unwrap_or("");
+                r.row([k.clone(), v.to_string(), short(why)]);
+            }
+            s.push('\n');
+            s.push_str(&r.render());
+        }
+        if !o.review.is_empty() {
+            let mut r = Table::new(["FILE:LINE", "RULE", "RESOLUTION", "WHAT TO CHECK"]);
+            for x in &o.review {
+                r.row([
+                    format!("{}:{}", x.file, x.line),
+                    x.rule.clone(),
+                    x.resolution.clone(),
+                    if x.explained {
+                        String::new()
+                    } else {
+                        x.suggestion.clone()
+                    },
+                ]);
+            }
+            s.push('\n');
+            s.push_str(&r.render());
+        }
+        s
+    }
+
+    /// Recipe, source, files, rewrites, patches, review items.
+    fn port_rows(&self, t: &mut Table) {
+        let o = self;
         t.row(["recipe".to_string(), o.recipe.clone()]);
         t.row(["source".to_string(), o.source.clone()]);
         t.row(["work tree".to_string(), o.work_tree.display().to_string()]);
@@ -60,134 +120,90 @@ impl Outcome {
                 }
             ),
         ]);
-        if let Some(b) = &o.build {
-            t.row([
-            "build".to_string(),
-            if b.reused {
-                format!(
-                    "reused: the wheel of an identical port and toolchain (it took {:.0} s compiling)",
-                    b.build_seconds
-                )
-            } else {
-                format!(
-                    "{:.0} s compiling, {:.0} s with audit and import (torch {}, CUDA {})",
-                    b.build_seconds, b.total_seconds, b.torch, b.cuda
-                )
-            },
+    }
+}
+
+/// What was built and what its audit and import found.
+fn build_rows(b: &super::BuildSummary, t: &mut Table) {
+    t.row([
+        "build".to_string(),
+        if b.reused {
+            format!(
+                "reused: the wheel of an identical port and toolchain (it took {:.0} s compiling)",
+                b.build_seconds
+            )
+        } else {
+            format!(
+                "{:.0} s compiling, {:.0} s with audit and import (torch {}, CUDA {})",
+                b.build_seconds, b.total_seconds, b.torch, b.cuda
+            )
+        },
+    ]);
+    t.row(["wheel".to_string(), b.wheel.display().to_string()]);
+    for (f, sass) in &b.sass {
+        let ptx = b.ptx.get(f).cloned().unwrap_or_default();
+        t.row([
+            "archs verified".to_string(),
+            format!(
+                "{f}: SASS {}{} (planned {})",
+                sass.join(" "),
+                if ptx.is_empty() {
+                    String::new()
+                } else {
+                    format!(", PTX {}", ptx.join(" "))
+                },
+                b.torch_cuda_arch_list
+            ),
         ]);
-            t.row(["wheel".to_string(), b.wheel.display().to_string()]);
-            for (f, sass) in &b.sass {
-                let ptx = b.ptx.get(f).cloned().unwrap_or_default();
-                t.row([
-                    "archs verified".to_string(),
+    }
+    t.row(["imported".to_string(), b.imported.join(", ")]);
+    if let Some(w) = b.warnings.iter().find(|w| w.contains("asked nvcc for")) {
+        t.row(["arch guard".to_string(), w.clone()]);
+    }
+}
+
+/// The smoke test's numbers: per module of a generic test, per device of a numeric one.
+fn smoke_rows(sm: &serde_json::Value, t: &mut Table) {
+    if let Some(mods) = sm["modules"].as_object() {
+        for (m, v) in mods {
+            let calls = v["calls"].as_array().cloned().unwrap_or_default();
+            let n = |st: &str| calls.iter().filter(|c| c["status"] == st).count();
+            t.row([
+                    format!("smoke {m}"),
                     format!(
-                        "{f}: SASS {}{} (planned {})",
-                        sass.join(" "),
-                        if ptx.is_empty() {
-                            String::new()
-                        } else {
-                            format!(", PTX {}", ptx.join(" "))
-                        },
-                        b.torch_cuda_arch_list
+                        "imports; {} function(s), {} operator(s); {} ran on CPU inputs, {} raised, {} skipped",
+                        v["functions"].as_array().map_or(0, Vec::len),
+                        v["operators"].as_array().map_or(0, Vec::len),
+                        n("ran"),
+                        n("raised"),
+                        n("skipped")
                     ),
                 ]);
-            }
-            t.row(["imported".to_string(), b.imported.join(", ")]);
-            if let Some(w) = b.warnings.iter().find(|w| w.contains("asked nvcc for")) {
-                t.row(["arch guard".to_string(), w.clone()]);
-            }
         }
-        if let Some(sweep) = &o.import_sweep {
-            let line = super::sweep_summary(sweep);
-            t.row([
-                "import sweep".to_string(),
-                line.trim_start_matches("import sweep: ").to_string(),
-            ]);
-            for f in sweep.failures.iter().filter(|f| f.kind != "missing") {
-                t.row([String::new(), f.to_string()]);
+    }
+    for dev in ["cpu", "cuda"] {
+        match &sm[dev] {
+            serde_json::Value::String(msg) => {
+                t.row([format!("smoke {dev}"), msg.clone()]);
             }
-        }
-        if let Some(sm) = &o.smoke {
-            if let Some(mods) = sm["modules"].as_object() {
-                for (m, v) in mods {
-                    let calls = v["calls"].as_array().cloned().unwrap_or_default();
-                    let n = |st: &str| calls.iter().filter(|c| c["status"] == st).count();
-                    t.row([
-                        format!("smoke {m}"),
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let line = if k == "nms" {
                         format!(
-                            "imports; {} function(s), {} operator(s); {} ran on CPU inputs, {} raised, {} skipped",
-                            v["functions"].as_array().map_or(0, Vec::len),
-                            v["operators"].as_array().map_or(0, Vec::len),
-                            n("ran"),
-                            n("raised"),
-                            n("skipped")
-                        ),
-                    ]);
-                }
-            }
-            for dev in ["cpu", "cuda"] {
-                match &sm[dev] {
-                    serde_json::Value::String(msg) => {
-                        t.row([format!("smoke {dev}"), msg.clone()]);
-                    }
-                    serde_json::Value::Object(m) => {
-                        for (k, v) in m {
-                            let line = if k == "nms" {
-                                format!(
-                                "{} cases, {} boxes, {} kept, {} mismatches vs torchvision.ops.nms",
-                                v["cases"], v["boxes"], v["kept"], v["mismatches"]
-                            )
-                            } else {
-                                format!(
-                                "{} cases, {} outputs, max |diff| {} vs torchvision.ops.roi_align",
-                                v["cases"], v["outputs"], v["max_abs_diff"]
-                            )
-                            };
-                            t.row([format!("smoke {dev} {k}"), line]);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        t.row(["time".to_string(), format!("{:.0} s", o.seconds)]);
-        s.push_str(&t.render());
-        if !o.changes.is_empty() {
-            let mut r = Table::new(["FILE", "CHANGED BY (RULE ×N)"]);
-            for (file, rules) in &o.changes {
-                let list: Vec<String> = rules.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
-                r.row([file.clone(), list.join(", ")]);
-            }
-            s.push('\n');
-            s.push_str(&r.render());
-        }
-        if !o.rewrites.is_empty() {
-            let mut r = Table::new(["RULE", "REWRITES", "WHY"]);
-            for (k, v) in &o.rewrites {
-                let why = o.why.get(k).map(String::as_str).unwrap_or("");
-                r.row([k.clone(), v.to_string(), short(why)]);
-            }
-            s.push('\n');
-            s.push_str(&r.render());
-        }
-        if !o.review.is_empty() {
-            let mut r = Table::new(["FILE:LINE", "RULE", "RESOLUTION", "WHAT TO CHECK"]);
-            for x in &o.review {
-                r.row([
-                    format!("{}:{}", x.file, x.line),
-                    x.rule.clone(),
-                    x.resolution.clone(),
-                    if x.explained {
-                        String::new()
+                            "{} cases, {} boxes, {} kept, {} mismatches vs torchvision.ops.nms",
+                            v["cases"], v["boxes"], v["kept"], v["mismatches"]
+                        )
                     } else {
-                        x.suggestion.clone()
-                    },
-                ]);
+                        format!(
+                            "{} cases, {} outputs, max |diff| {} vs torchvision.ops.roi_align",
+                            v["cases"], v["outputs"], v["max_abs_diff"]
+                        )
+                    };
+                    t.row([format!("smoke {dev} {k}"), line]);
+                }
             }
-            s.push('\n');
-            s.push_str(&r.render());
+            _ => {}
         }
-        s
     }
 }
 

@@ -309,7 +309,40 @@ impl<'a> Report<'a> {
         }
     }
 
+    /// The table people read: per file its images, then each file against `--expect-arch`, then
+    /// per GPU whether it runs, then the counts and the exit status.
     pub fn table(&self, spec: Option<&str>) -> String {
+        let mut out = self.files_table();
+        if let Some(spec) = spec {
+            out.push_str(&self.expectation_lines(spec));
+        }
+        for (name, cc) in &self.devices {
+            out.push_str(&self.device_lines(name, *cc));
+        }
+        let errors = self
+            .files
+            .iter()
+            .filter(|f| matches!(f.outcome, Outcome::Failed(_)))
+            .count();
+        let with_code = self
+            .files
+            .iter()
+            .filter(|f| matches!(&f.outcome, Outcome::Audited(a) if a.has_device_code()))
+            .count();
+        out.push_str(&format!(
+            "\n{} files: {} with device code, {} without, {} unreadable; exit {}\n",
+            self.files.len(),
+            with_code,
+            self.files.len() - with_code - errors,
+            errors,
+            self.exit_code
+        ));
+        out
+    }
+
+    /// One row per file: SASS, PTX, compression, sections (an error in the last column, which is
+    /// not padded, so a long message does not widen the table).
+    fn files_table(&self) -> String {
         let mut table = Table::new(["FILE", "SASS", "PTX", "COMPRESSION", "SECTIONS"]);
         for f in self.files {
             let row = match &f.outcome {
@@ -338,144 +371,133 @@ impl<'a> Report<'a> {
             };
             table.row(row);
         }
-        let mut out = table.render();
-        if let Some(spec) = spec {
-            out.push_str(&format!("\nexpected --expect-arch {spec}:\n"));
-            let mut checked = 0;
-            for (f, c) in self.files.iter().zip(&self.checks) {
-                let (Some(c), Outcome::Audited(a)) = (c, &f.outcome) else {
-                    continue;
-                };
-                if !a.has_device_code() {
-                    continue;
-                }
-                checked += 1;
-                let mut parts = Vec::new();
-                for (label, m) in [
-                    ("missing SASS", &c.missing_sass),
-                    ("missing PTX", &c.missing_ptx),
-                ] {
-                    if !m.is_empty() {
-                        let items: Vec<String> = m
-                            .iter()
-                            .map(|m| {
-                                if m.containers_with == 0 {
-                                    m.name.clone()
-                                } else {
-                                    format!(
-                                        "{} (present in only {} of {} containers)",
-                                        m.name, m.containers_with, m.containers
-                                    )
-                                }
-                            })
-                            .collect();
-                        parts.push(format!("{label} {}", items.join(" ")));
-                    }
-                }
-                for (label, x) in [("extra SASS", &c.extra_sass), ("extra PTX", &c.extra_ptx)] {
-                    if !x.is_empty() {
-                        let items: Vec<String> = x
-                            .iter()
-                            .map(|x| format!("{}×{}", x.name, x.count))
-                            .collect();
-                        parts.push(format!("{label} {}", items.join(" ")));
-                    }
-                }
-                let verdict = if c.missing_any() || (self.strict && c.extra_any()) {
-                    "FAIL"
-                } else {
-                    "ok"
-                };
-                let detail = if parts.is_empty() {
-                    "as expected".to_string()
-                } else {
-                    parts.join("; ")
-                };
-                out.push_str(&format!(
-                    "  {verdict:<4} {}: {detail}\n",
-                    display_path(&f.path)
-                ));
-            }
-            if checked == 0 {
-                out.push_str(
-                    "  no file with device code: nothing here carries the expected archs (a CPU-only build, or the wrong path?)\n",
-                );
-            }
-        }
-        for (name, cc) in &self.devices {
-            let mine: Vec<(&FileAudit, &DeviceVerdict)> = self
-                .files
-                .iter()
-                .zip(&self.verdicts)
-                .filter_map(|(f, vs)| {
-                    vs.iter()
-                        .find(|v| &v.device == name && v.cc == *cc)
-                        .map(|v| (f, v))
-                })
-                .collect();
-            let failing = mine.iter().filter(|(_, v)| !v.runs).count();
-            let summary = if mine.is_empty() {
-                "no file has device code".to_string()
-            } else {
-                match Coverage::of(mine.iter().map(|(_, v)| *v)) {
-                    Coverage::Yes => format!("yes, all {} files with device code", mine.len()),
-                    Coverage::Partly => format!(
-                        "PARTLY, {failing} of {} files with device code carry it in only some containers: their other kernels cannot launch",
-                        mine.len()
-                    ),
-                    Coverage::No => format!(
-                        "NO, {failing} of {} files with device code cannot load",
-                        mine.len()
-                    ),
-                }
+        table.render()
+    }
+
+    /// Each file with device code against the expected arch list.
+    fn expectation_lines(&self, spec: &str) -> String {
+        let mut out = String::new();
+        out.push_str(&format!("\nexpected --expect-arch {spec}:\n"));
+        let mut checked = 0;
+        for (f, c) in self.files.iter().zip(&self.checks) {
+            let (Some(c), Outcome::Audited(a)) = (c, &f.outcome) else {
+                continue;
             };
-            let label = if name.starts_with("CC ") {
-                name.clone()
-            } else {
-                format!("{name} (CC {cc})")
-            };
-            out.push_str(&format!("\nruns on {label}: {summary}\n"));
-            for (f, v) in mine {
-                let verdict = if v.runs {
-                    "ok"
-                } else if v.containers_running > 0 {
-                    "PART"
-                } else {
-                    "FAIL"
-                };
-                let via = v
-                    .via
-                    .as_deref()
-                    .map(|s| format!(" via {s}"))
-                    .unwrap_or_default();
-                out.push_str(&format!(
-                    "  {verdict:<4} {}{via}: {}\n",
-                    display_path(&f.path),
-                    v.reason
-                ));
-                for r in &v.at_risk {
-                    out.push_str(&format!("       at risk: {}\n", r.describe()));
+            if !a.has_device_code() {
+                continue;
+            }
+            checked += 1;
+            let mut parts = Vec::new();
+            for (label, m) in [
+                ("missing SASS", &c.missing_sass),
+                ("missing PTX", &c.missing_ptx),
+            ] {
+                if !m.is_empty() {
+                    let items: Vec<String> = m
+                        .iter()
+                        .map(|m| {
+                            if m.containers_with == 0 {
+                                m.name.clone()
+                            } else {
+                                format!(
+                                    "{} (present in only {} of {} containers)",
+                                    m.name, m.containers_with, m.containers
+                                )
+                            }
+                        })
+                        .collect();
+                    parts.push(format!("{label} {}", items.join(" ")));
                 }
             }
+            for (label, x) in [("extra SASS", &c.extra_sass), ("extra PTX", &c.extra_ptx)] {
+                if !x.is_empty() {
+                    let items: Vec<String> = x
+                        .iter()
+                        .map(|x| format!("{}×{}", x.name, x.count))
+                        .collect();
+                    parts.push(format!("{label} {}", items.join(" ")));
+                }
+            }
+            let verdict = if c.missing_any() || (self.strict && c.extra_any()) {
+                "FAIL"
+            } else {
+                "ok"
+            };
+            let detail = if parts.is_empty() {
+                "as expected".to_string()
+            } else {
+                parts.join("; ")
+            };
+            out.push_str(&format!(
+                "  {verdict:<4} {}: {detail}\n",
+                display_path(&f.path)
+            ));
         }
-        let errors = self
+        if checked == 0 {
+            out.push_str(
+                "  no file with device code: nothing here carries the expected archs (a CPU-only build, or the wrong path?)\n",
+            );
+        }
+        out
+    }
+
+    /// Whether the GPU `name` (at `cc`) runs these files, and why not per file.
+    fn device_lines(&self, name: &str, cc: Cc) -> String {
+        let mut out = String::new();
+        let mine: Vec<(&FileAudit, &DeviceVerdict)> = self
             .files
             .iter()
-            .filter(|f| matches!(f.outcome, Outcome::Failed(_)))
-            .count();
-        let with_code = self
-            .files
-            .iter()
-            .filter(|f| matches!(&f.outcome, Outcome::Audited(a) if a.has_device_code()))
-            .count();
-        out.push_str(&format!(
-            "\n{} files: {} with device code, {} without, {} unreadable; exit {}\n",
-            self.files.len(),
-            with_code,
-            self.files.len() - with_code - errors,
-            errors,
-            self.exit_code
-        ));
+            .zip(&self.verdicts)
+            .filter_map(|(f, vs)| {
+                vs.iter()
+                    .find(|v| v.device == name && v.cc == cc)
+                    .map(|v| (f, v))
+            })
+            .collect();
+        let failing = mine.iter().filter(|(_, v)| !v.runs).count();
+        let summary = if mine.is_empty() {
+            "no file has device code".to_string()
+        } else {
+            match Coverage::of(mine.iter().map(|(_, v)| *v)) {
+                Coverage::Yes => format!("yes, all {} files with device code", mine.len()),
+                Coverage::Partly => format!(
+                    "PARTLY, {failing} of {} files with device code carry it in only some containers: their other kernels cannot launch",
+                    mine.len()
+                ),
+                Coverage::No => format!(
+                    "NO, {failing} of {} files with device code cannot load",
+                    mine.len()
+                ),
+            }
+        };
+        let label = if name.starts_with("CC ") {
+            name.to_string()
+        } else {
+            format!("{name} (CC {cc})")
+        };
+        out.push_str(&format!("\nruns on {label}: {summary}\n"));
+        for (f, v) in mine {
+            let verdict = if v.runs {
+                "ok"
+            } else if v.containers_running > 0 {
+                "PART"
+            } else {
+                "FAIL"
+            };
+            let via = v
+                .via
+                .as_deref()
+                .map(|s| format!(" via {s}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {verdict:<4} {}{via}: {}\n",
+                display_path(&f.path),
+                v.reason
+            ));
+            for r in &v.at_risk {
+                out.push_str(&format!("       at risk: {}\n", r.describe()));
+            }
+        }
         out
     }
 

@@ -135,30 +135,11 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
             ..Ask::default()
         },
     )?;
-    let mut items = vec![item(
-        "python",
-        Status::Ok,
-        format!("Python {}", info.python),
-    )];
+    let mut items = vec![
+        item("python", Status::Ok, format!("Python {}", info.python)),
+        torch_item(&info, &python),
+    ];
     let torch = info.torch.clone();
-    match (&torch, info.imported) {
-        (None, _) => items.push(item(
-            "torch",
-            Status::Fail,
-            info.error
-                .clone()
-                .unwrap_or_else(|| format!("no torch in {}", python.display())),
-        )),
-        (Some(t), false) => items.push(item(
-            "torch",
-            Status::Fail,
-            format!(
-                "torch {t} is installed but does not import: {}",
-                info.error.clone().unwrap_or_default()
-            ),
-        )),
-        (Some(t), true) => items.push(item("torch", Status::Ok, format!("torch {t} imports"))),
-    }
     for e in &req.expects {
         items.push(expectation_item(e, &info));
     }
@@ -171,51 +152,9 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
     items.push(cudnn_item(&info));
 
     // What torch's own libraries carry: against --expect-arch, and for --gpu verdicts.
-    let lib_dir = info.torch_dir.as_ref().map(|d| d.join("lib"));
     let mut carried = None;
     if plan.is_some() || !gpus.is_empty() {
-        match lib_dir.as_ref().filter(|d| d.is_dir()) {
-            None => items.push(item(
-                "torch libraries",
-                Status::Fail,
-                "torch's lib directory was not found",
-            )),
-            Some(dir) => {
-                let expect = plan
-                    .as_ref()
-                    .map_or_else(Expectation::default, |p| Expectation {
-                        sass: p.sass(),
-                        ptx: p.ptx(),
-                    });
-                // The CC each GPU reports to this torch's CUDA (Jetson Thor: 10.1 before 13.0).
-                let gpu_ccs: Vec<(String, crate::cuda_arch::Cc)> = gpus
-                    .iter()
-                    .map(|(name, newest)| {
-                        let cc = info
-                            .cuda
-                            .as_ref()
-                            .map_or(*newest, |cuda| kb.gpu_cc_with_cuda(name, *newest, cuda));
-                        (name.clone(), cc)
-                    })
-                    .collect();
-                let ccs: Vec<crate::cuda_arch::Cc> = gpu_ccs.iter().map(|(_, cc)| *cc).collect();
-                let libs = audit_libraries(std::slice::from_ref(dir), &expect, &ccs);
-                if plan.is_some() {
-                    items.extend(libs.items.iter().cloned());
-                }
-                if let Some(primary) = libs.primary_audit() {
-                    let sass: Vec<String> = primary
-                        .counts(crate::binary::Kind::Elf)
-                        .keys()
-                        .map(|a| a.to_string())
-                        .collect();
-                    carried = Some(sass.join(" "));
-                }
-                for (name, cc) in &gpu_ccs {
-                    items.push(gpu_item(kb, name, *cc, &libs));
-                }
-            }
-        }
+        carried = library_items(kb, &info, plan.as_ref(), &gpus, &mut items);
     }
     if let Some(p) = &plan {
         if info.imported {
@@ -245,6 +184,80 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
         items,
         ok,
     })
+}
+
+/// Whether torch is there and imports.
+fn torch_item(info: &PythonInfo, python: &std::path::Path) -> Item {
+    match (&info.torch, info.imported) {
+        (None, _) => item(
+            "torch",
+            Status::Fail,
+            info.error
+                .clone()
+                .unwrap_or_else(|| format!("no torch in {}", python.display())),
+        ),
+        (Some(t), false) => item(
+            "torch",
+            Status::Fail,
+            format!(
+                "torch {t} is installed but does not import: {}",
+                info.error.clone().unwrap_or_default()
+            ),
+        ),
+        (Some(t), true) => item("torch", Status::Ok, format!("torch {t} imports")),
+    }
+}
+
+/// torch's own libraries audited: against the expected arch list (its items), and for each GPU
+/// at the CC it reports to this torch's CUDA (Jetson Thor: 10.1 before 13.0). Returns the SASS
+/// the main library carries, for the GPU smoke item.
+fn library_items(
+    kb: &KnowledgeBase,
+    info: &PythonInfo,
+    plan: Option<&Plan>,
+    gpus: &[(String, crate::cuda_arch::Cc)],
+    items: &mut Vec<Item>,
+) -> Option<String> {
+    let lib_dir = info.torch_dir.as_ref().map(|d| d.join("lib"));
+    let Some(dir) = lib_dir.as_ref().filter(|d| d.is_dir()) else {
+        items.push(item(
+            "torch libraries",
+            Status::Fail,
+            "torch's lib directory was not found",
+        ));
+        return None;
+    };
+    let expect = plan.map_or_else(Expectation::default, |p| Expectation {
+        sass: p.sass(),
+        ptx: p.ptx(),
+    });
+    let gpu_ccs: Vec<(String, crate::cuda_arch::Cc)> = gpus
+        .iter()
+        .map(|(name, newest)| {
+            let cc = info
+                .cuda
+                .as_ref()
+                .map_or(*newest, |cuda| kb.gpu_cc_with_cuda(name, *newest, cuda));
+            (name.clone(), cc)
+        })
+        .collect();
+    let ccs: Vec<crate::cuda_arch::Cc> = gpu_ccs.iter().map(|(_, cc)| *cc).collect();
+    let libs = audit_libraries(std::slice::from_ref(dir), &expect, &ccs);
+    if plan.is_some() {
+        items.extend(libs.items.iter().cloned());
+    }
+    let carried = libs.primary_audit().map(|primary| {
+        let sass: Vec<String> = primary
+            .counts(crate::binary::Kind::Elf)
+            .keys()
+            .map(|a| a.to_string())
+            .collect();
+        sass.join(" ")
+    });
+    for (name, cc) in &gpu_ccs {
+        items.push(gpu_item(kb, name, *cc, &libs));
+    }
+    carried
 }
 
 /// The installed version of a distribution: torch's own answer for torch (it carries the

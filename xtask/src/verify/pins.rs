@@ -323,10 +323,35 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
         gpus.push(kb.resolve_gpu(g)?);
     }
     let (files, pins) = read_pins(&files)?;
-    let mut findings = Vec::new();
+    let mut findings = contradictions(&pins);
+    findings.extend(cuda_variants(&pins));
+    // Pairs, Python, GPUs: for each exact torch pin.
+    for t in pins.iter().filter(|p| p.name == "torch") {
+        let Some(tv) = t.exact().as_ref().map(Version::from) else {
+            continue;
+        };
+        let Some(row) = kb.torch_row(&tv) else {
+            continue;
+        };
+        findings.extend(pairings(&pins, t, &tv, row));
+        if let Some(py) = &req.python {
+            findings.extend(python_wheel(t, &tv, row, py));
+        }
+        for (name, cc) in &gpus {
+            findings.extend(gpu_image(kb, t, &tv, row, name, *cc));
+        }
+    }
+    Ok(PinsReport {
+        files,
+        requirements: pins.len(),
+        findings,
+    })
+}
 
-    // Contradictions: two pins of one distribution in different places whose markers can both
-    // hold and whose version ranges do not meet.
+/// Two pins of one distribution in different places whose markers can both hold and whose version
+/// ranges do not meet.
+fn contradictions(pins: &[Pin]) -> Vec<Finding> {
+    let mut findings = Vec::new();
     for (i, a) in pins.iter().enumerate() {
         for b in &pins[i + 1..] {
             if a.name != b.name || a.marker.is_disjoint(&b.marker) {
@@ -360,7 +385,11 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
         }
     }
 
-    // CUDA variants of torch and its companions.
+    findings
+}
+
+/// The torch packages naming different CUDA variants.
+fn cuda_variants(pins: &[Pin]) -> Option<Finding> {
     let variants: Vec<(&Pin, String)> = pins
         .iter()
         .filter(|p| TORCH_FAMILY.contains(&p.name.as_str()))
@@ -369,8 +398,7 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
     let mut distinct: Vec<&String> = variants.iter().map(|(_, v)| v).collect();
     distinct.sort();
     distinct.dedup();
-    if distinct.len() > 1 {
-        findings.push(Finding {
+    (distinct.len() > 1).then(|| Finding {
             kind: "cuda variant",
             places: variants.iter().map(|(p, _)| p.place()).collect(),
             message: format!(
@@ -378,99 +406,98 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
                 variants.iter().map(|(p, v)| format!("{} → {v}", p.text)).collect::<Vec<_>>().join(", ")
             ),
             fix: "use one variant (one --index-url, one +cuXYZ label) for torch, torchvision and torchaudio".into(),
-        });
-    }
+        })
+}
 
-    // Pairs, Python, GPUs: for each exact torch pin.
-    for t in pins.iter().filter(|p| p.name == "torch") {
-        let Some(tv) = t.exact().as_ref().map(Version::from) else {
-            continue;
-        };
-        let Some(row) = kb.torch_row(&tv) else {
-            continue;
-        };
-        for (dist, paired) in [
-            ("torchvision", &row.torchvision),
-            ("torchaudio", &row.torchaudio),
-        ] {
-            for c in pins
-                .iter()
-                .filter(|p| p.name == dist && !p.marker.is_disjoint(&t.marker))
-            {
-                let Some(cv) = c.exact().as_ref().map(Version::from) else {
-                    continue;
-                };
-                if paired.is_empty() || paired.iter().any(|p| p.parts() == cv.parts()) {
-                    continue;
-                }
-                let want: Vec<String> = paired.iter().map(|p| p.to_string()).collect();
-                findings.push(Finding {
-                    kind: "pairing",
-                    places: vec![t.place(), c.place()],
-                    message: format!(
-                        "torch {tv} is released with {dist} {}, not {cv}",
-                        want.join(" or ")
-                    ),
-                    fix: format!("{dist}=={}", want.last().cloned().unwrap_or_default()),
-                });
-            }
-        }
-        if let Some(py) = &req.python {
-            let mm = py.major_minor();
-            if mm < row.python_min || mm > row.python_max {
-                findings.push(Finding {
-                    kind: "python",
-                    places: vec![t.place()],
-                    message: format!(
-                        "torch {tv} has no wheel for Python {mm} (it ships for {}–{})",
-                        row.python_min, row.python_max
-                    ),
-                    fix: format!(
-                        "a torch release with Python {mm} wheels, or Python {}–{}",
-                        row.python_min, row.python_max
-                    ),
-                });
-            }
-        }
-        for (name, cc) in &gpus {
-            let variant_cuda = t
-                .variant()
-                .and_then(|v| crate::kb::TorchVariantRow::cuda_of_tag(&v))
-                .or_else(|| row.pypi_cuda.clone());
-            let Some(variant) = kb
-                .torch_variants
-                .iter()
-                .find(|v| v.covers(&tv) && Some(&v.cuda) == variant_cuda.as_ref())
-            else {
+/// torchvision/torchaudio pins the knowledge base does not pair with torch pin `t`.
+fn pairings(pins: &[Pin], t: &Pin, tv: &Version, row: &crate::kb::TorchRow) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for (dist, paired) in [
+        ("torchvision", &row.torchvision),
+        ("torchaudio", &row.torchaudio),
+    ] {
+        for c in pins
+            .iter()
+            .filter(|p| p.name == dist && !p.marker.is_disjoint(&t.marker))
+        {
+            let Some(cv) = c.exact().as_ref().map(Version::from) else {
                 continue;
             };
-            if variant_runs_on(variant, *cc).runs {
+            if paired.is_empty() || paired.iter().any(|p| p.parts() == cv.parts()) {
                 continue;
             }
-            let would = kb
-                .torch_variants
-                .iter()
-                .filter(|v| variant_runs_on(v, *cc).runs)
-                .min_by(|a, b| a.from.cmp(&b.from).then(a.cuda.cmp(&b.cuda)));
+            let want: Vec<String> = paired.iter().map(|p| p.to_string()).collect();
             findings.push(Finding {
-                kind: "gpu",
-                places: vec![t.place()],
+                kind: "pairing",
+                places: vec![t.place(), c.place()],
                 message: format!(
-                    "torch {tv} ({}) has no image for {name} (CC {cc}): built for {}",
-                    variant.tag(),
-                    variant.sass.join(" ")
+                    "torch {tv} is released with {dist} {}, not {cv}",
+                    want.join(" or ")
                 ),
-                fix: match would {
-                    Some(v) => format!("torch ≥ {} with {} (index https://download.pytorch.org/whl/{})", v.from, v.tag(), v.tag()),
-                    None => "no official torch wheel runs there; build torch from source (cargo xtask build-torch)".into(),
-                },
+                fix: format!("{dist}=={}", want.last().cloned().unwrap_or_default()),
             });
         }
     }
-    Ok(PinsReport {
-        files,
-        requirements: pins.len(),
-        findings,
+    findings
+}
+
+/// No torch wheel of that release for the Python in question.
+fn python_wheel(t: &Pin, tv: &Version, row: &crate::kb::TorchRow, py: &Version) -> Option<Finding> {
+    let mm = py.major_minor();
+    if mm >= row.python_min && mm <= row.python_max {
+        return None;
+    }
+    Some(Finding {
+        kind: "python",
+        places: vec![t.place()],
+        message: format!(
+            "torch {tv} has no wheel for Python {mm} (it ships for {}–{})",
+            row.python_min, row.python_max
+        ),
+        fix: format!(
+            "a torch release with Python {mm} wheels, or Python {}–{}",
+            row.python_min, row.python_max
+        ),
+    })
+}
+
+/// The torch pin's variant has no image for the GPU, and the release that would.
+fn gpu_image(
+    kb: &KnowledgeBase,
+    t: &Pin,
+    tv: &Version,
+    row: &crate::kb::TorchRow,
+    name: &str,
+    cc: crate::cuda_arch::Cc,
+) -> Option<Finding> {
+    let variant_cuda = t
+        .variant()
+        .and_then(|v| crate::kb::TorchVariantRow::cuda_of_tag(&v))
+        .or_else(|| row.pypi_cuda.clone());
+    let variant = kb
+        .torch_variants
+        .iter()
+        .find(|v| v.covers(tv) && Some(&v.cuda) == variant_cuda.as_ref())?;
+    if variant_runs_on(variant, cc).runs {
+        return None;
+    }
+    let would = kb
+        .torch_variants
+        .iter()
+        .filter(|v| variant_runs_on(v, cc).runs)
+        .min_by(|a, b| a.from.cmp(&b.from).then(a.cuda.cmp(&b.cuda)));
+    Some(Finding {
+        kind: "gpu",
+        places: vec![t.place()],
+        message: format!(
+            "torch {tv} ({}) has no image for {name} (CC {cc}): built for {}",
+            variant.tag(),
+            variant.sass.join(" ")
+        ),
+        fix: match would {
+            Some(v) => format!("torch ≥ {} with {} (index https://download.pytorch.org/whl/{})", v.from, v.tag(), v.tag()),
+            None => "no official torch wheel runs there; build torch from source (cargo xtask build-torch)".into(),
+        },
     })
 }
 
