@@ -527,7 +527,8 @@ fn inflate(raw: &[u8], size: u64) -> Result<(Member<'static>, u32), FileError> {
             raw.len()
         )));
     }
-    // Pre-faulting the output in one call saves ~250k page faults (0.1 s) on torch's wheel.
+    // Pre-faulting the output in one call saves a page fault per 4 KiB page written (a
+    // quarter-million on torch's wheel).
     let mut out = memmap2::MmapOptions::new()
         .len(size as usize)
         .populate()

@@ -43,7 +43,7 @@ pub fn extensions_at_once(cores: u32, mem_available_gib: f64) -> u32 {
 ///   2.5 GiB)`: nvcc compiles each arch's device code (cicc + ptxas) in its own thread, so threads
 ///   pay when fewer .cu files run at once than there are cores (one .cu file; a .cu next to a
 ///   .cpp) and cost time when the cores are already full (more runnable threads than cores
-///   thrash caches: measured 3 jobs × 3 threads 63.7–66.3 s against 3 jobs alone 56.7–59.3 s).
+///   thrash caches; measured in docs/build-ext.md's jobs table).
 ///
 /// `jobs_override` (`--jobs`) replaces the computed job count; threads are then derived from it.
 pub fn parallelism(

@@ -180,7 +180,7 @@ pub fn unified_diff(path: &Path, old: &[u8], new: &[u8]) -> String {
         .collect();
     let name = rel.display().to_string();
     // Patience anchors on unique lines, so the cost follows the file's size, not size × changes
-    // (Myers on a 1.7 MB file with 10,000 rewrites took minutes); past the deadline `similar`
+    // (Myers' O(N·D) grew with every rewrite: docs/hostile-input.md); past the deadline `similar`
     // returns a coarser diff, still one `git apply` takes.
     similar::TextDiff::configure()
         .algorithm(similar::Algorithm::Patience)
