@@ -3,6 +3,29 @@
 
 use serde::Serialize;
 
+/// The program as the user invoked it, for the commands a message tells them to run:
+/// `archsmith` when installed as such, else `cargo xtask` (this repository's alias).
+pub fn program() -> &'static str {
+    let exe = std::env::args_os().next().unwrap_or_default();
+    let stem = std::path::Path::new(&exe)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if stem == "archsmith" {
+        "archsmith"
+    } else {
+        "cargo xtask"
+    }
+}
+
+/// The error document `--json` promises (docs/json.md) for a command that ends in an error: exit 2.
+pub fn print_error_document(message: &str) {
+    let _ = print_json(
+        documents::ERROR,
+        &serde_json::json!({ "error": { "message": message, "exit_code": 2 } }),
+    );
+}
+
 /// How a command ended. Commands decide it from their typed outcome; `main` turns it into the
 /// process status, in one place (an `Err` from a command is bad input or a broken environment:
 /// exit 2, with the error document under `--json`).

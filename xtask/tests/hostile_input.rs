@@ -91,10 +91,13 @@ fn port_extension_validates_every_argument_up_front() {
             &["--arch", "3.5"][..],
             "--arch 3.5: 3.5 is not supported by CUDA",
         ),
-        (&["--cuda", "99.0"][..], "--cuda 99.0: unknown CUDA release"),
+        (
+            &["--cuda", "99.0"][..],
+            "'99.0' for '--cuda <VER>': CUDA 99.0 does not exist",
+        ),
         (
             &["--torch", "99.0"][..],
-            "--torch 99.0: unknown torch release",
+            "'99.0' for '--torch <VER>': torch 99.0 does not exist",
         ),
     ] {
         let mut all = vec!["port-extension", "legacy-demo", "--dry-run"];

@@ -58,10 +58,14 @@ pub struct PlanRequest {
 /// Plans `args.arch` for the chosen (or newest known) torch and CUDA: every way the list is written
 /// and read, and, for each named GPU, whether the result runs there.
 pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport> {
+    crate::kb::user_input::torch_and_cuda(args.torch.as_ref(), args.cuda.as_ref())?;
     let ctx = PlanContext::new(kb, args.torch.clone(), args.cuda.clone());
     let plan = match Plan::parse(kb, &ctx, &args.arch) {
         Ok(p) => p,
-        Err(e) => bail!("invalid --arch `{}`:\n{e}", args.arch),
+        Err(e) => bail!(
+            "invalid --arch `{}`:\n{e}",
+            crate::kb::user_input::echo(&args.arch)
+        ),
     };
     let mut notes = Vec::new();
     if ctx.torch_assumed || ctx.cuda_assumed {
@@ -79,7 +83,12 @@ pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport
             }
         ));
     }
-    if ctx.cuda_from_torch {
+    if ctx.cuda_from_torch && crate::kb::user_input::variant_cuda(&ctx.torch).is_some() {
+        notes.push(format!(
+            "no --cuda given: planned for CUDA {}, the CUDA of torch {}",
+            ctx.cuda, ctx.torch
+        ));
+    } else if ctx.cuda_from_torch {
         notes.push(format!(
             "no --cuda given: planned for CUDA {}, the variant torch {} is built with on PyPI (cu{}{}); pass --cuda for another",
             ctx.cuda,
@@ -104,7 +113,7 @@ pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport
         )?)
     };
     Ok(ArchsReport {
-        input: args.arch.clone(),
+        input: crate::kb::user_input::echo(&args.arch),
         torch: ReleaseChoice {
             version: ctx.torch.to_string(),
             assumed: ctx.torch_assumed,

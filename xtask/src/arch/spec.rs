@@ -41,11 +41,13 @@ pub struct PlanContext {
 }
 
 impl PlanContext {
-    /// `--torch`/`--cuda` if given. Without `--cuda`, a given torch release brings the CUDA of its
-    /// default PyPI variant; otherwise the newest releases the knowledge base knows are assumed.
+    /// `--torch`/`--cuda` if given. Without `--cuda`, a given torch release brings its CUDA: its
+    /// `+cuXYZ` build's, else its default PyPI variant's; otherwise the newest releases the
+    /// knowledge base knows are assumed.
     pub fn new(kb: &KnowledgeBase, torch: Option<Version>, cuda: Option<Version>) -> PlanContext {
         let from_torch = match (&torch, &cuda) {
-            (Some(t), None) => kb.torch_row(t).and_then(|r| r.pypi_cuda.clone()),
+            (Some(t), None) => crate::kb::user_input::variant_cuda(t)
+                .or_else(|| kb.torch_row(t).and_then(|r| r.pypi_cuda.clone())),
             _ => None,
         };
         PlanContext {
@@ -70,7 +72,10 @@ pub struct Plan {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
-    #[error("empty arch spec: give the archs to build, e.g. --arch 7.5,8.9,9.0 (see `cargo xtask archs --help`)")]
+    #[error(
+        "empty arch spec: give the archs to build, e.g. --arch 7.5,8.9,9.0 (see `{} archs --help`)",
+        crate::output::program()
+    )]
     Empty,
     #[error("`{token}` is not an arch: {why}")]
     BadToken { token: String, why: String },
@@ -391,7 +396,7 @@ fn parse_number(body: &str) -> Option<Result<Arch, String>> {
 fn explain_unknown(body: &str, names: &[(String, String)]) -> String {
     let known: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
     match body.to_ascii_lowercase().as_str() {
-        "native" | "auto" => "`native`/`Auto` mean \"detect the GPUs of this machine\"; archsmith plans explicit archs. Name them (see `cargo xtask archs --gpu NAME` to find a GPU's compute capability)".into(),
+        "native" | "auto" => format!("`native`/`Auto` mean \"detect the GPUs of this machine\"; archsmith plans explicit archs. Name them (see `{} archs --list-gpus` for a GPU's compute capability)", crate::output::program()),
         "all" | "common" => "`All`/`Common` are CMake-only keywords whose lists still contain archs CUDA 13 rejects; name the archs instead".into(),
         _ => format!("{FORMS}; known family names: {}", known.join(", ")),
     }

@@ -73,7 +73,10 @@ impl AuditReport {
                     f.path.display().to_string(),
                     String::new(),
                     format!("port rules: {}", rules.join(" ")),
-                    "cargo xtask codemod PATH --dry-run shows the diff".into(),
+                    format!(
+                        "{} codemod PATH --dry-run shows the diff",
+                        crate::output::program()
+                    ),
                 ]);
             }
             for r in &f.review {

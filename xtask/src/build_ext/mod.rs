@@ -253,6 +253,7 @@ pub fn prepare(
     cuda: Option<&Version>,
     arch: &str,
 ) -> Result<Prepared> {
+    crate::kb::user_input::torch_and_cuda(torch, cuda)?;
     let python = match python {
         Some(p) => p.to_path_buf(),
         None => {
@@ -274,7 +275,8 @@ pub fn prepare(
     }
     let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), cuda)?;
     let ctx = PlanContext::new(kb(), Some(base_version(&env.torch)), Some(cuda.clone()));
-    let plan = Plan::parse(kb(), &ctx, arch).with_context(|| format!("--arch {arch}"))?;
+    let plan = Plan::parse(kb(), &ctx, arch)
+        .with_context(|| format!("--arch {}", crate::kb::user_input::echo(arch)))?;
     let tc = toolchain::ensure(&cuda)?;
     Ok(Prepared { env, tc, plan })
 }

@@ -42,7 +42,7 @@ pub struct Request {
     pub arch: String,
     pub src: Option<PathBuf>,
     /// A release to clone (`2.6.0`), instead of `src`.
-    pub version: Option<String>,
+    pub version: Option<Version>,
     pub cuda: Option<Version>,
     pub python: Option<PathBuf>,
     pub gpus: Vec<String>,
@@ -84,20 +84,32 @@ pub fn source_tree(req: &Request) -> Result<PathBuf> {
     match (&req.src, &req.version) {
         (Some(_), Some(_)) => bail!(NotATorchTree("give --src DIR or --version VER, not both".into())),
         (Some(src), None) => Ok(src.clone()),
-        (None, Some(v)) => clone_release(v),
+        (None, Some(v)) if v.local().is_some() || v.parts().len() != 3 || v.is_prerelease() => {
+            bail!(NotATorchTree(format!(
+                "--torch {v}: a release to clone is written as its tag names it, e.g. 2.6.0 (no +cuXYZ: the CUDA is --cuda's)"
+            )))
+        }
+        (None, Some(v)) => clone_release(&v.to_string()),
         (None, None) => bail!(NotATorchTree(
             "no source: give --src DIR (a PyTorch checkout or unpacked source tarball) or --version VER (cloned with its submodules into archsmith's cache)".into()
         )),
     }
 }
 
-/// `git clone --recursive --depth 1 --branch vVER` into `cache/sources/pytorch-vVER`, once.
+/// `git clone --recursive --depth 1 --branch vVER` into `cache/sources/pytorch-vVER`, once (a
+/// mirror other than PyTorch's own gets a directory of its own, `pytorch-vVER-URLHASH`).
 fn clone_release(version: &str) -> Result<PathBuf> {
     let tag = format!("v{}", version.trim_start_matches('v'));
     let url = std::env::var(GIT_URL_VAR).unwrap_or_else(|_| DEFAULT_GIT_URL.to_string());
     let parent = crate::paths::cache_dir().join("sources");
     std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-    let name = format!("pytorch-{tag}");
+    let name = if url == DEFAULT_GIT_URL {
+        format!("pytorch-{tag}")
+    } else {
+        use sha2::{Digest, Sha256};
+        let digest = crate::stamp::hex(&Sha256::digest(url.as_bytes()));
+        format!("pytorch-{tag}-{}", &digest[..12])
+    };
     crate::cache::provision(
         &parent,
         &name,

@@ -71,34 +71,11 @@ pub fn torch_cuda(kb: &KnowledgeBase, torch: &Version, cuda: &Version) -> Check 
             "check the release notes of that torch for the CUDA releases it builds with",
         );
     };
-    if let Some(min) = row.min_cuda_source_build.as_ref().filter(|m| cuda < *m) {
-        return Check::fail(
-            NAME,
-            format!("torch {torch} needs CUDA ≥ {min} to build (its cmake/public/cuda.cmake refuses older)"),
-            format!("--cuda {min} or newer"),
-        );
+    if let Some((detail, fix)) = crate::kb::user_input::torch_cuda_refusal(kb, torch, cuda) {
+        return Check::fail(NAME, detail, fix);
     }
     let newest = row.cuda_variants.iter().chain(&row.pypi_cuda).max();
     if let Some(newest) = newest {
-        if cuda.major() > newest.major() {
-            let same_major: Vec<String> = row
-                .cuda_variants
-                .iter()
-                .filter(|v| v.major() == newest.major())
-                .map(|v| v.to_string())
-                .collect();
-            return Check::fail(
-                NAME,
-                format!(
-                    "torch {torch} predates CUDA {}: its official builds stop at cu{}{} (CUDA {newest}), and its build files know nothing of CUDA {}'s changes (archs nvcc {} dropped, removed APIs)",
-                    cuda.major(), newest.major(), newest.minor(), cuda.major(), cuda.major()
-                ),
-                format!(
-                    "build with CUDA {}.x (--cuda {}; official builds used {}), or build a torch release made for CUDA {}",
-                    newest.major(), newest, same_major.join(", "), cuda.major()
-                ),
-            );
-        }
         if cuda.major_minor() > newest.major_minor() {
             return Check::warn(
                 NAME,

@@ -48,9 +48,10 @@ impl Lang {
         if ext == "py" {
             return Some(Lang::PythonModule);
         }
+        // Any case: `.C`, `.H` and `.CPP` are C++ to gcc too, and `.CU` files exist in the wild.
         matches!(
-            ext,
-            "c" | "cc" | "cpp" | "cxx" | "h" | "hh" | "hpp" | "cu" | "cuh"
+            ext.to_ascii_lowercase().as_str(),
+            "c" | "cc" | "cpp" | "cxx" | "c++" | "h" | "hh" | "hpp" | "hxx" | "h++" | "cu" | "cuh"
         )
         .then_some(Lang::Cpp)
     }

@@ -21,16 +21,16 @@ pub struct ArchsArgs {
     #[arg(long, conflicts_with_all = ["arch", "print"])]
     pub list_gpus: bool,
     /// torch release whose rules apply (default: the newest known).
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,
     /// CUDA release whose nvcc will compile (default: the newest known).
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
     /// A GPU to check the plan against (name such as "RTX 5090", "H100", or a compute capability).
     #[arg(long = "gpu", value_name = "NAME")]
     pub gpus: Vec<String>,
     /// The NVIDIA driver that would run the code (decides whether PTX can be JIT-compiled).
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::driver_version)]
     pub driver: Option<Version>,
     #[arg(long)]
     pub json: bool,

@@ -24,10 +24,10 @@ pub enum AuditCommand {
 #[derive(Debug, Args)]
 pub struct UpgradeArgs {
     /// The torch release the project runs on now.
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::audited_torch_release)]
     pub from: Version,
     /// The torch release it moves to.
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::audited_torch_release)]
     pub to: Version,
     /// The project (a directory or one file; default: the current directory).
     #[arg(default_value = ".")]

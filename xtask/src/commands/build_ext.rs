@@ -17,10 +17,10 @@ pub struct BuildExtArgs {
     pub arch: String,
     /// torch release for archsmith's env (default: the newest known). Ignored with --python
     /// except as a check.
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,
     /// CUDA release to compile with (default: the one torch was built with; must share its major).
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
     /// Use this Python (with torch installed) instead of archsmith's env.
     #[arg(long, value_name = "PATH")]

@@ -1,4 +1,4 @@
-//! `cargo xtask build-torch --arch SPEC (--src DIR | --version VER)`: thin CLI over
+//! `cargo xtask build-torch --arch SPEC (--src DIR | --torch VER)`: thin CLI over
 //! [`crate::build_torch`]; `--verify-wheel WHEEL` runs only the verify step on a wheel.
 
 use crate::build_output::progress::Mode;
@@ -25,11 +25,17 @@ pub struct BuildTorchArgs {
     /// A PyTorch checkout or unpacked source tarball.
     #[arg(long, value_name = "DIR", conflicts_with = "version")]
     pub src: Option<PathBuf>,
-    /// A release to clone with its submodules into archsmith's cache (needs network).
-    #[arg(long, value_name = "VER")]
-    pub version: Option<String>,
+    /// A torch release to clone with its submodules into archsmith's cache (needs network), e.g.
+    /// 2.6.0; `--version` is its older spelling.
+    #[arg(
+        long = "torch",
+        visible_alias = "version",
+        value_name = "VER",
+        value_parser = crate::kb::user_input::torch_release
+    )]
+    pub version: Option<Version>,
     /// CUDA release to build with (default: the newest toolkit here that this torch supports).
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
     /// The Python to build with (default: python3 on PATH).
     #[arg(long, value_name = "PATH")]

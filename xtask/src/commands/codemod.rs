@@ -32,7 +32,7 @@ pub struct CodemodArgs {
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// The torch release to port to: which Python rows hold (default: the newest known).
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<crate::version::Version>,
     #[arg(long)]
     pub json: bool,

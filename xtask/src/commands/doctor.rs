@@ -13,7 +13,7 @@ pub struct DoctorArgs {
     #[arg(long = "gpu", value_name = "NAME")]
     pub gpus: Vec<String>,
     /// An NVIDIA driver version to plan for (e.g. 470.161.03), instead of or besides this machine's.
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::driver_version)]
     pub driver: Option<Version>,
     #[arg(long)]
     pub json: bool,

@@ -15,7 +15,7 @@ pub struct KernelsArgs {
     pub arch: String,
     /// CUDA release to compile with (default: the newest toolchain archsmith has installed, else the newest
     /// CUDA the knowledge base knows, installed from PyPI).
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
     #[arg(long)]
     pub json: bool,

@@ -47,7 +47,7 @@ pub enum Command {
     BuildExt(build_ext::BuildExtArgs),
     /// Build PyTorch from source for exactly the chosen archs: advise, plan, preflight, build, verify.
     #[command(
-        after_help = "Example:\n  archsmith build-torch --version 2.6.0 --arch 7.5,8.9,9.0 --gpu L4 --dry-run"
+        after_help = "Example:\n  archsmith build-torch --torch 2.6.0 --arch 7.5,8.9,9.0 --gpu L4 --dry-run"
     )]
     BuildTorch(build_torch::BuildTorchArgs),
     /// Port legacy PyTorch C++/CUDA extension sources (AT_CHECK, THC, `.type()` dispatch, ...) to modern torch.
@@ -85,16 +85,7 @@ pub enum Command {
 
 /// The name the binary runs under: `archsmith` when installed as such, else `cargo xtask`.
 pub fn bin_name() -> &'static str {
-    let exe = std::env::args_os().next().unwrap_or_default();
-    let stem = std::path::Path::new(&exe)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if stem == "archsmith" {
-        "archsmith"
-    } else {
-        "cargo xtask"
-    }
+    crate::output::program()
 }
 
 /// Runs a parsed command; `main` turns the [`Exit`] into the process status (errors exit 2).

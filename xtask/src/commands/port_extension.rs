@@ -34,9 +34,9 @@ pub struct PortExtensionArgs {
     /// Archs to build and verify, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC", required_unless_present_any = ["dry_run", "check"])]
     pub arch: Option<String>,
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
     /// Print the diff of rules + patches and the review items; build nothing.
     #[arg(long, conflicts_with = "check")]

@@ -34,7 +34,7 @@ pub enum ToolchainCommand {
 #[derive(Debug, Args)]
 pub struct CudaArgs {
     /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
     /// Machine-readable output on stdout.
     #[arg(long)]
@@ -44,7 +44,7 @@ pub struct CudaArgs {
 #[derive(Debug, Args)]
 pub struct EnvArgs {
     /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
     /// `shell`: exports to eval; `github`: append to the files $GITHUB_ENV and $GITHUB_PATH name; `json`.
     #[arg(long, value_enum, default_value_t = EnvFormat::Shell)]
@@ -110,7 +110,8 @@ fn install(args: &CudaArgs) -> Result<Exit> {
             _ => {}
         }
         println!(
-            "  ({seconds:.2}s)  use it with: eval \"$(cargo xtask toolchain env --cuda {})\"",
+            "  ({seconds:.2}s)  use it with: eval \"$({} toolchain env --cuda {})\"",
+            crate::output::program(),
             args.cuda
         );
     }

@@ -63,7 +63,7 @@ pub struct EnvArgs {
     #[arg(long = "expect", value_name = "NAME==VER", value_parser = crate::verify::env::parse_expect)]
     pub expects: Vec<crate::verify::env::Expect>,
     /// The CUDA torch must be built for (torch.version.cuda), e.g. 12.4.
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub expect_cuda: Option<crate::version::Version>,
     /// The archs torch's libraries must carry (read from the binaries) and report.
     #[arg(long, value_name = "SPEC")]

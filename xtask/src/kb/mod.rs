@@ -917,3 +917,4 @@ fn is_noise_word(w: &str) -> bool {
 
 #[cfg(test)]
 mod tests;
+pub mod user_input;

@@ -195,6 +195,7 @@ impl BuildSummary {
 /// and an arch list the chosen releases cannot build stop here, naming the argument.
 fn validate(req: &Request) -> Result<()> {
     let kb = kb();
+    crate::kb::user_input::torch_and_cuda(req.torch.as_ref(), req.cuda.as_ref())?;
     let known = |mut v: Vec<&Version>| {
         v.sort();
         v.dedup();
@@ -222,8 +223,9 @@ fn validate(req: &Request) -> Result<()> {
     }
     if !req.arch.is_empty() {
         let ctx = crate::arch::spec::PlanContext::new(kb, req.torch.clone(), req.cuda.clone());
-        crate::arch::spec::Plan::parse(kb, &ctx, &req.arch)
-            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", req.arch))?;
+        crate::arch::spec::Plan::parse(kb, &ctx, &req.arch).map_err(|e| {
+            anyhow::anyhow!("--arch {}: {e}", crate::kb::user_input::echo(&req.arch))
+        })?;
     }
     Ok(())
 }

@@ -71,9 +71,10 @@ impl WorkTree {
             .output()?;
         if !check.success() {
             bail!(
-                "patch {} does not apply to the tree the rules produced:\n{}\nThe patch must be made against the ported tree: run `cargo xtask port-extension … --dry-run`, edit the work tree it names, and regenerate the patch with `git diff`.",
+                "patch {} does not apply to the tree the rules produced:\n{}\nThe patch must be made against the ported tree: run `{} port-extension … --dry-run`, edit the work tree it names, and regenerate the patch with `git diff`.",
                 patch.display(),
-                check.stderr.trim()
+                check.stderr.trim(),
+                crate::output::program()
             );
         }
         let files = git(&self.root)

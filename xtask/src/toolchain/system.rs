@@ -164,7 +164,7 @@ pub fn require(search: &Search, cuda: &Version) -> Result<Toolchain> {
         looked.push_str("\n  - PATH: no nvcc");
     }
     if super::from_pypi(cuda) {
-        bail!("no system CUDA {cuda} toolkit found.\nLooked at:{looked}\narchsmith installs CUDA {mm} from PyPI: `cargo xtask toolchain install --cuda {mm}`");
+        bail!("no system CUDA {cuda} toolkit found.\nLooked at:{looked}\narchsmith installs CUDA {mm} from PyPI: `{} toolchain install --cuda {mm}`", crate::output::program());
     }
     bail!(
         "no CUDA {cuda} toolkit found, and CUDA {major}.x cannot be installed from PyPI: NVIDIA's `-cu{major}` wheels \

@@ -67,8 +67,12 @@ pub struct Expectations {
 /// torch/nvcc acceptance checks: a binary may legitimately carry archs a given torch would refuse.
 fn parse_expectation(kb: &KnowledgeBase, spec: &str) -> Result<Expectation> {
     let ctx = PlanContext::new(kb, None, None);
-    let plan = Plan::parse_unvalidated(kb, &ctx, spec)
-        .with_context(|| format!("invalid --expect-arch `{spec}`"))?;
+    let plan = Plan::parse_unvalidated(kb, &ctx, spec).with_context(|| {
+        format!(
+            "invalid --expect-arch `{}`",
+            crate::kb::user_input::echo(spec)
+        )
+    })?;
     Ok(Expectation {
         sass: plan.sass(),
         ptx: plan.ptx(),

@@ -117,15 +117,13 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
     let plan = req
         .expect_arch
         .as_deref()
-        .map(|spec| {
-            Plan::parse_unvalidated(kb, &PlanContext::new(kb, None, None), spec)
-                .with_context(|| format!("invalid --expect-arch `{spec}`"))
-        })
+        .map(|spec| expected_plan(kb, spec))
         .transpose()?;
-    let mut gpus = Vec::new();
-    for g in &req.gpus {
-        gpus.push(kb.resolve_gpu(g)?);
-    }
+    let gpus = req
+        .gpus
+        .iter()
+        .map(|g| kb.resolve_gpu(g))
+        .collect::<Result<Vec<_>>>()?;
     let info = probe_with(
         &python,
         Depth::ImportTorch,
@@ -183,6 +181,17 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
         packages: info.packages.clone(),
         items,
         ok,
+    })
+}
+
+/// `--expect-arch`, read as torch would read it (any torch, any CUDA: it is what the libraries
+/// must carry, not a list to build).
+fn expected_plan(kb: &KnowledgeBase, spec: &str) -> Result<Plan> {
+    Plan::parse_unvalidated(kb, &PlanContext::new(kb, None, None), spec).with_context(|| {
+        format!(
+            "invalid --expect-arch `{}`",
+            crate::kb::user_input::echo(spec)
+        )
     })
 }
 

@@ -495,8 +495,16 @@ fn gpu_image(
             variant.sass.join(" ")
         ),
         fix: match would {
-            Some(v) => format!("torch ≥ {} with {} (index https://download.pytorch.org/whl/{})", v.from, v.tag(), v.tag()),
-            None => "no official torch wheel runs there; build torch from source (cargo xtask build-torch)".into(),
+            Some(v) => format!(
+                "torch ≥ {} with {} (index https://download.pytorch.org/whl/{})",
+                v.from,
+                v.tag(),
+                v.tag()
+            ),
+            None => format!(
+                "no official torch wheel runs there; build torch from source ({} build-torch)",
+                crate::output::program()
+            ),
         },
     })
 }

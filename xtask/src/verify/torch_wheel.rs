@@ -189,8 +189,12 @@ fn library_item(
 /// Runs the check. Bad input (an unparsable spec, an unreadable wheel) is an error.
 pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
     let ctx = PlanContext::new(kb, None, req.cuda.clone());
-    let plan = Plan::parse_unvalidated(kb, &ctx, &req.arch)
-        .with_context(|| format!("invalid --arch `{}`", req.arch))?;
+    let plan = Plan::parse_unvalidated(kb, &ctx, &req.arch).with_context(|| {
+        format!(
+            "invalid --arch `{}`",
+            crate::kb::user_input::echo(&req.arch)
+        )
+    })?;
     let expect = Expectation {
         sass: plan.sass(),
         ptx: plan.ptx(),

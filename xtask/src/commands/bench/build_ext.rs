@@ -15,7 +15,7 @@ pub struct BuildExtBench {
     pub source: Option<PathBuf>,
     #[arg(long, default_value = "7.5,8.9,9.0")]
     pub arch: String,
-    #[arg(long, value_name = "VER")]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,
     /// MAX_JOBS for both builds (default: archsmith's model).
     #[arg(long)]
