@@ -79,6 +79,8 @@ pub struct RunsWith {
     /// Runs, but an audited library covers a GPU in only some containers (see the option's
     /// `partly`); the install advice skips these while a fully covering option exists.
     pub partly: bool,
+    /// The oldest NVIDIA driver it runs with (the option's `min_driver`).
+    pub min_driver: Option<String>,
 }
 
 /// This machine as a build host and runtime; with `gpus` or `driver`, which official torch builds
@@ -120,6 +122,7 @@ pub fn diagnose(
                 variant: o.variant.clone(),
                 install: o.install.clone(),
                 partly: !o.partly.is_empty(),
+                min_driver: o.min_driver.clone(),
             })
             .collect();
         Some(PlanFor {
@@ -319,6 +322,26 @@ mod tests {
         let gpus = vec![kb().resolve_gpu("L4").unwrap()];
         let opts = torch_options(kb(), &gpus, Some(&"520.61.05".parse().unwrap()));
         assert!(opts.iter().any(|o| o.runs && o.variant == "cu118"));
+    }
+
+    /// CUDA 10.x had no minor-version compatibility: a cu102 build needs CUDA 10.2's own driver
+    /// (440.33), so a T4 on 418.67 runs no official torch at all; at 440.33 the cu102 build runs.
+    #[test]
+    fn a_cuda_10_build_needs_its_own_releases_driver() {
+        let gpus = vec![kb().resolve_gpu("T4").unwrap()];
+        let opts = torch_options(kb(), &gpus, Some(&"418.67".parse().unwrap()));
+        assert!(opts.iter().all(|o| !o.runs));
+        let cu102 = opts.iter().find(|o| o.variant == "cu102").unwrap();
+        assert!(
+            cu102
+                .reason
+                .contains("driver 418.67 < 440.33, the minimum of CUDA 10.2"),
+            "{}",
+            cu102.reason
+        );
+        let opts = torch_options(kb(), &gpus, Some(&"440.33".parse().unwrap()));
+        assert!(opts.iter().any(|o| o.runs && o.variant == "cu102"));
+        assert!(opts.iter().all(|o| o.variant == "cu102" || !o.runs));
     }
 
     /// Newest first, with the command for the first: plain PyPI when the variant is the release's

@@ -275,6 +275,8 @@ pub struct TorchOption {
     /// which `verify binary` reads from the same wheel).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partly: Vec<String>,
+    /// The oldest NVIDIA driver that runs this variant, and what sets it.
+    pub min_driver: Option<String>,
 }
 
 /// For each torch release line (major.minor) and official CUDA variant: would it run on these GPUs
@@ -302,15 +304,10 @@ pub fn torch_options(
         variants.sort_by(|a, b| a.cuda.cmp(&b.cuda));
         for variant in variants {
             let mut problems = Vec::new();
-            if let Some(d) = driver {
-                let floor = kb
-                    .cuda_major(variant.cuda.major())
-                    .map(|m| &m.minor_compat_min_driver);
-                if let Some(floor) = floor.filter(|f| d < *f) {
-                    problems.push(format!(
-                        "driver {d} < {floor}, the floor for CUDA {}.x",
-                        variant.cuda.major()
-                    ));
+            let floor = kb.driver_floor(&variant.cuda);
+            if let (Some(d), Some((floor, why))) = (driver, &floor) {
+                if d < floor {
+                    problems.push(format!("driver {d} < {floor}, {why}"));
                 }
             }
             let images = variant_images(variant);
@@ -381,6 +378,7 @@ pub fn torch_options(
                 .max();
             out.push(TorchOption {
                 partly,
+                min_driver: floor.map(|(v, why)| format!("{v} ({why})")),
                 install: newest
                     .map(|v| kb.install_command(v, variant))
                     .unwrap_or_default(),

@@ -162,6 +162,12 @@ pub fn render(r: &DoctorReport) -> String {
             .or(pf.runs_with.first());
         if let Some(best) = best {
             s.push_str(&format!("  install: {}\n", best.install));
+            // Without a driver to check against, say what the advice assumes.
+            if let (None, Some(floor)) = (&pf.driver, &best.min_driver) {
+                s.push_str(&format!(
+                    "  needs: NVIDIA driver ≥ {floor}; no driver was given or found (--driver VER checks one)\n"
+                ));
+            }
         }
         let mut t = Table::new(["  torch", "variant", "runs", "why not"]);
         for o in &pf.torch {

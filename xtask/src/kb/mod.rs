@@ -44,6 +44,19 @@ pub struct KnowledgeBase {
     pub nvcc_options: Vec<NvccOptionRow>,
     #[serde(rename = "kernel_origin", default)]
     pub kernel_origins: Vec<KernelOriginRow>,
+    #[serde(rename = "ambiguous_gpu_name", default)]
+    pub ambiguous_gpu_names: Vec<AmbiguousGpuNameRow>,
+}
+
+/// A name people give to more than one GPU (`RTX 6000`: the Turing Quadro or the Ada card): a
+/// lookup lists the candidates and asks, instead of picking one.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmbiguousGpuNameRow {
+    pub name: String,
+    /// `[[gpu]]` names.
+    pub candidates: Vec<String>,
+    pub source: String,
 }
 
 /// Where the kernels of a fatbin container come from, recognised by their names, and what fails
@@ -682,6 +695,20 @@ impl KnowledgeBase {
     /// (no driver row recorded for that release) the highest floor known for an older release of
     /// the same major, else the major's minor-compatibility floor. A lower bound in the last two
     /// cases: a driver below it certainly cannot load the PTX.
+    /// The oldest driver that runs a build made with CUDA `cuda`, and what sets it: the major's
+    /// minor-version-compatibility floor (11.x and newer), else the release's own minimum (10.x
+    /// and older had no minor-version compatibility: 10.2 needs 440.33).
+    pub fn driver_floor(&self, cuda: &Version) -> Option<(Version, String)> {
+        if let Some(m) = self.cuda_major(cuda.major()) {
+            return Some((
+                m.minor_compat_min_driver.clone(),
+                format!("the floor for CUDA {}.x", cuda.major()),
+            ));
+        }
+        let own = self.cuda_row(cuda)?.min_driver_linux.clone()?;
+        Some((own, format!("the minimum of CUDA {}", cuda.major_minor())))
+    }
+
     pub fn ptx_min_driver(&self, cuda: &Version) -> Option<Version> {
         if let Some(d) = self.cuda_row(cuda).and_then(|r| r.min_driver_linux.clone()) {
             return Some(d);
@@ -759,6 +786,26 @@ impl KnowledgeBase {
         if let Ok(cc) = query.parse::<Cc>() {
             return Ok((format!("CC {cc}"), cc));
         }
+        // Compared lightly (case, spaces, dashes, "NVIDIA"): "Quadro RTX 6000" names one GPU
+        // even though the full normalization would strip "Quadro".
+        let q = light_gpu_name(query);
+        if let Some(a) = self
+            .ambiguous_gpu_names
+            .iter()
+            .find(|a| !q.is_empty() && light_gpu_name(&a.name) == q)
+        {
+            let listed: Vec<String> = a
+                .candidates
+                .iter()
+                .filter_map(|c| self.gpu(c))
+                .map(|g| format!("\"{}\" (CC {})", g.name, g.cc))
+                .collect();
+            anyhow::bail!(
+                "`{}` names more than one GPU: {}; give the full name, or the compute capability (--gpu 8.9)",
+                crate::kb::user_input::echo(query),
+                listed.join(", ")
+            );
+        }
         match self.gpu(query) {
             Some(g) => Ok((g.name.clone(), g.cc.parse()?)),
             None => {
@@ -778,6 +825,7 @@ impl KnowledgeBase {
                 } else {
                     format!(" Did you mean: {}?", close.join(", "))
                 };
+                let query = crate::kb::user_input::echo(query);
                 anyhow::bail!("unknown GPU `{query}`.{hint} Give one of the {} GPUs `archs --list-gpus` lists (e.g. \"RTX 4090\", \"H100\", \"Jetson Orin\") or its compute capability, e.g. --gpu 8.9", self.gpus.len())
             }
         }
@@ -873,6 +921,17 @@ impl KnowledgeBase {
 
 fn next_minor(v: &Version) -> Version {
     Version::new(&[v.major(), v.minor() + 1])
+}
+
+/// A GPU name with case, spaces, dashes and a leading "NVIDIA" dropped: `NVIDIA RTX-6000` →
+/// `rtx6000`. Keeps the words [`normalize_gpu_name`] strips, for names that differ only by them.
+pub fn light_gpu_name(name: &str) -> String {
+    let lower = name.trim().to_ascii_lowercase();
+    let lower = lower.strip_prefix("nvidia").unwrap_or(&lower);
+    lower
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != '-' && *c != '_')
+        .collect()
 }
 
 /// `NVIDIA GeForce RTX-4090` → `rtx4090`. Public so tests and `doctor` agree on one spelling rule.

@@ -711,3 +711,39 @@ fn gpu_driver_floors_come_from_the_first_cuda_of_their_cc() {
     assert_eq!(floor("L4").as_deref(), Some("520.61.05"));
     assert_eq!(floor("H100").as_deref(), Some("520.61.05"));
 }
+
+#[test]
+fn ambiguous_gpu_names_list_real_gpus_and_ask() {
+    let kb = kb();
+    assert!(!kb.ambiguous_gpu_names.is_empty());
+    for a in &kb.ambiguous_gpu_names {
+        let light = light_gpu_name(&a.name);
+        assert!(
+            kb.gpus.iter().all(|g| std::iter::once(&g.name)
+                .chain(&g.aliases)
+                .all(|n| light_gpu_name(n) != light)),
+            "`{}` is ambiguous but also a GPU's name or alias",
+            a.name
+        );
+        assert!(a.candidates.len() >= 2, "{}", a.name);
+        for c in &a.candidates {
+            assert!(
+                kb.gpu(c).is_some(),
+                "{}: candidate {c} is no [[gpu]] row",
+                a.name
+            );
+        }
+    }
+    let e = kb.resolve_gpu("RTX 6000").unwrap_err().to_string();
+    assert!(
+        e.contains("names more than one GPU")
+            && e.contains("\"Quadro RTX 6000\" (CC 7.5)")
+            && e.contains("\"RTX 6000 Ada\" (CC 8.9)"),
+        "{e}"
+    );
+    assert_eq!(kb.resolve_gpu("rtx 6000 ada").unwrap().1.to_string(), "8.9");
+    assert_eq!(
+        kb.resolve_gpu("Quadro RTX 6000").unwrap().1.to_string(),
+        "7.5"
+    );
+}
