@@ -97,9 +97,6 @@ pub fn diagnose(
         notes.push("no NVIDIA driver found (no nvidia-smi, no /proc/driver/nvidia/version): this machine can build CUDA code but not run it".into());
     }
     let toolkits = find_toolkits(kb);
-    if toolkits.is_empty() {
-        notes.push("no CUDA toolkit found: `cargo xtask toolchain install --cuda 13.2` provisions one from PyPI".into());
-    }
     let host_compilers = find_host_compilers(&toolkits);
     let pythons = find_pythons();
     let plan_for = if gpus.is_empty() && plan_driver.is_none() {
@@ -132,6 +129,17 @@ pub fn diagnose(
             driver,
         })
     };
+    let (advice_gpus, advice_driver) = match &plan_for {
+        Some(p) => (p.gpus.clone(), p.driver.clone()),
+        None => (Vec::new(), driver.as_ref().map(|d| d.version.clone())),
+    };
+    notes.extend(toolkit_notes(
+        kb,
+        &toolkits,
+        &pythons,
+        &advice_gpus,
+        advice_driver.as_ref(),
+    ));
     Ok(DoctorReport {
         driver,
         devices,
@@ -237,6 +245,62 @@ fn find_host_compilers(toolkits: &[Toolkit]) -> Vec<HostCompiler> {
 
 /// `python3` on PATH and every archsmith env, each described by the one Python probe (importing
 /// torch, for its built archs and devices).
+/// What to install so that each torch found can compile extensions: a toolkit of its CUDA major
+/// (from PyPI where NVIDIA ships nvcc there, else [`crate::arch::advice::toolkit_advice`]); with no
+/// torch found and no toolkit, the newest CUDA from PyPI.
+fn toolkit_notes(
+    kb: &KnowledgeBase,
+    toolkits: &[Toolkit],
+    pythons: &[PythonRuntime],
+    gpus: &[(String, crate::cuda_arch::Cc)],
+    driver: Option<&Version>,
+) -> Vec<String> {
+    let program = crate::output::program();
+    let majors: Vec<u32> = toolkits
+        .iter()
+        .filter_map(|t| t.release.as_ref().map(Version::major))
+        .collect();
+    let mut notes = Vec::new();
+    let mut advised = Vec::new();
+    for (python, info) in pythons
+        .iter()
+        .filter_map(|p| Some((&p.python, p.info.as_ref()?)))
+    {
+        let (Some(torch), Some(cuda)) = (&info.torch, &info.cuda) else {
+            continue;
+        };
+        if majors.contains(&cuda.major()) || advised.contains(&cuda.major_minor()) {
+            continue;
+        }
+        advised.push(cuda.major_minor());
+        let pypi = kb
+            .first_pypi_nvcc_major()
+            .is_some_and(|m| cuda.major() >= m);
+        notes.push(if pypi {
+            format!(
+                "no CUDA {}.x toolkit for torch {torch} ({}): `{program} toolchain install --cuda {}` provisions one from PyPI",
+                cuda.major(),
+                python.display(),
+                cuda.major_minor()
+            )
+        } else {
+            format!(
+                "no CUDA {}.x toolkit for {}: {}",
+                cuda.major(),
+                python.display(),
+                crate::arch::advice::toolkit_advice(kb, torch, cuda, gpus, driver)
+            )
+        });
+    }
+    if toolkits.is_empty() && advised.is_empty() {
+        notes.push(format!(
+            "no CUDA toolkit found: `{program} toolchain install --cuda {}` provisions one from PyPI",
+            kb.releases.newest_cuda.major_minor()
+        ));
+    }
+    notes
+}
+
 fn find_pythons() -> Vec<PythonRuntime> {
     let mut candidates: Vec<(PathBuf, String)> = Vec::new();
     if let Some(p) = which("python3") {

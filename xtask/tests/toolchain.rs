@@ -438,7 +438,8 @@ fn cuda_12_4_without_a_system_toolkit_says_what_to_do() {
         "CUDA_HOME: not set",
         "apt install cuda-toolkit-12-4",
         "https://developer.nvidia.com/cuda-toolkit-archive",
-        "--cuda 13.2",
+        // The distribution's own 12.x package, not a CUDA 13 a cu12x torch would refuse.
+        "Debian 13 (trixie): apt-get install nvidia-cuda-toolkit",
     ] {
         assert!(msg.contains(needle), "missing {needle:?} in:\n{msg}");
     }

@@ -489,6 +489,83 @@ pub fn official_wheel_advice(
 }
 
 /// The images an official torch variant carries (its SASS and PTX rows).
+/// What a user with torch `torch` (built with CUDA `torch_cuda`) can do when no nvcc of that
+/// CUDA major is on the machine and PyPI has none for it (11.x, 12.x): torch compiles extensions
+/// only with its own major, so a CUDA 13 toolkit is no answer for this torch. Either install a
+/// toolkit of that major (the distribution packages the knowledge base knows, NVIDIA's
+/// installers), or move to the newest torch built with a CUDA whose nvcc archsmith installs from
+/// PyPI and that runs on `gpus` with `driver` (both optional), as one pip command.
+pub fn toolkit_advice(
+    kb: &KnowledgeBase,
+    torch: &Version,
+    torch_cuda: &Version,
+    gpus: &[(String, Cc)],
+    driver: Option<&Version>,
+) -> String {
+    let program = crate::output::program();
+    let major = torch_cuda.major();
+    let mm = torch_cuda.major_minor();
+    let packages: Vec<String> = kb
+        .cuda_system_packages
+        .iter()
+        .filter(|p| p.cuda.major() == major)
+        .map(|p| format!("{}: {} (CUDA {})", p.distribution, p.install, p.cuda))
+        .collect();
+    let mut s = format!(
+        "torch {torch} was built with CUDA {torch_cuda}: its extensions compile only with a CUDA {major}.x nvcc, and PyPI has no nvcc for CUDA {major}.x.\n"
+    );
+    s += &format!("- install a CUDA {major}.x toolkit here, found without flags afterwards (nvcc on PATH, CUDA_HOME, /usr/local/cuda-{mm}): ");
+    if !packages.is_empty() {
+        s += &format!("{}; or ", packages.join("; "));
+    }
+    s += &format!(
+        "NVIDIA's installer for CUDA {mm} (https://developer.nvidia.com/cuda-toolkit-archive, or `apt install cuda-toolkit-{}` from NVIDIA's repository)\n",
+        mm.to_string().replace('.', "-")
+    );
+    let pypi_major = kb.first_pypi_nvcc_major().unwrap_or(u32::MAX);
+    let option = torch_options(kb, gpus, driver)
+        .into_iter()
+        .rev()
+        .find(|o| o.runs && o.partly.is_empty() && variant_major(&o.variant) >= Some(pypi_major));
+    match option {
+        Some(o) => {
+            let cuda = crate::kb::TorchVariantRow::cuda_of_tag(&o.variant)
+                .map_or_else(|| kb.releases.newest_cuda.clone(), |c| c.major_minor());
+            let runs = if gpus.is_empty() {
+                String::new()
+            } else {
+                let names: Vec<&str> = gpus.iter().map(|(n, _)| n.as_str()).collect();
+                format!(", runs on {}", names.join(", "))
+            };
+            let needs = match (driver, &o.min_driver) {
+                (None, Some(floor)) => format!("; needs NVIDIA driver ≥ {floor}"),
+                _ => String::new(),
+            };
+            s += &format!(
+                "- or move to a torch built with CUDA {cuda}, whose nvcc archsmith installs itself: `{}` ({}{runs}{needs}), then `{program} toolchain install --cuda {cuda}`",
+                o.install,
+                o.variant
+            );
+        }
+        None => {
+            s += &format!(
+                "- no torch built with a CUDA archsmith installs from PyPI runs{}: a CUDA {major}.x toolkit is the way",
+                if gpus.is_empty() && driver.is_none() {
+                    String::new()
+                } else {
+                    " on these GPUs with this driver".to_string()
+                }
+            );
+        }
+    }
+    s
+}
+
+/// `cu132` → 13.
+fn variant_major(tag: &str) -> Option<u32> {
+    crate::kb::TorchVariantRow::cuda_of_tag(tag).map(|c| c.major())
+}
+
 pub fn variant_images(v: &crate::kb::TorchVariantRow) -> Vec<Image> {
     v.sass
         .iter()

@@ -277,8 +277,45 @@ pub fn prepare(
     let ctx = PlanContext::new(kb(), Some(base_version(&env.torch)), Some(cuda.clone()));
     let plan = Plan::parse(kb(), &ctx, arch)
         .with_context(|| format!("--arch {}", crate::kb::user_input::echo(arch)))?;
-    let tc = toolchain::ensure(&cuda)?;
+    let tc = toolchain::ensure(&cuda).or_else(|e| same_major_toolkit(&cuda).ok_or(e));
+    let tc = tc.map_err(|e| {
+        // A torch of a CUDA major PyPI has no nvcc for: what fits this torch, not a CUDA 13.
+        match (
+            e.downcast_ref::<toolchain::system::NoToolkit>(),
+            &env.torch_cuda,
+        ) {
+            (Some(none), Some(torch_cuda)) => anyhow::anyhow!(
+                "no CUDA {} toolkit found. Looked at:{}\n{}",
+                none.cuda,
+                none.looked,
+                crate::arch::advice::toolkit_advice(kb(), &env.torch, torch_cuda, &[], None)
+            ),
+            _ => e,
+        }
+    })?;
     Ok(Prepared { env, tc, plan })
+}
+
+/// A system toolkit of `cuda`'s major when there is none of that very release and PyPI has no
+/// nvcc for the major: torch's cpp_extension accepts any minor of its own major (it warns), so a
+/// CUDA 12.6 here builds for a cu124 torch. The newest such toolkit, said on stderr.
+fn same_major_toolkit(cuda: &Version) -> Option<Toolchain> {
+    if toolchain::from_pypi(cuda) {
+        return None;
+    }
+    let found = toolchain::discover()
+        .ok()?
+        .into_iter()
+        .filter(|t| t.usable)
+        .filter_map(|t| t.cuda)
+        .filter(|c| c.major() == cuda.major())
+        .max()?;
+    let tc = toolchain::ensure(&found).ok()?;
+    eprintln!(
+        "archsmith: no CUDA {cuda} toolkit here; building with CUDA {} found on this machine (same major: torch accepts it)",
+        tc.nvcc_version
+    );
+    Some(tc)
 }
 
 /// The front end: `uv build` when uv is at hand (on PATH, or bootstrapped into archsmith's tools),

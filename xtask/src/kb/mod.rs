@@ -46,6 +46,20 @@ pub struct KnowledgeBase {
     pub kernel_origins: Vec<KernelOriginRow>,
     #[serde(rename = "ambiguous_gpu_name", default)]
     pub ambiguous_gpu_names: Vec<AmbiguousGpuNameRow>,
+    #[serde(rename = "cuda_system_package", default)]
+    pub cuda_system_packages: Vec<CudaSystemPackageRow>,
+}
+
+/// A distribution's packaged CUDA toolkit.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CudaSystemPackageRow {
+    pub distribution: String,
+    pub package: String,
+    pub cuda: Version,
+    /// The command, with what it needs enabled.
+    pub install: String,
+    pub source: String,
 }
 
 /// A name people give to more than one GPU (`RTX 6000`: the Turing Quadro or the Ada card): a

@@ -127,6 +127,43 @@ impl Probe {
     }
 }
 
+/// No system toolkit of a CUDA release PyPI has no nvcc for: where archsmith looked, and (as its
+/// message) how to get that release. A caller that knows why that release is needed (a torch of
+/// that major) adds what fits it.
+#[derive(Debug)]
+pub struct NoToolkit {
+    pub cuda: Version,
+    /// One `\n  - PLACE: what was there` line per place.
+    pub looked: String,
+}
+
+impl std::fmt::Display for NoToolkit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cuda = &self.cuda;
+        let major = cuda.major();
+        let mm = cuda.major_minor();
+        write!(
+            f,
+            "no CUDA {cuda} toolkit found, and CUDA {major}.x cannot be installed from PyPI: NVIDIA's `-cu{major}` wheels ship ptxas but no nvcc.\nLooked at:{}",
+            self.looked
+        )?;
+        let packages: Vec<String> = crate::kb::kb()
+            .cuda_system_packages
+            .iter()
+            .filter(|p| p.cuda.major() == major)
+            .map(|p| format!("{}: {} (CUDA {}); ", p.distribution, p.install, p.cuda))
+            .collect();
+        write!(
+            f,
+            "\nTo get CUDA {major}.x: {}or NVIDIA's installer for {mm} (runfile from https://developer.nvidia.com/cuda-toolkit-archive, or `apt install cuda-toolkit-{}` from NVIDIA's apt repository), then set CUDA_HOME=/usr/local/cuda-{mm} or put its nvcc on PATH.",
+            packages.concat(),
+            mm.to_string().replace('.', "-")
+        )
+    }
+}
+
+impl std::error::Error for NoToolkit {}
+
 /// The first system toolkit whose nvcc reports `cuda`, or an error listing every place looked at and how
 /// to get that release.
 pub fn require(search: &Search, cuda: &Version) -> Result<Toolchain> {
@@ -166,14 +203,9 @@ pub fn require(search: &Search, cuda: &Version) -> Result<Toolchain> {
     if super::from_pypi(cuda) {
         bail!("no system CUDA {cuda} toolkit found.\nLooked at:{looked}\narchsmith installs CUDA {mm} from PyPI: `{} toolchain install --cuda {mm}`", crate::output::program());
     }
-    bail!(
-        "no CUDA {cuda} toolkit found, and CUDA {major}.x cannot be installed from PyPI: NVIDIA's `-cu{major}` wheels \
-         ship ptxas but no nvcc.\nLooked at:{looked}\n\
-         To get CUDA {mm}: install it from NVIDIA (runfile from https://developer.nvidia.com/cuda-toolkit-archive, or \
-         `apt install cuda-toolkit-{dash}` from NVIDIA's apt repository), then set CUDA_HOME=/usr/local/cuda-{mm} or put its \
-         nvcc on PATH. Or use a CUDA 13.x release, which archsmith installs from PyPI: \
-         `cargo xtask toolchain install --cuda 13.2`.",
-        major = cuda.major(),
-        dash = cuda.major_minor().to_string().replace('.', "-"),
-    )
+    Err(NoToolkit {
+        cuda: cuda.clone(),
+        looked,
+    }
+    .into())
 }
