@@ -32,10 +32,10 @@ pub struct ArchsArgs {
     /// The NVIDIA driver that would run the code (decides whether PTX can be JIT-compiled).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::driver_version)]
     pub driver: Option<Version>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Print one value alone, for CI scripts: `torch-cuda-arch-list` (`7.5;8.9;9.0`),
-    /// `cmake-cuda-architectures`, `nvcc-flags`, `sass` or `ptx` (space-separated).
+    /// Print one value alone, for CI scripts: `torch-cuda-arch-list` (`7.5;8.9;9.0`), `nvcc-flags`…
     #[arg(long, value_enum, value_name = "VALUE", conflicts_with = "json")]
     pub print: Option<PlainValue>,
 }

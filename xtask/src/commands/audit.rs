@@ -35,6 +35,7 @@ pub struct UpgradeArgs {
     /// More API changes, in the format of patches/rules/torch-python.toml (repeatable).
     #[arg(long = "changes", value_name = "FILE")]
     pub changes: Vec<PathBuf>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }

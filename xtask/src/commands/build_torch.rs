@@ -71,6 +71,7 @@ pub struct BuildTorchArgs {
     /// Only verify this wheel against --arch (and --cuda, --python).
     #[arg(long, value_name = "WHEEL")]
     pub verify_wheel: Option<PathBuf>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }

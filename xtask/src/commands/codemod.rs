@@ -34,6 +34,7 @@ pub struct CodemodArgs {
     /// The torch release to port to: which Python rows hold (default: the newest known).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<crate::version::Version>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }

@@ -15,6 +15,7 @@ pub struct DoctorArgs {
     /// An NVIDIA driver version to plan for (e.g. 470.161.03), instead of or besides this machine's.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::driver_version)]
     pub driver: Option<Version>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }

@@ -17,6 +17,7 @@ pub struct KernelsArgs {
     /// CUDA the knowledge base knows, installed from PyPI).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }

@@ -64,11 +64,11 @@ pub enum Command {
     PortExtension(port_extension::PortExtensionArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
-    /// Check what was built: `verify binary` audits the SASS/PTX that .so files and wheels carry.
+    /// Check what was built and what is installed: `verify binary` (SASS/PTX in .so files and
+    /// wheels), `verify env` (a Python env with torch), `verify pins` (a repository's requirements).
     Verify(verify::VerifyArgs),
     /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
     Kb(kb::KbArgs),
-    /// Print a shell completion script: `archsmith completions bash > /etc/bash_completion.d/archsmith`.
     /// The arch guard's nvcc (build_ext/arch_guard.rs): run by the wrapper a build's CUDA_HOME
     /// holds, never by hand.
     #[command(hide = true)]
@@ -76,8 +76,10 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Print a shell completion script: `archsmith completions bash > /etc/bash_completion.d/archsmith`.
     #[command(after_help = "Example:\n  archsmith completions zsh")]
     Completions {
+        /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -114,61 +116,4 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    /// The commands a user runs: the leaves of the tree, with their names from the top.
-    fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
-        let subs: Vec<_> = cmd
-            .get_subcommands()
-            .filter(|s| s.get_name() != "help" && !s.is_hide_set())
-            .collect();
-        if subs.is_empty() {
-            out.push((path, cmd.clone()));
-            return;
-        }
-        for s in subs {
-            let mut p = path.clone();
-            p.push(s.get_name().to_string());
-            leaves(s, p, out);
-        }
-    }
-
-    /// Every command shows one example in its help; the example parses as that very command, and
-    /// the README shows it too.
-    #[test]
-    fn every_command_has_an_example_that_parses_and_is_in_the_readme() {
-        let readme = std::fs::read_to_string(crate::paths::repo_root().join("README.md")).unwrap();
-        let mut all = Vec::new();
-        leaves(&Cli::command(), Vec::new(), &mut all);
-        assert!(all.len() >= 18, "{} commands", all.len());
-        for (path, cmd) in all {
-            let name = path.join(" ");
-            let help = cmd
-                .get_after_help()
-                .map(|h| h.to_string())
-                .unwrap_or_default();
-            let example = help
-                .strip_prefix("Example:\n  ")
-                .unwrap_or_else(|| panic!("`{name}` has no example in its help"));
-            assert!(!example.contains('\n'), "`{name}`: one example");
-            let words = shlex::split(example).unwrap();
-            assert_eq!(words[0], "archsmith", "{example}");
-            let matches = Cli::command()
-                .try_get_matches_from(&words)
-                .unwrap_or_else(|e| panic!("`{example}` does not parse: {e}"));
-            let mut parsed = Vec::new();
-            let mut m = &matches;
-            while let Some((sub, next)) = m.subcommand() {
-                parsed.push(sub.to_string());
-                m = next;
-            }
-            assert_eq!(parsed, path, "`{example}` runs another command");
-            assert!(
-                readme.contains(example),
-                "README.md lacks the example `{example}`"
-            );
-        }
-    }
-}
+mod tests;

@@ -34,8 +34,12 @@ pub struct PortExtensionArgs {
     /// Archs to build and verify, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC", required_unless_present_any = ["dry_run", "check"])]
     pub arch: Option<String>,
+    /// The torch release to port to and build against (default: the newest known); its rule
+    /// rows apply, and archsmith's env for it runs the build and the smoke test.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,
+    /// The CUDA release to compile with (default: the one torch was built with; must share its
+    /// major).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
     /// Print the diff of rules + patches and the review items; build nothing.
@@ -50,6 +54,7 @@ pub struct PortExtensionArgs {
     /// Let the extension's own nvcc arch flags through instead of --arch (the audit still checks --arch).
     #[arg(long)]
     pub own_arch_flags: bool,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }

@@ -26,6 +26,7 @@ pub enum ToolchainCommand {
     /// List archsmith's toolchains and any system CUDA found.
     #[command(after_help = "Example:\n  archsmith toolchain list")]
     List {
+        /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
         #[arg(long)]
         json: bool,
     },
@@ -34,7 +35,7 @@ pub enum ToolchainCommand {
 #[derive(Debug, Args)]
 pub struct CudaArgs {
     /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
-    #[arg(long, value_parser = crate::kb::user_input::toolchain_cuda_release)]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
     /// Machine-readable output on stdout.
     #[arg(long)]
@@ -44,7 +45,7 @@ pub struct CudaArgs {
 #[derive(Debug, Args)]
 pub struct EnvArgs {
     /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
-    #[arg(long, value_parser = crate::kb::user_input::toolchain_cuda_release)]
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
     /// `shell`: exports to eval; `github`: append to the files $GITHUB_ENV and $GITHUB_PATH name; `json`.
     #[arg(long, value_enum, default_value_t = EnvFormat::Shell)]

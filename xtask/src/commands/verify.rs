@@ -47,9 +47,11 @@ pub struct PinsArgs {
     /// A GPU the pinned torch must run on (repeatable).
     #[arg(long = "gpu", value_name = "NAME")]
     pub gpus: Vec<String>,
-    /// The Python the pins must have wheels for, e.g. 3.13.
-    #[arg(long, value_name = "VER")]
+    /// The Python version the pins must have wheels for, e.g. 3.13 (elsewhere `--python` is an
+    /// interpreter's path; `--python VER` still works here).
+    #[arg(long = "python-version", alias = "python", value_name = "VER")]
     pub python: Option<crate::version::Version>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }
@@ -77,6 +79,7 @@ pub struct EnvArgs {
     /// Run a small computation on the GPU (skipped without one).
     #[arg(long)]
     pub gpu_smoke: bool,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
     /// Also write the checks as JUnit XML (for CI test reports).

@@ -21,6 +21,7 @@ pub struct AuditArgs {
     /// Threads for archsmith (default: all CPUs).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }

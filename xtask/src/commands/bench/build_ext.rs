@@ -11,17 +11,19 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct BuildExtBench {
     /// Extension source directory (default: the multi-file fixture xtask/tests/fixtures/benchext).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub source: Option<PathBuf>,
-    #[arg(long, default_value = "7.5,8.9,9.0")]
+    /// Archs both builds compile for (the `archs --arch` grammar).
+    #[arg(long, value_name = "SPEC", default_value = "7.5,8.9,9.0")]
     pub arch: String,
+    /// The torch release of archsmith's env that both builds use (default: the newest known).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,
     /// MAX_JOBS for both builds (default: archsmith's model).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub jobs: Option<u32>,
     /// Working dir for the builds and their logs (wiped first).
-    #[arg(long, default_value = "target/bench-build-ext")]
+    #[arg(long, value_name = "DIR", default_value = "target/bench-build-ext")]
     pub out: PathBuf,
     /// Rounds, alternating which build goes first (ABBA); ratios use each side's fastest run.
     #[arg(long, default_value_t = 2)]
@@ -30,6 +32,7 @@ pub struct BuildExtBench {
     /// and one per core.
     #[arg(long, value_name = "N")]
     pub plain_jobs: Vec<u32>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
 }
