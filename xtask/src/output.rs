@@ -172,6 +172,7 @@ pub mod documents {
         BENCH_BUILD_EXT = "bench-build-ext", 1;
         BUILD_EXT = "build-ext", 1;
         BUILD_TORCH = "build-torch", 1;
+        BUILD_TORCH_BEFORE_CLONE = "build-torch-before-clone", 1;
         BUILD_TORCH_VERIFY_WHEEL = "build-torch-verify-wheel", 1;
         CODEMOD = "codemod", 1;
         CODEMOD_RULES = "codemod-rules", 1;

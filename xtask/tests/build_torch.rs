@@ -798,23 +798,51 @@ fn version_clones_a_release_with_its_submodules() {
         ("GIT_CONFIG_KEY_0", "protocol.file.allow"),
         ("GIT_CONFIG_VALUE_0", "always"),
     ];
+    let dry_run = [
+        "build-torch",
+        "--arch",
+        "9.0",
+        "--version",
+        &version,
+        "--cuda",
+        CUDA,
+        "--dry-run",
+        "--json",
+    ];
+    // Before the clone, a dry run fetches nothing: it says what the clone would fetch.
+    let r = xtask_env(&dry_run, &env, None);
+    let v = json(&r);
+    assert_eq!(v["document"], "build-torch-before-clone", "{v}");
+    let into = PathBuf::from(v["into"].as_str().unwrap());
+    assert!(!into.exists(), "the dry run cloned into {}", into.display());
+    assert!(
+        v["clone"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("--branch v{version} {url}")),
+        "{v}"
+    );
+    // A run that builds clones first (here preflight then refuses the arch: nothing is built).
     let r = xtask_env(
         &[
             "build-torch",
             "--arch",
-            "9.0",
-            "--version",
+            "3.5",
+            "--torch",
             &version,
             "--cuda",
             CUDA,
-            "--dry-run",
-            "--json",
         ],
         &env,
         None,
     );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(into.join("version.txt").is_file(), "{}", r.stderr);
+    // Now cloned, the dry run reads the tree.
+    let r = xtask_env(&dry_run, &env, None);
     let v = json(&r);
     let root = PathBuf::from(v["prepared"]["tree"]["root"].as_str().unwrap());
+    assert_eq!(root, into);
     let dir_name = root.file_name().unwrap().to_string_lossy().into_owned();
     assert!(
         root.parent().unwrap().ends_with("sources")

@@ -16,6 +16,9 @@ struct Case {
     says: String,
     #[serde(default)]
     json: bool,
+    /// The command refuses in its own report (stdout, this JSON document) instead of an error.
+    #[serde(default)]
+    report: Option<String>,
 }
 
 struct Run {
@@ -69,10 +72,14 @@ fn every_wrong_input_exits_2_naming_the_fix() {
         let says = case.says.replace("{dir}", &dir_s);
         let shown = args.join(" ");
         let r = run(&args, home.path());
+        let (stream, text) = match case.report {
+            Some(_) => ("stdout", &r.stdout),
+            None => ("stderr", &r.stderr),
+        };
         if r.code != Some(2) {
             problems.push(format!("`{shown}`: exit {:?}, not 2\n{}", r.code, r.stderr));
-        } else if !r.stderr.contains(&says) {
-            problems.push(format!("`{shown}`: stderr lacks `{says}`:\n{}", r.stderr));
+        } else if !text.contains(&says) {
+            problems.push(format!("`{shown}`: {stream} lacks `{says}`:\n{text}"));
         }
         if !case.json {
             continue;
@@ -84,6 +91,16 @@ fn every_wrong_input_exits_2_naming_the_fix() {
         }
         let r = run(&with_json, home.path());
         let doc: Result<serde_json::Value, _> = serde_json::from_str(&r.stdout);
+        if let Some(name) = &case.report {
+            match doc {
+                Ok(d) if d["document"] == name.as_str() && r.code == Some(2) => {}
+                _ => problems.push(format!(
+                    "`{shown} --json`: exit {:?}, no {name} document on stdout:\n{}",
+                    r.code, r.stdout
+                )),
+            }
+            continue;
+        }
         match doc {
             Ok(d)
                 if d["document"] == "error"

@@ -17,7 +17,7 @@ pub mod reads;
 pub mod report;
 pub mod tree;
 
-pub use prepare::prepare;
+pub use prepare::{before_clone, prepare, BeforeClone};
 
 use crate::arch::advice::WheelAdvice;
 use crate::build_output::progress::Mode;
@@ -84,25 +84,24 @@ pub fn source_tree(req: &Request) -> Result<PathBuf> {
     match (&req.src, &req.version) {
         (Some(_), Some(_)) => bail!(NotATorchTree("give --src DIR or --version VER, not both".into())),
         (Some(src), None) => Ok(src.clone()),
-        (None, Some(v)) if v.local().is_some() || v.parts().len() != 3 || v.is_prerelease() => {
-            bail!(NotATorchTree(format!(
-                "--torch {v}: a release to clone is written as its tag names it, e.g. 2.6.0 (no +cuXYZ: the CUDA is --cuda's)"
-            )))
-        }
-        (None, Some(v)) => clone_release(&v.to_string()),
+        (None, Some(v)) => clone_release(v),
         (None, None) => bail!(NotATorchTree(
             "no source: give --src DIR (a PyTorch checkout or unpacked source tarball) or --version VER (cloned with its submodules into archsmith's cache)".into()
         )),
     }
 }
 
-/// `git clone --recursive --depth 1 --branch vVER` into `cache/sources/pytorch-vVER`, once (a
-/// mirror other than PyTorch's own gets a directory of its own, `pytorch-vVER-URLHASH`).
-fn clone_release(version: &str) -> Result<PathBuf> {
-    let tag = format!("v{}", version.trim_start_matches('v'));
+/// Where the clone of release `version` goes, from which URL, at which tag: `cache/sources/
+/// pytorch-vVER` (a mirror other than PyTorch's own gets a directory of its own,
+/// `pytorch-vVER-URLHASH`).
+pub fn clone_target(version: &Version) -> Result<(PathBuf, String, String)> {
+    if version.local().is_some() || version.parts().len() != 3 || version.is_prerelease() {
+        bail!(NotATorchTree(format!(
+            "--torch {version}: a release to clone is written as its tag names it, e.g. 2.6.0 (no +cuXYZ: the CUDA is --cuda's)"
+        )))
+    }
+    let tag = format!("v{version}");
     let url = std::env::var(GIT_URL_VAR).unwrap_or_else(|_| DEFAULT_GIT_URL.to_string());
-    let parent = crate::paths::cache_dir().join("sources");
-    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
     let name = if url == DEFAULT_GIT_URL {
         format!("pytorch-{tag}")
     } else {
@@ -110,6 +109,22 @@ fn clone_release(version: &str) -> Result<PathBuf> {
         let digest = crate::stamp::hex(&Sha256::digest(url.as_bytes()));
         format!("pytorch-{tag}-{}", &digest[..12])
     };
+    Ok((
+        crate::paths::cache_dir().join("sources").join(name),
+        url,
+        tag,
+    ))
+}
+
+/// `git clone --recursive --depth 1 --branch vVER` into [`clone_target`], once.
+fn clone_release(version: &Version) -> Result<PathBuf> {
+    let (dir, url, tag) = clone_target(version)?;
+    let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     crate::cache::provision(
         &parent,
         &name,

@@ -34,8 +34,8 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
     let tree = TorchTree::inspect(root)?;
     let (cuda, cuda_reason) = choose_cuda(kb, &tree.version, req.cuda.as_ref());
     let mut checks = Vec::new();
-    let arch_plan = arch_list(kb, &tree, &cuda, &req.arch, &mut checks);
-    let advice = official_wheels(kb, &tree, req, arch_plan.as_ref())?;
+    let arch_plan = arch_list(kb, &tree.version, &cuda, &req.arch, &mut checks);
+    let advice = official_wheels(kb, &tree.version, req, arch_plan.as_ref())?;
     checks.push(preflight::torch_cuda(kb, &tree.version, &cuda));
     let tc = toolkit(&cuda, &mut checks);
     let compilers = host::cxx_compilers();
@@ -144,15 +144,64 @@ fn disk_and_memory(
     jobs
 }
 
+/// A `--dry-run` of a release not cloned yet: what needs no tree (the CUDA, the arch list, torch
+/// vs CUDA, the should-you-build advice) and what the clone would fetch, without fetching it. The
+/// rest of preflight (host compiler, build tools, Python, submodules, disk, memory, cuDNN, the
+/// variables against the build files) reads the tree, so it runs once the tree is there.
+#[derive(Debug, serde::Serialize)]
+pub struct BeforeClone {
+    pub torch: Version,
+    pub cuda: Version,
+    pub cuda_reason: String,
+    pub advice: Vec<WheelAdvice>,
+    pub checks: Vec<Check>,
+    /// The command the build would run first.
+    pub clone: String,
+    pub into: PathBuf,
+    pub torch_cuda_arch_list: Option<String>,
+}
+
+impl BeforeClone {
+    pub fn failed(&self) -> bool {
+        self.checks.iter().any(|c| c.status == Status::Fail)
+    }
+}
+
+/// [`BeforeClone`] for `--dry-run --torch VER` when VER is not cloned yet; None otherwise.
+pub fn before_clone(kb: &KnowledgeBase, req: &Request) -> Result<Option<BeforeClone>> {
+    let (Some(torch), true, None) = (&req.version, req.dry_run, &req.src) else {
+        return Ok(None);
+    };
+    let (into, url, tag) = super::clone_target(torch)?;
+    if into.join("version.txt").is_file() {
+        return Ok(None);
+    }
+    let (cuda, cuda_reason) = choose_cuda(kb, torch, req.cuda.as_ref());
+    let mut checks = Vec::new();
+    let arch_plan = arch_list(kb, torch, &cuda, &req.arch, &mut checks);
+    let advice = official_wheels(kb, torch, req, arch_plan.as_ref())?;
+    checks.push(preflight::torch_cuda(kb, torch, &cuda));
+    Ok(Some(BeforeClone {
+        torch: torch.clone(),
+        cuda,
+        cuda_reason,
+        advice,
+        checks,
+        clone: format!("git clone --recursive --depth 1 --shallow-submodules --branch {tag} {url}"),
+        into,
+        torch_cuda_arch_list: arch_plan.map(|p| p.torch_cuda_arch_list()),
+    }))
+}
+
 /// The arch list, read the way this torch and this CUDA read it.
 fn arch_list(
     kb: &KnowledgeBase,
-    tree: &TorchTree,
+    torch: &Version,
     cuda: &Version,
     arch: &str,
     checks: &mut Vec<Check>,
 ) -> Option<Plan> {
-    let ctx = PlanContext::new(kb, Some(tree.version.clone()), Some(cuda.clone()));
+    let ctx = PlanContext::new(kb, Some(torch.clone()), Some(cuda.clone()));
     match Plan::parse(kb, &ctx, arch) {
         Ok(p) => {
             checks.push(Check::ok(
@@ -180,7 +229,7 @@ fn arch_list(
 /// else on each planned arch.
 fn official_wheels(
     kb: &KnowledgeBase,
-    tree: &TorchTree,
+    torch: &Version,
     req: &Request,
     arch_plan: Option<&Plan>,
 ) -> Result<Vec<WheelAdvice>> {
@@ -199,7 +248,7 @@ fn official_wheels(
             .map(|g| kb.resolve_gpu(g))
             .collect::<Result<_>>()?
     };
-    Ok(official_wheel_advice(kb, &tree.version, &targets))
+    Ok(official_wheel_advice(kb, torch, &targets))
 }
 
 /// The CUDA toolkit of that release: found on the machine, or from PyPI.

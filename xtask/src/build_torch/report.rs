@@ -1,8 +1,9 @@
 //! build-torch's output for people: the tree, the should-you-build advice, the preflight checks
 //! with their fixes, the plan as a sourceable script, and the result.
 
-use super::preflight::Status;
-use super::{Outcome, Prepared};
+use super::preflight::{Check, Status};
+use super::{BeforeClone, Outcome, Prepared};
+use crate::arch::advice::WheelAdvice;
 use crate::output::Table;
 
 pub fn prepared(p: &Prepared, dry_run: bool, stop_after_configure: bool) -> String {
@@ -23,48 +24,9 @@ pub fn prepared(p: &Prepared, dry_run: bool, stop_after_configure: bool) -> Stri
         p.cuda,
         p.cuda_reason
     );
-    if !p.advice.is_empty() {
-        s += &format!(
-            "should you build? official torch {} wheels:\n",
-            t.version.major_minor()
-        );
-        let mut tab = Table::new([
-            "TARGET",
-            "CC",
-            "OFFICIAL WHEELS THAT RUN",
-            "VIA",
-            "A SOURCE BUILD ADDS",
-        ]);
-        for a in &p.advice {
-            tab.row([
-                a.target.clone(),
-                a.cc.to_string(),
-                if a.runs_with.is_empty() {
-                    "none".into()
-                } else {
-                    a.runs_with.join(", ")
-                },
-                a.via.clone().unwrap_or_else(|| "-".into()),
-                a.source_build_adds.clone(),
-            ]);
-        }
-        s += &indent(&tab.render());
-        s.push('\n');
-    }
+    s += &advice_table(&t.version, &p.advice);
     s += &format!("preflight ({:.1} s)\n", p.preflight_seconds);
-    let mut tab = Table::new(["CHECK", "STATUS", "DETAIL"]);
-    for c in &p.checks {
-        let status = match c.status {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
-        };
-        tab.row([c.name.to_string(), status.to_string(), c.detail.clone()]);
-        if let (Some(fix), true) = (&c.fix, c.status != Status::Ok) {
-            tab.row(["".to_string(), "".to_string(), format!("fix: {fix}")]);
-        }
-    }
-    s += &indent(&tab.render());
+    s += &checks_table(&p.checks);
     if let (Some(plan), true) = (&p.plan, dry_run) {
         s += &format!(
             "\nplan: {} jobs ({}), build directory {}\n",
@@ -78,6 +40,80 @@ pub fn prepared(p: &Prepared, dry_run: bool, stop_after_configure: bool) -> Stri
         s += "\npreflight failed: nothing was built; the fixes are above\n";
     }
     s
+}
+
+/// `--dry-run` before the clone: the advice and checks that need no tree, and the clone to come.
+pub fn before_clone(b: &BeforeClone) -> String {
+    let mut s = format!(
+        "torch {} (not cloned yet: this dry run fetched nothing)\nCUDA {}: {}\n\n",
+        b.torch, b.cuda, b.cuda_reason
+    );
+    s += &advice_table(&b.torch, &b.advice);
+    s += "checks that need no tree\n";
+    s += &checks_table(&b.checks);
+    s += &format!(
+        "\nthe build clones first (multi-GB, with submodules):\n  {} {}\nthe rest of preflight (host compiler, build tools, Python, submodules, disk, memory, cuDNN, every variable against the build files) reads the tree: it runs after the clone\n",
+        b.clone,
+        b.into.display()
+    );
+    if let Some(list) = &b.torch_cuda_arch_list {
+        s += &format!("TORCH_CUDA_ARCH_LIST={list}\n");
+    }
+    if b.failed() {
+        s += "\na check failed: the fixes are above\n";
+    }
+    s
+}
+
+/// Whether the release's official wheels already run on each target.
+fn advice_table(torch: &crate::version::Version, advice: &[WheelAdvice]) -> String {
+    if advice.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "should you build? official torch {} wheels:\n",
+        torch.major_minor()
+    );
+    let mut tab = Table::new([
+        "TARGET",
+        "CC",
+        "OFFICIAL WHEELS THAT RUN",
+        "VIA",
+        "A SOURCE BUILD ADDS",
+    ]);
+    for a in advice {
+        tab.row([
+            a.target.clone(),
+            a.cc.to_string(),
+            if a.runs_with.is_empty() {
+                "none".into()
+            } else {
+                a.runs_with.join(", ")
+            },
+            a.via.clone().unwrap_or_else(|| "-".into()),
+            a.source_build_adds.clone(),
+        ]);
+    }
+    s += &indent(&tab.render());
+    s.push('\n');
+    s
+}
+
+/// Each check with its status, and its fix where it is not ok.
+fn checks_table(checks: &[Check]) -> String {
+    let mut tab = Table::new(["CHECK", "STATUS", "DETAIL"]);
+    for c in checks {
+        let status = match c.status {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        tab.row([c.name.to_string(), status.to_string(), c.detail.clone()]);
+        if let (Some(fix), true) = (&c.fix, c.status != Status::Ok) {
+            tab.row(["".to_string(), "".to_string(), format!("fix: {fix}")]);
+        }
+    }
+    indent(&tab.render())
 }
 
 pub fn outcome(o: &Outcome) -> String {

@@ -113,6 +113,18 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
         stop_after_configure: args.stop_after == Some(Stage::Configure),
         progress: if args.json { Mode::Plain } else { Mode::Auto },
     };
+    // A dry run of a release not cloned yet needs no tree for its advice: nothing is fetched.
+    if let Some(b) = build_torch::before_clone(kb(), &req)? {
+        match args.json {
+            true => print_json(documents::BUILD_TORCH_BEFORE_CLONE, &b)?,
+            false => print!("{}", report::before_clone(&b)),
+        }
+        return Ok(if b.failed() {
+            Exit::Refused
+        } else {
+            Exit::Success
+        });
+    }
     let o = build_torch::run(kb(), &req)?;
     if args.json {
         print_json(documents::BUILD_TORCH, &o)?;
