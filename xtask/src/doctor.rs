@@ -13,12 +13,17 @@ use crate::python::{probe, Depth, PythonInfo};
 use crate::version::Version;
 use anyhow::Result;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Serialize)]
 pub struct Device {
     pub name: String,
     pub cc: Option<Cc>,
+    /// `10de:2684`, from nvidia-smi's `pci.device_id` or sysfs.
+    pub device_id: Option<String>,
+    /// How the PCI ID Repository names that device, with its chip (`AD102 [GeForce RTX 4090]`),
+    /// where this machine has a pci.ids.
+    pub pci_name: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -153,22 +158,66 @@ pub fn diagnose(
 
 /// The driver and GPUs: nvidia-smi first, else the kernel module's version (no devices then).
 fn probe_driver() -> (Option<Version>, String, Vec<Device>) {
+    let kb = crate::kb::kb();
+    let pci = crate::kb::pci_ids::system_devices();
     if let Some(gpus) = host::nvidia_smi() {
         let driver = gpus.iter().find_map(|g| g.driver.clone());
         if driver.is_some() {
-            let devices = gpus
-                .into_iter()
-                .map(|g| Device {
-                    name: g.name,
-                    cc: g.cc,
-                })
-                .collect();
-            return (driver, "nvidia-smi".into(), devices);
+            return (driver, "nvidia-smi".into(), smi_devices(kb, pci, gpus));
         }
     }
+    let devices = pci_devices(kb, pci, &host::pci_gpus(Path::new("/sys")));
     match host::kernel_module_driver() {
-        Some(v) => (Some(v), "/proc/driver/nvidia/version".into(), Vec::new()),
-        None => (None, String::new(), Vec::new()),
+        Some(v) => (Some(v), "/proc/driver/nvidia/version".into(), devices),
+        None => (None, String::new(), devices),
+    }
+}
+
+/// nvidia-smi's GPUs, with the CC from the device ID's chip where the driver prints none
+/// (drivers before 510 have no `compute_cap`).
+fn smi_devices(
+    kb: &KnowledgeBase,
+    pci: &[crate::kb::pci_ids::Device],
+    gpus: Vec<host::SmiGpu>,
+) -> Vec<Device> {
+    gpus.into_iter()
+        .map(|g| {
+            let found = g
+                .device_id
+                .and_then(|id| crate::kb::pci_ids::by_device_id(kb, pci, id));
+            Device {
+                name: g.name,
+                cc: g.cc.or(found.as_ref().map(|(_, cc)| *cc)),
+                device_id: g.device_id.map(|id| format!("10de:{id:04x}")),
+                pci_name: found.map(|(d, _)| pci_name(d)),
+            }
+        })
+        .collect()
+}
+
+/// GPUs seen on the PCI bus with no driver to ask: named and placed by their device ID.
+fn pci_devices(kb: &KnowledgeBase, pci: &[crate::kb::pci_ids::Device], ids: &[u16]) -> Vec<Device> {
+    ids.iter()
+        .map(|&id| {
+            let found = crate::kb::pci_ids::by_device_id(kb, pci, id);
+            Device {
+                name: found
+                    .as_ref()
+                    .and_then(|(d, _)| d.names.first().cloned())
+                    .unwrap_or_else(|| format!("NVIDIA device 10de:{id:04x}")),
+                cc: found.as_ref().map(|(_, cc)| *cc),
+                device_id: Some(format!("10de:{id:04x}")),
+                pci_name: found.map(|(d, _)| pci_name(d)),
+            }
+        })
+        .collect()
+}
+
+fn pci_name(d: &crate::kb::pci_ids::Device) -> String {
+    if d.names.is_empty() {
+        d.chip.clone()
+    } else {
+        format!("{} [{}]", d.chip, d.names.join(" / "))
     }
 }
 
@@ -386,6 +435,28 @@ mod tests {
         let gpus = vec![kb().resolve_gpu("L4").unwrap()];
         let opts = torch_options(kb(), &gpus, Some(&"520.61.05".parse().unwrap()));
         assert!(opts.iter().any(|o| o.runs && o.variant == "cu118"));
+    }
+
+    /// GPUs identified by PCI device ID: an old driver's nvidia-smi prints no CC (the chip gives
+    /// it), and with no driver at all sysfs's device IDs name the GPUs.
+    #[test]
+    fn gpus_are_identified_by_their_device_id() {
+        let pci = crate::kb::pci_ids::nvidia_devices(
+            "10de  NVIDIA Corporation\n\t1eb8  TU104GL [Tesla T4]\n\t2684  AD102 [GeForce RTX 4090]\n",
+        );
+        let smi = host::parse_nvidia_smi(
+            "Tesla T4, [N/A], 470.161.03, 0x1EB810DE\nNVIDIA GeForce RTX 4090, 8.9, 550.54.14, 0x268410DE\n",
+        );
+        let devices = smi_devices(kb(), &pci, smi);
+        assert_eq!(devices[0].cc.map(|c| c.to_string()).as_deref(), Some("7.5"));
+        assert_eq!(devices[0].device_id.as_deref(), Some("10de:1eb8"));
+        assert_eq!(devices[0].pci_name.as_deref(), Some("TU104GL [Tesla T4]"));
+        assert_eq!(devices[1].cc.map(|c| c.to_string()).as_deref(), Some("8.9"));
+        let devices = pci_devices(kb(), &pci, &[0x2684, 0x9999]);
+        assert_eq!(devices[0].name, "GeForce RTX 4090");
+        assert_eq!(devices[0].cc.map(|c| c.to_string()).as_deref(), Some("8.9"));
+        assert_eq!(devices[1].name, "NVIDIA device 10de:9999");
+        assert_eq!(devices[1].cc, None);
     }
 
     /// CUDA 10.x had no minor-version compatibility: a cu102 build needs CUDA 10.2's own driver

@@ -1,4 +1,5 @@
-//! Files from PyPI, cached in archsmith's download directory.
+//! Files from PyPI, cached in archsmith's download directory; Debian packages unpacked under
+//! archsmith's tools ([`debian_package`]).
 //!
 //! pip does the resolving and downloading (it honours the user's pip configuration, index and
 //! proxy); archsmith keeps one copy per file under `downloads_dir()`, so a second request for the
@@ -113,4 +114,47 @@ pub fn is_wheel_for(file: &str, package: &str, version: &Version, arch: &str) ->
             .parse::<Version>()
             .is_ok_and(|v| v == *version && v.parts().len() == version.parts().len())
         && (platform == "any" || platform.split('.').any(|tag| tag.ends_with(arch)))
+}
+
+/// Debian's package `name`, downloaded with `apt-get download` (fetching the package lists once
+/// where a fresh machine has none) and unpacked with `dpkg-deb -x` under
+/// `cache_dir()/tools/debian-NAME/root` once; no root is needed to unpack. The unpacked root.
+pub fn debian_package(name: &str) -> Result<PathBuf> {
+    let tools = paths::cache_dir().join("tools");
+    fs::create_dir_all(&tools)?;
+    let root = |d: &Path| d.join("root");
+    crate::cache::provision(
+        &tools,
+        &format!("debian-{name}"),
+        &format!("Debian's {name} package"),
+        &|d| Ok(root(d).is_dir().then(|| root(d))),
+        &mut |staging, progress| {
+            progress(&format!(
+                "downloading Debian's {name} package (apt-get download {name})"
+            ));
+            let download = || {
+                Cmd::new("apt-get")
+                    .args(["download", name])
+                    .dir(staging)
+                    .read()
+            };
+            if download().is_err() {
+                let _ = Cmd::new("apt-get").args(["update", "-qq"]).read();
+                download().with_context(|| {
+                    format!("could not download Debian's {name} package (apt-get download {name})")
+                })?;
+            }
+            let deb = fs::read_dir(staging)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| p.extension().is_some_and(|x| x == "deb"))
+                .context("apt-get download left no .deb")?;
+            Cmd::new("dpkg-deb")
+                .arg("-x")
+                .arg(&deb)
+                .arg(root(staging))
+                .read()?;
+            Ok(())
+        },
+        &mut |m| eprintln!("archsmith: {m}"),
+    )
 }

@@ -7,41 +7,74 @@ use crate::process::{is_executable, shell, which, Cmd};
 use crate::version::Version;
 use std::path::{Path, PathBuf};
 
-/// One GPU as `nvidia-smi --query-gpu=name,compute_cap,driver_version` lists it.
+/// One GPU as `nvidia-smi --query-gpu=name,compute_cap,driver_version,pci.device_id` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SmiGpu {
     pub name: String,
     /// None when nvidia-smi prints no compute capability (drivers before 510 have no `compute_cap`).
     pub cc: Option<Cc>,
     pub driver: Option<Version>,
+    /// The PCI device ID (`0x268410DE` → 0x2684), which names the chip whatever the driver.
+    pub device_id: Option<u16>,
 }
 
 /// Every GPU nvidia-smi lists; None without nvidia-smi, or when it fails (no driver loaded).
 pub fn nvidia_smi() -> Option<Vec<SmiGpu>> {
     let smi = which("nvidia-smi")?;
     let sh = shell().ok()?;
-    let query = "--query-gpu=name,compute_cap,driver_version";
+    let query = "--query-gpu=name,compute_cap,driver_version,pci.device_id";
     let out = Cmd::from(xshell::cmd!(sh, "{smi} {query} --format=csv,noheader"))
         .read()
         .ok()?;
     Some(parse_nvidia_smi(&out))
 }
 
-/// Parses nvidia-smi's CSV lines (`NVIDIA H100 80GB HBM3, 9.0, 570.124.06`).
+/// Parses nvidia-smi's CSV lines (`NVIDIA H100 80GB HBM3, 9.0, 570.124.06, 0x233010DE`; the
+/// device ID column may be absent).
 pub fn parse_nvidia_smi(text: &str) -> Vec<SmiGpu> {
     text.lines()
         .filter_map(|line| {
             let cols: Vec<&str> = line.split(',').map(str::trim).collect();
-            let [name, cc, driver] = cols.as_slice() else {
-                return None;
+            let (name, cc, driver, id) = match cols.as_slice() {
+                [name, cc, driver] => (name, cc, driver, None),
+                [name, cc, driver, id] => (name, cc, driver, Some(*id)),
+                _ => return None,
             };
             Some(SmiGpu {
                 name: name.to_string(),
                 cc: cc.parse().ok(),
                 driver: driver.parse().ok(),
+                device_id: id.and_then(smi_device_id),
             })
         })
         .collect()
+}
+
+/// `0x268410DE` (device in the high half, vendor in the low) → 0x2684, for NVIDIA's vendor only.
+fn smi_device_id(text: &str) -> Option<u16> {
+    let v = u32::from_str_radix(text.strip_prefix("0x").unwrap_or(text), 16).ok()?;
+    ((v & 0xffff) == 0x10de).then_some((v >> 16) as u16)
+}
+
+/// The device IDs of the NVIDIA display controllers under `sys` (`/sys` on a real machine):
+/// `bus/pci/devices/*/{vendor,class,device}`. Seen with no driver loaded, or no nvidia-smi.
+pub fn pci_gpus(sys: &Path) -> Vec<u16> {
+    let read_hex = |p: PathBuf| -> Option<u32> {
+        let t = std::fs::read_to_string(p).ok()?;
+        u32::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok()
+    };
+    let mut ids: Vec<u16> = std::fs::read_dir(sys.join("bus/pci/devices"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| read_hex(d.join("vendor")) == Some(0x10de))
+        // Display controllers (class 0x03xxxx): not the GPU's audio or USB functions.
+        .filter(|d| read_hex(d.join("class")).is_some_and(|c| c >> 16 == 0x03))
+        .filter_map(|d| read_hex(d.join("device")).and_then(|v| u16::try_from(v).ok()))
+        .collect();
+    ids.sort_unstable();
+    ids
 }
 
 /// The loaded kernel module's version from `/proc/driver/nvidia/version` (present without
@@ -64,12 +97,34 @@ pub fn parse_proc_version(text: &str) -> Option<Version> {
 mod tests {
     use super::*;
 
+    /// A fake sysfs: an NVIDIA GPU with its audio function, and another vendor's GPU.
+    #[test]
+    fn nvidia_display_controllers_from_sysfs() {
+        let sys = tempfile::tempdir().unwrap();
+        for (dev, vendor, class, device) in [
+            ("0000:01:00.0", "0x10de", "0x030000", "0x2684"),
+            ("0000:01:00.1", "0x10de", "0x040300", "0x22ba"),
+            ("0000:02:00.0", "0x1002", "0x030000", "0x744c"),
+            ("0000:03:00.0", "0x10de", "0x030200", "0x1eb8"),
+        ] {
+            let d = sys.path().join("bus/pci/devices").join(dev);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("vendor"), format!("{vendor}\n")).unwrap();
+            std::fs::write(d.join("class"), format!("{class}\n")).unwrap();
+            std::fs::write(d.join("device"), format!("{device}\n")).unwrap();
+        }
+        assert_eq!(pci_gpus(sys.path()), [0x1eb8, 0x2684]);
+        assert!(pci_gpus(&sys.path().join("nonexistent")).is_empty());
+    }
+
     #[test]
     fn parses_nvidia_smi_and_the_kernel_module_version() {
         let gpus = parse_nvidia_smi(
-            "NVIDIA H100 80GB HBM3, 9.0, 570.124.06\nTesla K80, [N/A], 470.161.03\ngarbage\n",
+            "NVIDIA H100 80GB HBM3, 9.0, 570.124.06\nTesla K80, [N/A], 470.161.03\ngarbage\nNVIDIA GeForce RTX 4090, 8.9, 550.54.14, 0x268410DE\n",
         );
-        assert_eq!(gpus.len(), 2);
+        assert_eq!(gpus.len(), 3);
+        assert_eq!(gpus[2].device_id, Some(0x2684));
+        assert_eq!(gpus[0].device_id, None);
         assert_eq!(gpus[0].cc, Some("9.0".parse().unwrap()));
         assert_eq!(gpus[0].driver, Some("570.124.06".parse().unwrap()));
         assert_eq!(gpus[1].cc, None);

@@ -39,7 +39,8 @@ pub mod downloads;
 pub mod pypi;
 pub mod python;
 pub mod toolchain;
-// Same-layer uses: compiler_cache → python, compiler_cache → toolchain, downloads → python,
+// Same-layer uses: compiler_cache → downloads, compiler_cache → python, compiler_cache → toolchain,
+// downloads → python,
 // toolchain → downloads, toolchain → python.
 
 // Workflows: what the commands do, callable from tests and from each other along the edges listed.

@@ -181,6 +181,7 @@ pub mod documents {
         ERROR = "error", 1;
         GPUS = "gpus", 1;
         KB_CHECK = "kb-check", 1;
+        KB_CHECK_GPUS = "kb-check-gpus", 1;
         KB_CHECK_TORCH = "kb-check-torch", 1;
         KERNELS = "kernels", 1;
         PORT_EXTENSION = "port-extension", 1;

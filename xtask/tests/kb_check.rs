@@ -120,3 +120,49 @@ fn planted_errors_in_torch_rows_and_tables_are_found() {
         "{table}"
     );
 }
+
+/// `kb check --gpus` against Debian's real pci.ids package: every CUDA-era NVIDIA GPU in it
+/// resolves to a compute capability through its chip, and every `[[gpu]]` row the file names has
+/// the CC of its chip. A row given a wrong CC, and a chip row given a wrong CC, are caught.
+#[test]
+fn gpu_rows_and_chips_agree_with_debians_pci_ids() {
+    use archsmith::kb::{KnowledgeBase, KB_PATH};
+    use archsmith::kb_check::gpus::{check_gpus, pci_ids_file};
+    let file = pci_ids_file(None).unwrap();
+    let report = check_gpus(kb(), &file).unwrap();
+    assert!(report.cuda_era_gpus > 800, "{}", report.table());
+    assert_eq!(
+        report.cuda_era_resolved,
+        report.cuda_era_gpus,
+        "{}",
+        report.table()
+    );
+    assert!(report.rows_found >= 40, "{}", report.table());
+    assert!(report.rows_differ.is_empty(), "{}", report.table());
+    assert_eq!(report.exit(), Exit::Success);
+
+    let text = std::fs::read_to_string(archsmith::paths::repo_root().join(KB_PATH)).unwrap();
+    let planted = text
+        .replacen(
+            "name = \"Tesla T4\"\naliases = [\"T4\"]\ncc = \"7.5\"",
+            "name = \"Tesla T4\"\naliases = [\"T4\"]\ncc = \"8.0\"",
+            1,
+        )
+        .replacen(
+            "chip = \"GA100\"\ncc = \"8.0\"",
+            "chip = \"GA100\"\ncc = \"8.6\"",
+            1,
+        );
+    assert_ne!(planted, text, "the planted rows were not found");
+    let wrong = KnowledgeBase::parse(&planted).unwrap();
+    let report = check_gpus(&wrong, &file).unwrap();
+    let rows: Vec<&str> = report.rows_differ.iter().map(|d| d.row.as_str()).collect();
+    assert!(rows.contains(&"Tesla T4"), "{}", report.table());
+    // The A100 rows now disagree with their (wrongly mapped) chip.
+    assert!(
+        rows.iter().any(|r| r.starts_with("A100")),
+        "{}",
+        report.table()
+    );
+    assert_eq!(report.exit(), Exit::Failed);
+}

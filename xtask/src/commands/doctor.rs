@@ -44,11 +44,13 @@ pub fn render(r: &DoctorReport) -> String {
         None => s.push_str("  driver: none found\n"),
     }
     for d in &r.devices {
-        s.push_str(&format!(
-            "  GPU {} (CC {})\n",
-            d.name,
-            d.cc.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
-        ));
+        let cc = d.cc.map(|c| c.to_string()).unwrap_or_else(|| "?".into());
+        let id = d
+            .device_id
+            .as_deref()
+            .map(|i| format!(", PCI {i}"))
+            .unwrap_or_default();
+        s.push_str(&format!("  GPU {} (CC {cc}{id})\n", d.name));
     }
     s.push_str("\nCUDA toolkits\n");
     let mut t = Table::new(["  release", "found via", "max gcc", "max clang", "nvcc"]);

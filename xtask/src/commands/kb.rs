@@ -4,7 +4,7 @@
 
 use crate::kb::kb;
 use crate::kb_check::torch::{check_torch, rows_to_check};
-use crate::kb_check::{check_versions, releases_to_check};
+use crate::kb_check::{check_versions, gpus, releases_to_check};
 use crate::output::{documents, print_json, Exit};
 use crate::pypi::Pypi;
 use crate::version::Version;
@@ -42,6 +42,13 @@ pub struct CheckArgs {
     /// libtorch_nvshmem.so; 3–80 MB each, by range) for archs they carry in only some containers.
     #[arg(long, requires = "torch")]
     pub libraries: bool,
+    /// Check the GPU rows and chips against the PCI ID Repository (Debian's pci.ids package) and
+    /// report how many NVIDIA device IDs resolve; only that is checked.
+    #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda"])]
+    pub gpus: bool,
+    /// With --gpus: read this pci.ids instead of Debian's package.
+    #[arg(long, value_name = "FILE", requires = "gpus")]
+    pub pci_ids: Option<std::path::PathBuf>,
     /// Print one JSON document (every fact as the tool and the knowledge base have it) instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -54,6 +61,15 @@ pub fn run(args: &KbArgs) -> Result<Exit> {
 }
 
 fn check(args: &CheckArgs) -> Result<Exit> {
+    if args.gpus {
+        let file = gpus::pci_ids_file(args.pci_ids.as_deref())?;
+        let report = gpus::check_gpus(kb(), &file)?;
+        match args.json {
+            true => print_json(documents::KB_CHECK_GPUS, &report)?,
+            false => print!("{}", report.table()),
+        }
+        return Ok(report.exit());
+    }
     let nvcc = args.torch.is_none() || args.nvcc || !args.cuda.is_empty();
     let mut exit = Exit::Success;
     if let Some(filters) = &args.torch {

@@ -14,7 +14,6 @@
 //! from Debian's package (`apt-get download bubblewrap`, unpacked under archsmith's tools), and its
 //! overlay builder needs root.
 
-use crate::cache::provision;
 use crate::paths;
 use crate::process::{which, Cmd, Service};
 use anyhow::{bail, Context, Result};
@@ -192,45 +191,14 @@ pub fn bwrap() -> Result<PathBuf> {
     if let Some(p) = which("bwrap") {
         return Ok(p);
     }
-    let tools = paths::cache_dir().join("tools");
-    fs::create_dir_all(&tools)?;
-    let bin = |d: &Path| d.join("root/usr/bin/bwrap");
-    provision(
-        &tools,
-        "bubblewrap",
-        "bubblewrap from Debian",
-        &|d| Ok(crate::process::is_executable(&bin(d)).then(|| bin(d))),
-        &mut |staging, progress| {
-            progress("downloading Debian's bubblewrap package (apt-get download bubblewrap)");
-            let download = || {
-                Cmd::new("apt-get")
-                    .args(["download", "bubblewrap"])
-                    .dir(staging)
-                    .read()
-            };
-            // A fresh machine may have no package lists yet: fetch them once and try again.
-            if download().is_err() {
-                let _ = Cmd::new("apt-get").args(["update", "-qq"]).read();
-                download().context(
-                    "could not download Debian's bubblewrap package; install bubblewrap (bwrap) on PATH",
-                )?;
-            }
-            let deb = fs::read_dir(staging)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .find(|p| p.extension().is_some_and(|x| x == "deb"))
-                .context("apt-get download left no .deb")?;
-            Cmd::new("dpkg-deb")
-                .arg("-x")
-                .arg(&deb)
-                .arg(staging.join("root"))
-                .read()?;
-            if !crate::process::is_executable(&bin(staging)) {
-                bail!("{} has no usr/bin/bwrap", deb.display());
-            }
-            Ok(())
-        },
-        &mut |m| eprintln!("archsmith: {m}"),
-    )
+    let bin = crate::downloads::debian_package("bubblewrap")?.join("usr/bin/bwrap");
+    if !crate::process::is_executable(&bin) {
+        bail!(
+            "Debian's bubblewrap package has no {}; install bubblewrap (bwrap) on PATH",
+            bin.display()
+        );
+    }
+    Ok(bin)
 }
 
 /// A scheduler and one build server of sccache-dist on 127.0.0.1, stopped when dropped.

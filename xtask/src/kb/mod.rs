@@ -48,6 +48,18 @@ pub struct KnowledgeBase {
     pub ambiguous_gpu_names: Vec<AmbiguousGpuNameRow>,
     #[serde(rename = "cuda_system_package", default)]
     pub cuda_system_packages: Vec<CudaSystemPackageRow>,
+    #[serde(rename = "gpu_chip", default)]
+    pub gpu_chips: Vec<GpuChipRow>,
+}
+
+/// A GPU chip (`AD102`) and the compute capability of every product built on it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuChipRow {
+    pub chip: String,
+    pub cc: String,
+    pub architecture: String,
+    pub source: String,
 }
 
 /// A distribution's packaged CUDA toolkit.
@@ -820,8 +832,12 @@ impl KnowledgeBase {
                 listed.join(", ")
             );
         }
-        match self.gpu(query) {
-            Some(g) => Ok((g.name.clone(), g.cc.parse()?)),
+        if let Some(g) = self.gpu(query) {
+            return Ok((g.name.clone(), g.cc.parse()?));
+        }
+        // A product the rows do not name, found in this machine's PCI ID Repository by its chip.
+        match pci_ids::by_name(self, pci_ids::system_devices(), query) {
+            Some(found) => Ok(found),
             None => {
                 let q = normalize_gpu_name(query);
                 let mut close: Vec<&str> = self
@@ -988,6 +1004,7 @@ fn is_noise_word(w: &str) -> bool {
         .is_some_and(all_digits)
 }
 
+pub mod pci_ids;
 #[cfg(test)]
 mod tests;
 pub mod user_input;

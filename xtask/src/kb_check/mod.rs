@@ -3,8 +3,10 @@
 //! * [`nvcc`]: the compile targets and host-compiler limits, asked of nvcc (ptxas) from NVIDIA's
 //!   PyPI wheels;
 //! * [`torch`]: each torch release row and both arch-list tables, read from the torch wheels on
-//!   PyPI by range (and their torchvision/torchaudio companions' metadata).
+//!   PyPI by range (and their torchvision/torchaudio companions' metadata);
+//! * [`gpus`]: the GPU rows and the chip table against the PCI ID Repository (Debian's pci.ids).
 
+pub mod gpus;
 pub mod nvcc;
 pub mod torch;
 

@@ -1,0 +1,200 @@
+//! `kb check --gpus`: the GPU rows and the chip table against the PCI ID Repository as Debian
+//! packages it (`pci.ids`, unpacked under archsmith's tools; `--pci-ids FILE` reads another copy).
+//! Every NVIDIA device there whose chip the knowledge base knows resolves to a compute capability;
+//! every `[[gpu]]` row whose name or alias is one of the repository's product names must have the
+//! CC its chip has. The coverage is the share of NVIDIA device IDs that resolve.
+
+use crate::kb::pci_ids::{chip_cc, nvidia_devices, Device};
+use crate::kb::{normalize_gpu_name, KnowledgeBase};
+use crate::output::{Exit, Table};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Serialize)]
+pub struct GpuReport {
+    pub pci_ids: PathBuf,
+    /// NVIDIA device IDs in the file.
+    pub devices: usize,
+    /// Of those, the ones whose chip resolves to a CC.
+    pub resolved: usize,
+    /// GPUs of the CUDA era: devices with a product name and a chip from G80 on (not chipsets,
+    /// audio functions or pre-CUDA GPUs), and how many of them resolve.
+    pub cuda_era_gpus: usize,
+    pub cuda_era_resolved: usize,
+    /// Chips with no row, with how many device IDs each (pre-CUDA chips and chipsets among them).
+    pub unknown_chips: Vec<(String, usize)>,
+    /// `[[gpu]]` rows found among the repository's product names, and those whose CC differs.
+    pub rows_found: usize,
+    pub rows_differ: Vec<RowDiffers>,
+    /// `[[gpu]]` rows the file does not name (newer than it, or named otherwise there).
+    pub rows_not_found: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RowDiffers {
+    pub row: String,
+    pub kb_cc: String,
+    pub device: String,
+    pub chip_cc: String,
+}
+
+impl GpuReport {
+    pub fn exit(&self) -> Exit {
+        Exit::passed(self.rows_differ.is_empty())
+    }
+
+    /// CUDA-era GPUs that resolve, as a share of all of them, in percent.
+    pub fn coverage(&self) -> f64 {
+        if self.cuda_era_gpus == 0 {
+            0.0
+        } else {
+            100.0 * self.cuda_era_resolved as f64 / self.cuda_era_gpus as f64
+        }
+    }
+
+    pub fn table(&self) -> String {
+        let mut t = Table::headerless();
+        t.row(["pci.ids".to_string(), self.pci_ids.display().to_string()]);
+        t.row([
+            "coverage".to_string(),
+            format!(
+                "{} of {} CUDA-era GPUs (G80 and newer) resolve to a compute capability ({:.1} %); {} of all {} NVIDIA device IDs",
+                self.cuda_era_resolved,
+                self.cuda_era_gpus,
+                self.coverage(),
+                self.resolved,
+                self.devices
+            ),
+        ]);
+        let unknown: Vec<String> = self
+            .unknown_chips
+            .iter()
+            .take(12)
+            .map(|(c, n)| format!("{c} ×{n}"))
+            .collect();
+        t.row([
+            "chips without a row".to_string(),
+            format!(
+                "{} (of {}; chipsets and pre-CUDA GPUs)",
+                unknown.join(", "),
+                self.unknown_chips.len()
+            ),
+        ]);
+        t.row([
+            "[[gpu]] rows".to_string(),
+            format!(
+                "{} named in pci.ids, {} differ, {} not named there",
+                self.rows_found,
+                self.rows_differ.len(),
+                self.rows_not_found.len()
+            ),
+        ]);
+        for d in &self.rows_differ {
+            t.row([
+                "DIFFERS".to_string(),
+                format!(
+                    "{}: knowledge base CC {}, pci.ids {} (chip CC {})",
+                    d.row, d.kb_cc, d.device, d.chip_cc
+                ),
+            ]);
+        }
+        t.render()
+    }
+}
+
+/// Debian's pci.ids, downloaded and unpacked once, or `file`.
+pub fn pci_ids_file(file: Option<&Path>) -> Result<PathBuf> {
+    match file {
+        Some(f) => Ok(f.to_path_buf()),
+        None => Ok(crate::downloads::debian_package("pci.ids")?.join("usr/share/misc/pci.ids")),
+    }
+}
+
+pub fn check_gpus(kb: &KnowledgeBase, file: &Path) -> Result<GpuReport> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let devices = nvidia_devices(&String::from_utf8_lossy(&bytes));
+    let resolved = devices
+        .iter()
+        .filter(|d| chip_cc(kb, &d.chip).is_some())
+        .count();
+    let mut unknown: std::collections::BTreeMap<String, usize> = Default::default();
+    for d in devices.iter().filter(|d| chip_cc(kb, &d.chip).is_none()) {
+        *unknown.entry(d.chip.clone()).or_default() += 1;
+    }
+    let mut unknown_chips: Vec<(String, usize)> = unknown.into_iter().collect();
+    unknown_chips.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let (rows_found, rows_differ, rows_not_found) = compare_rows(kb, &devices);
+    let era: Vec<&Device> = devices
+        .iter()
+        .filter(|d| !d.names.is_empty() && cuda_era(&d.chip))
+        .collect();
+    Ok(GpuReport {
+        pci_ids: file.to_path_buf(),
+        devices: devices.len(),
+        resolved,
+        cuda_era_gpus: era.len(),
+        cuda_era_resolved: era
+            .iter()
+            .filter(|d| chip_cc(kb, &d.chip).is_some())
+            .count(),
+        unknown_chips,
+        rows_found,
+        rows_differ,
+        rows_not_found,
+    })
+}
+
+/// A chip of the CUDA era: NVIDIA's chip names from G80 (2006) on.
+fn cuda_era(chip: &str) -> bool {
+    const FAMILIES: [&str; 13] = [
+        "G8", "G9", "GT2", "GF", "GK", "GM", "GP", "GV", "TU", "GA", "AD", "GH", "GB",
+    ];
+    FAMILIES.iter().any(|f| {
+        chip.strip_prefix(f)
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    })
+}
+
+/// Each `[[gpu]]` row against the devices whose product names include one of its names.
+fn compare_rows(kb: &KnowledgeBase, devices: &[Device]) -> (usize, Vec<RowDiffers>, Vec<String>) {
+    let mut found = 0;
+    let mut differ = Vec::new();
+    let mut not_found = Vec::new();
+    for row in &kb.gpus {
+        let names: BTreeSet<String> = std::iter::once(&row.name)
+            .chain(&row.aliases)
+            .map(|n| normalize_gpu_name(n))
+            .filter(|n| !n.is_empty())
+            .collect();
+        let matches: Vec<&Device> = devices
+            .iter()
+            .filter(|d| {
+                d.names
+                    .iter()
+                    .any(|n| names.contains(&normalize_gpu_name(n)))
+            })
+            .filter(|d| chip_cc(kb, &d.chip).is_some())
+            .collect();
+        if matches.is_empty() {
+            not_found.push(row.name.clone());
+            continue;
+        }
+        found += 1;
+        for d in matches {
+            let cc = chip_cc(kb, &d.chip)
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            if cc != row.cc {
+                differ.push(RowDiffers {
+                    row: row.name.clone(),
+                    kb_cc: row.cc.clone(),
+                    device: format!("{:04x} {} [{}]", d.id, d.chip, d.names.join(" / ")),
+                    chip_cc: cc,
+                });
+            }
+        }
+    }
+    (found, differ, not_found)
+}
