@@ -322,10 +322,7 @@ fn toolkit_notes(
             continue;
         }
         advised.push(cuda.major_minor());
-        let pypi = kb
-            .first_pypi_nvcc_major()
-            .is_some_and(|m| cuda.major() >= m);
-        notes.push(if pypi {
+        notes.push(if crate::toolchain::from_pypi(cuda) {
             format!(
                 "no CUDA {}.x toolkit for torch {torch} ({}): `{program} toolchain install --cuda {}` provisions one from PyPI",
                 cuda.major(),

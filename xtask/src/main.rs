@@ -2,7 +2,7 @@ use clap::{CommandFactory, FromArgMatches};
 
 fn main() {
     // `cargo xtask …` in this repository, `archsmith …` where it is installed.
-    let name = archsmith::commands::bin_name();
+    let name = archsmith::output::program();
     // A CI script that asked for JSON gets a document on stdout, not an empty one: for a usage
     // error as for any other.
     let json = std::env::args().any(|a| a == "--json");

@@ -505,12 +505,7 @@ pub fn toolkit_advice(
     let program = crate::output::program();
     let major = torch_cuda.major();
     let mm = torch_cuda.major_minor();
-    let packages: Vec<String> = kb
-        .cuda_system_packages
-        .iter()
-        .filter(|p| p.cuda.major() == major)
-        .map(|p| format!("{}: {} (CUDA {})", p.distribution, p.install, p.cuda))
-        .collect();
+    let packages = kb.cuda_packages_for(major);
     let mut s = format!(
         "torch {torch} was built with CUDA {torch_cuda}: its extensions compile only with a CUDA {major}.x nvcc, and PyPI has no nvcc for CUDA {major}.x.\n"
     );

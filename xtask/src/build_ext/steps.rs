@@ -91,7 +91,13 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
         Err(failure) => return Ok(Err(failure)),
     };
     let mut collected = collect(&job, &ws)?;
-    let checked = check(&job, &ws, import_check, &mut collected)?;
+    let checked = check(
+        &job,
+        &ws,
+        import_check,
+        &collected.wheel,
+        &mut collected.warnings,
+    )?;
     let wheel = match deliver(&job, &ws, &collected.wheel, &checked)? {
         Ok(w) => w,
         Err(failure) => return Ok(Err(failure)),
@@ -362,10 +368,9 @@ pub fn check(
     job: &Job,
     ws: &Workspace,
     import_check: ImportCheck,
-    collected: &mut Collected,
+    wheel: &Path,
+    warnings: &mut Vec<String>,
 ) -> Result<Checked> {
-    let wheel = collected.wheel.clone();
-    let wheel = wheel.as_path();
     let audit = check::audit_wheel(wheel, &job.plan);
     let mut sweep = import_check.run(wheel, false)?;
     if !sweep.missing().is_empty() {
@@ -373,7 +378,7 @@ pub fn check(
             .and_then(|reqs| python::requirements::install_beside(&job.env.python, &reqs))
         {
             Ok(Some((dir, installed))) => {
-                collected.warnings.push(format!(
+                warnings.push(format!(
                     "the import check ran with the wheel's requirements {} installed beside the env ({})",
                     installed.join(", "),
                     dir.display()
@@ -386,13 +391,13 @@ pub fn check(
                 .run(wheel, false)?;
             }
             Ok(None) => {}
-            Err(e) => collected.warnings.push(format!(
+            Err(e) => warnings.push(format!(
                 "the wheel's requirements could not be installed for the import check: {e:#}"
             )),
         }
     }
     for f in sweep.failures.iter().filter(|f| f.kind == "missing") {
-        collected.warnings.push(format!(
+        warnings.push(format!(
             "{} imports {}, which is not installed and not among the wheel's requirements (Requires-Dist): its own import was not checked",
             f.module,
             f.missing.as_deref().unwrap_or("?")

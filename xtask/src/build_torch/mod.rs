@@ -318,15 +318,24 @@ pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
             return Ok(outcome);
         }
     };
-    outcome.log = Some(driven.log.clone());
-    outcome.build_seconds = driven.seconds;
-    outcome.cache_stats = driven.cache_stats.clone();
-    outcome.distributed = driven.distributed.clone();
-    outcome.slowest_steps = driven.slowest.clone();
-    let Some(built) = &driven.wheel else {
+    let drive::Driven {
+        wheel: built,
+        log,
+        ninja_log,
+        seconds,
+        cache_stats,
+        distributed,
+        slowest,
+    } = driven;
+    outcome.log = Some(log);
+    outcome.build_seconds = seconds;
+    outcome.cache_stats = cache_stats;
+    outcome.distributed = distributed;
+    outcome.slowest_steps = slowest;
+    let Some(built) = built else {
         return Ok(outcome);
     };
-    let wheel = deliver(&plan, built, driven.ninja_log.as_deref(), &out)?;
+    let wheel = deliver(&plan, &built, ninja_log.as_deref(), &out)?;
     let report = verify(kb, &plan, &outcome.prepared.cuda, &wheel, &out)?;
     crate::stamp::record(&out, &inputs, &wheel, &Some(&report))?;
     outcome.wheel = Some(wheel);

@@ -85,11 +85,6 @@ pub enum Command {
     },
 }
 
-/// The name the binary runs under: `archsmith` when installed as such, else `cargo xtask`.
-pub fn bin_name() -> &'static str {
-    crate::output::program()
-}
-
 /// Runs a parsed command; `main` turns the [`Exit`] into the process status (errors exit 2).
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
@@ -108,7 +103,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::NvccGuard { args } => crate::build_ext::arch_guard::run(&args).map(Exit::Program),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            let name = bin_name().replace("cargo ", "cargo-");
+            let name = crate::output::program().replace("cargo ", "cargo-");
             clap_complete::generate(shell, &mut Cli::command(), name, &mut std::io::stdout());
             Ok(Exit::Success)
         }

@@ -74,6 +74,18 @@ pub struct CudaSystemPackageRow {
     pub source: String,
 }
 
+impl KnowledgeBase {
+    /// How to install a CUDA `major`.x toolkit from the distributions the knowledge base knows:
+    /// `Debian 13 (trixie): apt-get install … (CUDA 12.4)`, one per package.
+    pub fn cuda_packages_for(&self, major: u32) -> Vec<String> {
+        self.cuda_system_packages
+            .iter()
+            .filter(|p| p.cuda.major() == major)
+            .map(|p| format!("{}: {} (CUDA {})", p.distribution, p.install, p.cuda))
+            .collect()
+    }
+}
+
 /// A name people give to more than one GPU (`RTX 6000`: the Turing Quadro or the Ada card): a
 /// lookup lists the candidates and asks, instead of picking one.
 #[derive(Debug, Deserialize)]

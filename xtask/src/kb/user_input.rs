@@ -175,17 +175,14 @@ fn tag(cuda: &Version) -> String {
 
 /// The CUDA releases torch `torch` was built with: its PyPI default and its variants.
 pub fn torch_variants(kb: &KnowledgeBase, torch: &Version) -> Vec<Version> {
+    let row = kb.torch_row(torch);
     let mut out: Vec<Version> = kb
         .torch_variants
         .iter()
         .filter(|v| v.covers(torch))
         .map(|v| v.cuda.clone())
-        .chain(kb.torch_row(torch).and_then(|r| r.pypi_cuda.clone()))
-        .chain(
-            kb.torch_row(torch)
-                .into_iter()
-                .flat_map(|r| r.cuda_variants.clone()),
-        )
+        .chain(row.and_then(|r| r.pypi_cuda.clone()))
+        .chain(row.into_iter().flat_map(|r| r.cuda_variants.clone()))
         .collect();
     out.sort();
     out.dedup();

@@ -4,6 +4,7 @@
 //! every `[[gpu]]` row whose name or alias is one of the repository's product names must have the
 //! CC its chip has. The coverage is the share of NVIDIA device IDs that resolve.
 
+use crate::cuda_arch::Cc;
 use crate::kb::pci_ids::{chip_cc, nvidia_devices, Device};
 use crate::kb::{normalize_gpu_name, KnowledgeBase};
 use crate::output::{Exit, Table};
@@ -114,31 +115,32 @@ pub fn pci_ids_file(file: Option<&Path>) -> Result<PathBuf> {
 
 pub fn check_gpus(kb: &KnowledgeBase, file: &Path) -> Result<GpuReport> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let devices = nvidia_devices(&String::from_utf8_lossy(&bytes));
-    let resolved = devices
-        .iter()
-        .filter(|d| chip_cc(kb, &d.chip).is_some())
-        .count();
+    // Each device with the CC its chip has, looked up once.
+    let devices: Vec<(Device, Option<Cc>)> = nvidia_devices(&String::from_utf8_lossy(&bytes))
+        .into_iter()
+        .map(|d| {
+            let cc = chip_cc(kb, &d.chip);
+            (d, cc)
+        })
+        .collect();
+    let resolved = devices.iter().filter(|(_, cc)| cc.is_some()).count();
     let mut unknown: std::collections::BTreeMap<String, usize> = Default::default();
-    for d in devices.iter().filter(|d| chip_cc(kb, &d.chip).is_none()) {
+    for (d, _) in devices.iter().filter(|(_, cc)| cc.is_none()) {
         *unknown.entry(d.chip.clone()).or_default() += 1;
     }
     let mut unknown_chips: Vec<(String, usize)> = unknown.into_iter().collect();
     unknown_chips.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let (rows_found, rows_differ, rows_not_found) = compare_rows(kb, &devices);
-    let era: Vec<&Device> = devices
+    let era: Vec<&(Device, Option<Cc>)> = devices
         .iter()
-        .filter(|d| !d.names.is_empty() && cuda_era(&d.chip))
+        .filter(|(d, _)| !d.names.is_empty() && cuda_era(&d.chip))
         .collect();
     Ok(GpuReport {
         pci_ids: file.to_path_buf(),
         devices: devices.len(),
         resolved,
         cuda_era_gpus: era.len(),
-        cuda_era_resolved: era
-            .iter()
-            .filter(|d| chip_cc(kb, &d.chip).is_some())
-            .count(),
+        cuda_era_resolved: era.iter().filter(|(_, cc)| cc.is_some()).count(),
         unknown_chips,
         rows_found,
         rows_differ,
@@ -157,8 +159,11 @@ fn cuda_era(chip: &str) -> bool {
     })
 }
 
-/// Each `[[gpu]]` row against the devices whose product names include one of its names.
-fn compare_rows(kb: &KnowledgeBase, devices: &[Device]) -> (usize, Vec<RowDiffers>, Vec<String>) {
+/// Each `[[gpu]]` row against the resolved devices whose product names include one of its names.
+fn compare_rows(
+    kb: &KnowledgeBase,
+    devices: &[(Device, Option<Cc>)],
+) -> (usize, Vec<RowDiffers>, Vec<String>) {
     let mut found = 0;
     let mut differ = Vec::new();
     let mut not_found = Vec::new();
@@ -168,32 +173,30 @@ fn compare_rows(kb: &KnowledgeBase, devices: &[Device]) -> (usize, Vec<RowDiffer
             .map(|n| normalize_gpu_name(n))
             .filter(|n| !n.is_empty())
             .collect();
-        let matches: Vec<&Device> = devices
+        let matches: Vec<(&Device, Cc)> = devices
             .iter()
-            .filter(|d| {
+            .filter_map(|(d, cc)| Some((d, (*cc)?)))
+            .filter(|(d, _)| {
                 d.names
                     .iter()
                     .any(|n| names.contains(&normalize_gpu_name(n)))
             })
-            .filter(|d| chip_cc(kb, &d.chip).is_some())
             .collect();
         if matches.is_empty() {
             not_found.push(row.name.clone());
             continue;
         }
         found += 1;
-        for d in matches {
-            let cc = chip_cc(kb, &d.chip)
-                .map(|c| c.to_string())
-                .unwrap_or_default();
-            if cc != row.cc {
-                differ.push(RowDiffers {
-                    row: row.name.clone(),
-                    kb_cc: row.cc.clone(),
-                    device: format!("{:04x} {} [{}]", d.id, d.chip, d.names.join(" / ")),
-                    chip_cc: cc,
-                });
-            }
+        for (d, cc) in matches
+            .into_iter()
+            .filter(|(_, cc)| cc.to_string() != row.cc)
+        {
+            differ.push(RowDiffers {
+                row: row.name.clone(),
+                kb_cc: row.cc.clone(),
+                device: format!("{:04x} {} [{}]", d.id, d.chip, d.names.join(" / ")),
+                chip_cc: cc.to_string(),
+            });
         }
     }
     (found, differ, not_found)

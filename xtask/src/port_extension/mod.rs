@@ -154,15 +154,6 @@ pub enum PortFailure {
     Verify(VerifyFailure),
 }
 
-impl std::fmt::Display for PortFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PortFailure::Build(b) => write!(f, "the ported extension does not build: {b}"),
-            PortFailure::Verify(v) => write!(f, "{v}"),
-        }
-    }
-}
-
 impl BuildSummary {
     /// What a port reports of build-ext's outcome.
     pub fn of(b: &build_ext::Outcome) -> BuildSummary {

@@ -148,10 +148,9 @@ impl std::fmt::Display for NoToolkit {
             self.looked
         )?;
         let packages: Vec<String> = crate::kb::kb()
-            .cuda_system_packages
-            .iter()
-            .filter(|p| p.cuda.major() == major)
-            .map(|p| format!("{}: {} (CUDA {}); ", p.distribution, p.install, p.cuda))
+            .cuda_packages_for(major)
+            .into_iter()
+            .map(|p| p + "; ")
             .collect();
         write!(
             f,
