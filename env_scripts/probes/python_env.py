@@ -12,19 +12,25 @@ With `--modules a,b` it adds modules {name: importable} (found by importlib, not
 With `--distributions a,b` it adds distributions {name: version or null} (from their metadata).
 Always: torch_dir (where the torch package is), packages {distribution: version} for torch and its
 usual companions (from their metadata, not imported), conda_paths (sys.path entries inside a conda
-environment: a prefix with a conda-meta directory).
+environment: a prefix with a conda-meta directory), executable (the interpreter's real path, past
+venv links and shims), extension_suffixes (importlib.machinery.EXTENSION_SUFFIXES: the file names
+this Python imports compiled modules from).
 With `--import-torch`, cudnn {compile, runtime} as torch reports them (null without cuDNN).
 With `--import-torch`, config is torch.__config__.show() (build settings, paths), and with
 `--gpu-smoke` as well, gpu_smoke is "ok" or why a small CUDA computation failed (null: not run).
 """
+import importlib.machinery
 import importlib.util
 import json
+import os
 import sys
 import sysconfig
 
 info = {
     "python": "%d.%d.%d" % sys.version_info[:3],
     "purelib": sysconfig.get_paths()["purelib"],
+    "executable": os.path.realpath(sys.executable),
+    "extension_suffixes": importlib.machinery.EXTENSION_SUFFIXES,
     "has_pip": importlib.util.find_spec("pip") is not None,
     "torch": None,
     "cuda": None,

@@ -2,6 +2,8 @@
 //! really carries, read from the fatbin headers in pure Rust (no cuobjdump, no CUDA install).
 //!
 //! * [`elf`]: a zero-copy ELF section reader.
+//! * [`dynamic`]: what an ELF needs from the dynamic linker and offers it (sonames, RPATH/RUNPATH,
+//!   versioned dynamic symbols), read with `object`, for the load check.
 //! * [`fatbin`]: containers, entries and CUDA 13 concatenated entries of `.nv_fatbin` /
 //!   `__nv_relfatbin`, plus on-request decompression (LZ4 block, zstd frame).
 //! * [`audit_elf`]: one ELF file → [`ElfAudit`] (images per section and container).
@@ -14,6 +16,7 @@
 //! has one (that is what the CUDA runtime loads), else the relocatable `__nv_relfatbin` (objects
 //! built with `-rdc=true`). Both are read and reported.
 
+pub mod dynamic;
 pub mod elf;
 pub mod error;
 pub mod expect;

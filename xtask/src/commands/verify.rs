@@ -1,14 +1,12 @@
-//! `cargo xtask verify …`: checks of what was built or installed. `verify binary` audits the SASS
-//! and PTX that ELF files, directories and wheels really carry ([`crate::verify::binary_check`],
-//! docs/verify-binary.md); `verify env` checks a Python environment with torch
-//! ([`crate::verify::env`], docs/verify-env.md).
+//! `cargo xtask verify …`: `verify binary` (SASS/PTX carried, and with `--target` whether it
+//! loads: docs/verify-binary.md), `verify env` (docs/verify-env.md), `verify pins`.
 
-use crate::binary::Outcome;
 use crate::cuda_arch::Cc;
 use crate::kb::kb;
 use crate::output::documents;
 use crate::output::Exit;
 use crate::verify::binary_check::{audit, BinaryRequest, Report};
+use crate::verify::load_check::LoadReport;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -113,6 +111,9 @@ pub struct BinaryArgs {
     /// Threads for inflating wheel members (default: all CPUs).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Also say whether each file loads into this Python env after `import torch` (exit 1 if not).
+    #[arg(long, value_name = "PYTHON")]
+    pub target: Option<PathBuf>,
 }
 
 pub fn run(args: VerifyArgs) -> Result<Exit> {
@@ -169,6 +170,11 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
         threads: args.threads,
     };
     let (files, checks) = audit(kb(), &request)?;
+    let load = args
+        .target
+        .as_deref()
+        .map(|python| LoadReport::check(kb(), python, &request.paths))
+        .transpose()?;
     let report = Report::new(
         kb(),
         &files,
@@ -178,14 +184,16 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
     );
     let spec = request.expect_arch.as_deref();
     if args.json {
-        crate::output::print_json(documents::VERIFY_BINARY, &report.json(spec))?;
+        let mut doc = report.json(spec);
+        load.as_ref().map(|l| l.add_to(&mut doc)).transpose()?;
+        crate::output::print_json(documents::VERIFY_BINARY, &doc)?;
     } else {
         print!("{}", report.table(spec));
-    }
-    for f in &files {
-        if let Outcome::Failed(e) = &f.outcome {
-            eprintln!("error: {}: {e}", f.path);
+        if let Some(load) = &load {
+            print!("\n{}", load.table());
         }
     }
-    Ok(Exit::from_code(report.exit_code))
+    crate::verify::binary_check::print_read_errors(&files);
+    let loads = load.as_ref().is_none_or(|l| l.loads);
+    Ok(Exit::from_code(report.exit_code.max(i32::from(!loads))))
 }

@@ -1,9 +1,12 @@
 //! Python environments: which interpreter, what it holds, and how packages get into it.
 //!
 //! * [`probe`]: the one answer to "which Python / torch / CUDA is this" (`env_scripts/probes/python_env.py`).
+//! * [`import_check`]: what loading a compiled file in a fresh interpreter really does (the
+//!   ground truth of the load check).
 //! * [`installer`]: "uv or pip", the one way packages are installed (envs, toolchains, tools).
 //! * [`torch_env`]: archsmith's own envs with a pinned torch from PyPI, made once and shared.
 
+pub mod import_check;
 pub mod installer;
 pub mod probe;
 pub mod requirements;

@@ -36,6 +36,12 @@ pub struct PythonInfo {
     pub interpreter: PathBuf,
     pub python: Version,
     pub purelib: PathBuf,
+    /// The interpreter binary (`sys.executable` with links and venvs resolved).
+    #[serde(default)]
+    pub executable: Option<PathBuf>,
+    /// `importlib.machinery.EXTENSION_SUFFIXES`: `.cpython-311-x86_64-linux-gnu.so`, `.abi3.so`, `.so`.
+    #[serde(default)]
+    pub extension_suffixes: Vec<String>,
     pub has_pip: bool,
     /// `torch.__version__` (`2.15.0+cu132`); None without torch.
     pub torch: Option<Version>,

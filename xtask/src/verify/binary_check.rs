@@ -676,3 +676,12 @@ fn display_path(path: &str) -> String {
         None => path.to_string(),
     }
 }
+
+/// Names each file that could not be read, on stderr (the report counts them).
+pub fn print_read_errors(files: &[FileAudit]) {
+    for f in files {
+        if let crate::binary::Outcome::Failed(e) = &f.outcome {
+            eprintln!("error: {}: {e}", f.path);
+        }
+    }
+}

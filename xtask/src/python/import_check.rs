@@ -1,0 +1,92 @@
+//! What Python really does with a compiled file: the ground truth the load check is measured
+//! against (tests, `bench load-check`). One fresh interpreter per file, so that one crash or one
+//! library left loaded cannot change the next answer.
+
+use crate::process::Cmd;
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use std::path::Path;
+
+/// Imports torch when the env has it (as an extension's package does first), then loads the
+/// file as the import system would: a module only when one of this Python's
+/// `EXTENSION_SUFFIXES` ends its name, through `ExtensionFileLoader` (`dlopen` and `PyInit_`;
+/// the package's `__init__` is not run), a plain library through `ctypes.CDLL` (what
+/// `torch.ops.load_library` does).
+const SCRIPT: &str = r#"
+import sys, os, json, ctypes, importlib.machinery, importlib.util
+path, kind, name = sys.argv[1:4]
+out = {"loads": False, "error": None}
+try:
+    import torch
+except ImportError:
+    pass
+try:
+    if kind == "python-module":
+        # The finder looks for exactly NAME + suffix, for each suffix of this Python.
+        base = name.rpartition(".")[2]
+        if os.path.basename(path) not in [base + s for s in importlib.machinery.EXTENSION_SUFFIXES]:
+            raise ModuleNotFoundError(f"No module named {name!r} (no file {base}<suffix> for this Python's extension suffixes)")
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        importlib.util.module_from_spec(spec)
+    else:
+        ctypes.CDLL(path)
+    out["loads"] = True
+except BaseException as e:
+    out["error"] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+"#;
+
+/// What loading one file did.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct ImportOutcome {
+    pub loads: bool,
+    /// The exception, or how the interpreter died.
+    pub error: Option<String>,
+}
+
+impl ImportOutcome {
+    /// Whether the dynamic linker (or the import system's name and init lookup) refused the
+    /// file, as opposed to the module's own init code raising once it was linked.
+    pub fn link_failed(&self) -> bool {
+        let Some(e) = &self.error else { return false };
+        !self.loads
+            && [
+                "undefined symbol",
+                "cannot open shared object file",
+                "version `",
+                "No module named",
+                "does not define module export function",
+                "wrong ELF class",
+                "invalid ELF header",
+            ]
+            .iter()
+            .any(|m| e.contains(m))
+    }
+}
+
+/// Loads `file` (a `python-module` named `name`, or a `library`) in a fresh `python`.
+pub fn import_in_fresh_interpreter(
+    python: &Path,
+    file: &Path,
+    kind: &str,
+    name: &str,
+) -> Result<ImportOutcome> {
+    let out = Cmd::new(python)
+        .args(["-I", "-c", SCRIPT])
+        .arg(file)
+        .args([kind, name])
+        .output()?;
+    match out.stdout.lines().last().filter(|l| l.starts_with('{')) {
+        Some(line) => serde_json::from_str(line)
+            .with_context(|| format!("reading the import check's answer `{line}`")),
+        None => Ok(ImportOutcome {
+            loads: false,
+            error: Some(format!(
+                "the interpreter exited with {:?} before answering: {}",
+                out.status,
+                out.stderr.lines().last().unwrap_or("")
+            )),
+        }),
+    }
+}

@@ -1,0 +1,592 @@
+//! Will it load? For each compiled module of an extension (a `.so`, a directory, a wheel), what
+//! importing it after `import torch` in a target Python env would do — read from the ELF files,
+//! nothing imported:
+//!
+//! 1. the CPython tag of the file name against the env's Python (else Python never finds it);
+//! 2. each `DT_NEEDED` library found (torch's, the `nvidia-*` wheels', the system's) — a missing
+//!    `libcudart.so.N` names the CUDA major it was built for;
+//! 3. each needed GLIBC/GLIBCXX/CXXABI version defined by its library;
+//! 4. each undefined symbol bound (for torch's: the C++ ABI and the torch it was built for);
+//! 5. a module's `PyInit_<name>`.
+//!
+//! The first failure is the verdict's reason, with the fix. [`linker`] is the loader model,
+//! [`target`] reads what `import torch` leaves loaded.
+
+pub mod linker;
+pub mod target;
+
+use crate::binary::dynamic::{demangle, CxxAbi};
+use crate::kb::KnowledgeBase;
+use anyhow::{Context, Result};
+use linker::{file_name, LinkFailure, Objects};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+pub use target::Target;
+
+/// How many undefined symbols a verdict lists.
+const SHOWN_SYMBOLS: usize = 5;
+
+/// What loading one file would do.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadVerdict {
+    /// The file as the user named it (a wheel member as `WHEEL!member`).
+    pub path: String,
+    /// `python-module` (has a CPython tag or `PyInit_`) or `library`.
+    pub kind: &'static str,
+    pub loads: bool,
+    /// The first reason it does not load, one line.
+    pub reason: Option<String>,
+    /// What to do about it.
+    pub fix: Option<String>,
+    /// `undefined-symbol`, `missing-library`, `missing-version`, `python-tag`, `no-init`, `wrong-machine`.
+    pub failure: Option<&'static str>,
+    /// The first undefined symbols, demangled where they are C++.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undefined: Vec<String>,
+    /// The C++ string ABI of what it needs (`cxx11`, `pre-cxx11`, `unknown`).
+    pub cxx_abi: CxxAbi,
+    /// The CUDA major its `libcudart.so.N` (or cuBLAS, NVRTC) implies.
+    pub cuda_major: Option<u32>,
+    /// The newest GLIBC and GLIBCXX versions it needs.
+    pub glibc: Option<String>,
+    pub glibcxx: Option<String>,
+    /// The torch its package metadata pins (`torch==2.6.0`), when known.
+    pub built_for: Option<String>,
+}
+
+/// The verdicts for a set of files against one target, for the table and `--json`.
+#[derive(Debug, Serialize)]
+pub struct LoadReport {
+    pub python: PathBuf,
+    pub python_version: String,
+    pub torch: Option<String>,
+    pub cuda: Option<String>,
+    pub torch_cxx_abi: CxxAbi,
+    pub modules: Vec<LoadVerdict>,
+    /// Whether every file loads.
+    pub loads: bool,
+}
+
+impl LoadReport {
+    /// Checks `paths` against the env of `python`.
+    pub fn check(kb: &KnowledgeBase, python: &Path, paths: &[PathBuf]) -> Result<LoadReport> {
+        let mut objects = Objects::default();
+        let target = Target::from_python(python, &mut objects)?;
+        let modules = check_paths(kb, &target, &mut objects, paths)?;
+        Ok(LoadReport {
+            python: target.python.clone(),
+            python_version: target.python_version.to_string(),
+            torch: target.torch.as_ref().map(|t| t.to_string()),
+            cuda: target.cuda.as_ref().map(|c| c.to_string()),
+            torch_cxx_abi: target.torch_abi,
+            loads: modules.iter().all(|m| m.loads),
+            modules,
+        })
+    }
+
+    /// The verify-binary document with this report under `load`.
+    pub fn add_to(&self, doc: &mut serde_json::Value) -> Result<()> {
+        if let Some(map) = doc.as_object_mut() {
+            map.insert("load".into(), serde_json::to_value(self)?);
+        }
+        Ok(())
+    }
+
+    /// One line per file (`loads` / `DOES NOT LOAD`), then each failure's reason and fix.
+    pub fn table(&self) -> String {
+        use std::fmt::Write;
+        let mut out = format!(
+            "load check against {} (Python {}, torch {}, CUDA {})\n",
+            self.python.display(),
+            self.python_version,
+            self.torch.as_deref().unwrap_or("not installed"),
+            self.cuda.as_deref().unwrap_or("none"),
+        );
+        let width = self
+            .modules
+            .iter()
+            .map(|m| m.path.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let _ = writeln!(out, "{:<width$}  {:<13}  reason", "file", "verdict");
+        for m in &self.modules {
+            let verdict = if m.loads { "loads" } else { "DOES NOT LOAD" };
+            let _ = writeln!(
+                out,
+                "{:<width$}  {verdict:<13}  {}",
+                m.path,
+                m.reason.as_deref().unwrap_or("")
+            );
+        }
+        for m in self.modules.iter().filter(|m| !m.loads) {
+            let _ = writeln!(
+                out,
+                "\n{}:\n  {}\n  fix: {}",
+                m.path,
+                m.reason.as_deref().unwrap_or(""),
+                m.fix.as_deref().unwrap_or("")
+            );
+            for s in m.undefined.iter().skip(1) {
+                let _ = writeln!(out, "  also undefined: {s}");
+            }
+        }
+        let failing = self.modules.iter().filter(|m| !m.loads).count();
+        let _ = writeln!(
+            out,
+            "\n{} of {} files load",
+            self.modules.len() - failing,
+            self.modules.len()
+        );
+        out
+    }
+}
+
+/// One file to check: where it is on disk and what to call it.
+struct Candidate {
+    file: PathBuf,
+    shown: String,
+    /// The `*.dist-info` directories beside its top-level package, for the torch pin.
+    site: Option<PathBuf>,
+}
+
+/// Checks every ELF shared object under `paths` (files, directories walked, wheels unpacked to a
+/// temporary directory so that `$ORIGIN` works) against `target`.
+pub fn check_paths(
+    kb: &KnowledgeBase,
+    target: &Target,
+    objects: &mut Objects,
+    paths: &[PathBuf],
+) -> Result<Vec<LoadVerdict>> {
+    let mut verdicts = Vec::new();
+    let mut unpacked = Vec::new();
+    for path in paths {
+        let candidates = if path.extension().is_some_and(|e| e == "whl") {
+            let dir = tempfile::tempdir().context("creating a directory to unpack the wheel")?;
+            crate::wheel::Wheel::open(path)?.extract_all(dir.path())?;
+            let found = shared_objects(dir.path())?
+                .into_iter()
+                .map(|f| Candidate {
+                    shown: format!(
+                        "{}!{}",
+                        path.display(),
+                        f.strip_prefix(dir.path()).unwrap_or(&f).display()
+                    ),
+                    file: f,
+                    site: Some(dir.path().to_path_buf()),
+                })
+                .collect();
+            unpacked.push(dir);
+            found
+        } else if path.is_dir() {
+            shared_objects(path)?
+                .into_iter()
+                .map(|f| Candidate {
+                    shown: f.display().to_string(),
+                    site: site_of(&f),
+                    file: f,
+                })
+                .collect()
+        } else {
+            if !path.is_file() {
+                anyhow::bail!(
+                    "{} does not exist: name a .so file, a directory or a wheel",
+                    path.display()
+                );
+            }
+            vec![Candidate {
+                shown: path.display().to_string(),
+                site: site_of(path),
+                file: path.clone(),
+            }]
+        };
+        for c in candidates {
+            if let Some(v) = check_file(kb, target, objects, &c)? {
+                verdicts.push(v);
+            }
+        }
+    }
+    Ok(verdicts)
+}
+
+/// Every file under `dir` that is an ELF shared object (by its header), sorted.
+pub fn shared_objects(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in ignore::WalkBuilder::new(dir)
+        .standard_filters(false)
+        .build()
+    {
+        let entry = entry.with_context(|| format!("walking {}", dir.display()))?;
+        let p = entry.path();
+        let name = file_name(p);
+        if entry.file_type().is_some_and(|t| t.is_file())
+            && (name.ends_with(".so") || name.contains(".so."))
+            && is_elf(p)
+        {
+            found.push(p.to_path_buf());
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
+}
+
+/// The site-packages-like directory a file's top-level package sits in: the nearest ancestor
+/// holding a `*.dist-info`.
+fn site_of(file: &Path) -> Option<PathBuf> {
+    file.ancestors()
+        .skip(1)
+        .find(|d| {
+            std::fs::read_dir(d)
+                .map(|rd| {
+                    rd.flatten()
+                        .any(|e| e.file_name().to_string_lossy().ends_with(".dist-info"))
+                })
+                .unwrap_or(false)
+        })
+        .map(Path::to_path_buf)
+}
+
+/// `(major, minor)` of a `name.cpython-311-x86_64-linux-gnu.so` file name.
+pub fn cpython_tag(name: &str) -> Option<(u64, u64)> {
+    let rest = name.split(".cpython-").nth(1)?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    if digits.len() < 2 {
+        return None;
+    }
+    Some((digits[..1].parse().ok()?, digits[1..].parse().ok()?))
+}
+
+fn check_file(
+    kb: &KnowledgeBase,
+    target: &Target,
+    objects: &mut Objects,
+    c: &Candidate,
+) -> Result<Option<LoadVerdict>> {
+    let Ok(object) = objects.get(&c.file) else {
+        // Not a shared object this check reads (a linker script named .so, a 32-bit leftover).
+        return Ok(None);
+    };
+    let name = file_name(&c.file).to_string();
+    let tag = cpython_tag(&name);
+    let is_module = tag.is_some() || name.contains(".abi3.") || object.python_init.is_some();
+    let mut v = LoadVerdict {
+        path: c.shown.clone(),
+        kind: if is_module {
+            "python-module"
+        } else {
+            "library"
+        },
+        loads: true,
+        reason: None,
+        fix: None,
+        failure: None,
+        undefined: Vec::new(),
+        cxx_abi: object.abi_needed,
+        cuda_major: cuda_major(&object.needed),
+        glibc: newest(&object.version_needs, "GLIBC_"),
+        glibcxx: newest(&object.version_needs, "GLIBCXX_"),
+        built_for: c.site.as_deref().and_then(|s| torch_pin(s, &c.file)),
+    };
+    let py = target.python_version.major_minor();
+    let suffixes = &target.extension_suffixes;
+    let stem = name.split('.').next().unwrap_or("");
+    // The import system looks for exactly `stem + suffix`: `x.cpython-39-….so` is not `x.so`.
+    if is_module && !suffixes.is_empty() && !suffixes.iter().any(|s| name == format!("{stem}{s}")) {
+        let built = match tag {
+            Some((major, minor)) => {
+                format!("built for CPython {major}.{minor}; this env is Python {py}")
+            }
+            None => format!(
+                "its name ends in none of Python {py}'s extension suffixes ({})",
+                suffixes.join(" ")
+            ),
+        };
+        v.fail(
+            "python-tag",
+            format!("{built}: Python does not find it"),
+            format!(
+                "install the cp{}{} build of the package, or rebuild it with this Python",
+                py.major(),
+                py.minor()
+            ),
+        );
+        return Ok(Some(v));
+    }
+    let link = target.process.link(objects, object.clone());
+    match link.failure {
+        Some(f) => explain(kb, target, &mut v, f),
+        None if is_module => {
+            let module = name.split('.').next().unwrap_or("");
+            let init = format!("PyInit_{module}");
+            if object.python_init.as_deref() != Some(init.as_str()) && !exports(&object, &init) {
+                v.fail(
+                    "no-init",
+                    format!("dynamic module does not define module export function ({init})"),
+                    "the file was renamed or is not a Python module: import it under the name it was built as".into(),
+                );
+            }
+        }
+        None => {}
+    }
+    Ok(Some(v))
+}
+
+fn exports(object: &linker::Object, name: &str) -> bool {
+    object.defined_names().any(|n| n == name)
+}
+
+impl LoadVerdict {
+    fn fail(&mut self, failure: &'static str, reason: String, fix: String) {
+        self.loads = false;
+        self.failure = Some(failure);
+        self.reason = Some(reason);
+        self.fix = Some(fix);
+    }
+}
+
+/// Turns the loader's failure into the reason a user reads and the fix.
+fn explain(kb: &KnowledgeBase, target: &Target, v: &mut LoadVerdict, f: LinkFailure) {
+    let rebuild = format!(
+        "or rebuild it against this torch: `{} build-ext SRC --python {}`",
+        crate::output::program(),
+        target.python.display()
+    );
+    match f {
+        LinkFailure::MissingLibrary { soname, needed_by } => {
+            let fix = match (
+                cuda_major(std::slice::from_ref(&soname)),
+                target.cuda.as_ref(),
+            ) {
+                (Some(want), Some(have)) if want != have.major() => format!(
+                    "it was built for CUDA {want}; this env's torch {} uses CUDA {have}: install the package's cu{}x build, {rebuild}",
+                    torch_name(target),
+                    have.major()
+                ),
+                (Some(want), _) => format!("install CUDA {want}'s runtime (the nvidia-cuda-runtime-cu{want} wheel) or put its lib directory on LD_LIBRARY_PATH"),
+                _ => format!("install what provides {soname}, or put its directory on LD_LIBRARY_PATH"),
+            };
+            v.fail(
+                "missing-library",
+                format!("{soname}: cannot open shared object file (needed by {needed_by})"),
+                fix,
+            );
+        }
+        LinkFailure::MissingVersion {
+            version,
+            file,
+            required_by,
+        } => {
+            let fix = if version.starts_with("GLIBCXX_") || version.starts_with("CXXABI_") {
+                format!("it was built with a newer g++ than this host's {file}: rebuild it with the host's compiler, or install a newer libstdc++ (a newer OS or conda's libstdcxx-ng)")
+            } else if version.starts_with("GLIBC_") {
+                "it was built on a newer glibc than this host's: install its manylinux build for an older glibc, or rebuild it here".to_string()
+            } else {
+                format!("install the {file} it was built against, {rebuild}")
+            };
+            v.fail(
+                "missing-version",
+                format!("version `{version}' not found (required by {required_by})"),
+                fix,
+            );
+        }
+        LinkFailure::UndefinedSymbols {
+            required_by,
+            symbols,
+        } => undefined_symbols(kb, target, v, &required_by, &symbols, &rebuild),
+        LinkFailure::WrongMachine { machine, want } => v.fail(
+            "wrong-machine",
+            format!("built for ELF machine {machine}, the interpreter is machine {want}"),
+            "install the build for this platform".into(),
+        ),
+    }
+}
+
+fn torch_name(target: &Target) -> String {
+    target
+        .torch
+        .as_ref()
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| "none".into())
+}
+
+/// The first undefined symbols, demangled; for torch's, the C++ ABI and the torch it was built for.
+fn undefined_symbols(
+    kb: &KnowledgeBase,
+    target: &Target,
+    v: &mut LoadVerdict,
+    required_by: &str,
+    symbols: &[String],
+    rebuild: &str,
+) {
+    let shown: Vec<String> = symbols
+        .iter()
+        .take(SHOWN_SYMBOLS)
+        .map(|s| demangle(s.split('@').next().unwrap_or(s)).unwrap_or_else(|| s.clone()))
+        .collect();
+    let from_torch = shown.iter().any(|s| {
+        ["c10::", "at::", "torch::", "caffe2::"]
+            .iter()
+            .any(|ns| s.contains(ns))
+    });
+    let abi = match (v.cxx_abi.flag(), target.torch_abi.flag()) {
+        (Some(a), Some(b)) if a != b => format!(
+            "; built with _GLIBCXX_USE_CXX11_ABI={a}, torch {} uses _GLIBCXX_USE_CXX11_ABI={b}",
+            torch_name(target)
+        ),
+        _ => String::new(),
+    };
+    let reason = format!(
+        "undefined symbol: {} ({} of {} in {required_by}){abi}",
+        shown.first().cloned().unwrap_or_default(),
+        symbols.len().min(SHOWN_SYMBOLS),
+        symbols.len(),
+    );
+    let fix = if from_torch {
+        let built = v
+            .built_for
+            .as_ref()
+            .map(|b| format!(" (its metadata requires {b})"))
+            .unwrap_or_default();
+        let pkg = package_fix(kb, target, &v.path);
+        format!("it was built against another torch{built}: {pkg}{rebuild}")
+    } else {
+        format!("a library it needs is older than the one it was built against; {rebuild}")
+    };
+    v.fail("undefined-symbol", reason, fix);
+    v.undefined = shown;
+}
+
+/// For the companions the knowledge base pairs with torch: the release built for this torch.
+fn package_fix(kb: &KnowledgeBase, target: &Target, path: &str) -> String {
+    let row = target.torch.as_ref().and_then(|t| kb.torch_row(t));
+    let pick = |name: &str, releases: Option<&Vec<crate::version::Version>>| -> Option<String> {
+        let last = releases?.iter().max()?;
+        let shown = path.replace('\\', "/");
+        (shown.contains(&format!("/{name}/")) || shown.contains(&format!("{name}-")))
+            .then(|| format!("install {name}=={last}, the release built for it, "))
+    };
+    pick("torchvision", row.map(|r| &r.torchvision))
+        .or_else(|| pick("torchaudio", row.map(|r| &r.torchaudio)))
+        .unwrap_or_else(|| "install the package's release built for this torch, ".into())
+}
+
+/// The CUDA major a CUDA runtime library's soname carries.
+fn cuda_major(needed: &[String]) -> Option<u32> {
+    needed.iter().find_map(|n| {
+        let (stem, major) = n.split_once(".so.")?;
+        ["libcudart", "libcublas", "libcublasLt", "libnvrtc"]
+            .contains(&stem)
+            .then(|| major.split('.').next()?.parse().ok())
+            .flatten()
+    })
+}
+
+/// The newest needed version with `prefix` (`GLIBC_2.34`), compared numerically.
+fn newest(needs: &[(String, Vec<(String, bool)>)], prefix: &str) -> Option<String> {
+    needs
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|(name, _)| name))
+        .filter_map(|n| {
+            let rest = n.strip_prefix(prefix)?;
+            let key: Vec<u64> = rest
+                .split('.')
+                .map(|p| p.parse().ok())
+                .collect::<Option<_>>()?;
+            Some((key, n))
+        })
+        .max()
+        .map(|(_, n)| n.clone())
+}
+
+/// The torch requirement in the metadata of the distribution that installed `file`.
+fn torch_pin(site: &Path, file: &Path) -> Option<String> {
+    let top = file
+        .strip_prefix(site)
+        .ok()?
+        .components()
+        .next()?
+        .as_os_str()
+        .to_string_lossy()
+        .to_string();
+    let want = top.to_ascii_lowercase().replace('-', "_");
+    for e in std::fs::read_dir(site).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(stem) = name.strip_suffix(".dist-info") else {
+            continue;
+        };
+        let dist = stem
+            .split('-')
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase()
+            .replace('-', "_");
+        let record = std::fs::read_to_string(e.path().join("RECORD")).unwrap_or_default();
+        if dist != want && !record.lines().any(|l| l.starts_with(&format!("{top}/"))) {
+            continue;
+        }
+        let metadata = std::fs::read_to_string(e.path().join("METADATA")).ok()?;
+        return metadata.lines().find_map(|l| {
+            let req = l.strip_prefix("Requires-Dist:")?.trim();
+            let name: String = req
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .collect();
+            (name.eq_ignore_ascii_case("torch") && !req.contains("extra ==")).then(|| {
+                req.split(';')
+                    .next()
+                    .unwrap_or(req)
+                    .replace([' ', '(', ')'], "")
+            })
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpython_tags_and_cuda_majors_are_read_from_names() {
+        assert_eq!(
+            cpython_tag("_C.cpython-311-x86_64-linux-gnu.so"),
+            Some((3, 11))
+        );
+        assert_eq!(
+            cpython_tag("_C.cpython-39-x86_64-linux-gnu.so"),
+            Some((3, 9))
+        );
+        assert_eq!(
+            cpython_tag("_C.cpython-313t-x86_64-linux-gnu.so"),
+            Some((3, 13))
+        );
+        assert_eq!(cpython_tag("_C.abi3.so"), None);
+        assert_eq!(cpython_tag("libx.so"), None);
+        let n = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(cuda_major(&n(&["libc10.so", "libcudart.so.12"])), Some(12));
+        assert_eq!(cuda_major(&n(&["libcublasLt.so.13"])), Some(13));
+        assert_eq!(cuda_major(&n(&["libcusolver.so.11", "libc.so.6"])), None);
+        let needs = vec![(
+            "libstdc++.so.6".to_string(),
+            vec![
+                ("GLIBCXX_3.4.9".to_string(), false),
+                ("GLIBCXX_3.4.30".to_string(), false),
+                ("CXXABI_1.3.13".to_string(), false),
+            ],
+        )];
+        assert_eq!(
+            newest(&needs, "GLIBCXX_").as_deref(),
+            Some("GLIBCXX_3.4.30")
+        );
+        assert_eq!(newest(&needs, "GLIBC_"), None);
+    }
+}

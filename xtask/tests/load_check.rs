@@ -1,0 +1,290 @@
+//! The load check side by side with the real loader: shared objects built here with gcc (each
+//! failure the loader has: a missing library, a missing symbol version, an undefined symbol, a
+//! CPython tag of another Python, a module without its `PyInit_`; and the loads: weak references,
+//! `$ORIGIN` RUNPATH, versioned symbols) are loaded by the host Python in a fresh interpreter each,
+//! and the verdict must equal what Python did, file by file. Then `readelf` and the reader agree
+//! on what a real system library needs and offers.
+
+use archsmith::binary::dynamic;
+use archsmith::kb::kb;
+use archsmith::process::Cmd;
+use archsmith::python::import_check::import_in_fresh_interpreter;
+use archsmith::verify::load_check::linker::Objects;
+use archsmith::verify::load_check::{check_paths, Target};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn cc(dir: &Path, out: &str, source: &str, extra: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{out}.c"));
+    std::fs::write(&src, source).unwrap();
+    let path = dir.join(out);
+    Cmd::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&path)
+        .arg(&src)
+        .args(extra)
+        .read()
+        .unwrap_or_else(|e| panic!("building {out}: {e:#}"));
+    path
+}
+
+fn python() -> PathBuf {
+    archsmith::python::host_python().unwrap()
+}
+
+/// The fixtures: `lib/` holds what is there at load time, `build/` what some were linked against.
+fn fixtures(root: &Path) -> Vec<PathBuf> {
+    let build = root.join("build");
+    let lib = root.join("lib");
+    let ext = root.join("ext");
+    for d in [&build, &lib, &ext] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // libdep 1: DEP_1 { dep_a }. libdep 2 (linked against, not shipped): DEP_2 { dep_b; dep_c }.
+    std::fs::write(root.join("v1.map"), "DEP_1 { global: dep_a; local: *; };\n").unwrap();
+    std::fs::write(
+        root.join("v2.map"),
+        "DEP_1 { global: dep_a; local: *; };\nDEP_2 { global: dep_b; dep_c; } DEP_1;\n",
+    )
+    .unwrap();
+    let v1 = format!("-Wl,--version-script={}", root.join("v1.map").display());
+    let v2 = format!("-Wl,--version-script={}", root.join("v2.map").display());
+    cc(
+        &lib,
+        "libdep.so.1",
+        "int dep_a(void){return 1;}",
+        &["-Wl,-soname,libdep.so.1", &v1],
+    );
+    cc(
+        &build,
+        "libdep.so.1",
+        "int dep_a(void){return 1;} int dep_b(void){return 2;} int dep_c(void){return 3;}",
+        &["-Wl,-soname,libdep.so.1", &v2],
+    );
+    std::fs::copy(build.join("libdep.so.1"), build.join("libdep.so")).unwrap();
+    cc(
+        &build,
+        "libgone.so.3",
+        "int gone(void){return 0;}",
+        &["-Wl,-soname,libgone.so.3"],
+    );
+    // Unversioned: libplain has plain_a at load time, was linked against one that also had plain_b.
+    cc(&lib, "libplain.so", "int plain_a(void){return 1;}", &[]);
+    cc(
+        &build,
+        "libplain.so",
+        "int plain_a(void){return 1;} int plain_b(void){return 2;}",
+        &[],
+    );
+
+    let link_dep = |extra: &[&str]| -> Vec<String> {
+        let mut v = vec![
+            format!("-L{}", build.display()),
+            "-Wl,--no-as-needed".into(),
+        ];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.push("-Wl,-rpath,$ORIGIN/../lib".into());
+        v
+    };
+    let build_ext = |name: &str, src: &str, libs: &[&str]| {
+        let args = link_dep(libs);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cc(&ext, name, src, &args)
+    };
+    let module = |name: &str, body: &str| {
+        format!("#include <Python.h>\n{body}\nstatic struct PyModuleDef d = {{PyModuleDef_HEAD_INIT, \"{name}\", 0, -1, 0}};\nPyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&d); }}\n")
+    };
+    let include = format!("-I{}", python_include());
+    let with_py = |name: &str, file: &str, body: &str, libs: &[&str]| {
+        let mut l = vec![include.as_str()];
+        l.extend_from_slice(libs);
+        build_ext(file, &module(name, body), &l)
+    };
+    let tag = python_tag();
+    vec![
+        build_ext(
+            "libok.so",
+            "int dep_a(void); int ok(void){return dep_a();}",
+            &["-ldep"],
+        ),
+        build_ext(
+            "libversioned.so",
+            "int dep_b(void); int v(void){return dep_b();}",
+            &["-ldep"],
+        ),
+        build_ext(
+            "libundefined.so",
+            "int plain_b(void); int u(void){return plain_b();}",
+            &["-lplain"],
+        ),
+        build_ext(
+            "libweak.so",
+            "int plain_b(void) __attribute__((weak)); int w(void){return plain_b ? plain_b() : 0;}",
+            &["-lplain"],
+        ),
+        build_ext(
+            "libmissing.so",
+            "int gone(void); int m(void){return gone();}",
+            &["-l:libgone.so.3"],
+        ),
+        with_py(
+            "okmod",
+            &format!("okmod.{tag}.so"),
+            "int dep_a(void); int f(void){return dep_a();}",
+            &["-ldep"],
+        ),
+        with_py("plainmod", "plainmod.so", "", &[]),
+        with_py(
+            "othertag",
+            "othertag.cpython-39-x86_64-linux-gnu.so",
+            "",
+            &[],
+        ),
+        with_py("realname", &format!("renamed.{tag}.so"), "", &[]),
+        with_py(
+            "badmod",
+            &format!("badmod.{tag}.so"),
+            "int plain_b(void); int f(void){return plain_b();}",
+            &["-lplain"],
+        ),
+    ]
+}
+
+fn python_include() -> String {
+    Cmd::new(python())
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['include'])",
+        ])
+        .read()
+        .unwrap()
+}
+
+fn python_tag() -> String {
+    Cmd::new(python())
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX')[1:-3])",
+        ])
+        .read()
+        .unwrap()
+}
+
+#[test]
+fn every_verdict_equals_what_python_does_with_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = fixtures(dir.path());
+    let mut objects = Objects::default();
+    let target = Target::from_python(&python(), &mut objects).unwrap();
+    let verdicts = check_paths(kb(), &target, &mut objects, &files).unwrap();
+    assert_eq!(verdicts.len(), files.len());
+    let mut failures = BTreeSet::new();
+    for (file, v) in files.iter().zip(&verdicts) {
+        let name = file
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .split('.')
+            .next()
+            .unwrap()
+            .to_string();
+        let truth = import_in_fresh_interpreter(&python(), file, v.kind, &name).unwrap();
+        assert_eq!(
+            v.loads,
+            truth.loads,
+            "{}: verdict {v:?}, Python: {truth:?}",
+            file.display()
+        );
+        if !truth.loads {
+            assert!(truth.link_failed(), "{truth:?}");
+            failures.insert(v.failure.unwrap());
+            // The loader's own words are in the reason.
+            let said = truth.error.as_deref().unwrap();
+            let key = match v.failure.unwrap() {
+                "missing-library" => "libgone.so.3: cannot open shared object file",
+                "missing-version" => "version `DEP_2' not found",
+                "undefined-symbol" => "undefined symbol: plain_b",
+                "python-tag" => "No module named",
+                "no-init" => "PyInit_renamed",
+                other => panic!("unexpected failure {other}"),
+            };
+            assert!(said.contains(key), "Python said {said}");
+            let reason = v.reason.as_deref().unwrap();
+            let ours = key.replace("No module named", "Python does not find it");
+            assert!(reason.contains(&ours), "{reason} lacks {ours}");
+            assert!(v.fix.is_some());
+        }
+    }
+    let want: BTreeSet<&str> = [
+        "missing-library",
+        "missing-version",
+        "undefined-symbol",
+        "python-tag",
+        "no-init",
+    ]
+    .into();
+    assert_eq!(failures, want, "each kind of failure is exercised");
+    assert_eq!(verdicts.iter().filter(|v| v.loads).count(), 4);
+}
+
+/// `readelf`'s reading of a real system library equals the reader's.
+#[test]
+fn the_reader_agrees_with_readelf_on_a_system_library() {
+    let lib = [
+        "/lib/x86_64-linux-gnu/libstdc++.so.6",
+        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .expect("libstdc++ (installed with g++)");
+    let data = std::fs::read(&lib).unwrap();
+    let info = dynamic::read(&data).unwrap();
+    let d = Cmd::new("readelf")
+        .args(["-d", "-W"])
+        .arg(&lib)
+        .read()
+        .unwrap();
+    let needed: Vec<&str> = d
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.strip_suffix(']'))
+        .collect();
+    assert_eq!(info.needed, needed);
+    assert_eq!(info.soname, Some("libstdc++.so.6"));
+    let v = Cmd::new("readelf")
+        .args(["-V", "-W"])
+        .arg(&lib)
+        .read()
+        .unwrap();
+    let defs: BTreeSet<&str> = v
+        .lines()
+        .filter(|l| l.contains("Name:") && l.contains("Flags: none"))
+        .filter_map(|l| l.split("Name: ").nth(1)?.split_whitespace().next())
+        .filter(|n| n.starts_with("GLIBCXX_") || n.starts_with("CXXABI_"))
+        .collect();
+    let ours: BTreeSet<&str> = info
+        .version_defs
+        .iter()
+        .copied()
+        .filter(|n| n.starts_with("GLIBCXX_") || n.starts_with("CXXABI_"))
+        .collect();
+    assert!(ours.len() > 20, "{ours:?}");
+    assert_eq!(ours, defs);
+    let syms = Cmd::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(&lib)
+        .read()
+        .unwrap();
+    let readelf_defined = syms.lines().filter(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 8
+            && f[0].trim_end_matches(':').parse::<u64>().is_ok()
+            && f[4] != "LOCAL"
+            && f[6] != "UND"
+            && !f[7].is_empty()
+    });
+    assert_eq!(readelf_defined.count(), info.defined().count());
+    let needs: Vec<&str> = info.version_needs.iter().map(|n| n.file).collect();
+    assert!(needs.contains(&"libc.so.6"), "{needs:?}");
+}
