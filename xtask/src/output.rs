@@ -169,6 +169,7 @@ pub mod documents {
         ARCHS = "archs", 1;
         AUDIT_UPGRADE = "audit-upgrade", 1;
         BENCH_AUDIT = "bench-audit", 1;
+        BENCH_LOAD_CHECK = "bench-load-check", 1;
         BENCH_BUILD_EXT = "bench-build-ext", 1;
         BUILD_EXT = "build-ext", 1;
         BUILD_TORCH = "build-torch", 1;

@@ -58,6 +58,18 @@ fn the_real_torch_env_passes_its_truth_and_fails_a_wrong_list() {
     assert_eq!(v["schema"], 1);
     assert_eq!(v["ok"], true);
     assert_eq!(item(&v, "torch==2.15.0")["status"], "ok");
+    // torch's, torchvision's and numpy's compiled modules all load into their own env.
+    let modules = item(&v, "compiled modules load");
+    assert_eq!(modules["status"], "ok", "{modules}");
+    let count: usize = modules["detail"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(count >= 10, "{modules}");
     assert_eq!(item(&v, "libtorch_cuda.so")["status"], "ok");
     assert_eq!(
         item(&v, "arch flags")["detail"],
@@ -163,4 +175,70 @@ fn no_conda_fails_inside_a_conda_prefix() {
     let (_, v, _) = verify_env(&venv.join("bin/python"), &[]);
     assert_eq!(item(&v, "no conda paths")["status"], "skipped");
     let _ = std::fs::remove_dir_all(&prefix);
+}
+
+/// An env with one stale compiled extension: torchvision 0.21.0 (built for torch 2.6.0, with the
+/// pre-C++11 ABI) beside torch 2.15.0. The env is a venv whose site-packages reaches the shared
+/// torch env's through a `.pth` file, so the shared env is never touched.
+#[test]
+fn a_stale_compiled_extension_is_named_and_fails_the_env() {
+    let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
+    let shared = archsmith::python::probe(&env.python, archsmith::python::Depth::Files).unwrap();
+    let root = support::scratch("verify-env-stale");
+    let _ = std::fs::remove_dir_all(&root);
+    let host = archsmith::python::host_python().unwrap();
+    let made = Command::new(&host)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(root.join("venv"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let python = root.join("venv/bin/python");
+    let site = archsmith::python::probe(&python, archsmith::python::Depth::Files)
+        .unwrap()
+        .purelib;
+    std::fs::write(
+        site.join("shared-torch-env.pth"),
+        format!("{}\n", shared.purelib.display()),
+    )
+    .unwrap();
+    let stale =
+        archsmith::downloads::download_wheel("torchvision", &"0.21.0".parse().unwrap()).unwrap();
+    archsmith::wheel::Wheel::open(&stale)
+        .unwrap()
+        .extract_all(&site)
+        .unwrap();
+
+    let (code, v, stderr) = verify_env(&python, &[]);
+    assert_eq!(code, 1, "{v}\n{stderr}");
+    let failed: Vec<&Value> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["status"] == "fail")
+        .collect();
+    let names: Vec<&str> = failed.iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"loads: torchvision/_C.so"), "{names:?}");
+    let detail = item(&v, "loads: torchvision/_C.so")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for want in [
+        "undefined symbol",
+        "_GLIBCXX_USE_CXX11_ABI=0",
+        "torch==2.6.0",
+        "install torchvision==",
+    ] {
+        assert!(detail.contains(want), "{want} missing from {detail}");
+    }
+    // What Python does with the same file agrees.
+    let truth = archsmith::python::import_check::import_in_fresh_interpreter(
+        &python,
+        &site.join("torchvision/_C.so"),
+        "python-module",
+        "torchvision._C",
+        &[],
+    )
+    .unwrap();
+    assert!(!truth.loads && truth.link_failed(), "{truth:?}");
 }

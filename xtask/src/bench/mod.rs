@@ -3,6 +3,9 @@
 //!
 //! * [`audit`]: `verify binary` on a whole wheel vs `unzip` + `cuobjdump --list-elf` per .so.
 //! * [`build_ext`]: `build-ext` vs plain `pip wheel --no-build-isolation`, clean and no-op.
+//! * [`load_check_vs_python`]: the load check's verdicts vs importing each module in a fresh
+//!   interpreter: agreement and time.
 
 pub mod audit;
 pub mod build_ext_vs_pip;
+pub mod load_check_vs_python;

@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::path::Path;
 
-/// Imports torch when the env has it (as an extension's package does first), then loads the
+/// Imports torch when the env has it (as an extension's package does first), loads the
+/// package's own libraries its `__init__` would load first (`preload`, as
+/// `torch.ops.load_library` does), then loads the
 /// file as the import system would: a module only when one of this Python's
 /// `EXTENSION_SUFFIXES` ends its name, through `ExtensionFileLoader` (`dlopen` and `PyInit_`;
 /// the package's `__init__` is not run), a plain library through `ctypes.CDLL` (what
@@ -21,6 +23,8 @@ try:
 except ImportError:
     pass
 try:
+    for library in sys.argv[4:]:
+        ctypes.CDLL(library)
     if kind == "python-module":
         # The finder looks for exactly NAME + suffix, for each suffix of this Python.
         base = name.rpartition(".")[2]
@@ -65,17 +69,20 @@ impl ImportOutcome {
     }
 }
 
-/// Loads `file` (a `python-module` named `name`, or a `library`) in a fresh `python`.
+/// Loads `file` (a `python-module` named `name`, or a `library`) in a fresh `python`, after the
+/// libraries in `preload`.
 pub fn import_in_fresh_interpreter(
     python: &Path,
     file: &Path,
     kind: &str,
     name: &str,
+    preload: &[String],
 ) -> Result<ImportOutcome> {
     let out = Cmd::new(python)
         .args(["-I", "-c", SCRIPT])
         .arg(file)
         .args([kind, name])
+        .args(preload)
         .output()?;
     match out.stdout.lines().last().filter(|l| l.starts_with('{')) {
         Some(line) => serde_json::from_str(line)

@@ -148,6 +148,9 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
         items.extend(pairing_items(kb, t, &info));
     }
     items.push(cudnn_item(&info));
+    if info.imported {
+        items.extend(super::load_check::env_items(kb, &python, &info.purelib));
+    }
 
     // What torch's own libraries carry: against --expect-arch, and for --gpu verdicts.
     let mut carried = None;

@@ -3,6 +3,7 @@
 
 mod audit;
 mod build_ext;
+mod load_check;
 
 use crate::output::Exit;
 use anyhow::Result;
@@ -23,11 +24,18 @@ pub enum BenchCommand {
     /// and the no-op rebuild of each, in one run.
     #[command(after_help = "Example:\n  archsmith bench build-ext --arch 7.5,8.9,9.0 --rounds 2")]
     BuildExt(build_ext::BuildExtBench),
+    /// The load check's verdict for every compiled module (of an env, or of wheels unpacked
+    /// beside it) vs importing each in a fresh interpreter after `import torch`: agreement, time.
+    #[command(
+        after_help = "Example:\n  archsmith bench load-check --python .venv/bin/python --wheel torchvision-0.21.0-cp311-cp311-manylinux1_x86_64.whl"
+    )]
+    LoadCheck(load_check::LoadCheckArgs),
 }
 
 pub fn run(args: BenchArgs) -> Result<Exit> {
     match args.what {
         BenchCommand::Audit(a) => audit::audit(a),
         BenchCommand::BuildExt(a) => build_ext::build_ext(a),
+        BenchCommand::LoadCheck(a) => load_check::load_check(a),
     }
 }

@@ -283,14 +283,23 @@ pub enum LinkFailure {
 pub struct Link {
     /// Each `DT_NEEDED` name reached and where it was found (the file, and whether it was already loaded).
     pub libraries: Vec<(String, PathBuf, bool)>,
+    /// Libraries of the object's own package that no search path reaches, found by name in the
+    /// package: its Python loads them first (`torch.ops.load_library`), so they count as loaded.
+    pub from_package: Vec<PathBuf>,
     pub failure: Option<LinkFailure>,
 }
 
 impl Process {
     /// Loads `object` as `dlopen(RTLD_NOW | RTLD_LOCAL)` would, reporting the first failure.
-    pub fn link(&self, objects: &mut Objects, object: Arc<Object>) -> Link {
+    pub fn link(
+        &self,
+        objects: &mut Objects,
+        object: Arc<Object>,
+        package: &HashMap<String, PathBuf>,
+    ) -> Link {
         let mut link = Link {
             libraries: Vec::new(),
+            from_package: Vec::new(),
             failure: None,
         };
         if object.machine != self.machine || object.is_64 != self.is_64 {
@@ -300,7 +309,34 @@ impl Process {
             });
             return link;
         }
-        // Breadth first, as the loader builds the object's local scope.
+        let group = match self.load_group(objects, object, package, &mut link) {
+            Ok(group) => group,
+            Err(failure) => {
+                link.failure = Some(failure);
+                return link;
+            }
+        };
+        let new: Vec<&Arc<Object>> = group
+            .iter()
+            .filter(|(_, pre)| !pre)
+            .map(|(o, _)| o)
+            .collect();
+        link.failure = new
+            .iter()
+            .find_map(|o| missing_version(o, &group))
+            .or_else(|| self.unbound_symbols(&group, &new));
+        link
+    }
+
+    /// The object and its dependencies, breadth first, as the loader builds its local scope;
+    /// each with whether it was already loaded.
+    fn load_group(
+        &self,
+        objects: &mut Objects,
+        object: Arc<Object>,
+        package: &HashMap<String, PathBuf>,
+        link: &mut Link,
+    ) -> Result<Vec<(Arc<Object>, bool)>, LinkFailure> {
         let mut group: Vec<(Arc<Object>, bool)> = vec![(object.clone(), false)];
         let mut names: HashSet<String> = HashSet::from([object.name().to_string()]);
         let mut queue = VecDeque::from([object]);
@@ -309,16 +345,19 @@ impl Process {
                 if names.contains(soname.as_str()) {
                     continue;
                 }
+                let missing = || LinkFailure::MissingLibrary {
+                    soname: soname.clone(),
+                    needed_by: file_name(&o.path).to_string(),
+                };
                 let (found, preloaded) = match self.loaded.get(soname) {
                     Some(l) => (l.clone(), true),
                     None => match self.search(objects, soname, &o) {
                         Some(l) => (l, false),
                         None => {
-                            link.failure = Some(LinkFailure::MissingLibrary {
-                                soname: soname.clone(),
-                                needed_by: file_name(&o.path).to_string(),
-                            });
-                            return link;
+                            let path = package.get(soname).ok_or_else(missing)?;
+                            let l = objects.get(path).map_err(|_| missing())?;
+                            link.from_package.push(path.clone());
+                            (l, false)
                         }
                     },
                 };
@@ -331,24 +370,23 @@ impl Process {
                 group.push((found, preloaded));
             }
         }
-        let new: Vec<&Arc<Object>> = group
-            .iter()
-            .filter(|(_, pre)| !pre)
-            .map(|(o, _)| o)
-            .collect();
-        for o in &new {
-            if let Some(f) = missing_version(o, &group) {
-                link.failure = Some(f);
-                return link;
-            }
-        }
+        Ok(group)
+    }
+
+    /// The first newly loaded object with non-weak undefined symbols that nothing in the global
+    /// scope, then the group, defines.
+    fn unbound_symbols(
+        &self,
+        group: &[(Arc<Object>, bool)],
+        new: &[&Arc<Object>],
+    ) -> Option<LinkFailure> {
         let scope: Vec<&Object> = self
             .global
             .iter()
             .map(|o| &**o)
             .chain(group.iter().map(|(o, _)| &**o))
             .collect();
-        for o in &new {
+        new.iter().find_map(|o| {
             let symbols: Vec<String> = o
                 .undefined
                 .iter()
@@ -358,15 +396,11 @@ impl Process {
                     None => s.name.to_string(),
                 })
                 .collect();
-            if !symbols.is_empty() {
-                link.failure = Some(LinkFailure::UndefinedSymbols {
-                    required_by: file_name(&o.path).to_string(),
-                    symbols,
-                });
-                return link;
-            }
-        }
-        link
+            (!symbols.is_empty()).then(|| LinkFailure::UndefinedSymbols {
+                required_by: file_name(&o.path).to_string(),
+                symbols,
+            })
+        })
     }
 
     /// Finds `soname` for `from`: a path as is; else DT_RPATH (when there is no RUNPATH),

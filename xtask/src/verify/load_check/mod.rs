@@ -52,6 +52,10 @@ pub struct LoadVerdict {
     pub glibcxx: Option<String>,
     /// The torch its package metadata pins (`torch==2.6.0`), when known.
     pub built_for: Option<String>,
+    /// Libraries of its own package it needs that no search path reaches: counted as loaded by
+    /// the package first (`torch.ops.load_library`), as torchaudio and torio do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub package_preloads: Vec<String>,
 }
 
 /// The verdicts for a set of files against one target, for the table and `--json`.
@@ -140,6 +144,92 @@ impl LoadReport {
         );
         out
     }
+}
+
+/// The Python extension modules under `dir`: a CPython or stable-ABI tag in the file name, or a
+/// plain `NAME.so` that exports `PyInit_NAME` (torchvision's `_C.so`).
+pub fn compiled_modules(dir: &Path) -> Result<Vec<PathBuf>> {
+    let all = shared_objects(dir)
+        .with_context(|| format!("listing the compiled modules under {}", dir.display()))?;
+    Ok(all
+        .into_iter()
+        .filter(|p| {
+            let n = file_name(p);
+            n.contains(".cpython-") || n.contains(".abi3.") || exports_its_init(p)
+        })
+        .collect())
+}
+
+fn exports_its_init(path: &Path) -> bool {
+    let name = file_name(path);
+    let Some(stem) = name.strip_suffix(".so").filter(|s| !s.contains('.')) else {
+        return false;
+    };
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    // SAFETY: read-only map, dropped before returning.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
+        return false;
+    };
+    crate::binary::dynamic::read(&map).is_ok_and(|d| {
+        d.defined()
+            .any(|s| s.name.strip_prefix("PyInit_") == Some(stem))
+    })
+}
+
+/// `verify env`'s items: one failure per compiled module of the env that will not load after
+/// `import torch` (named, with the reason and the fix), or one item saying how many load.
+pub fn env_items(
+    kb: &KnowledgeBase,
+    python: &Path,
+    site: &Path,
+) -> Vec<crate::verify::checks::Item> {
+    use crate::verify::checks::{item, Status};
+    let name = "compiled modules load";
+    let checked = (|| -> Result<Vec<LoadVerdict>> {
+        let mut objects = Objects::default();
+        let target = Target::from_python(python, &mut objects)?;
+        check_paths(kb, &target, &mut objects, &compiled_modules(site)?)
+    })();
+    let verdicts = match checked {
+        Ok(v) => v,
+        Err(e) => return vec![item(name, Status::Fail, format!("{e:#}"))],
+    };
+    let failing: Vec<_> = verdicts
+        .iter()
+        .filter(|v| !v.loads)
+        .map(|v| {
+            let module = Path::new(&v.path)
+                .strip_prefix(site)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| v.path.clone());
+            let detail = format!(
+                "{}; fix: {}",
+                v.reason.as_deref().unwrap_or(""),
+                v.fix.as_deref().unwrap_or("")
+            );
+            item(format!("loads: {module}"), Status::Fail, detail)
+        })
+        .collect();
+    if failing.is_empty() {
+        let packages: std::collections::BTreeSet<_> = verdicts
+            .iter()
+            .filter_map(|v| {
+                Path::new(&v.path)
+                    .strip_prefix(site)
+                    .ok()?
+                    .components()
+                    .next()
+            })
+            .collect();
+        return vec![item(
+            name,
+            Status::Ok,
+            format!("all {} compiled modules of {} packages load after import torch (read from their ELF files)", verdicts.len(), packages.len()),
+        )];
+    }
+    failing
 }
 
 /// One file to check: where it is on disk and what to call it.
@@ -276,8 +366,9 @@ fn check_file(
         return Ok(None);
     };
     let name = file_name(&c.file).to_string();
-    let tag = cpython_tag(&name);
-    let is_module = tag.is_some() || name.contains(".abi3.") || object.python_init.is_some();
+    // A module exports `PyInit_*`; a file without one (torchao's `_C.abi3.so`, libtorchaudio) is
+    // a library its package loads with `torch.ops.load_library`, whatever its name says.
+    let is_module = object.python_init.is_some();
     let mut v = LoadVerdict {
         path: c.shown.clone(),
         kind: if is_module {
@@ -295,33 +386,18 @@ fn check_file(
         glibc: newest(&object.version_needs, "GLIBC_"),
         glibcxx: newest(&object.version_needs, "GLIBCXX_"),
         built_for: c.site.as_deref().and_then(|s| torch_pin(s, &c.file)),
+        package_preloads: Vec::new(),
     };
-    let py = target.python_version.major_minor();
-    let suffixes = &target.extension_suffixes;
-    let stem = name.split('.').next().unwrap_or("");
-    // The import system looks for exactly `stem + suffix`: `x.cpython-39-….so` is not `x.so`.
-    if is_module && !suffixes.is_empty() && !suffixes.iter().any(|s| name == format!("{stem}{s}")) {
-        let built = match tag {
-            Some((major, minor)) => {
-                format!("built for CPython {major}.{minor}; this env is Python {py}")
-            }
-            None => format!(
-                "its name ends in none of Python {py}'s extension suffixes ({})",
-                suffixes.join(" ")
-            ),
-        };
-        v.fail(
-            "python-tag",
-            format!("{built}: Python does not find it"),
-            format!(
-                "install the cp{}{} build of the package, or rebuild it with this Python",
-                py.major(),
-                py.minor()
-            ),
-        );
+    if is_module && python_tag_refused(target, &name, &mut v) {
         return Ok(Some(v));
     }
-    let link = target.process.link(objects, object.clone());
+    let package = package_libraries(c);
+    let link = target.process.link(objects, object.clone(), &package);
+    v.package_preloads = link
+        .from_package
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     match link.failure {
         Some(f) => explain(kb, target, &mut v, f),
         None if is_module => {
@@ -338,6 +414,61 @@ fn check_file(
         None => {}
     }
     Ok(Some(v))
+}
+
+/// Whether the import system would never find module file `name` in this Python (a CPython tag
+/// of another version): the verdict says so.
+fn python_tag_refused(target: &Target, name: &str, v: &mut LoadVerdict) -> bool {
+    let py = target.python_version.major_minor();
+    let suffixes = &target.extension_suffixes;
+    let stem = name.split('.').next().unwrap_or("");
+    // The import system looks for exactly `stem + suffix`: `x.cpython-39-….so` is not `x.so`.
+    if suffixes.is_empty() || suffixes.iter().any(|s| name == format!("{stem}{s}")) {
+        return false;
+    }
+    let built = match cpython_tag(name) {
+        Some((major, minor)) => {
+            format!("built for CPython {major}.{minor}; this env is Python {py}")
+        }
+        None => format!(
+            "its name ends in none of Python {py}'s extension suffixes ({})",
+            suffixes.join(" ")
+        ),
+    };
+    v.fail(
+        "python-tag",
+        format!("{built}: Python does not find it"),
+        format!(
+            "install the cp{}{} build of the package, or rebuild it with this Python",
+            py.major(),
+            py.minor()
+        ),
+    );
+    true
+}
+
+/// Every shared object of the file's top-level package, by file name (empty outside a site).
+fn package_libraries(c: &Candidate) -> std::collections::HashMap<String, PathBuf> {
+    let Some(site) = &c.site else {
+        return Default::default();
+    };
+    let Some(top) = c
+        .file
+        .strip_prefix(site)
+        .ok()
+        .and_then(|r| r.components().next())
+    else {
+        return Default::default();
+    };
+    let top = site.join(top);
+    if !top.is_dir() {
+        return Default::default();
+    }
+    shared_objects(&top)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (file_name(&p).to_string(), p))
+        .collect()
 }
 
 fn exports(object: &linker::Object, name: &str) -> bool {

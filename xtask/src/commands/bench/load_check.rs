@@ -1,0 +1,35 @@
+//! `bench load-check`: the load check's verdicts vs importing each module in a fresh interpreter
+//! ([`crate::bench::load_check_vs_python`]).
+
+use crate::bench::load_check_vs_python::{run, LoadBenchRequest};
+use crate::kb::kb;
+use crate::output::{documents, emit, Exit};
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct LoadCheckArgs {
+    /// A Python env with torch to load into (repeatable: every wheel is checked in each).
+    #[arg(long = "python", value_name = "PATH", required = true)]
+    pub pythons: Vec<PathBuf>,
+    /// An extension wheel to check (repeatable); none: every compiled module of the env itself.
+    #[arg(long = "wheel", value_name = "WHEEL")]
+    pub wheels: Vec<PathBuf>,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Exit 1 when a verdict disagrees with Python.
+pub fn load_check(args: LoadCheckArgs) -> Result<Exit> {
+    let request = LoadBenchRequest {
+        pythons: args.pythons,
+        wheels: args.wheels,
+    };
+    let report = run(kb(), &request)?;
+    emit(args.json, documents::BENCH_LOAD_CHECK, &report, |r| {
+        r.table()
+    })?;
+    Ok(Exit::passed(report.modules_agree == report.modules))
+}
