@@ -124,6 +124,9 @@ fn real_pypi_sdist_torchsort_builds_audits_and_imports_for_three_archs() {
         strings(&r["imported"]),
         ["torchsort.isotonic_cpu", "torchsort.isotonic_cuda"]
     );
+    // The load check read the same two modules as loading, before the import proved it.
+    assert_eq!(r["load"]["loads"], true, "{}", r["load"]);
+    assert_eq!(r["load"]["files"], 2, "{}", r["load"]);
     let wheel = PathBuf::from(r["wheel"].as_str().unwrap());
     assert!(wheel.starts_with(out.path()) && wheel.exists(), "{wheel:?}");
 }

@@ -1,5 +1,6 @@
 //! `bench load-check`: the load check against what Python really does, in one run: for each env,
-//! every compiled module (of the env itself, or of each wheel given, unpacked beside it) gets
+//! every compiled module of the env itself, or every shared object of each wheel given (unpacked
+//! beside it; not the libraries auditwheel vendored under `NAME.libs/`), gets
 //! archsmith's verdict — all of them in one process — and is then imported in a fresh
 //! interpreter after `import torch`, one at a time, as a user would try each. Reports both times,
 //! their ratio, and every module where the two disagree.
@@ -32,6 +33,9 @@ pub struct ModuleRow {
     pub reason: Option<String>,
     pub failure: Option<&'static str>,
     pub python_loads: bool,
+    /// Python's dynamic linker accepted it (it loaded, or only its init code raised afterwards:
+    /// `torch._C` loaded a second time refuses to initialise again).
+    pub python_linked: bool,
     /// The exception Python raised (the loader's message), when it did not load.
     pub python_error: Option<String>,
     /// The verdict and Python agree (a module whose init code raised after linking counts as linked).
@@ -86,7 +90,7 @@ pub fn run(kb: &KnowledgeBase, req: &LoadBenchRequest) -> Result<LoadBenchReport
             }
             theirs += started.elapsed().as_secs_f64();
             let whole = |f: fn(&ModuleRow) -> bool| pair_rows.iter().all(f);
-            pairs.push(whole(|r| r.verdict_loads) == whole(|r| r.python_loads));
+            pairs.push(whole(|r| r.verdict_loads) == whole(|r| r.python_linked));
             rows.extend(pair_rows);
         }
     }
@@ -122,7 +126,16 @@ fn module_sets(python: &Path, wheels: &[PathBuf]) -> Result<Vec<ModuleSet>> {
             crate::wheel::Wheel::open(wheel)?.extract_all(&dir)?;
             fs_err::write(dir.join(".unpacked"), "")?;
         }
-        let files = crate::verify::load_check::compiled_modules(&dir)?;
+        // Every shared object the package itself ships: its modules and the libraries it loads
+        // with torch.ops.load_library; not the copies auditwheel vendored under `NAME.libs/`.
+        let files: Vec<PathBuf> = crate::verify::load_check::shared_objects(&dir)?
+            .into_iter()
+            .filter(|f| {
+                let rel = f.strip_prefix(&dir).unwrap_or(f);
+                !rel.components()
+                    .any(|c| c.as_os_str().to_string_lossy().ends_with(".libs"))
+            })
+            .collect();
         sets.push((Some(file_name(wheel).to_string()), dir, files));
     }
     Ok(sets)
@@ -162,6 +175,7 @@ fn row(
         reason: v.reason.clone(),
         failure: v.failure,
         agree: v.loads == linked,
+        python_linked: linked,
         python_loads: truth.loads,
         python_error: truth.error,
     }

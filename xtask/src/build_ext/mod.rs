@@ -89,6 +89,9 @@ pub struct Outcome {
     pub total_seconds: f64,
     pub audit: check::AuditSummary,
     pub imported: Vec<String>,
+    /// The load check's verdict on the wheel's shared objects in the build env.
+    #[serde(default)]
+    pub load: Option<LoadSummary>,
     pub warnings: Vec<String>,
     pub cache_stats: Option<String>,
     /// What the arch guard saw: compiles, and the archs the extension asked for instead of the
@@ -107,6 +110,15 @@ pub struct Outcome {
     /// With `--dist`: compiles per build server, and failed distributions (sccache's statistics).
     #[serde(default)]
     pub distributed: Option<crate::compiler_cache::dist::DistStats>,
+}
+
+/// The load check's verdict on a built wheel: whether every shared object loads after
+/// `import torch` in the env it was built for, and each one that does not.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct LoadSummary {
+    pub loads: bool,
+    pub files: usize,
+    pub problems: Vec<String>,
 }
 
 fn one() -> u32 {

@@ -8,8 +8,8 @@ use super::command::{build_command, Setup};
 use super::jobs::{self, Parallelism};
 use super::scratch::Scratch;
 use super::{
-    front_end, parse_extension_line, prepare, source, stamp_inputs, BuildFailure, EnvInfo, Outcome,
-    Prepared, Request, SourceSpec,
+    front_end, parse_extension_line, prepare, source, stamp_inputs, BuildFailure, EnvInfo,
+    LoadSummary, Outcome, Prepared, Request, SourceSpec,
 };
 use crate::arch::spec::Plan;
 use crate::build_output::{log, progress};
@@ -71,6 +71,8 @@ pub struct Collected {
 pub struct Checked {
     pub audit: AuditSummary,
     pub sweep: Sweep,
+    /// The load check's verdict on the wheel in the build env (the import stays the proof).
+    pub load: Option<LoadSummary>,
 }
 
 /// Builds (or reuses) the wheel for `req`. `Ok(Err(_))`: the build ran and failed (compile, audit
@@ -372,6 +374,7 @@ pub fn check(
     warnings: &mut Vec<String>,
 ) -> Result<Checked> {
     let audit = check::audit_wheel(wheel, &job.plan);
+    let load = load_summary(&job.env.python, wheel, warnings);
     let mut sweep = import_check.run(wheel, false)?;
     if !sweep.missing().is_empty() {
         match python::requirements::declared(wheel)
@@ -403,7 +406,32 @@ pub fn check(
             f.missing.as_deref().unwrap_or("?")
         ));
     }
-    Ok(Checked { audit, sweep })
+    Ok(Checked { audit, sweep, load })
+}
+
+/// What the load check says of the built wheel in the env it was built for; a check that cannot
+/// run is a warning, never a failed build.
+fn load_summary(python: &Path, wheel: &Path, warnings: &mut Vec<String>) -> Option<LoadSummary> {
+    match crate::verify::load_check::LoadReport::check(
+        crate::kb::kb(),
+        python,
+        &[wheel.to_path_buf()],
+    ) {
+        Ok(report) => Some(LoadSummary {
+            loads: report.loads,
+            files: report.modules.len(),
+            problems: report
+                .modules
+                .iter()
+                .filter(|m| !m.loads)
+                .map(|m| format!("{}: {}", m.path, m.reason.as_deref().unwrap_or("")))
+                .collect(),
+        }),
+        Err(e) => {
+            warnings.push(format!("the load check could not run: {e:#}"));
+            None
+        }
+    }
 }
 
 /// Step 7: the wheel moved into the output dir whatever the checks found (a built wheel is never
@@ -480,6 +508,7 @@ pub fn stamp(
         total_seconds: job.started.elapsed().as_secs_f64(),
         audit: checked.audit,
         imported: checked.sweep.imported,
+        load: checked.load,
         warnings: collected.warnings,
         cache_stats: collected.cache_stats,
         arch_guard: collected.arch_guard,

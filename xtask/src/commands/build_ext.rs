@@ -143,6 +143,13 @@ pub fn summary(o: &Outcome) -> String {
         t.row(["note".to_string(), x.clone()]);
     }
     t.row(["imports".to_string(), o.imported.join(", ")]);
+    if let Some(l) = &o.load {
+        let verdict = match l.loads {
+            true => format!("all {} shared objects load after import torch", l.files),
+            false => l.problems.join("; "),
+        };
+        t.row(["load check".to_string(), verdict]);
+    }
     if let Some(s) = &o.cache_stats {
         t.row(["compiler cache".to_string(), s.clone()]);
     }
