@@ -53,8 +53,8 @@ pub mod kb_check;
 pub mod kernels;
 pub mod port_extension;
 pub mod verify;
-// Same-layer uses: bench → build_ext, bench → verify, build_ext → verify, build_torch → verify,
-// port_extension → build_ext.
+// Same-layer uses: audit_upgrade → verify, bench → build_ext, bench → verify, build_ext → verify,
+// build_torch → verify, port_extension → build_ext.
 
 // CLI: one thin module per subcommand.
 pub mod commands;

@@ -280,8 +280,8 @@ fn an_unlisted_same_layer_import_and_a_stale_listed_edge_are_caught() {
     let lib = copy.path().join("lib.rs");
     let text = fs::read_to_string(&lib).unwrap();
     let text = text.replace(
-        "// Same-layer uses: bench → build_ext,",
-        "// Same-layer uses: kernels → kb_check, bench → build_ext,",
+        "// Same-layer uses: audit_upgrade → verify,",
+        "// Same-layer uses: kernels → kb_check, audit_upgrade → verify,",
     );
     fs::write(&lib, text).unwrap();
     let problems = violations(copy.path());

@@ -241,4 +241,36 @@ fn a_stale_compiled_extension_is_named_and_fails_the_env() {
     )
     .unwrap();
     assert!(!truth.loads && truth.link_failed(), "{truth:?}");
+
+    // Before an upgrade: the same torchvision, installed in an env of torch 2.6.0's era, read
+    // against torch 2.15.0 by `audit upgrade --installed`.
+    let project = root.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("train.py"), "import torch\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["audit", "upgrade", "--from", "2.6.0", "--to", "2.15.0"])
+        .arg(&project)
+        .arg("--installed")
+        .arg(&python)
+        .arg("--to-python")
+        .arg(&env.python)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    let breaking: Vec<&str> = v["compiled"]["breaking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        breaking.iter().any(|p| p.ends_with("torchvision/_C.so")),
+        "{breaking:?}"
+    );
+    assert!(
+        breaking.iter().all(|p| p.contains("torchvision/")),
+        "{breaking:?}"
+    );
 }

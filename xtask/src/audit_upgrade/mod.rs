@@ -41,6 +41,19 @@ pub struct AuditReport {
     pub findings: Vec<Finding>,
     /// C++/CUDA sources the port catalogue would rewrite or flags for review.
     pub native: Vec<codemod::FileReport>,
+    /// With `--installed`: the compiled modules of that env that would not load after the
+    /// upgrade (the load check against the target torch's env).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<CompiledCheck>,
+}
+
+/// The installed compiled packages read against the torch they would run with after the upgrade.
+#[derive(Debug, Serialize)]
+pub struct CompiledCheck {
+    pub installed: PathBuf,
+    pub target: PathBuf,
+    pub checked: usize,
+    pub breaking: Vec<crate::verify::load_check::LoadVerdict>,
 }
 
 impl AuditReport {
@@ -88,6 +101,24 @@ impl AuditReport {
                 ]);
             }
         }
+        if let Some(c) = &self.compiled {
+            for v in &c.breaking {
+                t.row([
+                    v.path.clone(),
+                    String::new(),
+                    format!("will not load: {}", v.reason.as_deref().unwrap_or("")),
+                    v.fix.clone().unwrap_or_default(),
+                ]);
+            }
+            s += &format!(
+                "{} compiled module(s) of {} read against torch {} ({}): {} will not load\n",
+                c.checked,
+                c.installed.display(),
+                self.to,
+                c.target.display(),
+                c.breaking.len()
+            );
+        }
         if !t.is_empty() {
             s += &t.render();
         }
@@ -95,7 +126,8 @@ impl AuditReport {
     }
 
     pub fn is_clean(&self) -> bool {
-        self.findings.is_empty()
+        self.compiled.as_ref().is_none_or(|c| c.breaking.is_empty())
+            && self.findings.is_empty()
             && self
                 .native
                 .iter()
@@ -110,6 +142,51 @@ pub struct AuditRequest {
     pub path: PathBuf,
     /// Extra change tables (`--changes FILE`).
     pub changes: Vec<PathBuf>,
+    /// The env whose compiled packages to check against the target torch (`--installed`).
+    pub installed: Option<PathBuf>,
+    /// An env with the target torch (`--to-python`); default: archsmith's torch `to` env.
+    pub to_python: Option<PathBuf>,
+}
+
+/// Distributions the upgrade replaces along with torch: their modules are not checked.
+const REPLACED_WITH_TORCH: &[&str] = &["torch", "functorch", "torchgen", "nvidia", "triton"];
+
+/// Every compiled module of `installed` that belongs to another package, against `to`'s torch.
+fn compiled_check(
+    kb: &crate::kb::KnowledgeBase,
+    req: &AuditRequest,
+) -> Result<Option<CompiledCheck>> {
+    use crate::verify::load_check::{check_paths, compiled_modules, linker::Objects, Target};
+    let Some(installed) = &req.installed else {
+        return Ok(None);
+    };
+    let target_python = match &req.to_python {
+        Some(p) => p.clone(),
+        None => crate::python::ensure_torch_env(&req.to)?.python,
+    };
+    let site = crate::python::probe(installed, crate::python::Depth::Files)?.purelib;
+    let modules: Vec<PathBuf> = compiled_modules(&site)?
+        .into_iter()
+        .filter(|m| {
+            let top = m
+                .strip_prefix(&site)
+                .ok()
+                .and_then(|r| r.components().next());
+            let top = top
+                .map(|c| c.as_os_str().to_string_lossy().to_string())
+                .unwrap_or_default();
+            !REPLACED_WITH_TORCH.contains(&top.as_str())
+        })
+        .collect();
+    let mut objects = Objects::default();
+    let target = Target::from_python(&target_python, &mut objects)?;
+    let verdicts = check_paths(kb, &target, &mut objects, &modules)?;
+    Ok(Some(CompiledCheck {
+        installed: installed.clone(),
+        target: target_python,
+        checked: verdicts.len(),
+        breaking: verdicts.into_iter().filter(|v| !v.loads).collect(),
+    }))
 }
 
 /// Python files under `root`, git-ignored and hidden ones skipped.
@@ -188,6 +265,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         python_files: files.len(),
         findings,
         native,
+        compiled: compiled_check(crate::kb::kb(), req)?,
     })
 }
 

@@ -35,6 +35,13 @@ pub struct UpgradeArgs {
     /// More API changes, in the format of patches/rules/torch-python.toml (repeatable).
     #[arg(long = "changes", value_name = "FILE")]
     pub changes: Vec<PathBuf>,
+    /// Also read this env's installed compiled packages against the target torch: which would
+    /// not load after the upgrade (undefined symbols, C++ ABI, CUDA major), before it happens.
+    #[arg(long, value_name = "PYTHON")]
+    pub installed: Option<PathBuf>,
+    /// With --installed: an env that has the target torch (default: archsmith provisions one).
+    #[arg(long, value_name = "PYTHON", requires = "installed")]
+    pub to_python: Option<PathBuf>,
     /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -48,6 +55,8 @@ pub fn run(args: AuditArgs) -> Result<Exit> {
                 to: u.to,
                 path: u.path,
                 changes: u.changes,
+                installed: u.installed,
+                to_python: u.to_python,
             })?;
             emit(u.json, documents::AUDIT_UPGRADE, &report, |r| r.table())?;
             Ok(Exit::passed(report.is_clean()))

@@ -146,25 +146,31 @@ impl LoadReport {
     }
 }
 
-/// The Python extension modules under `dir`: a CPython or stable-ABI tag in the file name, or a
-/// plain `NAME.so` that exports `PyInit_NAME` (torchvision's `_C.so`).
+/// The compiled modules and torch extensions under `dir`: a CPython or stable-ABI tag in the file
+/// name, a plain `NAME.so` exporting `PyInit_NAME`, or any library that links torch (torchvision's
+/// `_C.so`, loaded with `torch.ops.load_library`); not the copies auditwheel vendors in `NAME.libs/`.
 pub fn compiled_modules(dir: &Path) -> Result<Vec<PathBuf>> {
     let all = shared_objects(dir)
         .with_context(|| format!("listing the compiled modules under {}", dir.display()))?;
     Ok(all
         .into_iter()
         .filter(|p| {
+            let rel = p.strip_prefix(dir).unwrap_or(p);
+            if rel
+                .components()
+                .any(|c| c.as_os_str().to_string_lossy().ends_with(".libs"))
+            {
+                return false;
+            }
             let n = file_name(p);
-            n.contains(".cpython-") || n.contains(".abi3.") || exports_its_init(p)
+            n.contains(".cpython-") || n.contains(".abi3.") || module_or_torch_extension(p)
         })
         .collect())
 }
 
-fn exports_its_init(path: &Path) -> bool {
+fn module_or_torch_extension(path: &Path) -> bool {
     let name = file_name(path);
-    let Some(stem) = name.strip_suffix(".so").filter(|s| !s.contains('.')) else {
-        return false;
-    };
+    let stem = name.split('.').next().unwrap_or("");
     let Ok(file) = std::fs::File::open(path) else {
         return false;
     };
@@ -175,6 +181,9 @@ fn exports_its_init(path: &Path) -> bool {
     crate::binary::dynamic::read(&map).is_ok_and(|d| {
         d.defined()
             .any(|s| s.name.strip_prefix("PyInit_") == Some(stem))
+            || d.needed
+                .iter()
+                .any(|n| n.starts_with("libc10") || n.starts_with("libtorch"))
     })
 }
 
