@@ -249,6 +249,8 @@ fn glob_conf(pattern: &str, base: &Path) -> Vec<PathBuf> {
 pub struct Process {
     /// Already in the process, by the name the loader matches (`DT_SONAME`, else file name).
     pub loaded: HashMap<String, Arc<Object>>,
+    /// The same objects by real path: `dlopen` of a file already loaded returns it as it is.
+    pub loaded_files: HashSet<PathBuf>,
     /// The executable and the libraries loaded with `RTLD_GLOBAL`, in lookup order.
     pub global: Vec<Arc<Object>>,
     pub ld_library_path: Vec<PathBuf>,
@@ -302,6 +304,11 @@ impl Process {
             from_package: Vec::new(),
             failure: None,
         };
+        if std::fs::canonicalize(&object.path).is_ok_and(|p| self.loaded_files.contains(&p)) {
+            // Already loaded by `import torch` (libtorch_nvshmem, as libtorch_cuda's dependency):
+            // its symbols were bound then, in the scope of what loaded it.
+            return link;
+        }
         if object.machine != self.machine || object.is_64 != self.is_64 {
             link.failure = Some(LinkFailure::WrongMachine {
                 machine: object.machine,
@@ -474,6 +481,9 @@ impl Process {
 
     fn add_loaded(&mut self, o: &Arc<Object>, global: bool) {
         self.loaded.insert(o.name().to_string(), o.clone());
+        if let Ok(real) = std::fs::canonicalize(&o.path) {
+            self.loaded_files.insert(real);
+        }
         if global && !self.global.iter().any(|g| Arc::ptr_eq(g, o)) {
             self.global.push(o.clone());
         }
