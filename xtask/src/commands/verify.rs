@@ -169,12 +169,12 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
         extract: args.extract,
         threads: args.threads,
     };
-    let (files, checks) = audit(kb(), &request)?;
     let load = args
         .target
         .as_deref()
         .map(|python| LoadReport::check(kb(), python, &request.paths))
         .transpose()?;
+    let (files, checks) = audit(kb(), &request)?;
     let report = Report::new(
         kb(),
         &files,

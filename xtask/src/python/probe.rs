@@ -108,6 +108,12 @@ pub fn probe(python: &Path, depth: Depth) -> Result<PythonInfo> {
 
 /// [`probe`], asking more.
 pub fn probe_with(python: &Path, depth: Depth, ask: &Ask) -> Result<PythonInfo> {
+    if python.components().count() > 1 && !python.exists() {
+        anyhow::bail!(
+            "{} does not exist: give the path of a Python interpreter (an env's bin/python)",
+            python.display()
+        );
+    }
     let mut cmd = Cmd::new(python).args(["-I", "-c", SCRIPT]);
     if depth == Depth::ImportTorch {
         cmd = cmd.arg("--import-torch");
