@@ -165,7 +165,8 @@ fn compiled_check(
         None => crate::python::ensure_torch_env(&req.to)?.python,
     };
     let site = crate::python::probe(installed, crate::python::Depth::Files)?.purelib;
-    let modules: Vec<PathBuf> = compiled_modules(&site)?
+    let mut objects = Objects::default();
+    let modules: Vec<PathBuf> = compiled_modules(&site, &mut objects)?
         .into_iter()
         .filter(|m| {
             let top = m
@@ -178,7 +179,6 @@ fn compiled_check(
             !REPLACED_WITH_TORCH.contains(&top.as_str())
         })
         .collect();
-    let mut objects = Objects::default();
     let target = Target::from_python(&target_python, &mut objects)?;
     let verdicts = check_paths(kb, &target, &mut objects, &modules)?;
     Ok(Some(CompiledCheck {

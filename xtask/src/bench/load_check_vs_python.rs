@@ -113,7 +113,8 @@ type ModuleSet = (Option<String>, PathBuf, Vec<PathBuf>);
 fn module_sets(python: &Path, wheels: &[PathBuf]) -> Result<Vec<ModuleSet>> {
     if wheels.is_empty() {
         let info = crate::python::probe(python, crate::python::Depth::Files)?;
-        let files = crate::verify::load_check::compiled_modules(&info.purelib)?;
+        let files =
+            crate::verify::load_check::compiled_modules(&info.purelib, &mut Objects::default())?;
         return Ok(vec![(None, info.purelib, files)]);
     }
     let root = crate::paths::cache_dir().join("bench").join("load-check");
@@ -130,11 +131,7 @@ fn module_sets(python: &Path, wheels: &[PathBuf]) -> Result<Vec<ModuleSet>> {
         // with torch.ops.load_library; not the copies auditwheel vendored under `NAME.libs/`.
         let files: Vec<PathBuf> = crate::verify::load_check::shared_objects(&dir)?
             .into_iter()
-            .filter(|f| {
-                let rel = f.strip_prefix(&dir).unwrap_or(f);
-                !rel.components()
-                    .any(|c| c.as_os_str().to_string_lossy().ends_with(".libs"))
-            })
+            .filter(|f| !crate::verify::load_check::vendored(&dir, f))
             .collect();
         sets.push((Some(file_name(wheel).to_string()), dir, files));
     }

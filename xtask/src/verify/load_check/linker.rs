@@ -116,8 +116,9 @@ impl Object {
             })
     }
 
-    pub fn defined_names(&self) -> impl Iterator<Item = &str> {
-        self.defined.keys().map(|k| &**k)
+    /// Whether it defines (exports) `name`, whatever the version.
+    pub fn exports(&self, name: &str) -> bool {
+        self.defined.contains_key(name)
     }
 }
 

@@ -20,6 +20,7 @@ use crate::kb::KnowledgeBase;
 use anyhow::{Context, Result};
 use linker::{file_name, LinkFailure, Objects};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 pub use target::Target;
 
@@ -149,42 +150,35 @@ impl LoadReport {
 /// The compiled modules and torch extensions under `dir`: a CPython or stable-ABI tag in the file
 /// name, a plain `NAME.so` exporting `PyInit_NAME`, or any library that links torch (torchvision's
 /// `_C.so`, loaded with `torch.ops.load_library`); not the copies auditwheel vendors in `NAME.libs/`.
-pub fn compiled_modules(dir: &Path) -> Result<Vec<PathBuf>> {
+/// Files are read through `objects`, so the check that follows reads none of them again.
+pub fn compiled_modules(dir: &Path, objects: &mut Objects) -> Result<Vec<PathBuf>> {
     let all = shared_objects(dir)
         .with_context(|| format!("listing the compiled modules under {}", dir.display()))?;
     Ok(all
         .into_iter()
+        .filter(|p| !vendored(dir, p))
         .filter(|p| {
-            let rel = p.strip_prefix(dir).unwrap_or(p);
-            if rel
-                .components()
-                .any(|c| c.as_os_str().to_string_lossy().ends_with(".libs"))
-            {
-                return false;
-            }
             let n = file_name(p);
-            n.contains(".cpython-") || n.contains(".abi3.") || module_or_torch_extension(p)
+            let stem = n.split('.').next().unwrap_or("");
+            n.contains(".cpython-")
+                || n.contains(".abi3.")
+                || objects.get(p).is_ok_and(|o| {
+                    o.exports(&format!("PyInit_{stem}"))
+                        || o.needed
+                            .iter()
+                            .any(|l| l.starts_with("libc10") || l.starts_with("libtorch"))
+                })
         })
         .collect())
 }
 
-fn module_or_torch_extension(path: &Path) -> bool {
-    let name = file_name(path);
-    let stem = name.split('.').next().unwrap_or("");
-    let Ok(file) = std::fs::File::open(path) else {
-        return false;
-    };
-    // SAFETY: read-only map, dropped before returning.
-    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
-        return false;
-    };
-    crate::binary::dynamic::read(&map).is_ok_and(|d| {
-        d.defined()
-            .any(|s| s.name.strip_prefix("PyInit_") == Some(stem))
-            || d.needed
-                .iter()
-                .any(|n| n.starts_with("libc10") || n.starts_with("libtorch"))
-    })
+/// Whether `file` lies in a `NAME.libs/` directory under `dir`: a copy auditwheel vendored, which
+/// loads only as a dependency of the package's own files.
+pub fn vendored(dir: &Path, file: &Path) -> bool {
+    file.strip_prefix(dir)
+        .unwrap_or(file)
+        .components()
+        .any(|c| c.as_os_str().to_string_lossy().ends_with(".libs"))
 }
 
 /// `verify env`'s items: one failure per compiled module of the env that will not load after
@@ -199,7 +193,8 @@ pub fn env_items(
     let checked = (|| -> Result<Vec<LoadVerdict>> {
         let mut objects = Objects::default();
         let target = Target::from_python(python, &mut objects)?;
-        check_paths(kb, &target, &mut objects, &compiled_modules(site)?)
+        let modules = compiled_modules(site, &mut objects)?;
+        check_paths(kb, &target, &mut objects, &modules)
     })();
     let verdicts = match checked {
         Ok(v) => v,
@@ -259,6 +254,7 @@ pub fn check_paths(
 ) -> Result<Vec<LoadVerdict>> {
     let mut verdicts = Vec::new();
     let mut unpacked = Vec::new();
+    let mut packages = PackageLibraries::default();
     for path in paths {
         let candidates = if path.extension().is_some_and(|e| e == "whl") {
             let dir = tempfile::tempdir().context("creating a directory to unpack the wheel")?;
@@ -300,7 +296,7 @@ pub fn check_paths(
             }]
         };
         for c in candidates {
-            if let Some(v) = check_file(kb, target, objects, &c)? {
+            if let Some(v) = check_file(kb, target, objects, &mut packages, &c)? {
                 verdicts.push(v);
             }
         }
@@ -368,6 +364,7 @@ fn check_file(
     kb: &KnowledgeBase,
     target: &Target,
     objects: &mut Objects,
+    packages: &mut PackageLibraries,
     c: &Candidate,
 ) -> Result<Option<LoadVerdict>> {
     let Ok(object) = objects.get(&c.file) else {
@@ -400,8 +397,7 @@ fn check_file(
     if is_module && python_tag_refused(target, &name, &mut v) {
         return Ok(Some(v));
     }
-    let package = package_libraries(c);
-    let link = target.process.link(objects, object.clone(), &package);
+    let link = target.process.link(objects, object.clone(), packages.of(c));
     v.package_preloads = link
         .from_package
         .iter()
@@ -412,7 +408,7 @@ fn check_file(
         None if is_module => {
             let module = name.split('.').next().unwrap_or("");
             let init = format!("PyInit_{module}");
-            if object.python_init.as_deref() != Some(init.as_str()) && !exports(&object, &init) {
+            if !object.exports(&init) {
                 v.fail(
                     "no-init",
                     format!("dynamic module does not define module export function ({init})"),
@@ -456,32 +452,32 @@ fn python_tag_refused(target: &Target, name: &str, v: &mut LoadVerdict) -> bool 
     true
 }
 
-/// Every shared object of the file's top-level package, by file name (empty outside a site).
-fn package_libraries(c: &Candidate) -> std::collections::HashMap<String, PathBuf> {
-    let Some(site) = &c.site else {
-        return Default::default();
-    };
-    let Some(top) = c
-        .file
-        .strip_prefix(site)
-        .ok()
-        .and_then(|r| r.components().next())
-    else {
-        return Default::default();
-    };
-    let top = site.join(top);
-    if !top.is_dir() {
-        return Default::default();
-    }
-    shared_objects(&top)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| (file_name(&p).to_string(), p))
-        .collect()
+/// Every shared object of each top-level package met, by file name, listed once per package
+/// (torch's own directory holds thousands of files and dozens of libraries to check).
+#[derive(Default)]
+struct PackageLibraries {
+    by_package: HashMap<PathBuf, HashMap<String, PathBuf>>,
+    none: HashMap<String, PathBuf>,
 }
 
-fn exports(object: &linker::Object, name: &str) -> bool {
-    object.defined_names().any(|n| n == name)
+impl PackageLibraries {
+    /// The libraries of `c`'s top-level package (none outside a site).
+    fn of(&mut self, c: &Candidate) -> &HashMap<String, PathBuf> {
+        let top = c.site.as_ref().and_then(|site| {
+            let first = c.file.strip_prefix(site).ok()?.components().next()?;
+            Some(site.join(first)).filter(|t| t.is_dir())
+        });
+        let Some(top) = top else {
+            return &self.none;
+        };
+        self.by_package.entry(top).or_insert_with_key(|top| {
+            shared_objects(top)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| (file_name(&p).to_string(), p))
+                .collect()
+        })
+    }
 }
 
 impl LoadVerdict {
