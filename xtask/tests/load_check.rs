@@ -70,6 +70,19 @@ fn fixtures(root: &Path) -> Vec<PathBuf> {
     );
     // Unversioned: libplain has plain_a at load time, was linked against one that also had plain_b.
     cc(&lib, "libplain.so", "int plain_a(void){return 1;}", &[]);
+    // auditwheel's layout: a vendored library with no RPATH of its own needs another vendored one;
+    // glibc finds it through the RPATH of the module that loaded it (numpy.libs' libopenblas).
+    cc(&build, "libchain_b.so", "int chain_b(void){return 2;}", &[]);
+    let from_build = format!("-L{}", build.display());
+    cc(
+        &build,
+        "libchain_a.so",
+        "int chain_b(void); int chain_a(void){return chain_b();}",
+        &[&from_build, "-Wl,--no-as-needed", "-lchain_b"],
+    );
+    for l in ["libchain_a.so", "libchain_b.so"] {
+        std::fs::copy(build.join(l), lib.join(l)).unwrap();
+    }
     cc(
         &build,
         "libplain.so",
@@ -121,6 +134,17 @@ fn fixtures(root: &Path) -> Vec<PathBuf> {
             "libweak.so",
             "int plain_b(void) __attribute__((weak)); int w(void){return plain_b ? plain_b() : 0;}",
             &["-lplain"],
+        ),
+        build_ext(
+            "libchained.so",
+            "int chain_a(void); int c(void){return chain_a();}",
+            &[
+                "-lchain_a",
+                &format!("-Wl,-rpath-link,{}", build.display()),
+                // DT_RPATH, as auditwheel writes it: a DT_RUNPATH is not searched for
+                // the dependencies of dependencies.
+                "-Wl,--disable-new-dtags",
+            ],
         ),
         build_ext(
             "libmissing.so",
@@ -226,7 +250,12 @@ fn every_verdict_equals_what_python_does_with_the_file() {
     ]
     .into();
     assert_eq!(failures, want, "each kind of failure is exercised");
-    assert_eq!(verdicts.iter().filter(|v| v.loads).count(), 4);
+    assert_eq!(verdicts.iter().filter(|v| v.loads).count(), 5);
+    let chained = files
+        .iter()
+        .position(|f| f.ends_with("libchained.so"))
+        .unwrap();
+    assert!(verdicts[chained].loads, "{:?}", verdicts[chained]);
 }
 
 /// Hostile bytes: every byte of a real gcc-built library's headers and dynamic tables replaced

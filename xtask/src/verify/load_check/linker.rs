@@ -347,8 +347,12 @@ impl Process {
     ) -> Result<Vec<(Arc<Object>, bool)>, LinkFailure> {
         let mut group: Vec<(Arc<Object>, bool)> = vec![(object.clone(), false)];
         let mut names: HashSet<String> = HashSet::from([object.name().to_string()]);
-        let mut queue = VecDeque::from([object]);
-        while let Some(o) = queue.pop_front() {
+        // Each object with the chain of objects that loaded it, nearest first: glibc searches
+        // their DT_RPATHs too (numpy's libopenblas finds libgfortran through the RPATH of the
+        // module that loaded it).
+        let mut queue: VecDeque<(Arc<Object>, Vec<Arc<Object>>)> =
+            VecDeque::from([(object, Vec::new())]);
+        while let Some((o, loaders)) = queue.pop_front() {
             for soname in &o.needed {
                 if names.contains(soname.as_str()) {
                     continue;
@@ -359,7 +363,7 @@ impl Process {
                 };
                 let (found, preloaded) = match self.loaded.get(soname) {
                     Some(l) => (l.clone(), true),
-                    None => match self.search(objects, soname, &o) {
+                    None => match self.search(objects, soname, &o, &loaders) {
                         Some(l) => (l, false),
                         None => {
                             let path = package.get(soname).ok_or_else(missing)?;
@@ -374,7 +378,14 @@ impl Process {
                 link.libraries
                     .push((soname.clone(), found.path.clone(), preloaded));
                 // A loaded library's own dependencies join the local scope too.
-                queue.push_back(found.clone());
+                let chain = if preloaded {
+                    Vec::new()
+                } else {
+                    std::iter::once(o.clone())
+                        .chain(loaders.iter().cloned())
+                        .collect()
+                };
+                queue.push_back((found.clone(), chain));
                 group.push((found, preloaded));
             }
         }
@@ -411,11 +422,18 @@ impl Process {
         })
     }
 
-    /// Finds `soname` for `from`: a path as is; else DT_RPATH (when there is no RUNPATH),
-    /// `LD_LIBRARY_PATH`, DT_RUNPATH, the system directories.
-    fn search(&self, objects: &mut Objects, soname: &str, from: &Object) -> Option<Arc<Object>> {
-        let origin = from.path.parent().unwrap_or(Path::new("/"));
-        let expand = |entries: &[String]| -> Vec<PathBuf> {
+    /// Finds `soname` for `from`: a path as is; else, when `from` has no RUNPATH, the DT_RPATH of
+    /// `from` and of each of its `loaders` up the chain (each with its own `$ORIGIN`), then
+    /// `LD_LIBRARY_PATH`, DT_RUNPATH, the system directories (glibc's `_dl_map_object`).
+    fn search(
+        &self,
+        objects: &mut Objects,
+        soname: &str,
+        from: &Object,
+        loaders: &[Arc<Object>],
+    ) -> Option<Arc<Object>> {
+        let expand = |o: &Object, entries: &[String]| -> Vec<PathBuf> {
+            let origin = o.path.parent().unwrap_or(Path::new("/"));
             entries
                 .iter()
                 .map(|e| {
@@ -433,10 +451,12 @@ impl Process {
         }
         let mut dirs = Vec::new();
         if from.runpath.is_empty() {
-            dirs.extend(expand(&from.rpath));
+            for o in std::iter::once(from).chain(loaders.iter().map(|l| &**l)) {
+                dirs.extend(expand(o, &o.rpath));
+            }
         }
         dirs.extend(self.ld_library_path.iter().cloned());
-        dirs.extend(expand(&from.runpath));
+        dirs.extend(expand(from, &from.runpath));
         dirs.extend(self.system_dirs.iter().cloned());
         for dir in dirs {
             let candidate = dir.join(soname);
@@ -460,18 +480,21 @@ impl Process {
         global: bool,
     ) -> Result<(), String> {
         let root = objects.get(root).map_err(|e| e.to_string())?;
-        let mut queue = VecDeque::from([root.clone()]);
+        let mut queue = VecDeque::from([(root.clone(), Vec::new())]);
         self.add_loaded(&root, global);
-        while let Some(o) = queue.pop_front() {
+        while let Some((o, loaders)) = queue.pop_front() {
             for soname in &o.needed {
                 if self.loaded.contains_key(soname) {
                     continue;
                 }
-                match self.search(objects, soname, &o) {
+                match self.search(objects, soname, &o, &loaders) {
                     Some(found) => {
                         self.loaded.insert(soname.clone(), found.clone());
                         self.add_loaded(&found, global);
-                        queue.push_back(found);
+                        let chain: Vec<Arc<Object>> = std::iter::once(o.clone())
+                            .chain(loaders.iter().cloned())
+                            .collect();
+                        queue.push_back((found, chain));
                     }
                     None => return Err(format!("{soname} (needed by {})", o.path.display())),
                 }
