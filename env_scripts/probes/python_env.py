@@ -58,7 +58,7 @@ def arg_value(flag):
 COMPANIONS = (
     "torch", "torchvision", "torchaudio", "triton", "numpy", "lightning", "pytorch-lightning",
     "torchmetrics", "transformers", "xformers", "nvidia-cudnn-cu11", "nvidia-cudnn-cu12",
-    "nvidia-cudnn-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime",
+    "nvidia-cudnn-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime", "setuptools",
 )
 try:
     import importlib.metadata as metadata

@@ -4,6 +4,9 @@
 //! give the same advice (a CUDA 12.x toolkit from the distribution or NVIDIA, or a torch built
 //! with CUDA 13.x as one pip command), and build-ext stops before compiling.
 //!
+//! With a system toolkit of torch's major on the machine (Debian bookworm's `nvidia-cuda-toolkit`,
+//! CUDA 11.8, for PyPI's torch 2.0.1, which is cu117), build-ext builds with it, found without flags.
+//!
 //! The env holds torch 2.6.0's own `torch/version.py`, `torch/__init__.py` and METADATA, read from
 //! its manylinux wheel on PyPI by HTTP range (about a megabyte, not the 766 MB wheel): archsmith
 //! reads an env's torch from those files without importing it.
@@ -14,7 +17,13 @@ use std::process::Command;
 
 /// A venv under `home/envs/` (where doctor looks) whose site-packages holds torch 2.6.0's files.
 fn cu124_env(home: &Path) -> PathBuf {
-    let root = home.join("envs").join("torch-2.6.0-cu124");
+    torch_files_env(home, "2.6.0", "torch-2.6.0-cu124")
+}
+
+/// A venv `home/envs/NAME` whose site-packages holds torch `version`'s `version.py`, `__init__.py`
+/// and METADATA, read from its cp311 manylinux wheel on PyPI by range.
+fn torch_files_env(home: &Path, version: &str, name: &str) -> PathBuf {
+    let root = home.join("envs").join(name);
     let status = Command::new("python3")
         .args(["-m", "venv", "--without-pip"])
         .arg(&root)
@@ -36,17 +45,14 @@ fn cu124_env(home: &Path) -> PathBuf {
         .unwrap()
         .into_iter()
         .find(|f| {
-            f.wheel_version() == Some("2.6.0")
+            f.wheel_version() == Some(version)
                 && f.filename.contains("cp311")
                 && f.filename.contains("manylinux")
                 && f.filename.contains("x86_64")
         })
-        .expect("torch 2.6.0's cp311 manylinux wheel on PyPI");
-    let names = [
-        "torch/version.py",
-        "torch/__init__.py",
-        "torch-2.6.0.dist-info/METADATA",
-    ];
+        .unwrap_or_else(|| panic!("torch {version}'s cp311 manylinux wheel on PyPI"));
+    let metadata = format!("torch-{version}.dist-info/METADATA");
+    let names = ["torch/version.py", "torch/__init__.py", metadata.as_str()];
     let members = pypi.members(&wheel, &names).unwrap();
     for (name, bytes) in names.iter().zip(members) {
         let dest = site.join(name);
@@ -149,4 +155,88 @@ fn a_cu12x_torch_without_a_toolkit_gets_advice_that_fits_it() {
         !notes.iter().any(|n| n.contains("no CUDA toolkit found: `")),
         "doctor still offers CUDA 13 alone: {notes:#?}"
     );
+}
+
+/// Debian bookworm's real `nvidia-cuda-toolkit` (11.8, `/usr/bin/nvcc`, non-free) and PyPI's torch
+/// 2.0.1 (cu117, archsmith's env with the knowledge base's `setuptools<82`/`numpy<2` pins):
+/// build-ext finds the toolkit as torch does (nvcc on PATH; no CUDA_HOME, no --cuda), builds
+/// exactly sm_75, and the module imports and loads. Runs where that toolkit is installed (CI
+/// does not install its 2 GB); says so where it is not.
+#[test]
+fn a_cu11x_torch_builds_with_the_distribution_toolkit_found_without_flags() {
+    let is_118 = Command::new("/usr/bin/nvcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("release 11.8"));
+    if !is_118 {
+        eprintln!("skipped: needs Debian bookworm's nvidia-cuda-toolkit 11.8 (apt-get install nvidia-cuda-toolkit, non-free)");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let ext = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tinyext");
+    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["build-ext", ext.to_str().unwrap(), "--arch", "7.5"])
+        .args(["--torch", "2.0.1", "--json", "--out"])
+        .arg(out.path())
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "no CUDA 11.7 toolkit here; building with CUDA 11.8.89 found on this machine"
+        ),
+        "{stderr}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let r = &doc["result"];
+    assert_eq!(r["torch"], "2.0.1+cu117");
+    assert_eq!(r["nvcc"], "11.8.89");
+    let files = r["audit"]["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{r}");
+    assert_eq!(files[0]["sass"], serde_json::json!(["sm_75"]));
+    assert_eq!(r["imported"], serde_json::json!(["tinyext._C"]));
+    assert_eq!(r["load"]["loads"], true, "{r}");
+}
+
+/// torch 2.0.1's cpp_extension imports `pkg_resources`, which setuptools 82 removed: a user's env
+/// with torch 2.0.1 and today's setuptools is refused before anything compiles, with the pin that
+/// fixes it (the knowledge base's `[[torch_env_pin]]`), not left to fail in `import
+/// torch.utils.cpp_extension` inside the build.
+#[test]
+fn an_older_torch_beside_a_setuptools_without_pkg_resources_is_refused_with_the_pin() {
+    let home = tempfile::tempdir().unwrap();
+    let python = torch_files_env(home.path(), "2.0.1", "torch-2.0.1-new-setuptools");
+    archsmith::python::installer::Installer::detect()
+        .unwrap()
+        .install_into(&python, &["setuptools==84.2.1".to_string()])
+        .unwrap();
+    let ext = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tinyext");
+    let (code, _, stderr) = xtask(
+        &[
+            "build-ext",
+            ext.to_str().unwrap(),
+            "--arch",
+            "7.5",
+            "--python",
+            python.to_str().unwrap(),
+        ],
+        home.path(),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("torch 2.0.1+cu117 needs setuptools<82; the env has setuptools 84.2.1: building any extension stops at `import torch.utils.cpp_extension`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "{} -m pip install 'setuptools<82'",
+            python.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("building tinyext"), "{stderr}");
 }

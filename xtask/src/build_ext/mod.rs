@@ -201,6 +201,8 @@ pub struct EnvInfo {
     pub torch: Version,
     /// `torch.version.cuda`; None for CPU-only torch.
     pub torch_cuda: Option<Version>,
+    /// torch's companions and build front end installed beside it: distribution → version.
+    pub packages: std::collections::BTreeMap<String, String>,
 }
 
 /// Reads the env's Python version, site-packages and torch version with the one probe
@@ -221,7 +223,24 @@ pub fn probe_env(python: &Path) -> Result<EnvInfo> {
         has_pip: info.has_pip,
         torch,
         torch_cuda: info.cuda,
+        packages: info.packages,
     })
+}
+
+/// Refuses an env whose older torch cannot build an extension with what is installed beside it
+/// (torch ≤ 2.1's cpp_extension imports `pkg_resources`, gone from setuptools 82), before anything
+/// compiles; a pin that breaks only torch's numpy interop is said and the build goes on.
+fn check_env_pins(env: &EnvInfo) -> Result<()> {
+    use crate::kb::PinEvidence;
+    for unmet in python::torch_env::unmet_pins(&env.torch, &env.packages) {
+        let said = unmet.message(&env.torch);
+        let fix = unmet.fix(&env.python);
+        match unmet.pin.evidence {
+            PinEvidence::CppExtensionImportsPkgResources => bail!("{said}. Run `{fix}`"),
+            PinEvidence::NumpyOneCApi => eprintln!("archsmith: warning: {said}. Run `{fix}`"),
+        }
+    }
+    Ok(())
 }
 
 /// The CUDA to build with: `requested` if given, else torch's own; a different major is an error.
@@ -285,6 +304,7 @@ pub fn prepare(
             );
         }
     }
+    check_env_pins(&env)?;
     let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), cuda)?;
     let ctx = PlanContext::new(kb(), Some(base_version(&env.torch)), Some(cuda.clone()));
     let plan = Plan::parse(kb(), &ctx, arch)

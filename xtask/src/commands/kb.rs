@@ -39,7 +39,8 @@ pub struct CheckArgs {
     #[arg(long)]
     pub nvcc: bool,
     /// With --torch: also read each release line's small device libraries (libtorch_cuda_linalg.so,
-    /// libtorch_nvshmem.so; 3–80 MB each, by range) for archs they carry in only some containers.
+    /// libtorch_nvshmem.so; 3–80 MB each, by range) for archs they carry in only some containers,
+    /// and its libtorch_python.so for the numpy C API it was built against (the numpy<2 pin).
     #[arg(long, requires = "torch")]
     pub libraries: bool,
     /// Check the GPU rows and chips against the PCI ID Repository (Debian's pci.ids package) and

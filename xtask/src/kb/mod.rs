@@ -40,6 +40,8 @@ pub struct KnowledgeBase {
     pub torch_switches: Vec<TorchSwitchRow>,
     #[serde(rename = "torch_submodule")]
     pub torch_submodules: Vec<TorchSubmoduleRow>,
+    #[serde(rename = "torch_env_pin", default)]
+    pub torch_env_pins: Vec<TorchEnvPinRow>,
     #[serde(rename = "nvcc_option")]
     pub nvcc_options: Vec<NvccOptionRow>,
     #[serde(rename = "kernel_origin", default)]
@@ -158,6 +160,34 @@ pub struct TorchSubmoduleRow {
     pub from: Version,
     pub to: Version,
     pub source: String,
+}
+
+/// A package an env of an older torch must hold below some release, because that torch was built
+/// or written against the older one (torch 2.0's cpp_extension imports `pkg_resources`, which
+/// setuptools 82 removed; torch before 2.3 was compiled against numpy 1.x's C API).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchEnvPinRow {
+    /// A PEP 508 requirement, as pip takes it (`setuptools<82`).
+    pub requirement: String,
+    /// What in the torch wheel makes it so; `kb check --torch` reads it back from each wheel.
+    pub evidence: PinEvidence,
+    /// What a user sees without the pin.
+    pub symptom: String,
+    pub from: Version,
+    pub to: Version,
+    pub source: String,
+}
+
+/// The fact of a torch wheel a [`TorchEnvPinRow`] rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PinEvidence {
+    /// `torch/utils/cpp_extension.py` imports `pkg_resources`.
+    CppExtensionImportsPkgResources,
+    /// `libtorch_python.so` imports numpy only as `numpy.core` (numpy 1.x's C API headers; numpy
+    /// 2's also try `numpy._core`).
+    NumpyOneCApi,
 }
 
 /// An nvcc option the torch build plan passes, from the first CUDA release that has it.
@@ -647,6 +677,14 @@ impl KnowledgeBase {
                 ));
             }
         }
+        for r in &self.torch_env_pins {
+            if empty(&r.source) || empty(&r.symptom) || r.from > r.to {
+                return bad(format!(
+                    "torch_env_pin {}: no source/symptom or an empty range",
+                    r.requirement
+                ));
+            }
+        }
         for r in &self.nvcc_options {
             if empty(&r.source) || r.flags.is_empty() {
                 return bad(format!(
@@ -684,6 +722,14 @@ impl KnowledgeBase {
     /// The `third_party/` directories a configure of `torch` may need.
     pub fn torch_submodules(&self, torch: &Version) -> Vec<&TorchSubmoduleRow> {
         self.torch_submodules
+            .iter()
+            .filter(|r| torch_in_range(torch, &r.from, &r.to))
+            .collect()
+    }
+
+    /// The pins an env of `torch` needs beside it (`setuptools<82`, `numpy<2`).
+    pub fn torch_env_pins(&self, torch: &Version) -> Vec<&TorchEnvPinRow> {
+        self.torch_env_pins
             .iter()
             .filter(|r| torch_in_range(torch, &r.from, &r.to))
             .collect()

@@ -16,12 +16,16 @@
 //!   or, where it pins no single release, the torch release it was uploaded alongside (the newest
 //!   torch uploaded before it).
 //!
+//! * `[[torch_env_pin]]` evidence: whether `cpp_extension.py` imports `pkg_resources`, and (with
+//!   `--libraries`, each line's newest release) whether `libtorch_python.so` was built against
+//!   numpy 1.x's C API.
+//!
 //! Not checked here, and said so in the report: `cuda_variants` (the per-variant indexes live on
 //! download.pytorch.org, not PyPI) and the archs inside `libtorch_cuda.so` (a 400 MB+ member per
 //! release; `verify binary` on the wheel reads them).
 
 use super::{CheckFailure, Compared};
-use crate::kb::{KnowledgeBase, PartialSassRow, TorchCmakeArchListRow, TorchRow};
+use crate::kb::{KnowledgeBase, PartialSassRow, PinEvidence, TorchCmakeArchListRow, TorchRow};
 use crate::output::Table;
 use crate::pypi::{IndexFile, Pypi};
 use crate::version::Version;
@@ -117,6 +121,9 @@ pub struct ReleaseCheck {
     /// With `--libraries`, for the newest release of each line: the arches of `wheel_sass` that
     /// the small device libraries carry in only some containers, against `partial_sass`.
     pub partial_sass: Option<Compared<Vec<PartialSassRow>>>,
+    /// The `[[torch_env_pin]]` evidence found in the wheel, against the rows covering the release
+    /// (numpy's only where `libtorch_python.so` was read).
+    pub env_pins: Compared<Vec<PinEvidence>>,
     pub ok: bool,
 }
 
@@ -137,6 +144,7 @@ impl ReleaseCheck {
                 "partial_sass",
                 self.partial_sass.as_ref().is_none_or(|c| c.ok),
             ),
+            ("torch_env_pin", self.env_pins.ok),
         ]
         .into_iter()
         .filter(|(_, ok)| !ok)
@@ -174,6 +182,7 @@ impl TorchCheckReport {
             "py table",
             "cmake table",
             "partial SASS",
+            "pins",
             "result",
         ]);
         for c in &self.checked {
@@ -217,7 +226,7 @@ fn mark(ok: bool) -> &'static str {
 }
 
 /// A release's row: each fact as read, and whether it matches the knowledge base.
-fn summary_row(c: &ReleaseCheck) -> [String; 11] {
+fn summary_row(c: &ReleaseCheck) -> [String; 12] {
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     let list = |v: &[String]| {
         if v.is_empty() {
@@ -270,8 +279,25 @@ fn summary_row(c: &ReleaseCheck) -> [String; 11] {
             mark(c.cmake_table.ok)
         ),
         partial,
+        format!("{} {}", pin_names(&c.env_pins.tool), mark(c.env_pins.ok)),
         if c.ok { "match" } else { "DIFFERS" }.to_string(),
     ]
+}
+
+/// `pkg_resources,numpy1`, or `-`.
+fn pin_names(evidence: &[PinEvidence]) -> String {
+    let names: Vec<&str> = evidence
+        .iter()
+        .map(|e| match e {
+            PinEvidence::CppExtensionImportsPkgResources => "pkg_resources",
+            PinEvidence::NumpyOneCApi => "numpy1",
+        })
+        .collect();
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join(",")
+    }
 }
 
 /// The lines that say how fact `name` of a release differs: what PyPI has and what the
@@ -294,6 +320,7 @@ fn difference(c: &ReleaseCheck, name: &str) -> String {
             None => return String::new(),
         },
         "torch_arch_list" => (show(&c.python_table.tool), show(&c.python_table.kb)),
+        "torch_env_pin" => (show(&c.env_pins.tool), show(&c.env_pins.kb)),
         _ => return cmake_difference(c),
     };
     format!("  {name}: PyPI has {read}; the knowledge base has {kb}\n")
@@ -402,6 +429,7 @@ pub fn check_torch(
             ];
             if !libraries {
                 n.push("partial_sass: the small device libraries are read with --libraries (3–80 MB per release line)".into());
+                n.push("torch_env_pin numpy<2: libtorch_python.so's numpy C API is read with --libraries (20–35 MB per release line)".into());
             }
             n
         },
@@ -421,6 +449,8 @@ struct WheelFacts {
     cmake_table: Option<CmakeTable>,
     /// `public/cuda.cmake`'s minimum CUDA for a source build.
     min_cuda: Option<String>,
+    /// Whether `cpp_extension.py` imports `pkg_resources`.
+    pkg_resources: bool,
 }
 
 impl WheelFacts {
@@ -453,6 +483,7 @@ impl WheelFacts {
                 .map(|s| parse_cmake_table(s).with_context(|| in_wheel(SELECT_COMPUTE_ARCH)))
                 .transpose()?,
             min_cuda: text(3, CUDA_CMAKE)?.as_deref().and_then(parse_min_cuda),
+            pkg_resources: imports_pkg_resources(&cpp_extension),
         })
     }
 }
@@ -523,6 +554,7 @@ fn check_release(
         ),
         cmake_table_row: cm_row.map(|r| range(&r.from, &r.to)),
         cmake_table: Compared::new(facts.cmake_table, cm_row.map(CmakeTable::of_row)),
+        env_pins: env_pin_evidence(kb, pypi, wheel, row, facts.pkg_resources, libraries)?,
         partial_sass: if libraries {
             Some(Compared::new(
                 read_partial_sass(kb, pypi, wheel, row)?,
@@ -535,6 +567,61 @@ fn check_release(
     };
     let ok = check.differences().is_empty();
     Ok(ReleaseCheck { ok, ..check })
+}
+
+/// The pin evidence of one wheel against the knowledge base's rows for its release; numpy's
+/// C API is read (a 20–35 MB member) only with `libraries`.
+fn env_pin_evidence(
+    kb: &KnowledgeBase,
+    pypi: &Pypi,
+    wheel: &IndexFile,
+    row: &TorchRow,
+    pkg_resources: bool,
+    libraries: bool,
+) -> Result<Compared<Vec<PinEvidence>>> {
+    let mut found = Vec::new();
+    if pkg_resources {
+        found.push(PinEvidence::CppExtensionImportsPkgResources);
+    }
+    if libraries {
+        let bytes = pypi
+            .member_uncached(wheel, LIBTORCH_PYTHON)?
+            .ok_or_else(|| anyhow!("{} has no {LIBTORCH_PYTHON}", wheel.filename))?;
+        if numpy_c_api(&bytes) == Some(1) {
+            found.push(PinEvidence::NumpyOneCApi);
+        }
+    }
+    let expected = kb
+        .torch_env_pins(&row.version)
+        .into_iter()
+        .map(|p| p.evidence)
+        .filter(|e| libraries || *e != PinEvidence::NumpyOneCApi)
+        .collect();
+    Ok(Compared::new(found, expected))
+}
+
+const LIBTORCH_PYTHON: &str = "torch/lib/libtorch_python.so";
+
+/// Whether a `cpp_extension.py` imports `pkg_resources` (in code, not a comment).
+pub fn imports_pkg_resources(text: &str) -> bool {
+    static RE: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
+        Regex::new(r"(?m)^[ \t]*(?:from[ \t]+pkg_resources[ \t.]|import[ \t]+pkg_resources\b)")
+            .expect("pkg_resources pattern")
+    });
+    RE.is_match(text)
+}
+
+/// The numpy C API major `libtorch_python.so` was compiled against: numpy 2's headers import
+/// `numpy._core._multiarray_umath` (falling back to `numpy.core`), numpy 1.x's only `numpy.core`.
+pub fn numpy_c_api(library: &[u8]) -> Option<u32> {
+    let has = |needle: &[u8]| library.windows(needle.len()).any(|w| w == needle);
+    if has(b"numpy._core._multiarray_umath") {
+        Some(2)
+    } else if has(b"numpy.core._multiarray_umath") {
+        Some(1)
+    } else {
+        None
+    }
 }
 
 /// The small device libraries whose partial coverage `--libraries` reads (libtorch_cuda.so, the
@@ -941,6 +1028,28 @@ mod tests {
         assert_eq!(table.named.len(), 2);
         assert_eq!(table.supported, ["3.5", "8.0", "8.6"]);
         assert!(table.native_keyword);
+    }
+
+    #[test]
+    fn pkg_resources_in_code_not_in_comments() {
+        assert!(imports_pkg_resources(
+            "import os\nfrom pkg_resources import packaging  # type: ignore\n"
+        ));
+        assert!(imports_pkg_resources("    import pkg_resources\n"));
+        assert!(!imports_pkg_resources(
+            "# from pkg_resources import packaging\nfrom packaging import version\n"
+        ));
+        assert!(!imports_pkg_resources("import pkg_resources_extra\n"));
+    }
+
+    #[test]
+    fn numpy_c_api_from_the_module_names() {
+        assert_eq!(
+            numpy_c_api(b"\0numpy._core._multiarray_umath\0numpy.core._multiarray_umath\0"),
+            Some(2)
+        );
+        assert_eq!(numpy_c_api(b"\0numpy.core._multiarray_umath\0"), Some(1));
+        assert_eq!(numpy_c_api(b"no numpy here"), None);
     }
 
     #[test]

@@ -114,7 +114,8 @@ fn stamped_packages(root: &Path) -> Option<Vec<String>> {
 
 /// torch plus what the commands that use the env need: numpy (torch warns without it), the build
 /// front end for extensions (setuptools, wheel, ninja, cmake), and the torchvision paired with
-/// this torch (ports compare against it).
+/// this torch (ports compare against it). An older torch gets the knowledge base's pins beside it
+/// (`setuptools<82`, `numpy<2`): the newest releases break it.
 fn env_packages(torch: &Version) -> Vec<String> {
     let mut p = vec![
         format!("torch=={torch}"),
@@ -124,8 +125,112 @@ fn env_packages(torch: &Version) -> Vec<String> {
         "ninja".into(),
         "cmake".into(),
     ];
+    for pin in kb().torch_env_pins(torch) {
+        let name = pin
+            .requirement
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .next()
+            .unwrap_or_default();
+        match p.iter_mut().find(|q| q.as_str() == name) {
+            Some(q) => *q = pin.requirement.clone(),
+            None => p.push(pin.requirement.clone()),
+        }
+    }
     if let Some(tv) = kb().torch_row(torch).and_then(|r| r.torchvision.last()) {
         p.push(format!("torchvision=={tv}"));
     }
     p
+}
+
+/// A knowledge-base pin an env of some torch does not hold: the row, and the version installed.
+#[derive(Debug)]
+pub struct UnmetPin {
+    pub pin: &'static crate::kb::TorchEnvPinRow,
+    pub installed: String,
+}
+
+impl UnmetPin {
+    /// `torch 2.0.1 needs setuptools<82; the env has setuptools 84.2.1: <symptom>`.
+    pub fn message(&self, torch: &Version) -> String {
+        format!(
+            "torch {torch} needs {}; the env has {}: {}",
+            self.pin.requirement, self.installed, self.pin.symptom
+        )
+    }
+
+    /// The install command that meets it, for the interpreter `python`.
+    pub fn fix(&self, python: &Path) -> String {
+        format!(
+            "{} -m pip install '{}'",
+            python.display(),
+            self.pin.requirement
+        )
+    }
+}
+
+/// The pins of `torch` that `packages` (distribution → version, the probe's `packages`) break.
+/// A distribution the env lacks breaks none: the pin is about a version installed.
+pub fn unmet_pins(
+    torch: &Version,
+    packages: &std::collections::BTreeMap<String, String>,
+) -> Vec<UnmetPin> {
+    use std::str::FromStr;
+    let mut out = Vec::new();
+    for pin in kb().torch_env_pins(torch) {
+        let Ok(req) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(&pin.requirement)
+        else {
+            continue;
+        };
+        let Some(installed) = packages.get(&req.name.to_string()) else {
+            continue;
+        };
+        let Ok(v) = pep440_rs::Version::from_str(installed) else {
+            continue;
+        };
+        if let Some(pep508_rs::VersionOrUrl::VersionSpecifier(spec)) = &req.version_or_url {
+            if !spec.contains(&v) {
+                out.push(UnmetPin {
+                    pin,
+                    installed: format!("{} {installed}", req.name),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{env_packages, unmet_pins};
+
+    #[test]
+    fn pins_an_env_breaks_by_pep_440() {
+        let torch: crate::version::Version = "2.0.1".parse().unwrap();
+        let env = |s: &str, n: &str| {
+            [("setuptools", s), ("numpy", n)]
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let broken = unmet_pins(&torch, &env("84.2.1", "2.4.6"));
+        let names: Vec<&str> = broken.iter().map(|u| u.pin.requirement.as_str()).collect();
+        assert_eq!(names, ["setuptools<82", "numpy<2"]);
+        assert_eq!(broken[0].installed, "setuptools 84.2.1");
+        assert!(unmet_pins(&torch, &env("81.0.0", "1.26.4")).is_empty());
+        let newer: crate::version::Version = "2.15.0".parse().unwrap();
+        assert!(unmet_pins(&newer, &env("84.2.1", "2.4.6")).is_empty());
+        assert!(unmet_pins(&torch, &Default::default()).is_empty());
+    }
+
+    #[test]
+    fn an_older_torch_gets_the_knowledge_base_pins_in_place_of_the_newest() {
+        let old = env_packages(&"2.0.1".parse().unwrap());
+        assert!(old.contains(&"setuptools<82".to_string()), "{old:?}");
+        assert!(old.contains(&"numpy<2".to_string()), "{old:?}");
+        assert!(!old.iter().any(|p| p == "numpy" || p == "setuptools"));
+        let mid = env_packages(&"2.2.2".parse().unwrap());
+        assert!(mid.contains(&"numpy<2".to_string()) && mid.contains(&"setuptools".to_string()));
+        let new = env_packages(&"2.15.0".parse().unwrap());
+        assert!(new.contains(&"numpy".to_string()) && new.contains(&"setuptools".to_string()));
+    }
 }

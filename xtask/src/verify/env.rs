@@ -146,6 +146,7 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
     }
     if let Some(t) = &torch {
         items.extend(pairing_items(kb, t, &info));
+        items.extend(pin_items(t, &info, &python));
     }
     items.push(cudnn_item(&info));
     if info.imported {
@@ -374,6 +375,21 @@ fn pairing_items(kb: &KnowledgeBase, torch: &Version, info: &PythonInfo) -> Vec<
         }
     }
     out
+}
+
+/// The knowledge base's pins for an older torch (`setuptools<82`, `numpy<2`): one failing item
+/// per pin the env breaks, with the install that meets it; nothing when all hold.
+fn pin_items(torch: &Version, info: &PythonInfo, python: &std::path::Path) -> Vec<Item> {
+    crate::python::torch_env::unmet_pins(torch, &info.packages)
+        .into_iter()
+        .map(|u| {
+            item(
+                format!("pin: {}", u.pin.requirement),
+                Status::Fail,
+                format!("{}. Run `{}`", u.message(torch), u.fix(python)),
+            )
+        })
+        .collect()
 }
 
 /// cuDNN: the major torch was compiled against must be the one it loads.
