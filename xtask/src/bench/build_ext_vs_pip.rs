@@ -55,7 +55,7 @@ pub struct WheelAudit {
 
 impl WheelAudit {
     fn of(wheel: &Path, plan: &crate::arch::spec::Plan) -> WheelAudit {
-        let a = crate::build_ext::check::audit_wheel(wheel, plan);
+        let a = crate::build_ext::check::audit_wheel(wheel, plan, true);
         WheelAudit {
             ok: a.ok,
             files: a

@@ -26,11 +26,15 @@ pub struct AuditSummary {
     pub problems: Vec<String>,
     /// Images beyond the plan (not a failure: nvcc flags of the extension may add some).
     pub extra: Vec<String>,
+    /// No device code, and the package declares no CUDA code: the arch list did not apply.
+    #[serde(default)]
+    pub cpu_only: bool,
 }
 
 /// Audits every shared object in `wheel` against the plan: each file with device code must carry
-/// the planned SASS and PTX in every container; at least one file must have device code.
-pub fn audit_wheel(wheel: &Path, plan: &Plan) -> AuditSummary {
+/// the planned SASS and PTX in every container; at least one file must have device code when the
+/// package `declares_cuda` (a package of C++ extensions only has none to plan, and says so).
+pub fn audit_wheel(wheel: &Path, plan: &Plan, declares_cuda: bool) -> AuditSummary {
     let expect = Expectation {
         sass: plan.sass(),
         ptx: plan.ptx(),
@@ -64,7 +68,9 @@ pub fn audit_wheel(wheel: &Path, plan: &Plan) -> AuditSummary {
             }
         }
     }
-    if s.files.is_empty() && s.problems.is_empty() {
+    if s.files.is_empty() && s.problems.is_empty() && !declares_cuda {
+        s.cpu_only = true;
+    } else if s.files.is_empty() && s.problems.is_empty() {
         s.problems.push(
             "no shared object in the wheel has device code: the extension was built without CUDA (does its setup.py need an env variable to build CUDA, e.g. WITH_CUDA=1?)"
                 .into(),

@@ -159,6 +159,38 @@ pub fn tree_files(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// Whether a source tree declares CUDA code: a `.cu`/`.cuh` file, or a build file naming a CUDA
+/// extension or language (`CUDAExtension`, CMake's `LANGUAGES CUDA`). A tree that declares none (a
+/// package of `CppExtension`s) has no device code for `--arch` to plan; one that declares some and
+/// built none was probably built without CUDA switched on.
+pub fn declares_cuda(root: &Path) -> Result<bool> {
+    const BUILD_WORDS: [&str; 5] = [
+        "CUDAExtension",
+        "LANGUAGES CUDA",
+        "enable_language(CUDA",
+        "cuda_add_library",
+        "CUDA_ADD_LIBRARY",
+    ];
+    for rel in tree_files(root)? {
+        let name = rel.to_string_lossy().to_ascii_lowercase();
+        if name.ends_with(".cu") || name.ends_with(".cuh") {
+            return Ok(true);
+        }
+        let build_file = name.ends_with(".py")
+            || name.ends_with("cmakelists.txt")
+            || name.ends_with(".cmake")
+            || name.ends_with(".toml");
+        if build_file {
+            let text = fs::read(root.join(&rel)).unwrap_or_default();
+            let text = String::from_utf8_lossy(&text);
+            if BUILD_WORDS.iter().any(|w| text.contains(w)) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// sha256 over (path, length, contents) of every file [`tree_files`] lists.
 pub fn hash_tree(root: &Path) -> Result<String> {
     let mut h = Sha256::new();

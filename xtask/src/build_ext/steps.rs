@@ -373,7 +373,7 @@ pub fn check(
     wheel: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<Checked> {
-    let audit = check::audit_wheel(wheel, &job.plan);
+    let audit = check::audit_wheel(wheel, &job.plan, source::declares_cuda(&ws.tree)?);
     let load = load_summary(&job.env.python, wheel, warnings);
     let mut sweep = import_check.run(wheel, false)?;
     if !sweep.missing().is_empty() {

@@ -102,6 +102,10 @@ struct RuleSpec {
     #[serde(rename = "where", default)]
     where_: BTreeMap<String, String>,
     include: Option<String>,
+    /// Rewrite rules only: a hole's text passed through a named transform before it is put in
+    /// the template (`{ A = "printf-to-args" }`); a match the transform declines is left alone.
+    #[serde(default)]
+    transform: BTreeMap<String, String>,
     unless_used: Option<String>,
     suggest: Option<String>,
     header: Option<String>,
@@ -114,6 +118,9 @@ struct RuleSpec {
     /// The rule applies only to files whose bytes match this regex (a rule that brings in torch
     /// headers only where the file already uses torch).
     file_matches: Option<String>,
+    /// The rule applies only inside the body of a `#define NAME` whose NAME matches this regex
+    /// (a `CHECK_*` macro checks its caller's input).
+    in_define: Option<String>,
     #[serde(default)]
     test: Vec<RuleTest>,
 }
@@ -135,6 +142,8 @@ pub enum Action {
         pat: Pattern,
         replace: String,
         include: Option<String>,
+        /// Holes whose text goes through a transform first.
+        transforms: Vec<(String, Transform)>,
     },
     Remove {
         pat: Pattern,
@@ -159,6 +168,27 @@ pub enum Action {
     },
 }
 
+/// What a rewrite can do to a hole's text besides copying it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    /// A printf-style message and its values as the argument list `TORCH_CHECK` concatenates
+    /// ([`super::printf::printf_to_args`]).
+    PrintfToArgs,
+}
+
+impl Transform {
+    fn parse(name: &str) -> Option<Transform> {
+        (name == "printf-to-args").then_some(Transform::PrintfToArgs)
+    }
+
+    /// The hole's new text, or None when the transform does not apply to it.
+    pub fn apply(self, text: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            Transform::PrintfToArgs => super::printf::printf_to_args(text),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub id: String,
@@ -175,6 +205,8 @@ pub struct Rule {
     pub secondary: bool,
     /// Files the rule applies to (all when None).
     pub file_matches: Option<Regex>,
+    /// Only inside the body of a `#define` whose macro name matches.
+    pub in_define: Option<Regex>,
     pub tests: Vec<RuleTest>,
 }
 
@@ -313,10 +345,23 @@ impl Rule {
                 let pat = pattern(&r.pattern)?;
                 let replace = r.replace.clone().ok_or_else(|| err("expected `replace`"))?;
                 check_template(&pat, &replace, true).map_err(|e| err(&e))?;
+                let mut transforms = Vec::new();
+                for (hole, name) in &r.transform {
+                    let t = Transform::parse(name).ok_or_else(|| {
+                        err(&format!("transform {name:?}: expected \"printf-to-args\""))
+                    })?;
+                    if !pat.holes().any(|h| h == hole) {
+                        return Err(err(&format!(
+                            "transform on {hole:?}, which is not a hole of the pattern"
+                        )));
+                    }
+                    transforms.push((hole.clone(), t));
+                }
                 Action::Rewrite {
                     pat,
                     replace,
                     include: r.include.clone(),
+                    transforms,
                 }
             }
             RuleKind::Remove => {
@@ -426,6 +471,12 @@ impl Rule {
                 .map(Regex::new)
                 .transpose()
                 .map_err(|e| err(&format!("file_matches: bad regex: {e}")))?,
+            in_define: r
+                .in_define
+                .as_deref()
+                .map(Regex::new)
+                .transpose()
+                .map_err(|e| err(&format!("in_define: bad regex: {e}")))?,
             tests: r.test,
         })
     }

@@ -8,7 +8,7 @@
 
 use super::catalogue::{Action, Catalogue, Lang, Rule};
 use super::lexer::{line_of, Kind, Token};
-use super::pattern::{expand, Captures, Matcher, Pattern};
+use super::pattern::{expand, expand_with, Captures, Matcher, Pattern};
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -213,7 +213,11 @@ fn pattern_matches(rule: &Rule, pat: &Pattern, m: &Matcher) -> Vec<(usize, usize
     let mut i = 0;
     while i < m.toks.len() {
         if let Some((end, caps)) = m.match_at(pat, i) {
-            if end > i && wheres_hold(rule, m, &caps) && !is_macro_name_position(m, i) {
+            if end > i
+                && wheres_hold(rule, m, &caps)
+                && !is_macro_name_position(m, i)
+                && in_define_holds(rule, m, i)
+            {
                 out.push((i, end, caps));
                 i = end;
                 continue;
@@ -231,6 +235,30 @@ fn wheres_hold(rule: &Rule, m: &Matcher, caps: &Captures) -> bool {
             re.is_match(&m.src[s..e])
         })
     })
+}
+
+/// Whether token `i` lies in the body of a `#define` whose macro name the rule's `in_define`
+/// matches (always, for a rule without one).
+fn in_define_holds(rule: &Rule, m: &Matcher, i: usize) -> bool {
+    let Some(re) = &rule.in_define else {
+        return true;
+    };
+    for j in (0..i).rev() {
+        match m.toks[j].kind {
+            Kind::PpEnd => return false,
+            Kind::PpStart => {
+                let directive: Vec<u8> = m.toks[j]
+                    .text(m.src)
+                    .iter()
+                    .copied()
+                    .filter(u8::is_ascii_alphabetic)
+                    .collect();
+                return directive == b"define" && j + 1 < i && re.is_match(m.text(j + 1));
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// `#define NAME`, `#ifdef NAME`, `defined(NAME)`: a compatibility shim that defines or tests the
@@ -261,8 +289,13 @@ fn change_edits(rule: &Rule, text: &[u8], toks: &[Token]) -> Result<Vec<Edit>> {
     let m = Matcher::new(text, toks);
     let mut edits = Vec::new();
     match &rule.action {
-        Action::Rewrite { pat, replace, .. } => {
-            for (a, b, caps) in pattern_matches(rule, pat, &m) {
+        Action::Rewrite {
+            pat,
+            replace,
+            transforms,
+            ..
+        } => {
+            'matches: for (a, b, caps) in pattern_matches(rule, pat, &m) {
                 // A comment or literal that the replacement would drop blocks the rewrite:
                 // comments and literals are never changed or lost.
                 let kept: Vec<&str> = holes_in(replace);
@@ -275,7 +308,18 @@ fn change_edits(rule: &Rule, text: &[u8], toks: &[Token]) -> Result<Vec<Edit>> {
                 if toks[a..b].iter().filter(|t| t.is_opaque()).count() != inside_holes {
                     continue;
                 }
-                let rep = expand(replace, &m, &caps)?;
+                let mut replaced = BTreeMap::new();
+                for (hole, t) in transforms {
+                    let Some(&(x, y)) = caps.get(hole.as_str()) else {
+                        continue 'matches;
+                    };
+                    let (hs, he) = m.span(x, y);
+                    match t.apply(&text[hs..he]) {
+                        Some(new) => replaced.insert(hole.as_str(), new),
+                        None => continue 'matches,
+                    };
+                }
+                let rep = expand_with(replace, &m, &caps, &replaced)?;
                 edits.push(minimal_edit(
                     rule.lang.lexer(),
                     text,

@@ -12,6 +12,7 @@ pub mod catalogue;
 pub mod engine;
 pub mod lexer;
 pub mod pattern;
+pub mod printf;
 pub mod python_source;
 
 pub use catalogue::{builtin, Catalogue, Lang, Rule};

@@ -258,6 +258,16 @@ pub fn hole_refs(template: &str) -> Vec<HoleRef<'_>> {
 
 /// Expands `$NAME` / `$$$NAME` in `template` with the captured source text.
 pub fn expand(template: &str, m: &Matcher, caps: &Captures) -> Result<Vec<u8>> {
+    expand_with(template, m, caps, &std::collections::BTreeMap::new())
+}
+
+/// [`expand`], with some holes' text given (a transform's output) instead of copied.
+pub fn expand_with(
+    template: &str,
+    m: &Matcher,
+    caps: &Captures,
+    given: &std::collections::BTreeMap<&str, Vec<u8>>,
+) -> Result<Vec<u8>> {
     let t = template.as_bytes();
     let mut out = Vec::with_capacity(t.len());
     let mut copied = 0;
@@ -267,6 +277,11 @@ pub fn expand(template: &str, m: &Matcher, caps: &Captures) -> Result<Vec<u8>> {
         let Some(&(a, b)) = caps.get(name) else {
             bail!("template `{template}` uses `${name}`, which the pattern does not capture");
         };
+        if let Some(text) = given.get(name) {
+            out.extend_from_slice(text);
+            copied = r.end;
+            continue;
+        }
         let (s, mut e) = m.span(a, b);
         // A capture followed by a line break keeps it: after a line comment or an
         // unterminated literal, the template's next token would otherwise be swallowed.

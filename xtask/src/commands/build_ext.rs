@@ -139,6 +139,13 @@ pub fn summary(o: &Outcome) -> String {
             format!("{}: {}", f.path, images.join(" ")),
         ]);
     }
+    if o.audit.cpu_only {
+        t.row([
+            "audit".to_string(),
+            "no device code: the package declares no CUDA code, so --arch did not apply"
+                .to_string(),
+        ]);
+    }
     for x in &o.audit.extra {
         t.row(["note".to_string(), x.clone()]);
     }

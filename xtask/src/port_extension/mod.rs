@@ -86,6 +86,8 @@ pub struct BuildSummary {
     /// SASS archs per audited shared object.
     pub sass: BTreeMap<String, Vec<String>>,
     pub ptx: BTreeMap<String, Vec<String>>,
+    /// The package declares no CUDA code (C++ extensions only): no device code, none planned.
+    pub cpu_only: bool,
     pub imported: Vec<String>,
     pub log: Option<PathBuf>,
     /// What reached nvcc: the archs the extension asked for that were built as the plan instead.
@@ -174,6 +176,7 @@ impl BuildSummary {
             cuda: b.cuda.clone(),
             sass: per_file(|f| &f.sass),
             ptx: per_file(|f| &f.ptx),
+            cpu_only: b.audit.cpu_only,
             imported: b.imported.clone(),
             log: b.log.clone(),
             arch_guard: b.arch_guard.clone(),

@@ -260,12 +260,18 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
         Ok(b) => b,
         Err(f) => return Ok(Err(f)),
     };
-    let images: Vec<String> = b
+    let mut images: Vec<String> = b
         .audit
         .files
         .iter()
         .map(|f| format!("{}: {}", f.path, f.sass.join(" ")))
         .collect();
+    if b.audit.cpu_only {
+        images.push(
+            "no device code: the package declares no CUDA code, so the arch list did not apply"
+                .into(),
+        );
+    }
     eprintln!(
         "archsmith: {} {} for {} ({:.0} s compiling); wheel audited ({}) and imported ({})",
         if b.reused {

@@ -156,6 +156,15 @@ fn build_rows(b: &super::BuildSummary, t: &mut Table) {
             ),
         ]);
     }
+    if b.cpu_only {
+        t.row([
+            "archs verified".to_string(),
+            format!(
+                "none to verify: the package declares no CUDA code (C++ extensions only), so the arch list {} did not apply",
+                b.torch_cuda_arch_list
+            ),
+        ]);
+    }
     t.row(["imported".to_string(), b.imported.join(", ")]);
     if let Some(w) = b.warnings.iter().find(|w| w.contains("asked nvcc for")) {
         t.row(["arch guard".to_string(), w.clone()]);
