@@ -164,13 +164,12 @@ pub fn tree_files(root: &Path) -> Result<Vec<PathBuf>> {
 /// package of `CppExtension`s) has no device code for `--arch` to plan; one that declares some and
 /// built none was probably built without CUDA switched on.
 pub fn declares_cuda(root: &Path) -> Result<bool> {
-    const BUILD_WORDS: [&str; 5] = [
-        "CUDAExtension",
-        "LANGUAGES CUDA",
-        "enable_language(CUDA",
-        "cuda_add_library",
-        "CUDA_ADD_LIBRARY",
-    ];
+    static BUILD_WORDS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"CUDAExtension|(?i:LANGUAGES[^)]*\bCUDA\b|enable_language\s*\(\s*CUDA|cuda_add_library)",
+        )
+        .expect("CUDA build words")
+    });
     for rel in tree_files(root)? {
         let name = rel.to_string_lossy().to_ascii_lowercase();
         if name.ends_with(".cu") || name.ends_with(".cuh") {
@@ -182,8 +181,7 @@ pub fn declares_cuda(root: &Path) -> Result<bool> {
             || name.ends_with(".toml");
         if build_file {
             let text = fs::read(root.join(&rel)).unwrap_or_default();
-            let text = String::from_utf8_lossy(&text);
-            if BUILD_WORDS.iter().any(|w| text.contains(w)) {
+            if BUILD_WORDS.is_match(&String::from_utf8_lossy(&text)) {
                 return Ok(true);
             }
         }
@@ -347,6 +345,38 @@ fn cached_sdist(dir: &Path, name: &str, version: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_declares_cuda_by_its_sources_or_its_build_files() {
+        let d = tempfile::tempdir().unwrap();
+        let setup = d.path().join("setup.py");
+        fs::create_dir_all(d.path().join("csrc")).unwrap();
+        fs::write(d.path().join("csrc/a.cpp"), "int f();").unwrap();
+        fs::write(&setup, "ext = CppExtension('a', ['csrc/a.cpp'])").unwrap();
+        assert!(!declares_cuda(d.path()).unwrap());
+        // Gated on an env variable, still declared.
+        fs::write(
+            &setup,
+            "if os.getenv('WITH_CUDA'): ext = CUDAExtension('a', srcs)",
+        )
+        .unwrap();
+        assert!(declares_cuda(d.path()).unwrap());
+        fs::write(&setup, "ext = CppExtension('a', ['csrc/a.cpp'])").unwrap();
+        fs::write(
+            d.path().join("CMakeLists.txt"),
+            "project(a LANGUAGES CXX CUDA)",
+        )
+        .unwrap();
+        assert!(declares_cuda(d.path()).unwrap());
+        fs::remove_file(d.path().join("CMakeLists.txt")).unwrap();
+        fs::write(d.path().join("csrc/k.CU"), "__global__ void k() {}").unwrap();
+        assert!(declares_cuda(d.path()).unwrap());
+        // What a build leaves behind does not count.
+        fs::remove_file(d.path().join("csrc/k.CU")).unwrap();
+        fs::create_dir_all(d.path().join("build")).unwrap();
+        fs::write(d.path().join("build/k.cu"), "").unwrap();
+        assert!(!declares_cuda(d.path()).unwrap());
+    }
 
     #[test]
     fn parses_pypi_specs_and_rejects_bad_ones() {
