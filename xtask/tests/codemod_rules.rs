@@ -211,3 +211,98 @@ fn bad_catalogues_are_refused_with_the_rule_named() {
         assert!(err.contains(needle), "expected {needle:?} in: {err}");
     }
 }
+
+/// `archsmith_thc_blas.h`, the header the `thc-blas-compat-*` rules write beside a rewritten file,
+/// compiled against the real torch 2.15.0 and CUDA 13.2 headers (cuBLAS from torch's NVIDIA
+/// wheels): each function has THC's parameter list less the `THCState *` — THC's declarations
+/// from THCBlas.h (torch 1.10) written out here, compared type by type by the compiler — and each
+/// rule's replacement names the function of its own name.
+#[test]
+fn the_thc_blas_compat_header_takes_thcs_arguments_less_the_state() {
+    use archsmith::codemod::catalogue::bundled;
+    let header = bundled("archsmith_thc_blas.h").unwrap();
+    let cat = builtin();
+    let compat: Vec<&str> = cat
+        .rules
+        .iter()
+        .filter(|r| r.id.starts_with("thc-blas-compat-"))
+        .map(|r| match &r.action {
+            Action::Rewrite { replace, .. } => replace
+                .strip_prefix("archsmith_thc::")
+                .and_then(|s| s.strip_suffix("($$$A)"))
+                .unwrap(),
+            _ => panic!("{} is not a rewrite", r.id),
+        })
+        .collect();
+    assert_eq!(
+        compat,
+        [
+            "SgemmBatched",
+            "DgemmBatched",
+            "SgemmStridedBatched",
+            "DgemmStridedBatched",
+            "Sger",
+            "Dger"
+        ]
+    );
+    // THCBlas.h's own prototypes (torch 1.10), state first.
+    let thc = r#"
+struct THCState;
+void THCudaBlas_SgemmBatched(THCState *state, char transa, char transb, int64_t m, int64_t n, int64_t k,
+    float alpha, const float *a[], int64_t lda, const float *b[], int64_t ldb,
+    float beta, float *c[], int64_t ldc, int64_t batchCount);
+void THCudaBlas_DgemmBatched(THCState *state, char transa, char transb, int64_t m, int64_t n, int64_t k,
+    double alpha, const double *a[], int64_t lda, const double *b[], int64_t ldb,
+    double beta, double *c[], int64_t ldc, int64_t batchCount);
+void THCudaBlas_SgemmStridedBatched(THCState *state, char transa, char transb, int64_t m, int64_t n, int64_t k,
+    float alpha, const float *a, int64_t lda, int64_t strideA, const float *b, int64_t ldb, int64_t strideB,
+    float beta, float *c, int64_t ldc, int64_t strideC, int64_t batchCount);
+void THCudaBlas_DgemmStridedBatched(THCState *state, char transa, char transb, int64_t m, int64_t n, int64_t k,
+    double alpha, const double *a, int64_t lda, int64_t strideA, const double *b, int64_t ldb, int64_t strideB,
+    double beta, double *c, int64_t ldc, int64_t strideC, int64_t batchCount);
+void THCudaBlas_Sger(THCState *state, int64_t m, int64_t n, float alpha, float *x, int64_t incx, float *y, int64_t incy, float *a, int64_t lda);
+void THCudaBlas_Dger(THCState *state, int64_t m, int64_t n, double alpha, double *x, int64_t incx, double *y, int64_t incy, double *a, int64_t lda);
+template <typename> struct less_state;
+template <typename R, typename... A> struct less_state<R(THCState *, A...)> { using type = R(A...); };
+"#;
+    let mut src = format!("#include \"archsmith_thc_blas.h\"\n#include <type_traits>\n{thc}");
+    for f in &compat {
+        src.push_str(&format!(
+            "static_assert(std::is_same_v<less_state<decltype(THCudaBlas_{f})>::type, decltype(archsmith_thc::{f})>, \"{f}\");\n"
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("archsmith_thc_blas.h"), header).unwrap();
+    std::fs::write(dir.path().join("check.cpp"), src).unwrap();
+
+    let tc = archsmith::toolchain::ensure(&"13.2".parse().unwrap()).unwrap();
+    let env = archsmith::python::ensure_torch_env(&"2.15.0".parse().unwrap()).unwrap();
+    let purelib = archsmith::build_ext::probe_env(&env.python)
+        .unwrap()
+        .purelib;
+    let (wheel_includes, _) =
+        archsmith::build_ext::nvidia_wheel_dirs(archsmith::kb::kb(), &purelib, 13);
+    let torch_inc = purelib.join("torch/include");
+    let out = std::process::Command::new("c++")
+        .args(["-std=c++20", "-fsyntax-only", "-I"])
+        .arg(dir.path())
+        .arg("-I")
+        .arg(&torch_inc)
+        .arg("-I")
+        .arg(torch_inc.join("torch/csrc/api/include"))
+        .arg("-I")
+        .arg(tc.cuda_home.join("include"))
+        .args(
+            wheel_includes
+                .iter()
+                .flat_map(|i| ["-I".to_string(), i.clone()]),
+        )
+        .arg(dir.path().join("check.cpp"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

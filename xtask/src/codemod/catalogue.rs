@@ -16,6 +16,18 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 pub const BUILTIN_NAME: &str = "patches/rules/torch-legacy.toml";
+
+/// Headers a rule may add beside the files it rewrites (`bundle = NAME`): small compatibility
+/// layers a reviewer reads in one screen, compiled into the binary from `patches/rules/compat/`.
+pub const BUNDLED: [(&str, &str); 1] = [(
+    "archsmith_thc_blas.h",
+    include_str!("../../../patches/rules/compat/archsmith_thc_blas.h"),
+)];
+
+/// The text of a bundled header.
+pub fn bundled(name: &str) -> Option<&'static str> {
+    BUNDLED.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
 const BUILTIN: &str = include_str!("../../../patches/rules/torch-legacy.toml");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -121,6 +133,9 @@ struct RuleSpec {
     /// The rule applies only inside the body of a `#define NAME` whose NAME matches this regex
     /// (a `CHECK_*` macro checks its caller's input).
     in_define: Option<String>,
+    /// Rewrite rules only: a [`BUNDLED`] header the rewrite calls into; it is written beside the
+    /// file and included as `#include "NAME"`.
+    bundle: Option<String>,
     #[serde(default)]
     test: Vec<RuleTest>,
 }
@@ -207,6 +222,8 @@ pub struct Rule {
     pub file_matches: Option<Regex>,
     /// Only inside the body of a `#define` whose macro name matches.
     pub in_define: Option<Regex>,
+    /// The bundled header the rewrite needs beside the file.
+    pub bundle: Option<String>,
     pub tests: Vec<RuleTest>,
 }
 
@@ -471,6 +488,18 @@ impl Rule {
                 .map(Regex::new)
                 .transpose()
                 .map_err(|e| err(&format!("file_matches: bad regex: {e}")))?,
+            bundle: match &r.bundle {
+                None => None,
+                Some(b) if bundled(b).is_none() => {
+                    return Err(err(&format!(
+                        "bundle {b:?}: not one of archsmith's bundled headers"
+                    )))
+                }
+                Some(_) if r.kind != RuleKind::Rewrite => {
+                    return Err(err("`bundle` applies only to rewrite rules"))
+                }
+                Some(b) => Some(b.clone()),
+            },
             in_define: r
                 .in_define
                 .as_deref()

@@ -31,6 +31,8 @@ pub struct Outcome {
     pub output: Vec<u8>,
     pub counts: BTreeMap<String, usize>,
     pub review: Vec<ReviewItem>,
+    /// Bundled headers the output includes and needs beside it.
+    pub bundles: Vec<String>,
 }
 
 impl Outcome {
@@ -74,6 +76,7 @@ pub fn apply_rules<'r>(
     let mut text = src.to_vec();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut includes: Vec<String> = Vec::new();
+    let mut bundles: Vec<String> = Vec::new();
     for rule in rules.clone() {
         if rule
             .file_matches
@@ -100,12 +103,17 @@ pub fn apply_rules<'r>(
                     includes.push(h.clone());
                 }
             }
+            if let Some(b) = &rule.bundle {
+                if !bundles.contains(b) {
+                    bundles.push(b.clone());
+                }
+            }
             text = splice(&text, edits);
         }
     }
     if lang == Lang::Cpp {
         for h in &includes {
-            if let Some(t) = ensure_include(&text, h) {
+            if let Some(t) = ensure_include_as(&text, h, bundles.contains(h)) {
                 text = t;
                 *counts.entry(ADD_INCLUDE.to_string()).or_default() += 1;
             }
@@ -133,6 +141,7 @@ pub fn apply_rules<'r>(
         output: text,
         counts,
         review,
+        bundles,
     })
 }
 
@@ -549,6 +558,11 @@ fn directive_start(toks: &[Token], mut i: usize) -> usize {
 /// Adds `#include <header>` after the last include at the outermost conditional level, unless it
 /// is already there. Returns None when nothing changes.
 pub fn ensure_include(text: &[u8], header: &str) -> Option<Vec<u8>> {
+    ensure_include_as(text, header, false)
+}
+
+/// [`ensure_include`], as `#include "HEADER"` when `quoted` (a header beside the file).
+pub fn ensure_include_as(text: &[u8], header: &str, quoted: bool) -> Option<Vec<u8>> {
     let toks = super::lexer::lex_c(text);
     let sites = include_sites(text, &toks);
     if sites.iter().any(|(_, n, _)| n == header.as_bytes()) {
@@ -590,7 +604,11 @@ pub fn ensure_include(text: &[u8], header: &str) -> Option<Vec<u8>> {
         .position(|&c| c == b'\n')
         .is_some_and(|p| p > 0 && text[p - 1] == b'\r');
     let eol: &[u8] = if crlf { b"\r\n" } else { b"\n" };
-    let directive = format!("#include <{header}>");
+    let directive = if quoted {
+        format!("#include \"{header}\"")
+    } else {
+        format!("#include <{header}>")
+    };
     let mut out = Vec::with_capacity(text.len() + directive.len() + 2);
     let mut place = best.map(|b| b.1).or(pragma_once_end);
     // Never insert into a comment or literal (an unterminated one may run to the end of the

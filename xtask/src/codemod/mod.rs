@@ -124,6 +124,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
     let mut reports = Vec::new();
     let mut outputs = Vec::new();
+    let mut bundles: Vec<(PathBuf, String)> = Vec::new();
     for path in files {
         let lang = Lang::of_path(path)
             .with_context(|| format!("{}: not a C/C++/CUDA file or setup.py", path.display()))?;
@@ -141,6 +142,27 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         if changed {
             outputs.push((path.clone(), out.output));
         }
+        bundles.extend(out.bundles.iter().map(|b| (path.clone(), b.clone())));
+    }
+    let files_scanned = reports.len();
+    // Each bundled header a rewrite calls into, beside the file, written once per directory.
+    let mut written = std::collections::BTreeSet::new();
+    for (path, name) in bundles {
+        let header = path.parent().unwrap_or(Path::new(".")).join(&name);
+        let text = catalogue::bundled(&name).unwrap_or_default().as_bytes();
+        let old = fs::read(&header).ok();
+        if old.as_deref() == Some(text) || !written.insert(header.clone()) {
+            continue;
+        }
+        let before = old.unwrap_or_default();
+        reports.push(FileReport {
+            path: header.clone(),
+            changed: true,
+            rewrites: BTreeMap::new(),
+            review: Vec::new(),
+            diff: (mode == Mode::DryRun).then(|| unified_diff(&header, &before, text)),
+        });
+        outputs.push((header, text.to_vec()));
     }
     if mode == Mode::Apply {
         write_all_or_nothing(&outputs)?;
@@ -153,7 +175,7 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
     }
     Ok(Report {
         catalogue: cat.name.clone(),
-        files_scanned: reports.len(),
+        files_scanned,
         files_changed: outputs.len(),
         rewrites,
         review_items: reports.iter().map(|r| r.review.len()).sum(),
@@ -233,20 +255,27 @@ fn remove_stale_temporaries(path: &Path) {
     }
 }
 
-/// Writes `bytes` to a new temporary beside `path` with `path`'s permissions, synced; returns it.
+/// Writes `bytes` to a new temporary beside `path` with `path`'s permissions (a file that does not
+/// exist yet, a bundled header, gets the temporary's own: the umask's), synced; returns it.
 fn prepare(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     remove_stale_temporaries(path);
     let tmp = temporary_for(path, std::process::id())?;
-    let perms = fs::metadata(path)
-        .with_context(|| format!("{}: cannot read permissions", path.display()))?
-        .permissions();
+    let perms = match fs::metadata(path) {
+        Ok(m) => Some(m.permissions()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(e).with_context(|| format!("{}: cannot read permissions", path.display()))
+        }
+    };
     let result = (|| -> Result<()> {
         let mut f = fs::File::create_new(&tmp)
             .with_context(|| format!("{}: cannot create temporary file", tmp.display()))?;
         f.write_all(bytes)
             .with_context(|| format!("{}: write failed", tmp.display()))?;
-        f.set_permissions(perms)
-            .with_context(|| format!("{}: cannot set permissions", tmp.display()))?;
+        if let Some(perms) = perms {
+            f.set_permissions(perms)
+                .with_context(|| format!("{}: cannot set permissions", tmp.display()))?;
+        }
         f.sync_all()
             .with_context(|| format!("{}: sync failed", tmp.display()))
     })();
