@@ -225,7 +225,7 @@ fn the_thc_blas_compat_header_takes_thcs_arguments_less_the_state() {
     let compat: Vec<&str> = cat
         .rules
         .iter()
-        .filter(|r| r.id.starts_with("thc-blas-compat-"))
+        .filter(|r| r.bundle.as_deref() == Some("archsmith_thc_blas.h"))
         .map(|r| match &r.action {
             Action::Rewrite { replace, .. } => replace
                 .strip_prefix("archsmith_thc::")
@@ -237,6 +237,10 @@ fn the_thc_blas_compat_header_takes_thcs_arguments_less_the_state() {
     assert_eq!(
         compat,
         [
+            "Sgemm",
+            "Dgemm",
+            "Sgemv",
+            "Dgemv",
             "SgemmBatched",
             "DgemmBatched",
             "SgemmStridedBatched",
@@ -248,6 +252,10 @@ fn the_thc_blas_compat_header_takes_thcs_arguments_less_the_state() {
     // THCBlas.h's own prototypes (torch 1.10), state first.
     let thc = r#"
 struct THCState;
+void THCudaBlas_Sgemv(THCState *state, char trans, int64_t m, int64_t n, float alpha, float *a, int64_t lda, float *x, int64_t incx, float beta, float *y, int64_t incy);
+void THCudaBlas_Dgemv(THCState *state, char trans, int64_t m, int64_t n, double alpha, double *a, int64_t lda, double *x, int64_t incx, double beta, double *y, int64_t incy);
+void THCudaBlas_Sgemm(THCState *state, char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha, float *a, int64_t lda, float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+void THCudaBlas_Dgemm(THCState *state, char transa, char transb, int64_t m, int64_t n, int64_t k, double alpha, double *a, int64_t lda, double *b, int64_t ldb, double beta, double *c, int64_t ldc);
 void THCudaBlas_SgemmBatched(THCState *state, char transa, char transb, int64_t m, int64_t n, int64_t k,
     float alpha, const float *a[], int64_t lda, const float *b[], int64_t ldb,
     float beta, float *c[], int64_t ldc, int64_t batchCount);
@@ -275,17 +283,37 @@ template <typename R, typename... A> struct less_state<R(THCState *, A...)> { us
     std::fs::write(dir.path().join("archsmith_thc_blas.h"), header).unwrap();
     std::fs::write(dir.path().join("check.cpp"), src).unwrap();
 
-    let tc = archsmith::toolchain::ensure(&"13.2".parse().unwrap()).unwrap();
+    let out = cxx(dir.path())
+        .args(["-fsyntax-only"])
+        .arg(dir.path().join("check.cpp"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The real torch 2.15.0 env (provisioned once under archsmith's cache): its purelib.
+fn torch_purelib() -> std::path::PathBuf {
     let env = archsmith::python::ensure_torch_env(&"2.15.0".parse().unwrap()).unwrap();
-    let purelib = archsmith::build_ext::probe_env(&env.python)
+    archsmith::build_ext::probe_env(&env.python)
         .unwrap()
-        .purelib;
+        .purelib
+}
+
+/// A C++20 compiler invocation with torch 2.15.0's and CUDA 13.2's real headers (the toolkit and
+/// NVIDIA's wheels from PyPI) and `dir` on the include path.
+fn cxx(dir: &std::path::Path) -> std::process::Command {
+    let tc = archsmith::toolchain::ensure(&"13.2".parse().unwrap()).unwrap();
+    let purelib = torch_purelib();
     let (wheel_includes, _) =
         archsmith::build_ext::nvidia_wheel_dirs(archsmith::kb::kb(), &purelib, 13);
     let torch_inc = purelib.join("torch/include");
-    let out = std::process::Command::new("c++")
-        .args(["-std=c++20", "-fsyntax-only", "-I"])
-        .arg(dir.path())
+    let mut cmd = std::process::Command::new("c++");
+    cmd.args(["-std=c++20", "-I"])
+        .arg(dir)
         .arg("-I")
         .arg(&torch_inc)
         .arg("-I")
@@ -296,8 +324,164 @@ template <typename R, typename... A> struct less_state<R(THCState *, A...)> { us
             wheel_includes
                 .iter()
                 .flat_map(|i| ["-I".to_string(), i.clone()]),
-        )
+        );
+    cmd
+}
+
+/// Every THC call of that era that takes a state, and TH's CPU BLAS, in one legacy file: the
+/// codemod rewrites all of it with no review item, drops the state, writes the compatibility
+/// headers beside it, and the result compiles against the real torch 2.15 and CUDA 13.2 headers.
+#[test]
+fn thc_state_calls_and_th_blas_port_with_no_review_item_and_compile_against_real_headers() {
+    let legacy = r#"#include <ATen/ATen.h>
+#include <THC/THC.h>
+#include <TH/TH.h>
+
+extern THCState *state;
+
+void legacy(at::Tensor input, at::Tensor* rois, at::Tensor idx, float* host_a, float* host_c) {
+  float* in = THCudaTensor_data(state, input);
+  int64_t n = THCudaTensor_size(state, rois, 0) + THCudaTensor_stride(state, input, 1);
+  int dims = THCudaTensor_nDimension(state, input) + THCudaTensor_isContiguous(state, rois);
+  ptrdiff_t count = THCudaTensor_nElement(state, input);
+  int64_t* i = THCudaLongTensor_data(state, idx);
+  cudaStream_t s0 = THCState_getCurrentStream(state);
+  cudaStream_t s1 = THCState_getCurrentStreamOnDevice(state, 0);
+  cublasHandle_t blas = THCState_getCurrentBlasHandle(state);
+  cusparseHandle_t sparse = THCState_getCurrentSparseHandle(state);
+  cudaDeviceProp* prop = THCState_getCurrentDeviceProperties(state);
+  int devices = THCState_getNumDevices(state);
+  void* d = THCudaMalloc(state, 64);
+  THCudaFree(state, d);
+  void* h = THCudaHostAlloc(state, 64);
+  THCudaHostFree(state, h);
+  THCudaCheck(cudaGetLastError());
+  THCudaCheckWarn(cudaStreamSynchronize(s0));
+  THCublasCheck(cublasSetStream(blas, s1));
+  THCusparseCheck(cusparseSetStream(sparse, s1));
+  THFloatBlas_gemm('t', 'n', 2, 3, 4, 1.0f, host_a, 4, host_a, 4, 0.0f, host_c, 2);
+  THFloatBlas_gemv('n', 2, 3, 1.0f, host_a, 2, host_a, 1, 0.0f, host_c, 1);
+  (void)in; (void)n; (void)dims; (void)count; (void)i; (void)prop; (void)devices;
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("legacy.cpp");
+    std::fs::write(&file, legacy).unwrap();
+    let report = archsmith::codemod::run(
+        builtin(),
+        std::slice::from_ref(&file),
+        archsmith::codemod::Mode::Apply,
+    )
+    .unwrap();
+    let ported = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        report.review_items, 0,
+        "{:#?}\n{ported}",
+        report.files[0].review
+    );
+    assert!(
+        !ported.contains("THC") && !ported.contains("TH/"),
+        "{ported}"
+    );
+    for header in ["archsmith_thc_tensor.h", "archsmith_th_blas.h"] {
+        assert!(dir.path().join(header).is_file(), "{header} not written");
+    }
+    let out = cxx(dir.path())
+        .args(["-fsyntax-only", "-Werror=return-type"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{ported}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// archsmith_th_blas.h against a plain triple loop, on the CPU with torch's real libraries:
+/// every transpose pair, padded leading dimensions, one-wide matrices with the leading dimension
+/// TH let callers leave wrong, gemv both ways with strided vectors, beta 0 ignoring NaN in C.
+#[test]
+fn the_th_blas_compat_header_matches_a_reference_gemm_and_gemv() {
+    let header = archsmith::codemod::catalogue::bundled("archsmith_th_blas.h").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("archsmith_th_blas.h"), header).unwrap();
+    std::fs::write(
+        dir.path().join("check.cpp"),
+        r#"#include "archsmith_th_blas.h"
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+// Column-major reference, as BLAS defines it.
+static double at_(const std::vector<double>& a, bool t, int64_t ld, int64_t r, int64_t c) {
+  return t ? a[c + r * ld] : a[r + c * ld];
+}
+
+int main() {
+  int failures = 0, cases = 0;
+  const char ops[] = {'n', 't', 'N', 'T'};
+  for (int64_t m : {1, 3, 5}) for (int64_t n : {1, 2, 4}) for (int64_t k : {1, 3}) for (char ta : ops) for (char tb : ops) {
+    bool ta_ = ta == 't' || ta == 'T', tb_ = tb == 't' || tb == 'T';
+    int64_t lda = (ta_ ? k : m) + 2, ldb = (tb_ ? n : k) + 1, ldc = m + 3;
+    std::vector<double> a(lda * 8), b(ldb * 8), c(ldc * 8), want;
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(i + 1.0);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(i * 0.7);
+    for (size_t i = 0; i < c.size(); ++i) c[i] = 0.25 * i;
+    want = c;
+    for (int64_t i = 0; i < m; ++i) for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += at_(a, ta_, lda, i, p) * at_(b, tb_, ldb, p, j);
+      want[i + j * ldc] = 1.5 * s + 0.5 * c[i + j * ldc];
+    }
+    archsmith_th::DoubleBlas_gemm(ta, tb, m, n, k, 1.5, a.data(), lda, b.data(), ldb, 0.5, c.data(), ldc);
+    ++cases;
+    for (size_t i = 0; i < c.size(); ++i)
+      if (std::abs(c[i] - want[i]) > 1e-12) { ++failures; std::printf("gemm %c%c m%ld n%ld k%ld at %zu: %g != %g\n", ta, tb, m, n, k, i, c[i], want[i]); break; }
+  }
+  // THBlas let a one-wide C carry any ldc (DCNv2 passes n_ for a k_ x 1 product): fixed up, not refused.
+  {
+    std::vector<float> ones(4, 1.f), bias = {1, 2, 3}, out(12, NAN);
+    archsmith_th::FloatBlas_gemm('t', 'n', 4, 3, 1, 1.0f, ones.data(), 1, bias.data(), 1, 0.0f, out.data(), 4);
+    ++cases;
+    for (int j = 0; j < 3; ++j) for (int i = 0; i < 4; ++i)
+      if (out[i + 4 * j] != bias[j]) { ++failures; std::printf("bias broadcast at %d,%d: %g\n", i, j, out[i + 4 * j]); }
+  }
+  for (char t : {'n', 't'}) {
+    int64_t m = 3, n = 4, lda = 5, incx = 2, incy = 3;
+    bool t_ = t == 't';
+    std::vector<double> a(lda * n), x(16), y(16), want;
+    for (size_t i = 0; i < a.size(); ++i) a[i] = i * 0.5 - 2;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 1.0 / (i + 1);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = i;
+    want = y;
+    int64_t rows = t_ ? n : m, cols = t_ ? m : n;
+    for (int64_t i = 0; i < rows; ++i) {
+      double s = 0;
+      for (int64_t j = 0; j < cols; ++j) s += (t_ ? a[j + i * lda] : a[i + j * lda]) * x[j * incx];
+      want[i * incy] = 2.0 * s - 1.0 * y[i * incy];
+    }
+    archsmith_th::DoubleBlas_gemv(t, m, n, 2.0, a.data(), lda, x.data(), incx, -1.0, y.data(), incy);
+    ++cases;
+    for (size_t i = 0; i < y.size(); ++i)
+      if (std::abs(y[i] - want[i]) > 1e-12) { ++failures; std::printf("gemv %c at %zu: %g != %g\n", t, i, y[i], want[i]); break; }
+  }
+  std::printf("%d cases, %d failures\n", cases, failures);
+  return failures != 0;
+}
+"#,
+    )
+    .unwrap();
+    let lib = torch_purelib().join("torch/lib");
+    let exe = dir.path().join("check");
+    let out = cxx(dir.path())
         .arg(dir.path().join("check.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-ltorch_cpu", "-lc10"])
         .output()
         .unwrap();
     assert!(
@@ -305,4 +489,12 @@ template <typename R, typename... A> struct less_state<R(THCState *, A...)> { us
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let run = std::process::Command::new(&exe).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("291 cases, 0 failures"), "{stdout}");
 }

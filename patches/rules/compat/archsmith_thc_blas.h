@@ -34,6 +34,31 @@ inline void adjust_ld3(char ta, char tb, int64_t m, int64_t n, int64_t k, int64_
   if (tb_ ? k <= 1 : n <= 1) ldb = std::max<int64_t>(tb_ ? n : k, 1);
 }
 
+// Called directly, not through at::cuda::blas::gemm/gemv: torch 2.15 declares those but does not
+// export them from libtorch_cuda.so, so an extension calling them builds and then fails to load.
+#define ARCHSMITH_THC_GEMM(NAME, T, CUBLAS)                                                        \
+  inline void NAME(char transa, char transb, int64_t m, int64_t n, int64_t k, T alpha, T* a,       \
+                   int64_t lda, T* b, int64_t ldb, T beta, T* c, int64_t ldc) {                    \
+    adjust_ld3(transa, transb, m, n, k, lda, ldb, ldc);                                            \
+    TORCH_CUDABLAS_CHECK(CUBLAS(at::cuda::getCurrentCUDABlasHandle(), op(transa), op(transb),      \
+        narrow(m, "m"), narrow(n, "n"), narrow(k, "k"), &alpha, a, narrow(lda, "lda"), b,          \
+        narrow(ldb, "ldb"), &beta, c, narrow(ldc, "ldc")));                                        \
+  }
+ARCHSMITH_THC_GEMM(Sgemm, float, cublasSgemm)
+ARCHSMITH_THC_GEMM(Dgemm, double, cublasDgemm)
+
+// THC's adjustLdLevel2 for gemv.
+#define ARCHSMITH_THC_GEMV(NAME, T, CUBLAS)                                                        \
+  inline void NAME(char trans, int64_t m, int64_t n, T alpha, T* a, int64_t lda, T* x,             \
+                   int64_t incx, T beta, T* y, int64_t incy) {                                     \
+    if (n <= 1) lda = std::max<int64_t>(m, 1);                                                     \
+    TORCH_CUDABLAS_CHECK(CUBLAS(at::cuda::getCurrentCUDABlasHandle(), op(trans), narrow(m, "m"),   \
+        narrow(n, "n"), &alpha, a, narrow(lda, "lda"), x, narrow(incx, "incx"), &beta, y,          \
+        narrow(incy, "incy")));                                                                    \
+  }
+ARCHSMITH_THC_GEMV(Sgemv, float, cublasSgemv)
+ARCHSMITH_THC_GEMV(Dgemv, double, cublasDgemv)
+
 #define ARCHSMITH_THC_GEMM_BATCHED(NAME, T, CUBLAS)                                                \
   inline void NAME(char transa, char transb, int64_t m, int64_t n, int64_t k, T alpha,             \
                    const T* a[], int64_t lda, const T* b[], int64_t ldb, T beta, T* c[],           \

@@ -19,10 +19,20 @@ pub const BUILTIN_NAME: &str = "patches/rules/torch-legacy.toml";
 
 /// Headers a rule may add beside the files it rewrites (`bundle = NAME`): small compatibility
 /// layers a reviewer reads in one screen, compiled into the binary from `patches/rules/compat/`.
-pub const BUNDLED: [(&str, &str); 1] = [(
-    "archsmith_thc_blas.h",
-    include_str!("../../../patches/rules/compat/archsmith_thc_blas.h"),
-)];
+pub const BUNDLED: [(&str, &str); 3] = [
+    (
+        "archsmith_thc_blas.h",
+        include_str!("../../../patches/rules/compat/archsmith_thc_blas.h"),
+    ),
+    (
+        "archsmith_thc_tensor.h",
+        include_str!("../../../patches/rules/compat/archsmith_thc_tensor.h"),
+    ),
+    (
+        "archsmith_th_blas.h",
+        include_str!("../../../patches/rules/compat/archsmith_th_blas.h"),
+    ),
+];
 
 /// The text of a bundled header.
 pub fn bundled(name: &str) -> Option<&'static str> {
@@ -189,17 +199,30 @@ pub enum Transform {
     /// A printf-style message and its values as the argument list `TORCH_CHECK` concatenates
     /// ([`super::printf::printf_to_args`]).
     PrintfToArgs,
+    /// A TH/THC name less its `TH` prefix (`THCudaTensor_data` → `CudaTensor_data`): the name a
+    /// bundled compatibility header gives the call, which no TH rule matches again.
+    DropThPrefix,
 }
 
 impl Transform {
+    const NAMES: &'static str = "\"printf-to-args\" or \"drop-th-prefix\"";
+
     fn parse(name: &str) -> Option<Transform> {
-        (name == "printf-to-args").then_some(Transform::PrintfToArgs)
+        match name {
+            "printf-to-args" => Some(Transform::PrintfToArgs),
+            "drop-th-prefix" => Some(Transform::DropThPrefix),
+            _ => None,
+        }
     }
 
     /// The hole's new text, or None when the transform does not apply to it.
     pub fn apply(self, text: &[u8]) -> Option<Vec<u8>> {
         match self {
             Transform::PrintfToArgs => super::printf::printf_to_args(text),
+            Transform::DropThPrefix => text
+                .strip_prefix(b"TH")
+                .filter(|rest| !rest.is_empty())
+                .map(<[u8]>::to_vec),
         }
     }
 }
@@ -365,7 +388,10 @@ impl Rule {
                 let mut transforms = Vec::new();
                 for (hole, name) in &r.transform {
                     let t = Transform::parse(name).ok_or_else(|| {
-                        err(&format!("transform {name:?}: expected \"printf-to-args\""))
+                        err(&format!(
+                            "transform {name:?}: expected {}",
+                            Transform::NAMES
+                        ))
                     })?;
                     if !pat.holes().any(|h| h == hole) {
                         return Err(err(&format!(
