@@ -1048,14 +1048,22 @@ fn a_thc_blas_extension_ports_through_the_compat_header_and_builds_the_plan() {
         "thc-blas-compat-sgemmstridedbatched",
         "thc-blas-compat-dgemmstridedbatched",
         "thc-state-extern",
+        "thc-state-get-current-blas-handle",
+        "thc-cublas-check",
+        "th-header",
     ] {
         assert_eq!(v["rewrites"][rule], 1, "{rule}: {}", v["rewrites"]);
     }
+    assert_eq!(v["rewrites"]["th-blas-gemm"], 2, "{}", v["rewrites"]);
     let tree = PathBuf::from(v["work_tree"].as_str().unwrap());
     let header = std::fs::read_to_string(tree.join("csrc/archsmith_thc_blas.h")).unwrap();
     assert_eq!(
         header,
         archsmith::codemod::catalogue::bundled("archsmith_thc_blas.h").unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(tree.join("csrc/archsmith_th_blas.h")).unwrap(),
+        archsmith::codemod::catalogue::bundled("archsmith_th_blas.h").unwrap()
     );
     let cu = std::fs::read_to_string(tree.join("csrc/bmm_cuda.cu")).unwrap();
     assert!(cu.contains("#include \"archsmith_thc_blas.h\""), "{cu}");
