@@ -283,24 +283,37 @@ template <typename R, typename... A> struct less_state<R(THCState *, A...)> { us
     std::fs::write(dir.path().join("archsmith_thc_blas.h"), header).unwrap();
     std::fs::write(dir.path().join("check.cpp"), src).unwrap();
 
-    let out = cxx(dir.path())
-        .args(["-fsyntax-only"])
-        .arg(dir.path().join("check.cpp"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        cxx(dir.path())
+            .args(["-fsyntax-only"])
+            .arg(dir.path().join("check.cpp")),
+        "",
     );
 }
 
-/// The real torch 2.15.0 env (provisioned once under archsmith's cache): its purelib.
-fn torch_purelib() -> std::path::PathBuf {
-    let env = archsmith::python::ensure_torch_env(&"2.15.0".parse().unwrap()).unwrap();
-    archsmith::build_ext::probe_env(&env.python)
-        .unwrap()
-        .purelib
+/// The real torch 2.15.0 env (provisioned once under archsmith's cache): its purelib, probed once
+/// per test binary.
+fn torch_purelib() -> &'static std::path::Path {
+    static PURELIB: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PURELIB.get_or_init(|| {
+        let env = archsmith::python::ensure_torch_env(&"2.15.0".parse().unwrap()).unwrap();
+        archsmith::build_ext::probe_env(&env.python)
+            .unwrap()
+            .purelib
+    })
+}
+
+/// Runs a compiler (or a compiled check) and fails the test with its output unless it succeeds;
+/// returns its stdout.
+fn succeeds(cmd: &mut std::process::Command, context: &str) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{context}{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A C++20 compiler invocation with torch 2.15.0's and CUDA 13.2's real headers (the toolkit and
@@ -309,7 +322,7 @@ fn cxx(dir: &std::path::Path) -> std::process::Command {
     let tc = archsmith::toolchain::ensure(&"13.2".parse().unwrap()).unwrap();
     let purelib = torch_purelib();
     let (wheel_includes, _) =
-        archsmith::build_ext::nvidia_wheel_dirs(archsmith::kb::kb(), &purelib, 13);
+        archsmith::build_ext::nvidia_wheel_dirs(archsmith::kb::kb(), purelib, 13);
     let torch_inc = purelib.join("torch/include");
     let mut cmd = std::process::Command::new("c++");
     cmd.args(["-std=c++20", "-I"])
@@ -386,15 +399,11 @@ void legacy(at::Tensor input, at::Tensor* rois, at::Tensor idx, float* host_a, f
     for header in ["archsmith_thc_tensor.h", "archsmith_th_blas.h"] {
         assert!(dir.path().join(header).is_file(), "{header} not written");
     }
-    let out = cxx(dir.path())
-        .args(["-fsyntax-only", "-Werror=return-type"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{ported}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        cxx(dir.path())
+            .args(["-fsyntax-only", "-Werror=return-type"])
+            .arg(&file),
+        &format!("{ported}\n"),
     );
 }
 
@@ -474,27 +483,17 @@ int main() {
     .unwrap();
     let lib = torch_purelib().join("torch/lib");
     let exe = dir.path().join("check");
-    let out = cxx(dir.path())
-        .arg(dir.path().join("check.cpp"))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(&lib)
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-ltorch_cpu", "-lc10"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        cxx(dir.path())
+            .arg(dir.path().join("check.cpp"))
+            .arg("-o")
+            .arg(&exe)
+            .arg("-L")
+            .arg(&lib)
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .args(["-ltorch_cpu", "-lc10"]),
+        "",
     );
-    let run = std::process::Command::new(&exe).output().unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let stdout = succeeds(&mut std::process::Command::new(&exe), "");
     assert!(stdout.contains("291 cases, 0 failures"), "{stdout}");
 }

@@ -205,14 +205,14 @@ pub enum Transform {
 }
 
 impl Transform {
-    const NAMES: &'static str = "\"printf-to-args\" or \"drop-th-prefix\"";
+    /// Each transform by the name a catalogue gives it.
+    const ALL: [(&'static str, Transform); 2] = [
+        ("printf-to-args", Transform::PrintfToArgs),
+        ("drop-th-prefix", Transform::DropThPrefix),
+    ];
 
     fn parse(name: &str) -> Option<Transform> {
-        match name {
-            "printf-to-args" => Some(Transform::PrintfToArgs),
-            "drop-th-prefix" => Some(Transform::DropThPrefix),
-            _ => None,
-        }
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
     }
 
     /// The hole's new text, or None when the transform does not apply to it.
@@ -388,9 +388,13 @@ impl Rule {
                 let mut transforms = Vec::new();
                 for (hole, name) in &r.transform {
                     let t = Transform::parse(name).ok_or_else(|| {
+                        let names: Vec<String> = Transform::ALL
+                            .iter()
+                            .map(|(n, _)| format!("{n:?}"))
+                            .collect();
                         err(&format!(
                             "transform {name:?}: expected {}",
-                            Transform::NAMES
+                            names.join(" or ")
                         ))
                     })?;
                     if !pat.holes().any(|h| h == hole) {
