@@ -46,9 +46,11 @@ impl SourceSpec {
         }
         let p = PathBuf::from(s);
         if p.is_dir() {
-            if !p.join("setup.py").exists() && !p.join("pyproject.toml").exists() {
+            let script = p.join("setup.py").exists() || p.join("pyproject.toml").exists();
+            // A tree with no build script can still be one of JIT extensions (super::jit).
+            if !script && super::jit::find(&p)?.sites.is_empty() {
                 bail!(
-                    "{} has neither setup.py nor pyproject.toml: give the extension's root directory",
+                    "{} has neither setup.py nor pyproject.toml, and no Python file in it calls torch's load()/load_inline(): give the extension's root directory",
                     p.display()
                 );
             }

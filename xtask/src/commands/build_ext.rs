@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct BuildExtArgs {
-    /// A directory with setup.py/pyproject.toml, a local sdist (.tar.gz/.zip), or pypi:NAME==VERSION.
+    /// A directory with setup.py/pyproject.toml (or with torch load() calls: prebuilt), an sdist or pypi:NAME==VER.
     pub source: String,
     /// Archs to build, e.g. `7.5,8.9,9.0` or `8.0,9.0+PTX` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC")]
@@ -73,29 +73,33 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         )?,
         progress: Mode::Auto,
     };
-    match build_ext::run(&req)? {
-        Ok(o) => {
-            if args.json {
-                print_json(
-                    documents::BUILD_EXT,
-                    &serde_json::json!({ "ok": true, "result": o }),
-                )?;
-            } else {
-                print!("{}", summary(&o));
-            }
-            Ok(Exit::Success)
+    let (doc, text) = if build_ext::jit::applies(&req.source)? {
+        match build_ext::jit::run(&req)? {
+            Ok(o) => (
+                serde_json::json!({ "ok": true, "jit": o }),
+                Ok(jit_summary(&o)),
+            ),
+            Err(f) => (serde_json::json!({ "ok": false, "failure": f }), Err(f)),
         }
-        Err(f) => {
-            if args.json {
-                print_json(
-                    documents::BUILD_EXT,
-                    &serde_json::json!({ "ok": false, "failure": f }),
-                )?;
-            }
-            eprintln!("error: {f}");
-            Ok(Exit::Failed)
+    } else {
+        match build_ext::run(&req)? {
+            Ok(o) => (
+                serde_json::json!({ "ok": true, "result": o }),
+                Ok(summary(&o)),
+            ),
+            Err(f) => (serde_json::json!({ "ok": false, "failure": f }), Err(f)),
         }
+    };
+    if args.json {
+        print_json(documents::BUILD_EXT, &doc)?;
     }
+    let Ok(text) = text.map_err(|f| eprintln!("error: {f}")) else {
+        return Ok(Exit::Failed);
+    };
+    if !args.json {
+        print!("{text}");
+    }
+    Ok(Exit::Success)
 }
 
 /// The aligned summary people read.
@@ -167,4 +171,30 @@ pub fn summary(o: &Outcome) -> String {
         t.row(["warning".to_string(), w.clone()]);
     }
     t.render()
+}
+
+/// A JIT prebuild's result: what was built, where, and what to set.
+fn jit_summary(o: &build_ext::jit::Outcome) -> String {
+    let mut t = Table::new(["extension", "sources", "device code", "dir"]);
+    for e in &o.extensions {
+        let code = [e.sass.clone(), e.ptx.clone()].concat().join(" ");
+        let code = if e.with_cuda {
+            code
+        } else {
+            "none (C++ only)".into()
+        };
+        t.row([e.name.clone(), e.sources.join(" "), code, e.dir.clone()]);
+    }
+    let mut text = t.render();
+    for s in o.sites.iter().filter(|s| s.unreached.is_some()) {
+        let why = s.unreached.as_deref().unwrap_or("");
+        text += &format!("not reached: {}:{}: {} {why}\n", s.file, s.line, s.calls);
+    }
+    let n = o.loaded_offline.len();
+    text += &format!("loaded with no compiler on PATH: {n} trigger(s)\n");
+    text += &format!(
+        "at run time: TORCH_EXTENSIONS_DIR={}\n",
+        o.extensions_dir.display()
+    );
+    text + &format!("load() hook: {}\n", o.hook.display())
 }

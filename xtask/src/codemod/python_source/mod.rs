@@ -6,6 +6,7 @@
 //! ([`reader`]), never as text.
 
 pub mod build_script;
+pub mod jit_calls;
 pub mod reader;
 pub mod rewrite;
 

@@ -1,0 +1,531 @@
+//! build-ext on a tree whose C++/CUDA code is built just in time by torch's
+//! `torch.utils.cpp_extension.load`/`load_inline`: each extension is built ahead of time, for
+//! exactly the plan, into the directory and under the names torch's JIT uses, so a process with
+//! `TORCH_EXTENSIONS_DIR` set to it loads them with no compiler, ninja or `CUDA_HOME`.
+//!
+//! Steps, over the same preparation as a wheel build ([`super::prepare`]):
+//! 1. [`open`]: a private copy of the source and its calls, read from the tree's syntax
+//!    ([`find`], [`jit_calls`]), each reduced to the code that runs it (a module import, or a
+//!    top-level function with no arguments); what cannot be reached is reported, not guessed;
+//! 2. [`compile`]: the tree's own code runs those triggers (env_scripts/jit_hook/
+//!    prebuild_driver.py) in the environment of a build-ext compile (the toolkit, the arch guard's
+//!    nvcc, `TORCH_CUDA_ARCH_LIST`, ninja), with archsmith's load() hook recording each compile, so
+//!    names, sources and flags resolve exactly as at run time: through the tree's own wrappers;
+//! 3. [`audit`]: every module built carries exactly the plan (the binary reader);
+//! 4. [`publish`]: `archsmith-jit.json` (the keys the hook matches), and the hook installed in the
+//!    env (a `.pth` that does nothing unless `TORCH_EXTENSIONS_DIR` holds that manifest);
+//! 5. [`check_offline_load`]: the triggers again, in a fresh process with an empty `PATH` and no
+//!    `CUDA_HOME`: every extension must load from the prebuild (a compile there would fail).
+//!
+//! Why a hook at all: torch's `_jit_compile` runs ninja in every fresh process (its version table
+//! lives in memory), so an up-to-date build directory alone still needs ninja and `CUDA_HOME`.
+
+use super::arch_guard::Guard;
+use super::check::{audit_wheel, SoAudit};
+use super::command::{build_env, Setup};
+use super::scratch::Scratch;
+use super::{prepare, source, BuildFailure, Prepared, Request, SourceSpec};
+use crate::build_output::{log, progress};
+use crate::codemod::python_source::jit_calls::{self, CallSite, SourceFile};
+use crate::process::Cmd;
+use anyhow::{bail, Context, Result};
+use fs_err as fs;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The manifest the hook reads, at the root of the extensions directory.
+pub const MANIFEST: &str = "archsmith-jit.json";
+/// The extensions directory under build-ext's `--out`.
+pub const EXTENSIONS_DIR: &str = "torch-extensions";
+const HOOK_MODULE: &str = "archsmith_jit_hook.py";
+const HOOK_PTH: &str = "archsmith-jit-hook.pth";
+
+/// True when `source` is a directory with no build script of its own (setup.py, pyproject.toml)
+/// and with calls of torch's load()/load_inline(): build-ext prebuilds it instead of building a
+/// wheel.
+pub fn applies(source: &SourceSpec) -> Result<bool> {
+    let SourceSpec::Dir(dir) = source else {
+        return Ok(false);
+    };
+    if dir.join("setup.py").is_file() || dir.join("pyproject.toml").is_file() {
+        return Ok(false);
+    }
+    Ok(!find(dir)?.sites.is_empty())
+}
+
+/// One extension the prebuild built.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    pub name: String,
+    /// The module file's stem (`name`, or `name_vN` when one process built it twice).
+    pub module: String,
+    pub file: String,
+    /// Its build directory, relative to the extensions directory when inside it.
+    pub dir: String,
+    pub key: String,
+    pub with_cuda: bool,
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub sass: Vec<String>,
+    #[serde(default)]
+    pub ptx: Vec<String>,
+}
+
+/// What a trigger did in a run of the driver.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TriggerRun {
+    pub module: String,
+    pub call: Option<String>,
+    pub ok: bool,
+    pub error: Option<String>,
+}
+
+/// A prebuild that ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// `TORCH_EXTENSIONS_DIR` to set at run time.
+    pub extensions_dir: PathBuf,
+    pub manifest: PathBuf,
+    pub extensions: Vec<Entry>,
+    pub sites: Vec<CallSite>,
+    pub wrappers: Vec<String>,
+    pub triggers: Vec<TriggerRun>,
+    /// The hook's `.pth` in the env.
+    pub hook: PathBuf,
+    /// The triggers rerun with no compiler, ninja or CUDA_HOME: every extension loaded.
+    pub loaded_offline: Vec<TriggerRun>,
+    pub torch: String,
+    pub nvcc: String,
+    pub torch_cuda_arch_list: String,
+    pub log: PathBuf,
+    pub total_seconds: f64,
+}
+
+/// Step 1: the call sites of `tree` and the triggers that reach them.
+pub fn find(tree: &Path) -> Result<jit_calls::Scan> {
+    let mut files = Vec::new();
+    for rel in source::tree_files(tree)? {
+        if rel.extension().is_some_and(|e| e == "py") {
+            let Ok(text) = fs::read_to_string(tree.join(&rel)) else {
+                continue; // not UTF-8: not a module Python would import either
+            };
+            files.push(SourceFile { rel, text });
+        }
+    }
+    Ok(jit_calls::scan(tree, &files))
+}
+
+/// Prebuilds every JIT extension of `req.source` into `req.out/torch-extensions`.
+pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
+    let job = open(req)?;
+    let (runs, recorded, lines) = compile(req, &job)?;
+    if let Some(failure) = prebuild_failure(&runs, &recorded, &lines, &job.log_path) {
+        return Ok(Err(failure));
+    }
+    let mut extensions = to_entries(&recorded, &job.ext_dir)?;
+    if let Some(f) = audit(&mut extensions, &job.ext_dir, &job.plan, &job.log_path) {
+        return Ok(Err(f));
+    }
+    let arch_list = job.plan.torch_cuda_arch_list();
+    let hook = publish(&job.ext_dir, &extensions, &arch_list, &job.env)?;
+    let loaded_offline =
+        check_offline_load(&job.env.python, &job.tree, &job.triggers_file, &job.ext_dir)?;
+    if let Some(bad) = loaded_offline.iter().find(|r| !r.ok) {
+        let call = bad.call.as_deref().map(|c| format!(".{c}()"));
+        return Ok(Err(BuildFailure {
+            stage: "import",
+            message: format!(
+                "the prebuilt extensions did not load without a compiler: {}{} failed: {}",
+                bad.module,
+                call.unwrap_or_default(),
+                bad.error.as_deref().unwrap_or("")
+            ),
+            first_error: None,
+            log: Some(job.log_path),
+        }));
+    }
+    Ok(Ok(Outcome {
+        manifest: job.ext_dir.join(MANIFEST),
+        extensions_dir: job.ext_dir,
+        extensions,
+        sites: job.scan.sites,
+        wrappers: job.scan.wrappers,
+        triggers: runs,
+        hook,
+        loaded_offline,
+        torch: job.env.torch.to_string(),
+        nvcc: job.tc.nvcc_version.to_string(),
+        torch_cuda_arch_list: arch_list,
+        log: job.log_path,
+        total_seconds: job.started.elapsed().as_secs_f64(),
+    }))
+}
+
+/// One prebuild: what [`open`] decided.
+struct Job {
+    started: Instant,
+    env: super::EnvInfo,
+    tc: crate::toolchain::Toolchain,
+    plan: crate::arch::spec::Plan,
+    label: String,
+    /// Held (locked) until the prebuild ends, then removed.
+    scratch: Scratch,
+    /// archsmith's copy of the source, where the triggers run.
+    tree: PathBuf,
+    scan: jit_calls::Scan,
+    triggers: usize,
+    triggers_file: PathBuf,
+    ext_dir: PathBuf,
+    log_path: PathBuf,
+}
+
+/// Step 1: the env, toolkit and plan as for a wheel, a private copy of the source, its calls and
+/// triggers (none reachable: an error that lists each call and why), the output dirs.
+fn open(req: &Request) -> Result<Job> {
+    let started = Instant::now();
+    let Prepared { env, tc, plan } = prepare(
+        req.python.as_deref(),
+        req.torch.as_ref(),
+        req.cuda.as_ref(),
+        &req.arch,
+    )?;
+    let src = source::resolve(&req.source, &env.python)?;
+    let key = crate::stamp::key(&(
+        "jit",
+        &src.hash,
+        plan.torch_cuda_arch_list(),
+        env.torch.to_string(),
+    ));
+    let scratch = Scratch::new(&key)?;
+    let tree = source::materialize(&src, &scratch.path.join("src"), &env.python)?;
+    let scan = find(&tree)?;
+    let triggers = scan.triggers();
+    if triggers.is_empty() {
+        bail!(
+            "{}: no load()/load_inline() call the prebuild can reach:{}",
+            src.path.display(),
+            unreached_list(&scan.sites)
+        );
+    }
+    fs::create_dir_all(&req.out)?;
+    let out = req.out.canonicalize()?;
+    let ext_dir = out.join(EXTENSIONS_DIR);
+    fs::create_dir_all(&ext_dir)?;
+    let triggers_file = scratch.path.join("triggers.json");
+    fs::write(&triggers_file, serde_json::to_vec(&triggers)?)?;
+    Ok(Job {
+        started,
+        env,
+        tc,
+        plan,
+        label: src.spec.label(),
+        scratch,
+        tree,
+        scan,
+        triggers: triggers.len(),
+        triggers_file,
+        ext_dir,
+        log_path: out.join(format!("jit-{}.log", &key[..12])),
+    })
+}
+
+/// Step 2: the triggers run in a build-ext compile's environment, the hook recording each
+/// compile: what each trigger did, the record, the output lines.
+fn compile(req: &Request, job: &Job) -> Result<(Vec<TriggerRun>, Vec<Recorded>, Vec<String>)> {
+    let (env, tc, plan) = (&job.env, &job.tc, &job.plan);
+    let guard = if req.own_arch_flags {
+        None
+    } else {
+        Some(Guard::prepare(&job.scratch.path, tc, plan, tc.nvcc())?)
+    };
+    // One extension per load() call: the build hooks' extensions-at-once does not apply (and its
+    // own patch of cpp_extension would stand before the load() hook's).
+    let images = plan.sass().len() as u32;
+    let (cores, mem) = (crate::host::cores(), crate::host::mem_available_gib());
+    let mut par = super::jobs::parallelism(cores, mem, 1, 1, images, req.jobs);
+    par.extensions = 1;
+    let setup = Setup {
+        env,
+        tc,
+        plan,
+        par: &par,
+        builder: "torch.utils.cpp_extension",
+        cache: None,
+        guard: guard.as_ref(),
+    };
+    let record = job.scratch.path.join("prebuild.jsonl");
+    eprintln!(
+        "archsmith: prebuilding {} JIT trigger(s) of {} for {} with torch {} / CUDA {}; log: {}",
+        job.triggers,
+        job.label,
+        plan.torch_cuda_arch_list(),
+        env.torch,
+        tc.nvcc_version,
+        job.log_path.display()
+    );
+    let mut cmd = driver(&env.python, &job.tree, &job.triggers_file)?
+        .env("TORCH_EXTENSIONS_DIR", &job.ext_dir)
+        .env("ARCHSMITH_JIT_PREBUILD", &record);
+    for (k, v) in build_env(&setup) {
+        cmd = cmd.env(k, v);
+    }
+    let (runs, lines) = prebuild(&cmd, &job.log_path, req.progress)?;
+    Ok((runs, read_record(&record)?, lines))
+}
+
+fn unreached_list(sites: &[CallSite]) -> String {
+    if sites.is_empty() {
+        return " the tree has none".into();
+    }
+    sites
+        .iter()
+        .map(|s| {
+            format!(
+                "\n  {}:{}: {} {}",
+                s.file,
+                s.line,
+                s.calls,
+                s.unreached.as_deref().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// The driver over `triggers`, run from the tree (a relative `sources=` resolves as it would
+/// for a user who runs the code from the repository's root).
+fn driver(python: &Path, tree: &Path, triggers: &Path) -> Result<Cmd> {
+    let dir = crate::data::data_root()?
+        .join("env_scripts")
+        .join("jit_hook");
+    Ok(Cmd::new(python)
+        .arg(dir.join("prebuild_driver.py"))
+        .arg(triggers)
+        .env("PYTHONUNBUFFERED", "1")
+        .dir(tree))
+}
+
+/// Step 2: runs the driver, its output to the log and the progress display.
+fn prebuild(
+    cmd: &Cmd,
+    log_path: &Path,
+    mode: progress::Mode,
+) -> Result<(Vec<TriggerRun>, Vec<String>)> {
+    let mut log_file = fs::File::create(log_path)?;
+    writeln!(
+        log_file,
+        "# archsmith build-ext (JIT prebuild)\n# {}\n",
+        cmd.display()
+    )?;
+    let mut ui = progress::Progress::new(mode);
+    let mut lines = Vec::new();
+    let mut runs = Vec::new();
+    let mut write_err = None;
+    cmd.stream_lines(|line| {
+        if let Err(e) = writeln!(log_file, "{line}") {
+            write_err.get_or_insert(e);
+        }
+        if let Some(run) = parse_trigger_line(line) {
+            runs.push(run);
+        }
+        ui.line(line);
+        lines.push(line.to_string());
+    })?;
+    ui.finish();
+    if let Some(e) = write_err {
+        return Err(e).with_context(|| format!("writing {}", log_path.display()));
+    }
+    Ok((runs, lines))
+}
+
+fn parse_trigger_line(line: &str) -> Option<TriggerRun> {
+    serde_json::from_str(line.strip_prefix("archsmith-jit-trigger: ")?).ok()
+}
+
+/// One line of the hook's record: a built extension, or a compile that failed.
+#[derive(Debug, Clone, Deserialize)]
+struct Recorded {
+    name: String,
+    key: String,
+    with_cuda: bool,
+    sources: Vec<String>,
+    build_directory: PathBuf,
+    module: Option<String>,
+    file: Option<String>,
+    error: Option<String>,
+}
+
+fn read_record(path: &Path) -> Result<Vec<Recorded>> {
+    let Ok(text) = fs::read_to_string(path) else {
+        return Ok(Vec::new());
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).with_context(|| format!("{}: {l}", path.display())))
+        .collect()
+}
+
+/// A compile that failed (even where the tree's wrapper caught it and fell back), or a trigger
+/// that failed before any compile: the first compiler error of the log, else the trigger's error.
+fn prebuild_failure(
+    runs: &[TriggerRun],
+    recorded: &[Recorded],
+    lines: &[String],
+    log_path: &Path,
+) -> Option<BuildFailure> {
+    let failed_compile = recorded.iter().find(|r| r.error.is_some());
+    let failed_trigger = runs.iter().find(|r| !r.ok);
+    let message = match (failed_compile, failed_trigger) {
+        (Some(r), _) => format!(
+            "building the JIT extension {} failed: {}",
+            r.name,
+            r.error.as_deref().unwrap_or_default()
+        ),
+        (None, Some(t)) => format!(
+            "running {}{} failed before it built anything: {}",
+            t.module,
+            t.call.as_deref().map(|c| format!(".{c}()")).unwrap_or_default(),
+            t.error.as_deref().unwrap_or_default()
+        ),
+        (None, None) if recorded.is_empty() => {
+            "the triggers ran but no load()/load_inline() call happened (a condition in the code skipped it?)"
+                .to_string()
+        }
+        (None, None) => return None,
+    };
+    Some(BuildFailure {
+        stage: "compile",
+        message,
+        first_error: log::first_compiler_error(lines.iter().map(String::as_str)),
+        log: Some(log_path.to_path_buf()),
+    })
+}
+
+fn to_entries(recorded: &[Recorded], ext_dir: &Path) -> Result<Vec<Entry>> {
+    let mut out: Vec<Entry> = Vec::new();
+    for r in recorded {
+        let (Some(module), Some(file)) = (&r.module, &r.file) else {
+            continue;
+        };
+        if out.iter().any(|e| e.key == r.key) {
+            continue; // the same call reached twice
+        }
+        let dir = r
+            .build_directory
+            .strip_prefix(ext_dir)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| r.build_directory.clone());
+        out.push(Entry {
+            name: r.name.clone(),
+            module: module.clone(),
+            file: file.clone(),
+            dir: dir.display().to_string(),
+            key: r.key.clone(),
+            with_cuda: r.with_cuda,
+            sources: r
+                .sources
+                .iter()
+                .map(|s| {
+                    Path::new(s)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                })
+                .collect(),
+            sass: Vec::new(),
+            ptx: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// Step 3: each module built carries the plan (a CUDA extension) or no device code (a C++ one).
+fn audit(
+    entries: &mut [Entry],
+    ext_dir: &Path,
+    plan: &crate::arch::spec::Plan,
+    log_path: &Path,
+) -> Option<BuildFailure> {
+    for e in entries.iter_mut() {
+        let path = ext_dir.join(&e.dir).join(&e.file);
+        let a = audit_wheel(&path, plan, e.with_cuda);
+        if let Some(SoAudit { sass, ptx, .. }) = a.files.first() {
+            e.sass = sass.clone();
+            e.ptx = ptx.clone();
+        }
+        let mut problems = a.problems;
+        problems.extend(a.extra);
+        if !problems.is_empty() {
+            return Some(BuildFailure {
+                stage: "audit",
+                message: format!(
+                    "{} does not carry exactly {}: {}",
+                    path.display(),
+                    plan.torch_cuda_arch_list(),
+                    problems.join("; ")
+                ),
+                first_error: None,
+                log: Some(log_path.to_path_buf()),
+            });
+        }
+    }
+    None
+}
+
+/// Step 4: the manifest (written atomically) and the hook in the env's site-packages.
+fn publish(
+    ext_dir: &Path,
+    entries: &[Entry],
+    arch_list: &str,
+    env: &super::EnvInfo,
+) -> Result<PathBuf> {
+    let manifest = serde_json::json!({
+        "format": 1,
+        "written_by": "archsmith build-ext",
+        "torch": env.torch.to_string(),
+        "arch_list": arch_list,
+        "extensions": entries,
+    });
+    crate::codemod::write_atomic(
+        &ext_dir.join(MANIFEST),
+        serde_json::to_string_pretty(&manifest)?.as_bytes(),
+    )?;
+    let hook = crate::data::data_root()?
+        .join("env_scripts")
+        .join("jit_hook")
+        .join(HOOK_MODULE);
+    let code = fs::read(&hook)?;
+    crate::codemod::write_atomic(&env.purelib.join(HOOK_MODULE), &code)?;
+    let pth = env.purelib.join(HOOK_PTH);
+    crate::codemod::write_atomic(
+        &pth,
+        b"# archsmith's load() hook: inert unless TORCH_EXTENSIONS_DIR holds archsmith-jit.json\nimport archsmith_jit_hook\n",
+    )?;
+    Ok(pth)
+}
+
+/// Step 5: the triggers again in a process that could not compile: an empty `PATH` (no ninja, no
+/// nvcc, no c++), no `CUDA_HOME`, the extensions directory set.
+pub fn check_offline_load(
+    python: &Path,
+    tree: &Path,
+    triggers: &Path,
+    ext_dir: &Path,
+) -> Result<Vec<TriggerRun>> {
+    let empty = tree.parent().unwrap_or(tree).join("empty-path");
+    fs::create_dir_all(&empty)?;
+    let out = driver(python, tree, triggers)?
+        .env("PATH", &empty)
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .env_remove("PYTORCH_NVCC")
+        .env_remove("ARCHSMITH_JIT_PREBUILD")
+        .env("TORCH_EXTENSIONS_DIR", ext_dir)
+        .output()?;
+    let runs: Vec<TriggerRun> = out.stdout.lines().filter_map(parse_trigger_line).collect();
+    if runs.is_empty() {
+        bail!("the offline load check printed nothing: {}", out.stderr);
+    }
+    Ok(runs)
+}
