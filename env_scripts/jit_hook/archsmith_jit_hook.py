@@ -28,6 +28,7 @@ import importlib.machinery
 import json
 import os
 import sys
+import time
 
 MANIFEST = "archsmith-jit.json"
 _TARGET = "torch.utils.cpp_extension"
@@ -99,7 +100,7 @@ def _patch(module):
         root = os.environ.get("TORCH_EXTENSIONS_DIR")
         manifest = _read_manifest(root) if root else None
         if manifest is None:
-            return original(*bound.args, **bound.kwargs)
+            return original(*bound.args, **bound.kwargs)  # not ours: torch as it is
         for e in manifest.get("extensions", []):
             if e.get("key") == key:
                 return _load(module, os.path.join(root, e["dir"]), e, a)
@@ -111,7 +112,7 @@ def _patch(module):
         )
         if arch_list:
             os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
-        return original(*bound.args, **bound.kwargs)
+        return _registered(a["name"], original(*bound.args, **bound.kwargs))
 
     _jit_compile._archsmith = True
     module._jit_compile = _jit_compile
@@ -120,7 +121,20 @@ def _patch(module):
 def _load(module, directory, entry, a):
     if a.get("is_standalone"):
         return os.path.join(directory, entry["file"])
-    return module._import_module_from_library(entry["module"], directory, a.get("is_python_module"))
+    return _registered(
+        entry["module"],
+        module._import_module_from_library(entry["module"], directory, a.get("is_python_module")),
+    )
+
+
+def _registered(name, result):
+    """The loaded module under its name in sys.modules, as torch's imp.load_module put it before
+    torch moved to importlib.util.module_from_spec: wrappers written then import the extension by
+    name right after load() (stylegan2-ada's custom_ops.get_plugin), and without this fall back
+    to their slow code on every torch since."""
+    if isinstance(result, type(sys)) and name not in sys.modules:
+        sys.modules[name] = result
+    return result
 
 
 def _prebuild(original, module, bound, key, with_cuda, record):
@@ -131,6 +145,12 @@ def _prebuild(original, module, bound, key, with_cuda, record):
             "build_directory": os.path.abspath(a["build_directory"]),
             "python_module": bool(a.get("is_python_module")),
             "standalone": bool(a.get("is_standalone"))}
+    # Ninja's [k/n] lines reach archsmith's log and progress display (verbose is not in the key).
+    if "verbose" in a:
+        a["verbose"] = True
+    started = time.time()
+    sys.stdout.write("archsmith-jit: building %s\n" % name)
+    sys.stdout.flush()
     try:
         result = original(*bound.args, **bound.kwargs)
     except BaseException as e:
@@ -140,6 +160,9 @@ def _prebuild(original, module, bound, key, with_cuda, record):
         raise
     version = module.JIT_EXTENSION_VERSIONER.get_version(name) or 0
     line["module"] = name if version == 0 else "%s_v%d" % (name, version)
+    _registered(line["module"], result)
+    sys.stdout.write("archsmith-jit: built %s (%.0f s)\n" % (name, time.time() - started))
+    sys.stdout.flush()
     line["file"] = line["module"] + (module.LIB_EXT if not a.get("is_standalone") else module.EXEC_EXT)
     _append(record, line)
     return result

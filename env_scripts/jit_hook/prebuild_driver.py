@@ -5,7 +5,9 @@ at run time, with archsmith_jit_hook recording each compile (ARCHSMITH_JIT_PREBU
 argv[1]: a JSON list of triggers {"root": DIR, "module": DOTTED, "call": FUNCTION or null}: the
 module is imported with DIR first on sys.path (a module-level call runs then), and FUNCTION, a
 top-level function that takes no arguments, is called. One line per trigger on stdout:
-`archsmith-jit-trigger: {"module", "call", "ok", "error"}`. Standard library only.
+`archsmith-jit-trigger: {"module", "call", "ok", "error", "warnings", "stubbed"}`: what the
+trigger warned (a wrapper that caught a failed build and fell back says so only there), and the
+third-party modules the env lacks that stood in as stubs. Standard library only.
 """
 
 import importlib
@@ -13,28 +15,93 @@ import json
 import os
 import sys
 import traceback
+import types
+import warnings
 
 import archsmith_jit_hook
 
 archsmith_jit_hook.install()
 
 
+class _Stub(types.ModuleType):
+    """A module the env lacks, standing in while a trigger runs: the tree imports it at module
+    level (a download helper, a logger) but a load() call does not need it. Any attribute is a
+    class that accepts anything, so `class X(stub.Base)` and decorators still work."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        stub = type(name, (), {"__init__": lambda self, *a, **k: None,
+                               "__call__": lambda self, *a, **k: self,
+                               "__getattr__": lambda self, n: self})
+        setattr(self, name, stub)
+        return stub
+
+
+def _stub(name):
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        sub = ".".join(parts[:i])
+        if sub not in sys.modules:
+            m = _Stub(sub)
+            m.__path__ = []  # a package, so its submodules can be stubbed too
+            sys.modules[sub] = m
+
+
+def _in_tree(name, root):
+    top = name.split(".")[0]
+    return os.path.exists(os.path.join(root, top)) or os.path.exists(os.path.join(root, top + ".py"))
+
+
+def _one_line(message):
+    """A warning's first line, and its last when it carries a traceback (the error is there)."""
+    lines = [l.strip() for l in message.strip().splitlines() if l.strip()]
+    return lines[0] if len(lines) == 1 else "%s ... %s" % (lines[0], lines[-1])
+
+
+def _run(t, stubbed):
+    """Imports the trigger's module and calls its function; a third-party module the env lacks
+    is stubbed and the trigger retried (the stubs are reported)."""
+    for _ in range(50):
+        before = set(sys.modules)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                module = importlib.import_module(t["module"])
+                if t.get("call"):
+                    getattr(module, t["call"])()
+            return [_one_line(str(w.message)) for w in caught if str(w.message).strip()]
+        except ModuleNotFoundError as e:
+            if not e.name or e.name in sys.modules or _in_tree(e.name, t["root"]):
+                raise
+            root = os.path.abspath(t["root"]) + os.sep
+            for name in set(sys.modules) - before:  # the tree's half-imported modules
+                path = getattr(sys.modules[name], "__file__", None) or ""
+                if os.path.abspath(path).startswith(root):
+                    del sys.modules[name]
+            _stub(e.name)
+            stubbed.append(e.name)
+    raise RuntimeError("too many missing modules")
+
+
 def main():
+    import torch  # noqa: F401  (first, so a retry never re-imports half of it)
+
     with open(sys.argv[1]) as f:
         triggers = json.load(f)
     for t in triggers:
-        result = {"module": t["module"], "call": t.get("call"), "ok": True, "error": None}
+        result = {"module": t["module"], "call": t.get("call"), "ok": True, "error": None, "warnings": []}
         if t["root"] not in sys.path:
             sys.path.insert(0, t["root"])
+        stubbed = []
         try:
-            module = importlib.import_module(t["module"])
-            if t.get("call"):
-                getattr(module, t["call"])()
+            result["warnings"] = _run(t, stubbed)
         except BaseException as e:  # a trigger's failure is reported, the next one still runs
             result["ok"] = False
             last = traceback.extract_tb(e.__traceback__)[-1:] or [None]
             where = "" if last[0] is None else " (%s:%d)" % (os.path.basename(last[0].filename), last[0].lineno)
             result["error"] = "%s: %s%s" % (type(e).__name__, str(e).strip().splitlines()[-1:] and str(e).strip().splitlines()[-1] or "", where)
+        result["stubbed"] = stubbed
         sys.stdout.write("archsmith-jit-trigger: %s\n" % json.dumps(result))
         sys.stdout.flush()
 

@@ -12,8 +12,9 @@
 //!    nvcc, `TORCH_CUDA_ARCH_LIST`, ninja), with archsmith's load() hook recording each compile, so
 //!    names, sources and flags resolve exactly as at run time: through the tree's own wrappers;
 //! 3. [`audit`]: every module built carries exactly the plan (the binary reader);
-//! 4. [`publish`]: `archsmith-jit.json` (the keys the hook matches), and the hook installed in the
-//!    env (a `.pth` that does nothing unless `TORCH_EXTENSIONS_DIR` holds that manifest);
+//! 4. [`publish`]: `archsmith-jit.json`, the keys the hook matches (the hook itself, a `.pth` in
+//!    the env that does nothing unless `TORCH_EXTENSIONS_DIR` holds that manifest, is installed
+//!    before step 2 by [`install_hook`]);
 //! 5. [`check_offline_load`]: the triggers again, in a fresh process with an empty `PATH` and no
 //!    `CUDA_HOME`: every extension must load from the prebuild (a compile there would fail).
 //!
@@ -80,6 +81,14 @@ pub struct TriggerRun {
     pub call: Option<String>,
     pub ok: bool,
     pub error: Option<String>,
+    /// What the tree's code warned while it ran (a wrapper that caught a failed build or import
+    /// and fell back to slow code says so only there).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// Third-party modules the env lacks, stubbed while the trigger ran (the build did not need
+    /// them; the program will).
+    #[serde(default)]
+    pub stubbed: Vec<String>,
 }
 
 /// A prebuild that ran.
@@ -103,6 +112,35 @@ pub struct Outcome {
     pub total_seconds: f64,
 }
 
+impl Outcome {
+    /// What people must know beyond the table: calls not reached, what the tree's code warned,
+    /// the modules stubbed.
+    pub fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in self.sites.iter().filter(|s| s.unreached.is_some()) {
+            let why = s.unreached.as_deref().unwrap_or("");
+            out.push(format!(
+                "not reached: {}:{}: {} {why}",
+                s.file, s.line, s.calls
+            ));
+        }
+        for r in &self.triggers {
+            let call = r.call.as_deref().map(|c| format!(".{c}()"));
+            let at = format!("{}{}", r.module, call.unwrap_or_default());
+            for w in &r.warnings {
+                out.push(format!("warning: {at} warned: {w}"));
+            }
+            if !r.stubbed.is_empty() {
+                let stubs = r.stubbed.join(", ");
+                out.push(format!(
+                    "note: {at} ran with stubs for {stubs} (not in the env)"
+                ));
+            }
+        }
+        out
+    }
+}
+
 /// Step 1: the call sites of `tree` and the triggers that reach them.
 pub fn find(tree: &Path) -> Result<jit_calls::Scan> {
     let mut files = Vec::new();
@@ -120,6 +158,7 @@ pub fn find(tree: &Path) -> Result<jit_calls::Scan> {
 /// Prebuilds every JIT extension of `req.source` into `req.out/torch-extensions`.
 pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
     let job = open(req)?;
+    let hook = install_hook(&job.env)?;
     let (runs, recorded, lines) = compile(req, &job)?;
     if let Some(failure) = prebuild_failure(&runs, &recorded, &lines, &job.log_path) {
         return Ok(Err(failure));
@@ -129,7 +168,7 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
         return Ok(Err(f));
     }
     let arch_list = job.plan.torch_cuda_arch_list();
-    let hook = publish(&job.ext_dir, &extensions, &arch_list, &job.env)?;
+    publish(&job.ext_dir, &extensions, &arch_list, &job.env)?;
     let loaded_offline =
         check_offline_load(&job.env.python, &job.tree, &job.triggers_file, &job.ext_dir)?;
     if let Some(bad) = loaded_offline.iter().find(|r| !r.ok) {
@@ -474,12 +513,7 @@ fn audit(
 }
 
 /// Step 4: the manifest (written atomically) and the hook in the env's site-packages.
-fn publish(
-    ext_dir: &Path,
-    entries: &[Entry],
-    arch_list: &str,
-    env: &super::EnvInfo,
-) -> Result<PathBuf> {
+fn publish(ext_dir: &Path, entries: &[Entry], arch_list: &str, env: &super::EnvInfo) -> Result<()> {
     let manifest = serde_json::json!({
         "format": 1,
         "written_by": "archsmith build-ext",
@@ -490,7 +524,12 @@ fn publish(
     crate::codemod::write_atomic(
         &ext_dir.join(MANIFEST),
         serde_json::to_string_pretty(&manifest)?.as_bytes(),
-    )?;
+    )
+}
+
+/// The hook into the env's site-packages, before the prebuild runs (a copy an earlier archsmith
+/// left there would otherwise be the one the driver's Python imports first, through its `.pth`).
+fn install_hook(env: &super::EnvInfo) -> Result<PathBuf> {
     let hook = crate::data::data_root()?
         .join("env_scripts")
         .join("jit_hook")

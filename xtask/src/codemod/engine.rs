@@ -47,6 +47,22 @@ type Edit = (usize, usize, Vec<u8>);
 /// Runs every rule of `cat` that applies to `lang`.
 pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
     let mut out = apply_rules(cat.rules.iter().filter(|r| r.lang == lang), lang, src)?;
+    // A module that builds extensions just in time passes its compiler flags to load() as
+    // setup.py passes them to an Extension: the same flag rules apply to its string literals.
+    if lang == Lang::PythonModule
+        && std::str::from_utf8(src).is_ok_and(super::python_source::jit_calls::builds_extensions)
+    {
+        let flags = cat
+            .rules
+            .iter()
+            .filter(|r| r.lang == Lang::Python && r.kind == super::catalogue::RuleKind::PyString);
+        let f = apply_rules(flags, Lang::Python, &out.output)?;
+        out.output = f.output;
+        for (k, v) in f.counts {
+            *out.counts.entry(k).or_default() += v;
+        }
+        out.review.extend(f.review);
+    }
     if lang != Lang::Cpp {
         let b = super::python_source::build_script::apply(&out.output);
         out.output = b.output;

@@ -186,9 +186,8 @@ fn jit_summary(o: &build_ext::jit::Outcome) -> String {
         t.row([e.name.clone(), e.sources.join(" "), code, e.dir.clone()]);
     }
     let mut text = t.render();
-    for s in o.sites.iter().filter(|s| s.unreached.is_some()) {
-        let why = s.unreached.as_deref().unwrap_or("");
-        text += &format!("not reached: {}:{}: {} {why}\n", s.file, s.line, s.calls);
+    for line in o.notes() {
+        text += &format!("{line}\n");
     }
     let n = o.loaded_offline.len();
     text += &format!("loaded with no compiler on PATH: {n} trigger(s)\n");

@@ -121,6 +121,10 @@ pub struct Outcome {
     pub build: Option<BuildSummary>,
     /// Every module of the built package imported on the target torch, and why any did not.
     pub import_sweep: Option<build_ext::check::Sweep>,
+    /// A tree of JIT extensions: the prebuild (it replaces the wheel, the import sweep and the
+    /// smoke test; its check loads each extension with no compiler on PATH).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jit: Option<build_ext::jit::Outcome>,
     /// The smoke test's own report (`ARCHSMITH_SMOKE` line).
     pub smoke: Option<serde_json::Value>,
     pub seconds: f64,
@@ -280,12 +284,13 @@ pub fn recipe_less(src: &str) -> Result<Recipe> {
         if !dir.is_dir() {
             bail!("--src {src}: no such directory (for PyPI write pypi:NAME==VER, for git git+URL@REV)");
         }
-        if !["setup.py", "pyproject.toml"]
+        let script = ["setup.py", "pyproject.toml"]
             .iter()
-            .any(|f| dir.join(f).is_file())
-        {
+            .any(|f| dir.join(f).is_file());
+        // A tree of JIT extensions (torch's load()) has no build script: build-ext prebuilds it.
+        if !script && build_ext::jit::find(dir)?.sites.is_empty() {
             bail!(
-                "--src {src}: neither setup.py nor pyproject.toml there; give the directory the extension builds from"
+                "--src {src}: neither setup.py nor pyproject.toml there, and no load()/load_inline() call; give the directory the extension builds from"
             );
         }
         let dir = dir.canonicalize().with_context(|| format!("--src {src}"))?;

@@ -64,6 +64,10 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
             smoke: None,
         })));
     }
+    let tree = SourceSpec::Dir(job.wt.root.join(&req.recipe.build.dir));
+    if build_ext::jit::applies(&tree)? {
+        return prebuild_jit(job, tree);
+    }
     let built = match build(&mut job)? {
         Ok(b) => b,
         Err(f) => return Ok(Err(PortFailure::Build(f))),
@@ -124,6 +128,7 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
         diff: None,
         build: None,
         import_sweep: None,
+        jit: None,
         smoke: None,
         seconds: 0.0,
     };
@@ -241,21 +246,8 @@ pub fn review(job: &mut Job, rules: &RulesApplied) -> Result<()> {
 /// Step 5: the ported tree built by [`build_ext::run`] for the archs (which audits the wheel
 /// against the plan and imports it); the recipe's module must be among what it built.
 pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> {
-    let (req, r) = (job.req, &job.req.recipe);
-    let build_req = build_ext::Request {
-        source: SourceSpec::Dir(job.wt.root.join(&r.build.dir)),
-        arch: req.arch.clone(),
-        torch: req.torch.clone(),
-        cuda: req.cuda.clone(),
-        python: None,
-        out: job.base.join("dist"),
-        cache: None,
-        jobs: None,
-        progress: req.progress,
-        own_arch_flags: req.own_arch_flags,
-        serial_extensions: false,
-        dist: None,
-    };
+    let r = &job.req.recipe;
+    let build_req = build_request(job, SourceSpec::Dir(job.wt.root.join(&r.build.dir)));
     let b = match build_ext::run(&build_req)? {
         Ok(b) => b,
         Err(f) => return Ok(Err(f)),
@@ -299,6 +291,47 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
     }
     job.out.build = Some(BuildSummary::of(&b));
     Ok(Ok(b))
+}
+
+/// The build-ext request of a port: its work tree's build dir, the port's archs and torch.
+fn build_request(job: &Job, source: SourceSpec) -> build_ext::Request {
+    let req = job.req;
+    build_ext::Request {
+        source,
+        arch: req.arch.clone(),
+        torch: req.torch.clone(),
+        cuda: req.cuda.clone(),
+        python: None,
+        out: job.base.join("dist"),
+        cache: None,
+        jobs: None,
+        progress: req.progress,
+        own_arch_flags: req.own_arch_flags,
+        serial_extensions: false,
+        dist: None,
+    }
+}
+
+/// A tree of JIT extensions (torch's load(), no build script): build-ext's prebuild in place of
+/// the wheel, the import sweep and the smoke test (its own check loads every extension in a
+/// process that could not compile).
+fn prebuild_jit(mut job: Job, tree: SourceSpec) -> Result<Result<Outcome, PortFailure>> {
+    match build_ext::jit::run(&build_request(&job, tree))? {
+        Ok(o) => {
+            eprintln!(
+                "archsmith: prebuilt {} JIT extension(s) for {}, audited, loaded with no compiler on PATH; TORCH_EXTENSIONS_DIR={}",
+                o.extensions.len(),
+                o.torch_cuda_arch_list,
+                o.extensions_dir.display()
+            );
+            for note in o.notes() {
+                eprintln!("archsmith: {note}");
+            }
+            job.out.jit = Some(o);
+            Ok(Ok(finish(job)))
+        }
+        Err(f) => Ok(Err(PortFailure::Build(f))),
+    }
 }
 
 /// Step 6: every module of the built package imported on the target torch, with the wheel's

@@ -19,6 +19,15 @@ const JIT_APIS: [&str; 2] = [
     "torch.utils.cpp_extension.load_inline",
 ];
 
+/// True when `text` calls torch's `load`/`load_inline`: a module that builds extensions.
+pub fn builds_extensions(text: &str) -> bool {
+    text.contains("cpp_extension")
+        && reader::uses(text).is_some_and(|uses| {
+            uses.iter()
+                .any(|u| u.call_args.is_some() && JIT_APIS.contains(&u.path.as_str()))
+        })
+}
+
 /// One Python file of the tree.
 pub struct SourceFile {
     /// Relative to the tree's root, `/`-separated.
@@ -384,6 +393,27 @@ mod tests {
             rel: PathBuf::from(rel),
             text: text.to_string(),
         }
+    }
+
+    /// A module that calls load() gets setup.py's compiler-flag rules on its string literals; any
+    /// other module keeps a lookalike list as it is.
+    #[test]
+    fn a_jit_build_modules_old_std_flag_is_dropped_and_nothing_else_is() {
+        use crate::codemod::{catalogue, engine, Lang};
+        let jit = "import os\nfrom torch.utils.cpp_extension import load\n\
+                   # '-std=c++17' in a comment stays\n\
+                   _b = load(name='b', extra_cflags=['-O3', '-std=c++17'], sources=['b.cpp'])\n";
+        let cat = catalogue::builtin();
+        let out = engine::apply(cat, Lang::PythonModule, jit.as_bytes()).unwrap();
+        assert_eq!(
+            String::from_utf8(out.output).unwrap(),
+            jit.replace("['-O3', '-std=c++17']", "['-O3']")
+        );
+        assert_eq!(out.counts.get("setup-std-cxx17"), Some(&1));
+        let plain = "FLAGS = ['-O3', '-std=c++17']\n";
+        let out = engine::apply(cat, Lang::PythonModule, plain.as_bytes()).unwrap();
+        assert_eq!(out.output, plain.as_bytes());
+        assert!(builds_extensions(jit) && !builds_extensions(plain));
     }
 
     #[test]
