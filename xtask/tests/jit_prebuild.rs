@@ -126,12 +126,27 @@ fn jit_extensions_prebuild_for_the_plan_and_load_with_no_compiler_on_path() {
         .iter()
         .all(|r| r["ok"] == true));
 
-    // The user's own tree (not archsmith's copy), a fresh process that could not compile: every
-    // extension loads from the prebuild, the ops run on CPU, and nothing in the directory changes.
+    // The directory as an image would carry it: `verify binary` audits every file in it against
+    // the plan and the load check says each module loads after `import torch`.
     let ext_dir = PathBuf::from(jit["extensions_dir"].as_str().unwrap());
     let python = archsmith::python::ensure_torch_env(&archsmith::kb::kb().releases.newest_torch)
         .unwrap()
         .python;
+    let (code, stdout, stderr) = xtask(&[
+        "verify",
+        "binary",
+        ext_dir.to_str().unwrap(),
+        "--expect-arch",
+        "7.5,8.9,9.0",
+        "--strict",
+        "--target",
+        python.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("3 of 3 files load"), "{stdout}");
+
+    // The user's own tree (not archsmith's copy), a fresh process that could not compile: every
+    // extension loads from the prebuild, the ops run on CPU, and nothing in the directory changes.
     let empty = out.join("empty-path");
     std::fs::create_dir_all(&empty).unwrap();
     let before = snapshot(&ext_dir);
