@@ -43,17 +43,31 @@ pub const EXTENSIONS_DIR: &str = "torch-extensions";
 const HOOK_MODULE: &str = "archsmith_jit_hook.py";
 const HOOK_PTH: &str = "archsmith-jit-hook.pth";
 
-/// True when `source` is a directory with no build script of its own (setup.py, pyproject.toml)
-/// and with calls of torch's load()/load_inline(): build-ext prebuilds it instead of building a
-/// wheel.
+/// True when `source` is a directory whose build script compiles nothing (there is none, or its
+/// setup.py/pyproject.toml names no extension: a pure-Python package) and whose Python calls
+/// torch's load()/load_inline(): build-ext prebuilds it instead of building a wheel.
 pub fn applies(source: &SourceSpec) -> Result<bool> {
     let SourceSpec::Dir(dir) = source else {
         return Ok(false);
     };
-    if dir.join("setup.py").is_file() || dir.join("pyproject.toml").is_file() {
+    if compiles_extensions(dir) {
         return Ok(false);
     }
     Ok(!find(dir)?.sites.is_empty())
+}
+
+/// The build script names a compiled extension (setuptools' `ext_modules`, torch's
+/// `*Extension`, CMake, scikit-build, meson, a Rust or Cython build).
+fn compiles_extensions(dir: &Path) -> bool {
+    static WORDS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"ext_modules|Extension\s*\(|(?i:cmake|scikit[-_]build|skbuild|meson|maturin|setuptools[-_]rust|cythonize)",
+        )
+        .expect("build words")
+    });
+    ["setup.py", "pyproject.toml", "setup.cfg"].iter().any(|f| {
+        fs::read(dir.join(f)).is_ok_and(|text| WORDS.is_match(&String::from_utf8_lossy(&text)))
+    })
 }
 
 /// One extension the prebuild built.
@@ -450,11 +464,17 @@ fn to_entries(recorded: &[Recorded], ext_dir: &Path) -> Result<Vec<Entry>> {
         if out.iter().any(|e| e.key == r.key) {
             continue; // the same call reached twice
         }
-        let dir = r
-            .build_directory
-            .strip_prefix(ext_dir)
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|_| r.build_directory.clone());
+        // A build directory of the tree's own choosing (inside its package, in archsmith's copy)
+        // does not travel: its module goes into the extensions directory under the name.
+        let dir = match r.build_directory.strip_prefix(ext_dir) {
+            Ok(rel) => rel.to_path_buf(),
+            Err(_) => {
+                let to = ext_dir.join(&r.name);
+                fs::create_dir_all(&to)?;
+                fs::copy(r.build_directory.join(file), to.join(file))?;
+                PathBuf::from(&r.name)
+            }
+        };
         out.push(Entry {
             name: r.name.clone(),
             module: module.clone(),
@@ -567,4 +587,41 @@ pub fn check_offline_load(
         bail!("the offline load check printed nothing: {}", out.stderr);
     }
     Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pure-Python setup.py (KNN_CUDA's) leaves a tree of JIT calls to the prebuild; one that
+    /// names an extension is built as a wheel.
+    #[test]
+    fn only_a_build_script_that_compiles_something_takes_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(
+            d.join("ops.py"),
+            "from torch.utils.cpp_extension import load\n_C = load('ops', ['ops.cpp'])\n",
+        )
+        .unwrap();
+        let spec = SourceSpec::Dir(d.to_path_buf());
+        assert!(applies(&spec).unwrap(), "no build script");
+        fs::write(
+            d.join("setup.py"),
+            "from setuptools import setup, find_packages\nsetup(name='knn', packages=find_packages())\n",
+        )
+        .unwrap();
+        assert!(applies(&spec).unwrap(), "a pure-Python setup.py");
+        for compiled in [
+            "setup(ext_modules=[CUDAExtension('x', ['x.cu'])])",
+            "from skbuild import setup\n",
+            "setup(ext_modules=cythonize('x.pyx'))",
+        ] {
+            fs::write(d.join("setup.py"), compiled).unwrap();
+            assert!(!applies(&spec).unwrap(), "{compiled}");
+        }
+        fs::remove_file(d.join("setup.py")).unwrap();
+        fs::write(d.join("ops.py"), "print('no JIT here')\n").unwrap();
+        assert!(!applies(&spec).unwrap(), "no call");
+    }
 }

@@ -48,7 +48,7 @@ impl SourceSpec {
         if p.is_dir() {
             let script = p.join("setup.py").exists() || p.join("pyproject.toml").exists();
             // A tree with no build script can still be one of JIT extensions (super::jit).
-            if !script && super::jit::find(&p)?.sites.is_empty() {
+            if !script && !super::jit::applies(&SourceSpec::Dir(p.clone()))? {
                 bail!(
                     "{} has neither setup.py nor pyproject.toml, and no Python file in it calls torch's load()/load_inline(): give the extension's root directory",
                     p.display()
