@@ -21,7 +21,8 @@ pub mod paths;
 pub mod process;
 pub mod stamp;
 pub mod wheel;
-// Same-layer uses: data → cache, data → paths, data → stamp, host → process.
+// Same-layer uses: build_output → process, data → cache, data → paths, data → stamp,
+// host → process.
 
 // Model: the knowledge base and the arch model planned with it.
 pub mod arch;

@@ -371,24 +371,11 @@ fn prebuild(
         "# archsmith build-ext (JIT prebuild)\n# {}\n",
         cmd.display()
     )?;
-    let mut ui = progress::Progress::new(mode);
-    let mut lines = Vec::new();
-    let mut runs = Vec::new();
-    let mut write_err = None;
-    cmd.stream_lines(|line| {
-        if let Err(e) = writeln!(log_file, "{line}") {
-            write_err.get_or_insert(e);
-        }
-        if let Some(run) = parse_trigger_line(line) {
-            runs.push(run);
-        }
-        ui.line(line);
+    let (mut lines, mut runs) = (Vec::new(), Vec::new());
+    progress::Progress::new(mode).stream_logged(cmd, &mut log_file, log_path, |line| {
+        runs.extend(parse_trigger_line(line));
         lines.push(line.to_string());
     })?;
-    ui.finish();
-    if let Some(e) = write_err {
-        return Err(e).with_context(|| format!("writing {}", log_path.display()));
-    }
     Ok((runs, lines))
 }
 
@@ -566,7 +553,7 @@ fn install_hook(env: &super::EnvInfo) -> Result<PathBuf> {
 
 /// Step 5: the triggers again in a process that could not compile: an empty `PATH` (no ninja, no
 /// nvcc, no c++), no `CUDA_HOME`, the extensions directory set.
-pub fn check_offline_load(
+fn check_offline_load(
     python: &Path,
     tree: &Path,
     triggers: &Path,

@@ -252,21 +252,13 @@ pub fn compile(
     // build leaves idle until ninja starts; it only imports the wheel's modules at the end.
     let import_check = ImportCheck::start(&job.env.python, &ws.scratch.path.join("import"), &[])?;
     let build_started = Instant::now();
-    let mut ui = progress::Progress::new(job.req.progress);
     let mut lines: Vec<String> = Vec::new();
-    let mut write_err = None;
-    let log_file = &mut ws.log_file;
-    let status = cmd.stream_lines(|line| {
-        if let Err(e) = writeln!(log_file, "{line}") {
-            write_err.get_or_insert(e);
-        }
-        ui.line(line);
-        lines.push(line.to_string());
-    })?;
-    ui.finish();
-    if let Some(e) = write_err {
-        return Err(e).with_context(|| format!("writing {}", ws.log_path.display()));
-    }
+    let status = progress::Progress::new(job.req.progress).stream_logged(
+        &cmd,
+        &mut ws.log_file,
+        &ws.log_path,
+        |line| lines.push(line.to_string()),
+    )?;
     if status != Some(0) {
         return Ok(Err(compile_failure(job, ws, &lines, status)));
     }

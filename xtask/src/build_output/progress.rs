@@ -5,8 +5,11 @@
 //! over at each `building 'pkg.mod' extension` line and names the extension.
 
 use super::log::{ninja_step, step_file};
+use crate::process::Cmd;
+use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +63,31 @@ impl Progress {
             step_started: Instant::now(),
             extension: None,
             label,
+        }
+    }
+
+    /// Runs `cmd` with each output line written to `log` (at `log_path`), shown as progress and
+    /// handed to `on_line`; a log that cannot be written is an error once the run has ended (the
+    /// build is not cut short for it). Returns the exit status.
+    pub fn stream_logged(
+        mut self,
+        cmd: &Cmd,
+        log: &mut impl Write,
+        log_path: &Path,
+        mut on_line: impl FnMut(&str),
+    ) -> Result<Option<i32>> {
+        let mut write_err = None;
+        let status = cmd.stream_lines(|line| {
+            if let Err(e) = writeln!(log, "{line}") {
+                write_err.get_or_insert(e);
+            }
+            self.line(line);
+            on_line(line);
+        })?;
+        self.finish();
+        match write_err {
+            Some(e) => Err(e).with_context(|| format!("writing {}", log_path.display())),
+            None => Ok(status),
         }
     }
 
