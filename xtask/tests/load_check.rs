@@ -165,6 +165,8 @@ fn fixtures(root: &Path) -> Vec<PathBuf> {
             &[],
         ),
         with_py("realname", &format!("renamed.{tag}.so"), "", &[]),
+        // A build variant its package loads by path (mpi4py's `MPI.mpich.cpython-312-….so`).
+        with_py("variant", &format!("variant.mpich.{tag}.so"), "", &[]),
         with_py(
             "badmod",
             &format!("badmod.{tag}.so"),
@@ -213,7 +215,7 @@ fn every_verdict_equals_what_python_does_with_the_file() {
             .unwrap()
             .to_string();
         let truth =
-            import_in_fresh_interpreter(&python(), file, v.kind, &name, &v.package_preloads)
+            import_in_fresh_interpreter(&python(), file, v.kind, &name, &v.preloads(&target))
                 .unwrap();
         assert_eq!(
             v.loads,
@@ -250,7 +252,7 @@ fn every_verdict_equals_what_python_does_with_the_file() {
     ]
     .into();
     assert_eq!(failures, want, "each kind of failure is exercised");
-    assert_eq!(verdicts.iter().filter(|v| v.loads).count(), 5);
+    assert_eq!(verdicts.iter().filter(|v| v.loads).count(), 6);
     let chained = files
         .iter()
         .position(|f| f.ends_with("libchained.so"))

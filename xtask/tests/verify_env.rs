@@ -209,8 +209,24 @@ fn a_stale_compiled_extension_is_named_and_fails_the_env() {
         .extract_all(&site)
         .unwrap();
 
+    // Beside it, a package that has nothing to do with torch, with an optional backend whose
+    // library is absent (numba's TBB layer, CuPy's cuTENSOR in a real image): reported, not
+    // counted against torch.
+    let optional = optional_backend(&root, &site, &python);
+
     let (code, v, stderr) = verify_env(&python, &[]);
     assert_eq!(code, 1, "{v}\n{stderr}");
+    let others = item(&v, "modules that do not use torch");
+    assert_eq!(others["status"], "skipped", "{others}");
+    let said = others["detail"].as_str().unwrap();
+    assert!(
+        said.starts_with("1 would not load")
+            && said.contains("optionalpkg/_tbbpool.")
+            && said.contains("libgone_backend.so.3"),
+        "{said}"
+    );
+    std::fs::remove_dir_all(optional).unwrap();
+    torch_global_bridge(&root, &python);
     let failed: Vec<&Value> = v["items"]
         .as_array()
         .unwrap()
@@ -273,5 +289,102 @@ fn a_stale_compiled_extension_is_named_and_fails_the_env() {
     assert!(
         breaking.iter().all(|p| p.contains("torchvision/")),
         "{breaking:?}"
+    );
+}
+
+/// `SITE/optionalpkg/_tbbpool.<tag>.so`, a compiled module that needs `libgone_backend.so.3`,
+/// which is gone after the link (as an optional backend's library is absent from an image). The
+/// package directory.
+fn optional_backend(root: &Path, site: &Path, python: &Path) -> std::path::PathBuf {
+    let lib = root.join("lib");
+    let pkg = site.join("optionalpkg");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(lib.join("gone.c"), "int gone(void){return 1;}\n").unwrap();
+    std::fs::write(
+        lib.join("mod.c"),
+        "int gone(void); int f(void){return gone();}\n",
+    )
+    .unwrap();
+    let cc = |args: &[&str]| {
+        let ok = Command::new("cc")
+            .current_dir(&lib)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "cc {args:?}");
+    };
+    cc(&[
+        "-shared",
+        "-fPIC",
+        "-Wl,-soname,libgone_backend.so.3",
+        "-o",
+        "libgone_backend.so.3",
+        "gone.c",
+    ]);
+    let suffix = archsmith::process::Cmd::new(python)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        ])
+        .read()
+        .unwrap();
+    let module = pkg.join(format!("_tbbpool{}", suffix.trim()));
+    cc(&[
+        "-shared",
+        "-fPIC",
+        "-o",
+        module.to_str().unwrap(),
+        "mod.c",
+        "-L.",
+        "-l:libgone_backend.so.3",
+    ]);
+    std::fs::remove_file(lib.join("libgone_backend.so.3")).unwrap();
+    pkg
+}
+
+/// A module that binds torch's C shim (`aoti_torch_dtype_float32`) without linking libtorch, as
+/// cuda.core's tensor bridge does: it loads once its package has made `torch._C` global, and
+/// not before. The verdict says both, and Python agrees with each.
+fn torch_global_bridge(root: &Path, python: &Path) {
+    use archsmith::python::import_check::import_in_fresh_interpreter;
+    use archsmith::verify::load_check::{check_paths, linker::Objects, Target};
+    let dir = root.join("bridge");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("bridge.c"),
+        "int aoti_torch_dtype_float32(void); int dtype(void){return aoti_torch_dtype_float32();}\n",
+    )
+    .unwrap();
+    let file = dir.join("_bridge.so");
+    let ok = Command::new("cc")
+        .current_dir(&dir)
+        .args(["-shared", "-fPIC", "-o", "_bridge.so", "bridge.c"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let mut objects = Objects::default();
+    let target = Target::from_python(python, &mut objects).unwrap();
+    let v = &check_paths(
+        archsmith::kb::kb(),
+        &target,
+        &mut objects,
+        std::slice::from_ref(&file),
+    )
+    .unwrap()[0];
+    assert!(v.loads && v.needs_torch_global, "{v:?}");
+    let preloads = v.preloads(&target);
+    assert!(preloads[0].starts_with("RTLD_GLOBAL:"), "{preloads:?}");
+    let truth = import_in_fresh_interpreter(python, &file, v.kind, "_bridge", &preloads).unwrap();
+    assert!(truth.loads, "{truth:?}");
+    let plain = import_in_fresh_interpreter(python, &file, v.kind, "_bridge", &[]).unwrap();
+    assert!(!plain.loads, "{plain:?}");
+    assert!(
+        plain
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("undefined symbol: aoti_torch_dtype_float32"),
+        "{plain:?}"
     );
 }

@@ -84,7 +84,7 @@ pub fn run(kb: &KnowledgeBase, req: &LoadBenchRequest) -> Result<LoadBenchReport
                     file,
                     v.kind,
                     &module_name(site, file),
-                    &v.package_preloads,
+                    &v.preloads(&target),
                 )?;
                 pair_rows.push(row(python, wheel.as_deref(), site, file, v, truth));
             }

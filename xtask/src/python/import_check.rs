@@ -9,11 +9,14 @@ use std::path::Path;
 
 /// Imports torch when the env has it (as an extension's package does first), loads the
 /// package's own libraries its `__init__` would load first (`preload`, as
-/// `torch.ops.load_library` does), then loads the
+/// `torch.ops.load_library` does; `RTLD_GLOBAL:PATH` loads PATH global, as a package that makes
+/// `torch._C` global first does), then loads the
 /// file as the import system would: a module only when one of this Python's
 /// `EXTENSION_SUFFIXES` ends its name, through `ExtensionFileLoader` (`dlopen` and `PyInit_`;
 /// the package's `__init__` is not run), a plain library through `ctypes.CDLL` (what
-/// `torch.ops.load_library` does).
+/// `torch.ops.load_library` does). A module file with more in its stem than the module's name
+/// (`MPI.mpich.cpython-312-….so`) is a variant its package chooses and loads with the same
+/// loader (mpi4py picks its MPI build that way): loaded as that package does.
 const SCRIPT: &str = r#"
 import sys, os, json, ctypes, importlib.machinery, importlib.util
 path, kind, name = sys.argv[1:4]
@@ -24,11 +27,16 @@ except ImportError:
     pass
 try:
     for library in sys.argv[4:]:
-        ctypes.CDLL(library)
+        if library.startswith("RTLD_GLOBAL:"):
+            ctypes.CDLL(library[len("RTLD_GLOBAL:"):], mode=ctypes.RTLD_GLOBAL)
+        else:
+            ctypes.CDLL(library)
     if kind == "python-module":
         # The finder looks for exactly NAME + suffix, for each suffix of this Python.
         base = name.rpartition(".")[2]
-        if os.path.basename(path) not in [base + s for s in importlib.machinery.EXTENSION_SUFFIXES]:
+        file = os.path.basename(path)
+        variant = any(file.startswith(base + ".") and file.endswith(s) for s in importlib.machinery.EXTENSION_SUFFIXES if s != ".so")
+        if file not in [base + s for s in importlib.machinery.EXTENSION_SUFFIXES] and not variant:
             raise ModuleNotFoundError(f"No module named {name!r} (no file {base}<suffix> for this Python's extension suffixes)")
         loader = importlib.machinery.ExtensionFileLoader(name, path)
         spec = importlib.util.spec_from_file_location(name, path, loader=loader)

@@ -57,6 +57,23 @@ pub struct LoadVerdict {
     /// the package first (`torch.ops.load_library`), as torchaudio and torio do.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub package_preloads: Vec<String>,
+    /// It binds symbols of torch's own libraries without linking them, so it loads only once its
+    /// package has made `torch._C` global (`ctypes.CDLL(torch._C.__file__, RTLD_GLOBAL)`, as
+    /// cuda.core does for its tensor bridge): counted as loading, and said.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub needs_torch_global: bool,
+}
+
+impl LoadVerdict {
+    /// What the package loads first, for [`crate::python::import_check`]: its own libraries, and
+    /// `RTLD_GLOBAL:` torch._C when it needs torch's libraries global.
+    pub fn preloads(&self, target: &Target) -> Vec<String> {
+        let mut p = self.package_preloads.clone();
+        if let (true, Some((_, c))) = (self.needs_torch_global, &target.torch_global) {
+            p.insert(0, format!("RTLD_GLOBAL:{}", c.display()));
+        }
+        p
+    }
 }
 
 /// The verdicts for a set of files against one target, for the table and `--json`.
@@ -181,8 +198,11 @@ pub fn vendored(dir: &Path, file: &Path) -> bool {
         .any(|c| c.as_os_str().to_string_lossy().ends_with(".libs"))
 }
 
-/// `verify env`'s items: one failure per compiled module of the env that will not load after
-/// `import torch` (named, with the reason and the fix), or one item saying how many load.
+/// `verify env`'s items: one failure per torch-facing compiled module of the env that will not
+/// load after `import torch` (named, with the reason and the fix), or one item saying how many
+/// load. Modules that have nothing to do with torch and would not load (an optional backend whose
+/// library is absent: numba's TBB layer, CuPy's cuTENSOR) are listed in one skipped item: they are
+/// not this env's torch's doing, and a big image carries several.
 pub fn env_items(
     kb: &KnowledgeBase,
     python: &Path,
@@ -190,50 +210,133 @@ pub fn env_items(
 ) -> Vec<crate::verify::checks::Item> {
     use crate::verify::checks::{item, Status};
     let name = "compiled modules load";
-    let checked = (|| -> Result<Vec<LoadVerdict>> {
+    let checked = (|| -> Result<Vec<(LoadVerdict, bool)>> {
         let mut objects = Objects::default();
         let target = Target::from_python(python, &mut objects)?;
         let modules = compiled_modules(site, &mut objects)?;
-        check_paths(kb, &target, &mut objects, &modules)
+        let verdicts = check_paths(kb, &target, &mut objects, &modules)?;
+        Ok(verdicts
+            .into_iter()
+            .map(|v| {
+                let facing = v.loads || uses_torch(&v, site, &mut objects);
+                (v, facing)
+            })
+            .collect())
     })();
-    let verdicts = match checked {
+    let checked = match checked {
         Ok(v) => v,
         Err(e) => return vec![item(name, Status::Fail, format!("{e:#}"))],
     };
-    let failing: Vec<_> = verdicts
+    let shown = |v: &LoadVerdict| {
+        Path::new(&v.path)
+            .strip_prefix(site)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| v.path.clone())
+    };
+    let mut failing: Vec<_> = checked
         .iter()
-        .filter(|v| !v.loads)
-        .map(|v| {
-            let module = Path::new(&v.path)
-                .strip_prefix(site)
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| v.path.clone());
+        .filter(|(v, facing)| !v.loads && *facing)
+        .map(|(v, _)| {
             let detail = format!(
                 "{}; fix: {}",
                 v.reason.as_deref().unwrap_or(""),
                 v.fix.as_deref().unwrap_or("")
             );
-            item(format!("loads: {module}"), Status::Fail, detail)
+            item(format!("loads: {}", shown(v)), Status::Fail, detail)
         })
         .collect();
+    let unrelated: Vec<String> = checked
+        .iter()
+        .filter(|(v, facing)| !v.loads && !*facing)
+        .map(|(v, _)| format!("{} ({})", shown(v), v.reason.as_deref().unwrap_or("")))
+        .collect();
+    let unrelated_item = (!unrelated.is_empty()).then(|| {
+        item(
+            "modules that do not use torch",
+            Status::Skipped,
+            format!(
+                "{} would not load, not counted against torch (optional parts of their packages, imported only when used): {}",
+                unrelated.len(),
+                unrelated.join("; ")
+            ),
+        )
+    });
     if failing.is_empty() {
-        let packages: std::collections::BTreeSet<_> = verdicts
+        let loading: Vec<&LoadVerdict> = checked
             .iter()
-            .filter_map(|v| {
-                Path::new(&v.path)
-                    .strip_prefix(site)
-                    .ok()?
-                    .components()
-                    .next()
-            })
+            .filter(|(_, facing)| *facing)
+            .map(|(v, _)| v)
             .collect();
-        return vec![item(
-            name,
-            Status::Ok,
-            format!("all {} compiled modules of {} packages load after import torch (read from their ELF files)", verdicts.len(), packages.len()),
-        )];
+        failing.push(all_load_item(name, site, &loading));
     }
+    failing.extend(unrelated_item);
     failing
+}
+
+/// The one item of an env whose torch-facing compiled modules all load.
+fn all_load_item(
+    name: &str,
+    site: &Path,
+    verdicts: &[&LoadVerdict],
+) -> crate::verify::checks::Item {
+    use crate::verify::checks::{item, Status};
+    let packages: std::collections::BTreeSet<_> = verdicts
+        .iter()
+        .filter_map(|v| {
+            Path::new(&v.path)
+                .strip_prefix(site)
+                .ok()?
+                .components()
+                .next()
+        })
+        .collect();
+    let global = match verdicts.iter().filter(|v| v.needs_torch_global).count() {
+        0 => String::new(),
+        n => format!("; {n} bind torch's symbols without linking it and load once their package makes torch._C global (RTLD_GLOBAL)"),
+    };
+    item(
+        name,
+        Status::Ok,
+        format!("all {} compiled modules of {} packages load after import torch (read from their ELF files){global}", verdicts.len(), packages.len()),
+    )
+}
+
+/// Whether a module that would not load is torch's concern: it links torch's libraries, needs
+/// one of torch's symbols (C++ `c10::`/`at::`/`torch::`, the stable C shim `aoti_torch_*`), its
+/// package pins torch, or it lies in torch's own packages.
+fn uses_torch(v: &LoadVerdict, site: &Path, objects: &mut Objects) -> bool {
+    const TORCH_PACKAGES: [&str; 3] = ["torch", "torchvision", "torchaudio"];
+    let top = Path::new(&v.path)
+        .strip_prefix(site)
+        .ok()
+        .and_then(|p| p.components().next())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    if v.built_for.is_some() || top.is_some_and(|t| TORCH_PACKAGES.contains(&t.as_str())) {
+        return true;
+    }
+    let torch_symbol = |s: &str| {
+        [
+            "c10::",
+            "at::",
+            "torch::",
+            "caffe2::",
+            "aoti_torch_",
+            "_ZN3c10",
+            "_ZN2at",
+            "_ZN5torch",
+        ]
+        .iter()
+        .any(|p| s.starts_with(p))
+    };
+    if v.undefined.iter().any(|s| torch_symbol(s)) {
+        return true;
+    }
+    objects.get(Path::new(&v.path)).is_ok_and(|o| {
+        o.needed
+            .iter()
+            .any(|l| l.starts_with("libtorch") || l.starts_with("libc10"))
+            || o.undefined.iter().any(|n| torch_symbol(&n.name))
+    })
 }
 
 /// One file to check: where it is on disk and what to call it.
@@ -393,11 +496,21 @@ fn check_file(
         glibcxx: newest(&object.version_needs, "GLIBCXX_"),
         built_for: c.site.as_deref().and_then(|s| torch_pin(s, &c.file)),
         package_preloads: Vec::new(),
+        needs_torch_global: false,
     };
     if is_module && python_tag_refused(target, &name, &mut v) {
         return Ok(Some(v));
     }
-    let link = target.process.link(objects, object.clone(), packages.of(c));
+    let mut link = target.process.link(objects, object.clone(), packages.of(c));
+    if let (Some(LinkFailure::UndefinedSymbols { .. }), Some((global, _))) =
+        (&link.failure, &target.torch_global)
+    {
+        let again = global.link(objects, object.clone(), packages.of(c));
+        if again.failure.is_none() {
+            v.needs_torch_global = true;
+            link = again;
+        }
+    }
     v.package_preloads = link
         .from_package
         .iter()
@@ -428,7 +541,15 @@ fn python_tag_refused(target: &Target, name: &str, v: &mut LoadVerdict) -> bool 
     let suffixes = &target.extension_suffixes;
     let stem = name.split('.').next().unwrap_or("");
     // The import system looks for exactly `stem + suffix`: `x.cpython-39-….so` is not `x.so`.
-    if suffixes.is_empty() || suffixes.iter().any(|s| name == format!("{stem}{s}")) {
+    // A stem with more in it (`MPI.mpich.cpython-312-….so`) under one of this Python's suffixes
+    // is a variant its package loads itself (mpi4py chooses its MPI build so): not refused. Only
+    // a tagged suffix says so: `x.cpython-39-….so` also ends in the bare `.so`.
+    if suffixes.is_empty()
+        || suffixes.iter().any(|s| name == format!("{stem}{s}"))
+        || suffixes
+            .iter()
+            .any(|s| s != ".so" && name.ends_with(s.as_str()))
+    {
         return false;
     }
     let built = match cpython_tag(name) {

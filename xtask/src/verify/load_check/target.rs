@@ -23,6 +23,11 @@ pub struct Target {
     /// The C++ string ABI torch's `libc10` exports (Unknown without torch).
     pub torch_abi: CxxAbi,
     pub process: Process,
+    /// The same process after a package made torch's libraries global
+    /// (`ctypes.CDLL(torch._C.__file__, RTLD_GLOBAL)`, as cuda.core does before loading its
+    /// tensor bridge, which binds torch's C shim `aoti_torch_*` without linking libtorch), and
+    /// `torch._C`'s path.
+    pub torch_global: Option<(Process, PathBuf)>,
 }
 
 impl Target {
@@ -60,6 +65,7 @@ impl Target {
             )
         })?;
         let mut torch_abi = CxxAbi::Unknown;
+        let mut torch_global = None;
         if let Some(dir) = &info.torch_dir {
             let lib = dir.join("lib");
             let global_deps = lib.join("libtorch_global_deps.so");
@@ -69,6 +75,10 @@ impl Target {
                 let _ = process.preload(objects, &global_deps, true);
             }
             let c = torch_c_module(dir)?;
+            let mut global = process.clone();
+            if global.preload(objects, &c, true).is_ok() {
+                torch_global = Some((global, c.clone()));
+            }
             process.preload(objects, &c, false).map_err(|e| {
                 anyhow::anyhow!(
                     "torch in {} does not import: {} cannot find {e}. Reinstall torch there first",
@@ -90,6 +100,7 @@ impl Target {
             extension_suffixes: info.extension_suffixes,
             torch_abi,
             process,
+            torch_global,
         })
     }
 }
