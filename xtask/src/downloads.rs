@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 /// `pip index versions PACKAGE`: every release PyPI has (pip's own index access, so proxies and
 /// mirrors configured for pip apply).
 pub fn list_versions(package: &str) -> Result<Vec<Version>> {
+    crate::offline::require(
+        &format!("the list of {package}'s releases"),
+        "Name the release yourself",
+    )?;
     let python = host_python()?;
     let text = Cmd::new(&python)
         .args(["-m", "pip", "index", "versions", package, "--disable-pip-version-check"])
@@ -44,6 +48,10 @@ pub fn download_wheel(package: &str, version: &Version) -> Result<PathBuf> {
     if let Some(found) = find_cached_wheel(&dir, package, version)? {
         return Ok(found);
     }
+    crate::offline::require_install(
+        &format!("the wheel {package}=={version}"),
+        "Download it where there is a network",
+    )?;
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     // Download into a private directory first so a half-written file never looks cached.
     let staging = tempfile::Builder::new()
@@ -51,8 +59,11 @@ pub fn download_wheel(package: &str, version: &Version) -> Result<PathBuf> {
         .tempdir_in(&dir)
         .with_context(|| format!("creating a staging directory in {}", dir.display()))?;
     let python = host_python()?;
-    Cmd::new(&python)
-        .args([
+    let mut pip = Cmd::new(&python);
+    for (k, v) in crate::offline::installer_env() {
+        pip = pip.env(k, v);
+    }
+    pip.args([
             "-m",
             "pip",
             "download",
@@ -129,6 +140,10 @@ pub fn debian_package(name: &str) -> Result<PathBuf> {
         &format!("Debian's {name} package"),
         &|d| Ok(root(d).is_dir().then(|| root(d))),
         &mut |staging, progress| {
+            crate::offline::require(
+                &format!("Debian's {name} package"),
+                &format!("Install it with the system's package manager (apt-get install {name})"),
+            )?;
             progress(&format!(
                 "downloading Debian's {name} package (apt-get download {name})"
             ));

@@ -16,6 +16,7 @@ pub mod build_output;
 pub mod cache;
 pub mod data;
 pub mod host;
+pub mod offline;
 pub mod output;
 pub mod paths;
 pub mod process;

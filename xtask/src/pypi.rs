@@ -188,6 +188,10 @@ impl Pypi {
     /// GET `url` (the bytes of `range` when given), whole body; a status other than 200/206 is an
     /// error naming the URL.
     fn get(&self, url: &str, range: Option<(u64, u64)>, accept: Option<&str>) -> Result<Vec<u8>> {
+        crate::offline::require(
+            url,
+            "Give a local file or directory instead of a PyPI release",
+        )?;
         let mut req = self.agent.get(url);
         if let Some(a) = accept {
             req = req.header("Accept", a);

@@ -10,6 +10,8 @@
 //! * the maskrcnn recipe's patches, checked without the upstream source (CI cannot reach git
 //!   hosts): each hunk's old side carries review items and its new side none.
 
+mod support;
+
 use archsmith::codemod::{self, Lang};
 use archsmith::paths::{cache_dir, repo_root};
 use archsmith::port_extension::{self, recipe::Recipe, RunMode};
@@ -32,6 +34,19 @@ fn xtask(args: &[&str], home: Option<&Path>) -> Run {
         cmd.env("ARCHSMITH_HOME", h);
     }
     let out = cmd.output().expect("run xtask");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        wall: t.elapsed(),
+    }
+}
+
+/// `xtask ARGS` on an air-gapped host prepared with everything ([`support::air_gapped`]).
+fn air_gapped(args: &[&str], home: &Path) -> Run {
+    let (mut cmd, _) = support::air_gapped(home);
+    let t = Instant::now();
+    let out = cmd.args(args).output().expect("run unshare");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -362,6 +377,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         arch: String::new(),
         torch: None,
         cuda: None,
+        python: None,
         mode: RunMode::DryRun,
         progress: archsmith::build_output::progress::Mode::Quiet,
         with_deps: false,
@@ -585,6 +601,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             arch: String::new(),
             torch: None,
             cuda: None,
+            python: None,
             mode: RunMode::Check,
             progress: archsmith::build_output::progress::Mode::Quiet,
             with_deps: false,
@@ -897,35 +914,43 @@ fn recipe_less_sources_are_checked_before_any_work() {
 /// messages): unported it does not build; ported with no recipe and zero manual edits it builds,
 /// imports, has no device code and says the arch list did not apply (exit 0), and its checks
 /// report the caller's errors in the printf text, not "INTERNAL ASSERT FAILED … report a bug".
+/// Both runs are air-gapped (`unshare -n`, a fresh archsmith home, the torch env as `--python`,
+/// the toolkit as the system's): build-ext and port-extension --src use what exists.
 #[test]
 fn a_cpu_only_legacy_package_ports_builds_and_says_the_arch_list_did_not_apply() {
-    let home = private_home("cpu-only");
+    let home = support::scratch("cpu-only-air-gapped");
     let src = fixture("legacy-cpu");
     let unported = home.join("unported").display().to_string();
-    let r = xtask(
+    let (_, python) = support::air_gapped(&home);
+    let python = python.display().to_string();
+    let r = air_gapped(
         &[
             "build-ext",
             &src,
             "--arch",
             "7.5,8.9,9.0",
+            "--python",
+            &python,
             "--out",
             &unported,
         ],
-        Some(&home),
+        &home,
     );
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("first error"), "{}", r.stderr);
 
-    let r = xtask(
+    let r = air_gapped(
         &[
             "port-extension",
             "--src",
             &src,
             "--arch",
             "7.5,8.9,9.0",
+            "--python",
+            &python,
             "--json",
         ],
-        Some(&home),
+        &home,
     );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();

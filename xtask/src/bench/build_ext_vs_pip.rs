@@ -215,7 +215,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
     let mut r = BenchReport {
         source: req.source.display().to_string(),
         torch_cuda_arch_list: p.plan.torch_cuda_arch_list(),
-        front_end: crate::build_ext::front_end(&p.env).to_string(),
+        front_end: crate::build_ext::front_end(&p.env)?.to_string(),
         cores,
         mem_available_gib: (mem * 10.0).round() / 10.0,
         max_jobs: par.jobs,

@@ -356,11 +356,19 @@ fn same_major_toolkit(cuda: &Version) -> Option<Toolchain> {
 /// comes first because pip also runs `prepare_metadata_for_build_wheel`, i.e. `setup.py` (and its
 /// `import torch`) once more, which nearly doubles a no-op rebuild (measured in docs/build-ext.md).
 /// `ARCHSMITH_NO_UV=1` selects pip.
-pub fn front_end(env: &EnvInfo) -> &'static str {
-    if !env.has_pip || python::installer::uv_binary().is_some() {
-        "uv build"
+/// An env with no pip and no uv at hand (one uv made, on a host where uv cannot be fetched) has
+/// no front end: the error says how to give it one.
+pub fn front_end(env: &EnvInfo) -> Result<&'static str> {
+    if python::installer::uv_binary().is_some() {
+        Ok("uv build")
+    } else if env.has_pip {
+        Ok("pip wheel")
     } else {
-        "pip wheel"
+        bail!(
+            "{} has no pip and uv is not on PATH, so nothing can run the extension's build: put uv on PATH, or give the env pip (`{} -m ensurepip`)",
+            env.python.display(),
+            env.python.display()
+        )
     }
 }
 

@@ -311,6 +311,10 @@ pub fn download_sdist(python: &Path, name: &str, version: &str) -> Result<PathBu
     if let Some(hit) = cached_sdist(&dir, name, version) {
         return Ok(hit);
     }
+    crate::offline::require(
+        &format!("the sdist of {name}=={version}"),
+        "Give the unpacked sdist as a directory instead (--src DIR)",
+    )?;
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     eprintln!(
         "archsmith: downloading the sdist of {name}=={version} from PyPI into {}",

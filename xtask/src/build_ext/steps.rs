@@ -119,7 +119,7 @@ pub fn resolve(req: &Request) -> Result<Job<'_>> {
     )?;
     let arch_list = plan.torch_cuda_arch_list();
     let src = source::resolve(&req.source, &env.python)?;
-    let builder = front_end(&env);
+    let builder = front_end(&env)?;
     let inputs = stamp_inputs::Inputs {
         own_arch_flags: req.own_arch_flags,
         ..stamp_inputs::Inputs::new(&src.hash, &env, &tc, &arch_list, builder)

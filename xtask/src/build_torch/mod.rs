@@ -131,6 +131,12 @@ fn clone_release(version: &Version) -> Result<PathBuf> {
         &format!("pytorch {tag}"),
         &|dir| Ok(dir.join("version.txt").is_file().then(|| dir.to_path_buf())),
         &mut |staging, progress| {
+            if crate::offline::is_remote(&url) {
+                crate::offline::require(
+                    &format!("pytorch {tag}'s source ({url})"),
+                    &format!("Give --src DIR, an unpacked PyTorch source tree, or set {GIT_URL_VAR} to a local mirror"),
+                )?;
+            }
             progress(&format!("cloning {url} at {tag} with submodules"));
             crate::process::Cmd::new("git")
                 .args(["clone", "--recursive", "--depth", "1", "--shallow-submodules", "--branch", &tag])

@@ -25,6 +25,14 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Download nothing: use the env given with --python, a toolkit under CUDA_HOME,
+    /// /usr/local/cuda* or on PATH, cmake and ninja on PATH, and wheels from --find-links
+    /// (also ARCHSMITH_OFFLINE=1; assumed when the package index cannot be reached).
+    #[arg(long, global = true)]
+    pub offline: bool,
+    /// A directory of wheels to install from instead of PyPI (also ARCHSMITH_FIND_LINKS).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub find_links: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,6 +95,7 @@ pub enum Command {
 
 /// Runs a parsed command; `main` turns the [`Exit`] into the process status (errors exit 2).
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
+    set_network_mode(&cli)?;
     match cli.command {
         Command::Archs(args) => archs::run(&args),
         Command::Audit(args) => audit::run(args),
@@ -108,6 +117,25 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             Ok(Exit::Success)
         }
     }
+}
+
+/// `--offline` and `--find-links` become the variables [`crate::offline`] reads, so the
+/// archsmith processes a workflow starts (nvcc-guard, build hooks) see them too.
+fn set_network_mode(cli: &Cli) -> anyhow::Result<()> {
+    if cli.offline {
+        std::env::set_var(crate::offline::ENV, "1");
+    }
+    if let Some(dir) = &cli.find_links {
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "--find-links {}: no such directory (give a directory of .whl files)",
+                dir.display()
+            );
+        }
+        let dir = dir.canonicalize()?;
+        std::env::set_var(crate::offline::FIND_LINKS_ENV, dir);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

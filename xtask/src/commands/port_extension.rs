@@ -42,6 +42,11 @@ pub struct PortExtensionArgs {
     /// major).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
+    /// A Python with torch (and torchvision for the recipes' smoke tests) to build and verify
+    /// with instead of archsmith's env: an air-gapped host's or a GPU image's. Its torch is the
+    /// target unless --torch is given.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
     /// Print the diff of rules + patches and the review items; build nothing.
     #[arg(long, conflicts_with = "check")]
     pub dry_run: bool,
@@ -97,6 +102,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
         arch: args.arch.clone().unwrap_or_default(),
         torch: args.torch.clone(),
         cuda: args.cuda.clone(),
+        python: args.python.clone(),
         mode,
         progress: progress::Mode::Auto,
         with_deps: args.with_deps,

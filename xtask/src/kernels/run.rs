@@ -162,7 +162,9 @@ fn no_image_demo(
     Ok(r)
 }
 
-/// The newest CUDA archsmith has installed, else the newest the knowledge base knows.
+/// The newest CUDA archsmith has installed, else the machine's own toolkit (CUDA_HOME,
+/// /usr/local/cuda*, nvcc on PATH: what an air-gapped host has), else the newest the knowledge
+/// base knows (installed from PyPI).
 fn default_cuda(kb: &KnowledgeBase) -> Result<Version> {
     let installed = std::fs::read_dir(toolchains_dir())
         .into_iter()
@@ -171,7 +173,16 @@ fn default_cuda(kb: &KnowledgeBase) -> Result<Version> {
         .filter_map(|e| nvidia_wheels::load(&e.path()).ok().flatten())
         .map(|tc| tc.cuda)
         .max();
-    Ok(installed.unwrap_or_else(|| kb.releases.newest_cuda.major_minor()))
+    let system = || {
+        toolchain::system::Search::from_env()
+            .probe(None)
+            .iter()
+            .find_map(|p| p.toolchain())
+            .map(|tc| tc.cuda)
+    };
+    Ok(installed
+        .or_else(system)
+        .unwrap_or_else(|| kb.releases.newest_cuda.major_minor()))
 }
 
 /// Parses `spec` and checks every arch against what this CUDA's nvcc compiles (torch's own rules do not

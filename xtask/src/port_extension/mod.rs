@@ -50,6 +50,9 @@ pub struct Request {
     pub arch: String,
     pub torch: Option<Version>,
     pub cuda: Option<Version>,
+    /// A Python with torch to build, import and smoke-test with instead of archsmith's env (an
+    /// air-gapped host's, a GPU image's); its torch is the target unless `torch` is given.
+    pub python: Option<PathBuf>,
     pub mode: RunMode,
     pub progress: progress::Mode,
     /// Also install the source's `requirements.txt` beside the env for the import sweep (the

@@ -42,6 +42,17 @@ pub struct RulesApplied {
 /// Runs the port. `Ok(Err(_))`: it ran and did not verify (a build failure, review items nobody
 /// explained, a smoke test whose numbers are wrong); `Err(_)`: it could not run.
 pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
+    let with_env_torch;
+    let req = match (&req.python, &req.torch) {
+        (Some(python), None) => {
+            with_env_torch = Request {
+                torch: Some(env_torch(python)?),
+                ..req.clone()
+            };
+            &with_env_torch
+        }
+        _ => req,
+    };
     validate(req)?;
     let mut job = open(req)?;
     let rules = apply_rules(&mut job)?;
@@ -72,14 +83,29 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         Ok(b) => b,
         Err(f) => return Ok(Err(PortFailure::Build(f))),
     };
-    let env = python::ensure_torch_env(&target_torch(req))?;
-    if let Err(f) = import_sweep(&mut job, &env.python, &built)? {
+    let env_python = match &req.python {
+        Some(p) => p.clone(),
+        None => python::ensure_torch_env(&target_torch(req))?.python,
+    };
+    if let Err(f) = import_sweep(&mut job, &env_python, &built)? {
         return Ok(Err(PortFailure::Build(f)));
     }
-    if let Err(f) = smoke_test(&mut job, &env.python, &built.imported)? {
+    if let Err(f) = smoke_test(&mut job, &env_python, &built.imported)? {
         return Ok(Err(PortFailure::Verify(f)));
     }
     Ok(Ok(finish(job)))
+}
+
+/// The release of `python`'s torch (`2.11.0` for `2.11.0+cu130`), read without importing it.
+fn env_torch(python: &std::path::Path) -> Result<crate::version::Version> {
+    let info = python::probe::probe(python, python::probe::Depth::Files)?;
+    let torch = info.torch.with_context(|| {
+        format!(
+            "--python {} has no torch: give a Python with torch installed",
+            python.display()
+        )
+    })?;
+    Ok(crate::version::Version::new(torch.parts()))
 }
 
 /// The torch the port targets: `--torch`, else the newest the knowledge base knows.
@@ -301,7 +327,7 @@ fn build_request(job: &Job, source: SourceSpec) -> build_ext::Request {
         arch: req.arch.clone(),
         torch: req.torch.clone(),
         cuda: req.cuda.clone(),
-        python: None,
+        python: req.python.clone(),
         out: job.base.join("dist"),
         cache: None,
         jobs: None,

@@ -130,6 +130,12 @@ pub fn git_checkout(url: &str, commit: &str, cache: &Path) -> Result<PathBuf> {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir)?;
     let fetch = || -> Result<()> {
+        if crate::offline::is_remote(url) {
+            crate::offline::require(
+                &format!("{url} at {commit}"),
+                "Give --src DIR, a checkout of that commit",
+            )?;
+        }
         git(&dir).args(["init", "-q"]).read()?;
         git(&dir)
             .args(["fetch", "-q", "--depth", "1", url, commit])

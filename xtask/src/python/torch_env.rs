@@ -65,6 +65,10 @@ pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
         &format!("the torch {torch} env"),
         &load,
         &mut |dir, progress| {
+            crate::offline::require_install(
+                &format!("torch {torch}'s env ({})", packages.join(" ")),
+                &format!("Give --python PATH, a Python that has torch {torch} (and torchvision) installed"),
+            )?;
             progress(&format!(
                 "creating {} with {} (one-time; cached in {})",
                 dir.display(),

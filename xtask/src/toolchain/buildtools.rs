@@ -43,6 +43,10 @@ pub fn ensure(tools_dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<BuildT
     if let Some(tools) = load(&home)? {
         return Ok(tools);
     }
+    crate::offline::require_install(
+        "cmake (≥ 3.24) and ninja",
+        "Put both on PATH (`pip install cmake ninja` into a Python env and add its bin/)",
+    )?;
     let installer = Installer::detect()?;
     provision(
         tools_dir,

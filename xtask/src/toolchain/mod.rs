@@ -226,18 +226,32 @@ pub fn shell_quote(value: &str) -> String {
     format!("'{}'", value.replace('\'', r"'\''"))
 }
 
-/// Returns a verified toolchain for `cuda`, installing it from PyPI into [`crate::paths::toolchains_dir`]
-/// when it is a 13.x (or later) release and not there yet; for 11.x/12.x, finds a system toolkit.
-/// A toolchain that is already installed is returned after a few file reads, without running anything.
+/// Returns a verified toolchain for `cuda`: for a 13.x (or later) release, archsmith's own from
+/// PyPI when installed, else a system toolkit of that release, else installed from PyPI into
+/// [`crate::paths::toolchains_dir`] (offline: an error naming where a toolkit was looked for); for
+/// 11.x/12.x, a system toolkit. An installed toolchain is returned after a few file reads.
 pub fn ensure(cuda: &Version) -> Result<Toolchain> {
     check_requested(cuda)?;
+    let search = system::Search::from_env();
     if !from_pypi(cuda) {
-        return system::require(&system::Search::from_env(), cuda);
+        return system::require(&search, cuda);
     }
     let dir = crate::paths::toolchains_dir();
     if let Some(tc) = nvidia_wheels::load(&nvidia_wheels::home(&dir, cuda))? {
         return Ok(tc);
     }
+    // The machine's own toolkit of this very release (an air-gapped host's /usr/local/cuda, a
+    // `module load`): the same nvcc PyPI would give, without the download.
+    let looked = match system::find(&search, cuda) {
+        Ok(tc) => return Ok(tc),
+        Err(looked) => looked,
+    };
+    let mm = cuda.major_minor();
+    crate::offline::require_install(
+        &format!("CUDA {mm}'s toolkit (cuda-toolkit[nvcc,…]=={mm}.* from PyPI)"),
+        &format!("Set CUDA_HOME to an installed CUDA {mm} toolkit or put its bin/nvcc on PATH"),
+    )
+    .map_err(|e| e.looked_at(&looked))?;
     nvidia_wheels::ensure(
         &dir,
         cuda,

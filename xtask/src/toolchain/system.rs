@@ -166,6 +166,24 @@ impl std::error::Error for NoToolkit {}
 /// The first system toolkit whose nvcc reports `cuda`, or an error listing every place looked at and how
 /// to get that release.
 pub fn require(search: &Search, cuda: &Version) -> Result<Toolchain> {
+    let looked = match find(search, cuda) {
+        Ok(tc) => return Ok(tc),
+        Err(looked) => looked,
+    };
+    let mm = cuda.major_minor();
+    if super::from_pypi(cuda) {
+        bail!("no system CUDA {cuda} toolkit found.\nLooked at:{looked}\narchsmith installs CUDA {mm} from PyPI: `{} toolchain install --cuda {mm}`", crate::output::program());
+    }
+    Err(NoToolkit {
+        cuda: cuda.clone(),
+        looked,
+    }
+    .into())
+}
+
+/// The first system toolkit whose nvcc reports `cuda`, or every place looked at (one
+/// `\n  - PLACE: what was there` line each).
+pub fn find(search: &Search, cuda: &Version) -> Result<Toolchain, String> {
     let probes = search.probe(Some(cuda));
     if let Some(p) = probes
         .iter()
@@ -173,7 +191,6 @@ pub fn require(search: &Search, cuda: &Version) -> Result<Toolchain> {
     {
         return Ok(p.toolchain().expect("probe succeeded"));
     }
-    let mm = cuda.major_minor();
     let mut looked = String::new();
     for p in &probes {
         let what = match &p.result {
@@ -199,12 +216,5 @@ pub fn require(search: &Search, cuda: &Version) -> Result<Toolchain> {
     {
         looked.push_str("\n  - PATH: no nvcc");
     }
-    if super::from_pypi(cuda) {
-        bail!("no system CUDA {cuda} toolkit found.\nLooked at:{looked}\narchsmith installs CUDA {mm} from PyPI: `{} toolchain install --cuda {mm}`", crate::output::program());
-    }
-    Err(NoToolkit {
-        cuda: cuda.clone(),
-        looked,
-    }
-    .into())
+    Err(looked)
 }

@@ -44,3 +44,47 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// The CUDA release of the torch the tests use (torch 2.15.0 is built for 13.2): the toolkit an
+/// air-gapped host would have installed for it.
+pub const TORCH_CUDA: &str = "13.2";
+
+/// An air-gapped host prepared the way such hosts are: `archsmith` (the test binary) run in a
+/// network namespace with no route (`unshare -n`), a fresh archsmith home (nothing provisioned),
+/// the torch env's `bin/` on PATH (its cmake, ninja), uv on PATH, and a CUDA toolkit as the
+/// system's (`CUDA_HOME`, its nvcc on PATH). Returns the command and the env's Python. Needs root
+/// or unprivileged user namespaces (`unshare -rn`).
+pub fn air_gapped(home: &std::path::Path) -> (std::process::Command, PathBuf) {
+    let env = archsmith::python::ensure_torch_env(&TORCH.parse().expect("valid version"))
+        .unwrap_or_else(|e| panic!("provisioning torch {TORCH}: {e:#}"));
+    let cuda: Version = TORCH_CUDA.parse().expect("valid version");
+    let tc = toolchain::ensure(&cuda).unwrap_or_else(|e| panic!("provisioning CUDA {cuda}: {e:#}"));
+    let uv = archsmith::python::installer::uv_binary().expect("uv (on PATH or bootstrapped)");
+    let env_bin = env.python.parent().expect("bin/").to_path_buf();
+    let path = std::env::join_paths([
+        env_bin,
+        tc.bin_dir(),
+        uv.parent().expect("uv's directory").to_path_buf(),
+        PathBuf::from("/usr/local/bin"),
+        PathBuf::from("/usr/bin"),
+        PathBuf::from("/bin"),
+    ])
+    .expect("PATH");
+    std::fs::create_dir_all(home).expect("the air-gapped home");
+    let root = archsmith::process::Cmd::new("id")
+        .arg("-u")
+        .read()
+        .map(|u| u.trim() == "0");
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.arg(if root.unwrap_or(false) { "-n" } else { "-rn" })
+        .arg(env!("CARGO_BIN_EXE_xtask"))
+        .env("ARCHSMITH_HOME", home)
+        .env("CUDA_HOME", tc.cuda_home())
+        .env("PATH", path)
+        .env_remove("ARCHSMITH_OFFLINE")
+        .env_remove("CUDA_PATH")
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("CUDAHOSTCXX")
+        .env_remove("CXX");
+    (cmd, env.python)
+}
