@@ -8,26 +8,9 @@ mod support;
 
 use serde_json::Value;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    wall: Duration,
-}
-
-fn offline(home: &Path, args: &[&str]) -> Run {
-    let (mut cmd, _) = support::air_gapped(home);
-    let t = Instant::now();
-    let out = cmd.args(args).output().expect("run unshare");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        wall: t.elapsed(),
-    }
-}
+use support::{run_air_gapped as offline, AirGappedRun as Run};
 
 fn json(r: &Run) -> Value {
     serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr))
@@ -51,15 +34,7 @@ fn every_workflow_uses_what_exists_and_names_what_is_missing() {
     let home = support::scratch("offline-home");
     let (_, python) = support::air_gapped(&home);
     let py = python.to_str().unwrap();
-    let cuda_home = support::air_gapped(&home).0;
-    let cuda_home = cuda_home
-        .get_envs()
-        .find(|(k, _)| *k == "CUDA_HOME")
-        .and_then(|(_, v)| v)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_string();
+    let cuda_home = support::system_toolkit().cuda_home().display().to_string();
 
     // The network really is gone in there.
     let r = offline(&home, &["toolchain", "install", "--cuda", "13.5"]);

@@ -44,14 +44,12 @@ fn xtask(args: &[&str], home: Option<&Path>) -> Run {
 
 /// `xtask ARGS` on an air-gapped host prepared with everything ([`support::air_gapped`]).
 fn air_gapped(args: &[&str], home: &Path) -> Run {
-    let (mut cmd, _) = support::air_gapped(home);
-    let t = Instant::now();
-    let out = cmd.args(args).output().expect("run unshare");
+    let r = support::run_air_gapped(home, args);
     Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        wall: t.elapsed(),
+        code: r.code,
+        stdout: r.stdout,
+        stderr: r.stderr,
+        wall: r.wall,
     }
 }
 

@@ -49,6 +49,13 @@ pub fn scratch(name: &str) -> PathBuf {
 /// air-gapped host would have installed for it.
 pub const TORCH_CUDA: &str = "13.2";
 
+/// The toolkit the air-gapped host has as its system's: CUDA [`TORCH_CUDA`], provisioned once
+/// (online) under the shared cache.
+pub fn system_toolkit() -> Toolchain {
+    let cuda: Version = TORCH_CUDA.parse().expect("valid version");
+    toolchain::ensure(&cuda).unwrap_or_else(|e| panic!("provisioning CUDA {cuda}: {e:#}"))
+}
+
 /// An air-gapped host prepared the way such hosts are: `archsmith` (the test binary) run in a
 /// network namespace with no route (`unshare -n`), a fresh archsmith home (nothing provisioned),
 /// the torch env's `bin/` on PATH (its cmake, ninja), uv on PATH, and a CUDA toolkit as the
@@ -57,8 +64,7 @@ pub const TORCH_CUDA: &str = "13.2";
 pub fn air_gapped(home: &std::path::Path) -> (std::process::Command, PathBuf) {
     let env = archsmith::python::ensure_torch_env(&TORCH.parse().expect("valid version"))
         .unwrap_or_else(|e| panic!("provisioning torch {TORCH}: {e:#}"));
-    let cuda: Version = TORCH_CUDA.parse().expect("valid version");
-    let tc = toolchain::ensure(&cuda).unwrap_or_else(|e| panic!("provisioning CUDA {cuda}: {e:#}"));
+    let tc = system_toolkit();
     let uv = archsmith::python::installer::uv_binary().expect("uv (on PATH or bootstrapped)");
     let env_bin = env.python.parent().expect("bin/").to_path_buf();
     let path = std::env::join_paths([
@@ -87,4 +93,25 @@ pub fn air_gapped(home: &std::path::Path) -> (std::process::Command, PathBuf) {
         .env_remove("CUDAHOSTCXX")
         .env_remove("CXX");
     (cmd, env.python)
+}
+
+/// What one air-gapped run did.
+pub struct AirGappedRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub wall: std::time::Duration,
+}
+
+/// `xtask ARGS` on the air-gapped host of [`air_gapped`], archsmith's home at `home`.
+pub fn run_air_gapped(home: &std::path::Path, args: &[&str]) -> AirGappedRun {
+    let (mut cmd, _) = air_gapped(home);
+    let t = std::time::Instant::now();
+    let out = cmd.args(args).output().expect("run unshare");
+    AirGappedRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        wall: t.elapsed(),
+    }
 }
