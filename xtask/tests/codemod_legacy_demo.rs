@@ -1,7 +1,7 @@
 //! `patches/legacy-demo/src` end to end through the engine: it ports with no review items, a
 //! second run changes nothing, and against the real torch 2.15.0 headers the unported C++
-//! translation units fail to compile while the ported ones compile (g++ -fsyntax-only, C++20).
-//! The CUDA files are compiled later by `build-ext`.
+//! translation units fail to compile on the legacy APIs (g++ -fsyntax-only, C++20). The ported
+//! tree, CUDA files included, is compiled by `build-ext` in port_extension.rs's legacy-demo test.
 
 use archsmith::codemod::{self, Mode};
 use archsmith::paths::repo_root;
@@ -30,7 +30,7 @@ fn port(dir: &Path) -> codemod::Report {
 }
 
 #[test]
-fn legacy_demo_ports_cleanly_and_only_the_port_compiles_against_torch_2_15() {
+fn legacy_demo_ports_cleanly_and_the_unported_tree_fails_on_its_legacy_apis() {
     let src = repo_root().join("patches/legacy-demo/src");
     let tmp = tempfile::tempdir().unwrap();
     let unported = tmp.path().join("unported");
@@ -118,13 +118,12 @@ fn legacy_demo_ports_cleanly_and_only_the_port_compiles_against_torch_2_15() {
         }
         cmd.arg(csrc.join(tu)).output().unwrap()
     };
-    // Two at a time: each parses all of torch/extension.h (~20-30 s).
+    // Two at a time: each parses all of torch/extension.h (~20-30 s). The ported translation
+    // units compile for real in port_extension.rs's legacy-demo build (torch's own flags, all
+    // three archs), so here only the unported ones are compiled: that they fail, and on what.
     let jobs: Vec<(&Path, &str)> = vec![
         (&unported, "cpu/nms_cpu.cpp"),
         (&unported, "cpu/ROIAlign_cpu.cpp"),
-        (&ported, "cpu/nms_cpu.cpp"),
-        (&ported, "cpu/ROIAlign_cpu.cpp"),
-        (&ported, "vision.cpp"),
     ];
     let results: Vec<_> = jobs
         .chunks(2)
@@ -141,25 +140,13 @@ fn legacy_demo_ports_cleanly_and_only_the_port_compiles_against_torch_2_15() {
         })
         .collect();
     for (root, tu, out) in &results {
-        if *root == unported.as_path() {
-            assert!(!out.success(), "unported {tu} compiled against torch 2.15");
-            assert!(
-                out.stderr.contains("AT_CHECK"),
-                "unported {tu} failed, but not on AT_CHECK:\n{}",
-                out.stderr
-            );
-        } else {
-            assert!(
-                out.success(),
-                "ported {tu} does not compile:\n{}",
-                out.stderr
-            );
-            assert!(
-                !out.stderr.contains("warning:"),
-                "ported {tu} compiles with warnings:\n{}",
-                out.stderr
-            );
-        }
+        assert_eq!(*root, unported.as_path());
+        assert!(!out.success(), "unported {tu} compiled against torch 2.15");
+        assert!(
+            out.stderr.contains("AT_CHECK"),
+            "unported {tu} failed, but not on AT_CHECK:\n{}",
+            out.stderr
+        );
     }
     // The 2.6 break is also visible: dispatching on DeprecatedTypeProperties.
     let nms_unported = &results[0].2.stderr;

@@ -99,7 +99,10 @@ fn cargo_install_gives_a_binary_that_works_outside_the_repository() {
     assert!(out.starts_with("archsmith "), "{out}");
     let (code, out, _) = run(&["--help"]);
     assert_eq!(code, 0);
-    assert!(out.contains("Usage: archsmith <COMMAND>"), "{out}");
+    assert!(
+        out.contains("Usage: archsmith [OPTIONS] <COMMAND>"),
+        "{out}"
+    );
     let (code, out, err) = run(&["archs", "--arch", "7.5,8.9,9.0", "--gpu", "L4", "--json"]);
     assert_eq!(code, 0, "{err}");
     assert!(
