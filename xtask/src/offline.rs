@@ -65,7 +65,8 @@ pub fn asked() -> bool {
     std::env::var(ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"))
 }
 
-/// The local wheel directory to install from, when one is set and exists.
+/// The local wheel directory to install from, when one is set (`--find-links` checked that it
+/// is a directory).
 pub fn find_links() -> Option<PathBuf> {
     std::env::var_os(FIND_LINKS_ENV)
         .filter(|v| !v.is_empty())

@@ -62,37 +62,58 @@ pub fn system_toolkit() -> Toolchain {
 /// system's (`CUDA_HOME`, its nvcc on PATH). Returns the command and the env's Python. Needs root
 /// or unprivileged user namespaces (`unshare -rn`).
 pub fn air_gapped(home: &std::path::Path) -> (std::process::Command, PathBuf) {
-    let env = archsmith::python::ensure_torch_env(&TORCH.parse().expect("valid version"))
-        .unwrap_or_else(|e| panic!("provisioning torch {TORCH}: {e:#}"));
-    let tc = system_toolkit();
-    let uv = archsmith::python::installer::uv_binary().expect("uv (on PATH or bootstrapped)");
-    let env_bin = env.python.parent().expect("bin/").to_path_buf();
-    let path = std::env::join_paths([
-        env_bin,
-        tc.bin_dir(),
-        uv.parent().expect("uv's directory").to_path_buf(),
-        PathBuf::from("/usr/local/bin"),
-        PathBuf::from("/usr/bin"),
-        PathBuf::from("/bin"),
-    ])
-    .expect("PATH");
+    let host = prepared_host();
     std::fs::create_dir_all(home).expect("the air-gapped home");
-    let root = archsmith::process::Cmd::new("id")
-        .arg("-u")
-        .read()
-        .map(|u| u.trim() == "0");
     let mut cmd = std::process::Command::new("unshare");
-    cmd.arg(if root.unwrap_or(false) { "-n" } else { "-rn" })
+    cmd.arg(host.unshare_flag)
         .arg(env!("CARGO_BIN_EXE_xtask"))
         .env("ARCHSMITH_HOME", home)
-        .env("CUDA_HOME", tc.cuda_home())
-        .env("PATH", path)
+        .env("CUDA_HOME", &host.cuda_home)
+        .env("PATH", &host.path)
         .env_remove("ARCHSMITH_OFFLINE")
         .env_remove("CUDA_PATH")
         .env_remove("LD_LIBRARY_PATH")
         .env_remove("CUDAHOSTCXX")
         .env_remove("CXX");
-    (cmd, env.python)
+    (cmd, host.python.clone())
+}
+
+/// What every air-gapped run of a test process shares, provisioned (online) and looked up once.
+struct PreparedHost {
+    python: PathBuf,
+    cuda_home: PathBuf,
+    path: std::ffi::OsString,
+    /// `-n` as root, `-rn` (a user namespace too) otherwise.
+    unshare_flag: &'static str,
+}
+
+fn prepared_host() -> &'static PreparedHost {
+    static HOST: OnceLock<PreparedHost> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let env = archsmith::python::ensure_torch_env(&TORCH.parse().expect("valid version"))
+            .unwrap_or_else(|e| panic!("provisioning torch {TORCH}: {e:#}"));
+        let tc = system_toolkit();
+        let uv = archsmith::python::installer::uv_binary().expect("uv (on PATH or bootstrapped)");
+        let path = std::env::join_paths([
+            env.python.parent().expect("bin/").to_path_buf(),
+            tc.bin_dir(),
+            uv.parent().expect("uv's directory").to_path_buf(),
+            PathBuf::from("/usr/local/bin"),
+            PathBuf::from("/usr/bin"),
+            PathBuf::from("/bin"),
+        ])
+        .expect("PATH");
+        let root = archsmith::process::Cmd::new("id")
+            .arg("-u")
+            .read()
+            .is_ok_and(|u| u.trim() == "0");
+        PreparedHost {
+            python: env.python,
+            cuda_home: tc.cuda_home().to_path_buf(),
+            path,
+            unshare_flag: if root { "-n" } else { "-rn" },
+        }
+    })
 }
 
 /// What one air-gapped run did.
