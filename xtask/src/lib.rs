@@ -16,6 +16,7 @@ pub mod build_output;
 pub mod cache;
 pub mod data;
 pub mod host;
+pub mod lint;
 pub mod offline;
 pub mod output;
 pub mod paths;
@@ -23,7 +24,7 @@ pub mod process;
 pub mod stamp;
 pub mod wheel;
 // Same-layer uses: build_output → process, data → cache, data → paths, data → stamp,
-// host → process.
+// host → process, lint → output.
 
 // Model: the knowledge base and the arch model planned with it.
 pub mod arch;

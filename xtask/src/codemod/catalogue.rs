@@ -259,6 +259,8 @@ pub struct Catalogue {
     pub python: Vec<super::python_source::Change>,
     /// The torch release the port targets: which Python rows hold (default: the newest known).
     pub torch: Option<Version>,
+    /// Whether the build-script edit runs (`arch-list-override`; off under `--ignore` of it).
+    pub build_script: bool,
 }
 
 /// The built-in catalogue (parsed once): the token rules of `torch-legacy.toml` and the Python
@@ -343,7 +345,88 @@ impl Catalogue {
             rules,
             python,
             torch: None,
+            build_script: true,
         })
+    }
+
+    /// The catalogue a run uses: `--rules FILE` or the built-in one, for `--torch`, with only
+    /// the rules `--select`/`--ignore` leave (a pattern that names no rule is an error).
+    pub fn chosen(
+        rules: Option<&Path>,
+        torch: Option<&Version>,
+        selection: &crate::lint::Selection,
+    ) -> Result<std::borrow::Cow<'static, Catalogue>> {
+        use std::borrow::Cow;
+        let mut cat = match rules {
+            Some(p) => Cow::Owned(Catalogue::load(p)?),
+            None => Cow::Borrowed(builtin()),
+        };
+        if let Some(t) = torch {
+            cat = Cow::Owned(cat.into_owned().for_torch(t));
+        }
+        if !selection.is_everything() {
+            selection.check_known(
+                &cat.rule_ids(),
+                &format!("{} codemod --list-rules", crate::output::program()),
+            )?;
+            cat = Cow::Owned(cat.selected(selection));
+        }
+        Ok(cat)
+    }
+
+    /// Every rule id a report of this catalogue can name: the token rules, the Python rows (by
+    /// API) and the build-script edit.
+    pub fn rule_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.rules.iter().map(|r| r.id.clone()).collect();
+        ids.extend(self.python.iter().map(|c| c.api.clone()));
+        ids.push(super::python_source::build_script::ARCH_LIST_OVERRIDE.to_string());
+        ids
+    }
+
+    /// The catalogue with only the rules `sel` allows.
+    pub fn selected(&self, sel: &crate::lint::Selection) -> Catalogue {
+        let mut cat = self.clone();
+        cat.rules.retain(|r| sel.allows(&r.id));
+        cat.python.retain(|c| sel.allows(&c.api));
+        cat.build_script = sel.allows(super::python_source::build_script::ARCH_LIST_OVERRIDE);
+        cat
+    }
+
+    /// Each rule as code scanning shows it: what it finds and what to do.
+    pub fn rule_docs(&self) -> Vec<crate::lint::RuleDoc> {
+        let mut docs: Vec<crate::lint::RuleDoc> = self
+            .rules
+            .iter()
+            .map(|r| crate::lint::RuleDoc {
+                id: r.id.clone(),
+                summary: r.why.clone(),
+                help: match &r.action {
+                    Action::Review { suggest, .. } => format!("Review by hand: {suggest}"),
+                    _ => format!(
+                        "`archsmith codemod PATH` rewrites it (`--dry-run` shows the diff). {}",
+                        r.why
+                    ),
+                },
+            })
+            .collect();
+        let torch = self.target_torch();
+        docs.extend(self.python.iter().map(|c| crate::lint::RuleDoc {
+            id: c.api.clone(),
+            summary: format!(
+                "{} {}: {}",
+                c.api,
+                c.event(&torch).unwrap_or_default(),
+                c.reason
+            ),
+            help: format!("{} (source: {})", c.fix, c.source),
+        }));
+        docs.push(crate::lint::RuleDoc {
+            id: super::python_source::build_script::ARCH_LIST_OVERRIDE.into(),
+            summary: super::python_source::build_script::ARCH_LIST_OVERRIDE_WHY.into(),
+            help: "`archsmith codemod setup.py` turns the assignment into os.environ.setdefault."
+                .into(),
+        });
+        docs
     }
 
     /// The same catalogue, for a port to torch `torch`.

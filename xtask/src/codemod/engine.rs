@@ -9,6 +9,7 @@
 use super::catalogue::{Action, Catalogue, Lang, Rule};
 use super::lexer::{line_of, Kind, Token};
 use super::pattern::{expand, expand_with, Captures, Matcher, Pattern};
+use super::suppress::Suppressions;
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -33,6 +34,8 @@ pub struct Outcome {
     pub review: Vec<ReviewItem>,
     /// Bundled headers the output includes and needs beside it.
     pub bundles: Vec<String>,
+    /// Where each rewrite was, mapped back to the input.
+    pub trace: super::trace::Trace,
 }
 
 impl Outcome {
@@ -58,14 +61,16 @@ pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
             .filter(|r| r.lang == Lang::Python && r.kind == super::catalogue::RuleKind::PyString);
         let f = apply_rules(flags, Lang::Python, &out.output)?;
         out.output = f.output;
+        out.trace.extend(f.trace);
         for (k, v) in f.counts {
             *out.counts.entry(k).or_default() += v;
         }
         out.review.extend(f.review);
     }
-    if lang != Lang::Cpp {
+    if lang != Lang::Cpp && cat.build_script {
         let b = super::python_source::build_script::apply(&out.output);
         out.output = b.output;
+        out.trace.extend(b.trace);
         for (k, v) in b.counts {
             *out.counts.entry(k).or_default() += v;
         }
@@ -74,6 +79,7 @@ pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
         let py =
             super::python_source::rewrite::apply(&cat.python, &cat.target_torch(), &out.output);
         out.output = py.output;
+        out.trace.extend(py.trace);
         for (k, v) in py.counts {
             *out.counts.entry(k).or_default() += v;
         }
@@ -93,6 +99,9 @@ pub fn apply_rules<'r>(
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut includes: Vec<String> = Vec::new();
     let mut bundles: Vec<String> = Vec::new();
+    let mut trace = super::trace::Trace::default();
+    // Comments are never rewritten: a file without a suppression comment never gains one.
+    let suppressing = Suppressions::any_in(src);
     for rule in rules.clone() {
         if rule
             .file_matches
@@ -107,9 +116,14 @@ pub fn apply_rules<'r>(
             let toks = lex(&text);
             let mut edits = change_edits(rule, &text, &toks)?;
             edits.retain(|(s, e, rep)| keeps_boundaries(&text, *s, *e, rep));
+            if suppressing {
+                let kept_off = Suppressions::read(&text, &toks);
+                edits.retain(|(s, _, _)| !kept_off.covers(line_of(&text, *s), &rule.id));
+            }
             if edits.is_empty() {
                 break;
             }
+            trace.rewrites(&rule.id, &text, &edits);
             *counts.entry(rule.id.clone()).or_default() += edits.len();
             if let Action::Rewrite {
                 include: Some(h), ..
@@ -130,6 +144,7 @@ pub fn apply_rules<'r>(
     if lang == Lang::Cpp {
         for h in &includes {
             if let Some(t) = ensure_include_as(&text, h, bundles.contains(h)) {
+                trace.changed(&text, &t);
                 text = t;
                 *counts.entry(ADD_INCLUDE.to_string()).or_default() += 1;
             }
@@ -152,12 +167,17 @@ pub fn apply_rules<'r>(
         .map(|r| r.line)
         .collect();
     review.retain(|r| !secondary.contains(&r.rule.as_str()) || !primary_lines.contains(&r.line));
+    if suppressing {
+        let kept_off = Suppressions::read(&text, &toks);
+        review.retain(|r| !kept_off.covers(r.line, &r.rule));
+    }
     review.sort_by_key(|r| r.line);
     Ok(Outcome {
         output: text,
         counts,
         review,
         bundles,
+        trace,
     })
 }
 

@@ -14,10 +14,13 @@ pub mod lexer;
 pub mod pattern;
 pub mod printf;
 pub mod python_source;
+pub mod suppress;
+pub mod trace;
 
 pub use catalogue::{builtin, Catalogue, Lang, Rule};
 pub use engine::{Outcome, ReviewItem};
 
+use crate::lint::Position;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -40,10 +43,23 @@ pub struct FileReport {
     pub path: PathBuf,
     pub changed: bool,
     pub rewrites: BTreeMap<String, usize>,
+    /// Where each rewrite is in the file as read (what a linter reports and SARIF's fix edits).
+    pub sites: Vec<RewriteSite>,
     pub review: Vec<ReviewItem>,
     /// Unified diff of the change (dry-run only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
+}
+
+/// One rewrite in the file as read: its rule, the code it replaces and, when the rewrite is one
+/// replacement of that code, the replacement.
+#[derive(Debug, Clone, Serialize)]
+pub struct RewriteSite {
+    pub rule: String,
+    pub start: Position,
+    pub end: Position,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -60,6 +76,61 @@ pub struct Report {
 impl Report {
     pub fn total_rewrites(&self) -> usize {
         self.rewrites.values().sum()
+    }
+
+    /// Each review item and (with `rewrites`) each rewrite as a linter's finding, in file order.
+    pub fn diagnostics(&self, cat: &Catalogue, rewrites: bool) -> Vec<crate::lint::Diagnostic> {
+        diagnostics(&self.files, cat, rewrites)
+    }
+}
+
+/// The findings of `files` (see [`Report::diagnostics`]).
+pub fn diagnostics(
+    files: &[FileReport],
+    cat: &Catalogue,
+    rewrites: bool,
+) -> Vec<crate::lint::Diagnostic> {
+    {
+        use crate::lint::Diagnostic;
+        let mut out = Vec::new();
+        for f in files {
+            for s in f.sites.iter().filter(|_| rewrites) {
+                let why = cat.why(&s.rule).unwrap_or_default();
+                let row = cat.python.iter().find(|c| c.api == s.rule);
+                let help = match (&s.replacement, row) {
+                    (Some(r), _) if !r.is_empty() => format!("replace with `{}`", r.trim()),
+                    (Some(_), _) => "remove it".to_string(),
+                    (None, Some(row)) => row.fix.clone(),
+                    (None, None) => format!("`{} codemod` rewrites it", crate::output::program()),
+                };
+                out.push(Diagnostic {
+                    rule: s.rule.clone(),
+                    file: f.path.clone(),
+                    start: s.start,
+                    end: Some(s.end),
+                    message: why,
+                    help,
+                    replacement: s.replacement.clone(),
+                    related: Vec::new(),
+                });
+            }
+            for r in &f.review {
+                out.push(Diagnostic {
+                    rule: r.rule.clone(),
+                    file: f.path.clone(),
+                    start: Position::line(r.line),
+                    end: None,
+                    message: format!("{} (`{}`)", r.message, r.code),
+                    help: r.suggestion.clone(),
+                    replacement: None,
+                    related: Vec::new(),
+                });
+            }
+        }
+        out.sort_by(|a, b| {
+            (&a.file, a.start.line, a.start.column).cmp(&(&b.file, b.start.line, b.start.column))
+        });
+        out
     }
 }
 
@@ -132,11 +203,19 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         let out = engine::apply(cat, lang, &src).with_context(|| format!("{}", path.display()))?;
         let changed = out.output != src;
         let diff = (mode == Mode::DryRun && changed).then(|| unified_diff(path, &src, &out.output));
+        let mut review = out.review.clone();
+        if mode == Mode::Check {
+            // Nothing is written: the lines a person opens are those of the file as it is.
+            for r in &mut review {
+                r.line = line_as_read(&src, &out.output, &out.trace, r.line);
+            }
+        }
         reports.push(FileReport {
             path: path.clone(),
             changed,
             rewrites: out.counts.clone(),
-            review: out.review.clone(),
+            sites: rewrite_sites(&src, &out),
+            review,
             diff,
         });
         if changed {
@@ -159,6 +238,7 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
             path: header.clone(),
             changed: true,
             rewrites: BTreeMap::new(),
+            sites: Vec::new(),
             review: Vec::new(),
             diff: (mode == Mode::DryRun).then(|| unified_diff(&header, &before, text)),
         });
@@ -181,6 +261,52 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         review_items: reports.iter().map(|r| r.review.len()).sum(),
         files: reports,
     })
+}
+
+/// The rewrites of `out` in `src`'s coordinates. A change no rule names a place for (none is
+/// known to exist) still gets one, at its first changed byte, so a changed file never passes a
+/// linter's eye without a line.
+fn rewrite_sites(src: &[u8], out: &Outcome) -> Vec<RewriteSite> {
+    let mut sites: Vec<RewriteSite> = out
+        .trace
+        .sites(src)
+        .into_iter()
+        .map(|s| RewriteSite {
+            rule: s.rule,
+            start: Position::at(src, s.start),
+            end: Position::at(src, s.end),
+            replacement: s.replacement.and_then(|r| String::from_utf8(r).ok()),
+        })
+        .collect();
+    if sites.is_empty() && out.output != src {
+        let at = src
+            .iter()
+            .zip(&out.output)
+            .take_while(|(a, b)| a == b)
+            .count();
+        sites.push(RewriteSite {
+            rule: out
+                .counts
+                .keys()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| "codemod".into()),
+            start: Position::at(src, at),
+            end: Position::at(src, at),
+            replacement: None,
+        });
+    }
+    sites
+}
+
+/// Line `line` of the rewritten text `output`, as a line of `src`.
+fn line_as_read(src: &[u8], output: &[u8], trace: &trace::Trace, line: usize) -> usize {
+    let start = output
+        .split_inclusive(|&c| c == b'\n')
+        .take(line.saturating_sub(1))
+        .map(<[u8]>::len)
+        .sum::<usize>();
+    Position::at(src, trace.origin(start)).line
 }
 
 /// A unified diff (`--- a/…`, `+++ b/…`, 3 lines of context). Non-UTF-8 bytes are shown lossily;

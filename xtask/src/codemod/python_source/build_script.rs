@@ -54,9 +54,21 @@ pub fn apply(src: &[u8]) -> Outcome {
     };
     let mut edits = Vec::new();
     find(tree.root_node(), text.as_bytes(), &environ, &mut edits);
+    let kept_off = crate::codemod::suppress::Suppressions::of(crate::codemod::Lang::Python, src);
+    edits.retain(|(r, _)| {
+        !kept_off.covers(
+            crate::codemod::lexer::line_of(src, r.start),
+            ARCH_LIST_OVERRIDE,
+        )
+    });
     if edits.is_empty() {
         return out;
     }
+    let as_bytes: Vec<(usize, usize, Vec<u8>)> = edits
+        .iter()
+        .map(|(r, t)| (r.start, r.end, t.as_bytes().to_vec()))
+        .collect();
+    out.trace.rewrites(ARCH_LIST_OVERRIDE, src, &as_bytes);
     let mut bytes = src.to_vec();
     // Back to front, so earlier offsets hold.
     for (range, replacement) in edits.iter().rev() {

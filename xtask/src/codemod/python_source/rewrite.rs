@@ -10,7 +10,8 @@
 
 use super::reader::{analyze, Analysis, Import, Use};
 use super::{row_for, Change};
-use crate::codemod::{Outcome, ReviewItem};
+use crate::codemod::suppress::Suppressions;
+use crate::codemod::{Lang, Outcome, ReviewItem};
 use crate::version::Version;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -36,15 +37,23 @@ pub fn apply(changes: &[Change], torch: &Version, src: &[u8]) -> Outcome {
         let Some(a) = analyze(text) else {
             return out;
         };
-        let plan = plan(changes, torch, text, &a);
+        let kept_off = Suppressions::of(Lang::PythonModule, text.as_bytes());
+        let plan = plan(changes, torch, text, &a, &kept_off);
         if plan.edits.is_empty() {
             out.review = plan.review;
+            out.review.retain(|r| !kept_off.covers(r.line, &r.rule));
             out.review.sort_by_key(|r| r.line);
             return out;
         }
         for (rule, n) in plan.counts {
             *out.counts.entry(rule).or_default() += n;
         }
+        let spans = plan
+            .edits
+            .iter()
+            .map(|(r, t)| (r.start, r.end, t.len()))
+            .collect();
+        out.trace.step(spans, plan.marks);
         out.output = splice(text, plan.edits).into_bytes();
     }
     out
@@ -53,6 +62,8 @@ pub fn apply(changes: &[Change], torch: &Version, src: &[u8]) -> Outcome {
 #[derive(Default)]
 struct Plan {
     edits: Vec<Edit>,
+    /// The uses rewritten: row, and the use's bytes.
+    marks: Vec<(String, usize, usize)>,
     counts: BTreeMap<String, usize>,
     review: Vec<ReviewItem>,
 }
@@ -195,7 +206,13 @@ enum NameFate {
     Drop,
 }
 
-fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
+fn plan(
+    changes: &[Change],
+    torch: &Version,
+    text: &str,
+    a: &Analysis,
+    kept_off: &Suppressions,
+) -> Plan {
     let mut p = Plan::default();
     let mut left: Vec<&str> = Vec::new();
     let mut needed: BTreeSet<&str> = BTreeSet::new();
@@ -234,10 +251,16 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
         let Some(row) = *row else {
             continue;
         };
+        // Kept off its line by a comment: left as written, with the import it needs.
+        if kept_off.covers(u.line, &row.api) {
+            left.push(&u.path);
+            continue;
+        }
         match code_edits(row, u, text) {
             Some(edits) => {
                 if !edits.is_empty() {
                     p.edits.extend(edits);
+                    p.marks.push((row.api.clone(), u.span.start, u.span.end));
                     count(&mut p, &row.api);
                 }
                 if let Some(m) = &row.import {
@@ -256,6 +279,7 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
         let Some(imp) = &u.import else { continue };
         let fate = match row.filter(|r| r.matching == "use") {
             None => NameFate::Keep,
+            Some(row) if kept_off.covers(u.line, &row.api) => NameFate::Keep,
             Some(row) => {
                 let still_used = left
                     .iter()
@@ -306,7 +330,14 @@ fn plan(changes: &[Change], torch: &Version, text: &str, a: &Analysis) -> Plan {
     }
     for names in statements.values() {
         match statement_edits(text, names) {
-            Some(edits) => p.edits.extend(edits),
+            Some(edits) => {
+                p.edits.extend(edits);
+                for (u, row, _, fate) in names {
+                    if let (Some(row), false) = (row, matches!(fate, NameFate::Keep)) {
+                        p.marks.push((row.api.clone(), u.span.start, u.span.end));
+                    }
+                }
+            }
             // Comments among the names: the names go by hand, with the comments kept.
             None => {
                 for (u, row, _, fate) in names {

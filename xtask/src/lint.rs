@@ -1,0 +1,519 @@
+//! Findings as linters print them, for the commands that check sources (`audit upgrade`,
+//! `codemod --check`, `verify pins`): the `file:line:col: rule message` lines ruff and compilers
+//! print (the default when stdout is not a terminal, so editors and `grep` jump through them),
+//! GitHub workflow annotations, and SARIF 2.1.0 for code scanning, with each rule's help and, where
+//! the rewrite is one exact replacement, the fix. Also the `--select`/`--ignore` rule selection the
+//! three share.
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// 1-based line and column; the column counts Unicode code points (SARIF's `unicodeCodePoints`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Position {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Position {
+    /// The position of byte `offset` of `text` (clamped to its end; a non-UTF-8 byte counts once).
+    pub fn at(text: &[u8], offset: usize) -> Position {
+        let offset = offset.min(text.len());
+        let line_start = text[..offset]
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |i| i + 1);
+        let line = 1 + text[..line_start].iter().filter(|&&c| c == b'\n').count();
+        let column = 1 + String::from_utf8_lossy(&text[line_start..offset])
+            .chars()
+            .count();
+        Position { line, column }
+    }
+
+    /// Line `line`, column 1.
+    pub fn line(line: usize) -> Position {
+        Position { line, column: 1 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnostic {
+    pub rule: String,
+    pub file: PathBuf,
+    pub start: Position,
+    /// Where the flagged code ends, when known.
+    pub end: Option<Position>,
+    pub message: String,
+    /// What to do about it, in words.
+    pub help: String,
+    /// The exact text that replaces `start..end` (a safe rewrite), when there is one.
+    pub replacement: Option<String>,
+    /// Other places the finding involves (the second pin of a contradiction).
+    pub related: Vec<(PathBuf, Position)>,
+}
+
+/// A rule as the SARIF `tool.driver.rules` entry describes it.
+#[derive(Debug, Clone)]
+pub struct RuleDoc {
+    pub id: String,
+    pub summary: String,
+    pub help: String,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The aligned table (the default on a terminal).
+    Table,
+    /// One JSON document (docs/json.md), as `--json`.
+    Json,
+    /// `file:line:col: rule message`, one finding a line (the default when not a terminal).
+    Plain,
+    /// GitHub Actions workflow commands: annotations on the pull request's lines.
+    Github,
+    /// SARIF 2.1.0, for code scanning (`github/codeql-action/upload-sarif`).
+    Sarif,
+}
+
+impl Format {
+    /// `--format` if given, `json` under `--json`, else table on a terminal and plain otherwise.
+    pub fn resolve(format: Option<Format>, json: bool) -> Format {
+        match (format, json) {
+            (Some(f), _) => f,
+            (None, true) => Format::Json,
+            (None, false) if std::io::stdout().is_terminal() => Format::Table,
+            (None, false) => Format::Plain,
+        }
+    }
+}
+
+/// `--select` / `--ignore`: rule ids, or prefixes ending in `*` (`thc-*`).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub select: Vec<String>,
+    pub ignore: Vec<String>,
+}
+
+impl Selection {
+    fn matches(pattern: &str, id: &str) -> bool {
+        match pattern.strip_suffix('*') {
+            Some(prefix) => id.starts_with(prefix),
+            None => pattern == id,
+        }
+    }
+
+    /// Whether findings of `id` are reported (and, for the codemod, rewritten).
+    pub fn allows(&self, id: &str) -> bool {
+        (self.select.is_empty() || self.select.iter().any(|p| Self::matches(p, id)))
+            && !self.ignore.iter().any(|p| Self::matches(p, id))
+    }
+
+    pub fn is_everything(&self) -> bool {
+        self.select.is_empty() && self.ignore.is_empty()
+    }
+
+    /// Refuses a pattern that names no rule of `known`: a typo would silently check nothing.
+    pub fn check_known(&self, known: &[String], list_with: &str) -> Result<()> {
+        for p in self.select.iter().chain(&self.ignore) {
+            if !known.iter().any(|id| Self::matches(p, id)) {
+                let near: Vec<&str> = known
+                    .iter()
+                    .filter(|id| {
+                        let stem = p.trim_end_matches('*');
+                        id.starts_with(stem) || strsim::levenshtein(stem, id) <= 2
+                    })
+                    .map(String::as_str)
+                    .take(5)
+                    .collect();
+                let hint = if near.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (did you mean {}?)", near.join(", "))
+                };
+                bail!("no rule `{p}`{hint}; `{list_with}` lists the rule ids");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `path` as a finding names it: relative to the current directory when under it.
+fn shown(path: &Path) -> String {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let rel = path.strip_prefix(&cwd).unwrap_or(path);
+    rel.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect::<PathBuf>()
+        .display()
+        .to_string()
+}
+
+/// The options the source checks share (`audit upgrade`, `codemod`, `verify pins`), flattened
+/// into their arguments.
+#[derive(Debug, clap::Args)]
+pub struct FindingsArgs {
+    /// How to print the findings: table (default on a terminal), plain (`file:line:col: rule
+    /// message`, the default otherwise), json (as --json), github (workflow annotations) or sarif
+    /// (SARIF 2.1.0, for code scanning).
+    #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "json")]
+    pub format: Option<Format>,
+    /// Only these rules: ids as --list-rules prints them, or a prefix ending in `*` (repeatable,
+    /// or comma-separated).
+    #[arg(long, value_name = "RULE", value_delimiter = ',')]
+    pub select: Vec<String>,
+    /// Not these rules (same forms as --select).
+    #[arg(long, value_name = "RULE", value_delimiter = ',')]
+    pub ignore: Vec<String>,
+}
+
+impl FindingsArgs {
+    pub fn selection(&self) -> Selection {
+        Selection {
+            select: self.select.clone(),
+            ignore: self.ignore.clone(),
+        }
+    }
+
+    /// The format to print in: as asked, else [`Format::resolve`] for a check, or the table (the
+    /// JSON document under `--json`) for a command that is not one (`codemod` writing files).
+    pub fn format(&self, json: bool, is_check: bool) -> Format {
+        match (self.format, is_check) {
+            (Some(f), _) => f,
+            (None, true) => Format::resolve(None, json),
+            (None, false) if json => Format::Json,
+            (None, false) => Format::Table,
+        }
+    }
+}
+
+/// `file:line:col: rule message`, one finding a line, then `summary`.
+pub fn plain(diags: &[Diagnostic], summary: &str) -> String {
+    let mut out = String::new();
+    for d in diags {
+        out += &format!(
+            "{}:{}:{}: {} {}\n",
+            shown(&d.file),
+            d.start.line,
+            d.start.column,
+            d.rule,
+            one_line(&d.message)
+        );
+    }
+    out += summary;
+    out
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// GitHub Actions `::error` commands (escaped as the runner's toolkit escapes them), then
+/// `summary` as a notice.
+pub fn github(diags: &[Diagnostic], summary: &str) -> String {
+    let data = |s: &str| {
+        s.replace('%', "%25")
+            .replace('\r', "%0D")
+            .replace('\n', "%0A")
+    };
+    let property = |s: &str| data(s).replace(':', "%3A").replace(',', "%2C");
+    let mut out = String::new();
+    for d in diags {
+        let mut props = format!(
+            "file={},line={},col={}",
+            property(&shown(&d.file)),
+            d.start.line,
+            d.start.column
+        );
+        if let Some(e) = d.end {
+            props += &format!(",endLine={},endColumn={}", e.line, e.column);
+        }
+        props += &format!(",title={}", property(&format!("archsmith {}", d.rule)));
+        let mut message = d.message.clone();
+        if !d.help.is_empty() {
+            message += &format!("\nfix: {}", d.help);
+        }
+        out += &format!("::error {props}::{}\n", data(&message));
+    }
+    let summary = summary.trim_end();
+    if !summary.is_empty() {
+        out += &format!("::notice title=archsmith::{}\n", data(summary));
+    }
+    out
+}
+
+/// A file's URI: relative (resolved against `%SRCROOT%`, the current directory) when under the
+/// current directory, else an absolute `file://` URI; bytes outside RFC 3986's unreserved set and
+/// `/` are percent-encoded.
+fn uri(path: &Path) -> (String, bool) {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let (rel, relative) = match path.strip_prefix(&cwd) {
+        Ok(r) => (r.to_path_buf(), true),
+        Err(_) if path.is_relative() => (path.to_path_buf(), true),
+        Err(_) => (path.to_path_buf(), false),
+    };
+    let text = rel.to_string_lossy();
+    let mut enc = String::new();
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            enc.push(b as char);
+        } else {
+            enc += &format!("%{b:02X}");
+        }
+    }
+    if relative {
+        (enc.trim_start_matches("./").to_string(), true)
+    } else {
+        (format!("file://{enc}"), false)
+    }
+}
+
+fn location(path: &Path, start: Position, end: Option<Position>) -> Value {
+    let (uri, relative) = uri(path);
+    let mut artifact = json!({ "uri": uri });
+    if relative {
+        artifact["uriBaseId"] = json!("%SRCROOT%");
+    }
+    json!({ "physicalLocation": { "artifactLocation": artifact, "region": region(start, end) } })
+}
+
+fn region(start: Position, end: Option<Position>) -> Value {
+    let mut r = json!({ "startLine": start.line, "startColumn": start.column });
+    if let Some(e) = end {
+        r["endLine"] = json!(e.line);
+        r["endColumn"] = json!(e.column);
+    }
+    r
+}
+
+/// The SARIF 2.1.0 log of one run of `command` (`audit upgrade`): every rule of `rules` that a
+/// finding names, with its help; each finding with its location, related locations and, where
+/// it has one, the exact fix.
+pub fn sarif(command: &str, rules: &[RuleDoc], diags: &[Diagnostic]) -> Value {
+    let mut used: Vec<RuleDoc> = Vec::new();
+    for d in diags {
+        if !used.iter().any(|r| r.id == d.rule) {
+            used.push(
+                rules
+                    .iter()
+                    .find(|r| r.id == d.rule)
+                    .cloned()
+                    .unwrap_or_else(|| RuleDoc {
+                        id: d.rule.clone(),
+                        summary: d.rule.clone(),
+                        help: d.help.clone(),
+                    }),
+            );
+        }
+    }
+    used.sort_by(|a, b| a.id.cmp(&b.id));
+    let driver_rules: Vec<Value> = used
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "shortDescription": { "text": one_line(&r.summary) },
+                "fullDescription": { "text": r.summary },
+                "help": { "text": r.help },
+                "defaultConfiguration": { "level": "error" },
+            })
+        })
+        .collect();
+    let results: Vec<Value> = diags
+        .iter()
+        .map(|d| {
+            let index = used.iter().position(|r| r.id == d.rule).unwrap_or(0);
+            let mut text = d.message.trim_end().to_string();
+            if !d.help.is_empty() {
+                let stop = if text.ends_with('.') { "" } else { "." };
+                text += &format!("{stop} Fix: {}", d.help);
+            }
+            let mut result = json!({
+                "ruleId": d.rule,
+                "ruleIndex": index,
+                "level": "error",
+                "message": { "text": text },
+                "locations": [location(&d.file, d.start, d.end)],
+            });
+            if !d.related.is_empty() {
+                result["relatedLocations"] = d
+                    .related
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (f, p))| {
+                        let mut l = location(f, *p, None);
+                        l["id"] = json!(i);
+                        l
+                    })
+                    .collect();
+            }
+            if let (Some(rep), Some(end)) = (&d.replacement, d.end) {
+                let (uri, relative) = uri(&d.file);
+                let mut artifact = json!({ "uri": uri });
+                if relative {
+                    artifact["uriBaseId"] = json!("%SRCROOT%");
+                }
+                result["fixes"] = json!([{
+                    "description": { "text": d.help },
+                    "artifactChanges": [{
+                        "artifactLocation": artifact,
+                        "replacements": [{
+                            "deletedRegion": region(d.start, Some(end)),
+                            "insertedContent": { "text": rep },
+                        }],
+                    }],
+                }]);
+            }
+            result
+        })
+        .collect();
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let (root, _) = uri(&cwd);
+    let root = format!("{}/", root.trim_end_matches('/'));
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": { "driver": {
+                "name": "archsmith",
+                "version": env!("CARGO_PKG_VERSION"),
+                "informationUri": "https://github.com/archsmith/archsmith",
+                "rules": driver_rules,
+            } },
+            "automationDetails": { "id": format!("archsmith/{}/", command.replace(' ', "-")) },
+            "originalUriBaseIds": { "%SRCROOT%": { "uri": root } },
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    })
+}
+
+/// Prints `report` in `format`: the table and the JSON document as every command does, or its
+/// findings (`findings(report)`: the findings, the rules they name and a one-line summary).
+pub fn emit<T: Serialize>(
+    format: Format,
+    command: &str,
+    doc: crate::output::Document,
+    report: &T,
+    table: impl FnOnce(&T) -> String,
+    findings: impl FnOnce(&T) -> (Vec<Diagnostic>, Vec<RuleDoc>, String),
+) -> Result<()> {
+    match format {
+        Format::Table => crate::output::emit(false, doc, report, table),
+        Format::Json => crate::output::emit(true, doc, report, table),
+        Format::Plain | Format::Github | Format::Sarif => {
+            let (diags, rules, summary) = findings(report);
+            let summary = format!("{}\n", summary.trim_end());
+            match format {
+                Format::Plain => print!("{}", plain(&diags, &summary)),
+                Format::Github => print!("{}", github(&diags, &summary)),
+                _ => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&sarif(command, &rules, &diags))?
+                ),
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diag(rule: &str, line: usize) -> Diagnostic {
+        Diagnostic {
+            rule: rule.into(),
+            file: PathBuf::from("src/a b.cu"),
+            start: Position { line, column: 3 },
+            end: Some(Position { line, column: 11 }),
+            message: "AT_CHECK is gone, use: TORCH_CHECK, 100%".into(),
+            help: "TORCH_CHECK".into(),
+            replacement: Some("TORCH_CHECK".into()),
+            related: vec![],
+        }
+    }
+
+    #[test]
+    fn positions_count_code_points_from_one() {
+        let text = "ab\nçé AT_CHECK\n".as_bytes();
+        let at = text.windows(8).position(|w| w == b"AT_CHECK").unwrap();
+        assert_eq!(Position::at(text, at), Position { line: 2, column: 4 });
+        assert_eq!(Position::at(text, 0), Position { line: 1, column: 1 });
+        assert_eq!(Position::at(text, 9999).line, 3);
+    }
+
+    #[test]
+    fn plain_and_github_forms() {
+        let d = [diag("at-check", 7)];
+        assert_eq!(
+            plain(&d, "1 finding\n"),
+            "src/a b.cu:7:3: at-check AT_CHECK is gone, use: TORCH_CHECK, 100%\n1 finding\n"
+        );
+        let g = github(&d, "1 finding\n");
+        assert!(g.starts_with(
+            "::error file=src/a b.cu,line=7,col=3,endLine=7,endColumn=11,title=archsmith at-check::AT_CHECK is gone, use: TORCH_CHECK, 100%25%0Afix: TORCH_CHECK\n"
+        ), "{g}");
+        assert!(g.ends_with("::notice title=archsmith::1 finding\n"), "{g}");
+    }
+
+    #[test]
+    fn sarif_names_each_rule_once_with_its_fix() {
+        let rules = [RuleDoc {
+            id: "at-check".into(),
+            summary: "AT_CHECK was removed".into(),
+            help: "Use TORCH_CHECK".into(),
+        }];
+        let s = sarif(
+            "codemod",
+            &rules,
+            &[diag("at-check", 1), diag("at-check", 2)],
+        );
+        let run = &s["runs"][0];
+        assert_eq!(run["tool"]["driver"]["rules"].as_array().unwrap().len(), 1);
+        let r = &run["results"][1];
+        assert_eq!(r["ruleId"], "at-check");
+        assert_eq!(
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            "src/a%20b.cu"
+        );
+        assert_eq!(
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+            2
+        );
+        let rep = &r["fixes"][0]["artifactChanges"][0]["replacements"][0];
+        assert_eq!(rep["insertedContent"]["text"], "TORCH_CHECK");
+        assert_eq!(rep["deletedRegion"]["endColumn"], 11);
+    }
+
+    #[test]
+    fn selection_by_id_and_prefix_and_unknown_ids_refused() {
+        let s = Selection {
+            select: vec!["thc-*".into(), "at-check".into()],
+            ignore: vec!["thc-state".into()],
+        };
+        assert!(s.allows("at-check") && s.allows("thc-blas"));
+        assert!(!s.allows("thc-state") && !s.allows("data-ptr"));
+        let known = vec![
+            "at-check".to_string(),
+            "thc-blas".into(),
+            "thc-state".into(),
+        ];
+        assert!(s.check_known(&known, "x").is_ok());
+        let bad = Selection {
+            select: vec!["at-chek".into()],
+            ignore: vec![],
+        };
+        let e = bad
+            .check_known(&known, "archsmith codemod --list-rules")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no rule `at-chek` (did you mean at-check?)"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("--list-rules"), "{e}");
+    }
+}
