@@ -11,6 +11,8 @@
 # archsmith is $ARCHSMITH if set, else `archsmith` on PATH (cargo install --path xtask, or its
 # wheel), else `cargo xtask` inside archsmith's own repository. Extra options for verify env come
 # from $ARCHSMITH_ENV_ARGS (e.g. "--expect-cuda 13.2 --expect-arch 7.5;8.9;9.0 --no-conda").
+# pins and upgrade print findings as $ARCHSMITH_FORMAT: plain (file:line:col, the default), github
+# (annotations on the pull request), sarif (code scanning) or table.
 set -eu
 
 if [ -n "${ARCHSMITH:-}" ]; then
@@ -49,11 +51,11 @@ case "$job" in
     run verify env --python "$python" $expects ${ARCHSMITH_ENV_ARGS:-} --junit "${ARCHSMITH_JUNIT:-verify-env.xml}"
     ;;
   pins)
-    run verify pins "${1:-.}"
+    run verify pins --format "${ARCHSMITH_FORMAT:-plain}" "${1:-.}"
     ;;
   upgrade)
     [ $# -ge 2 ] || usage
-    run audit upgrade --from "$1" --to "$2" "${3:-.}"
+    run audit upgrade --from "$1" --to "$2" --format "${ARCHSMITH_FORMAT:-plain}" "${3:-.}"
     ;;
   *)
     usage

@@ -115,7 +115,14 @@ fn check_fails_until_applied_and_apply_is_atomic_and_idempotent() {
 #[test]
 fn check_fails_on_review_items_even_without_changes() {
     let repo = repo_with(&[("a.cpp", b"void f(bool c) { AT_ASSERT(c); }\n")]);
+    // Not a terminal: a linter's `file:line:col: rule message`; the table has the suggestion.
     let (code, out, _) = xtask(repo.path(), &["codemod", "--check", "a.cpp"]);
+    assert_eq!(code, 1);
+    assert!(out.starts_with("a.cpp:1:1: at-assert "), "{out}");
+    let (code, out, _) = xtask(
+        repo.path(),
+        &["codemod", "--check", "--format", "table", "a.cpp"],
+    );
     assert_eq!(code, 1);
     assert!(out.contains("a.cpp:1: [at-assert]"), "{out}");
     assert!(out.contains("suggestion: TORCH_CHECK(c)"), "{out}");

@@ -139,9 +139,12 @@ impl AuditReport {
 pub struct AuditRequest {
     pub from: Version,
     pub to: Version,
-    pub path: PathBuf,
+    /// Directories and files (pre-commit passes the staged files).
+    pub paths: Vec<PathBuf>,
     /// Extra change tables (`--changes FILE`).
     pub changes: Vec<PathBuf>,
+    /// `--select` / `--ignore`: rows by API, port rules by id.
+    pub selection: crate::lint::Selection,
     /// The env whose compiled packages to check against the target torch (`--installed`).
     pub installed: Option<PathBuf>,
     /// An env with the target torch (`--to-python`); default: archsmith's torch `to` env.
@@ -192,7 +195,11 @@ fn compiled_check(
 /// Python files under `root`, git-ignored and hidden ones skipped.
 fn python_files(root: &Path) -> Vec<PathBuf> {
     if root.is_file() {
-        return vec![root.to_path_buf()];
+        return if root.extension().is_some_and(|x| x == "py") {
+            vec![root.to_path_buf()]
+        } else {
+            Vec::new()
+        };
     }
     let mut out: Vec<PathBuf> = ignore::WalkBuilder::new(root)
         .build()
@@ -205,46 +212,91 @@ fn python_files(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
-    if req.to <= req.from {
-        bail!("--to {} is not newer than --from {}: give the release you upgrade from and the one you upgrade to", req.to, req.from);
-    }
-    if !req.path.exists() {
-        bail!("{}: no such file or directory", req.path.display());
-    }
+/// The change rows and port catalogue the request selects: built-in, `--changes`, `--select`.
+fn rules(
+    req: &AuditRequest,
+) -> Result<(Vec<Change>, std::borrow::Cow<'static, codemod::Catalogue>)> {
     let mut changes = builtin_changes();
     for f in &req.changes {
         let text = fs_err::read_to_string(f)?;
         changes.extend(parse_changes(&f.display().to_string(), &text)?);
     }
-    let files = python_files(&req.path);
+    let port = codemod::catalogue::builtin();
+    if req.selection.is_everything() {
+        return Ok((changes, std::borrow::Cow::Borrowed(port)));
+    }
+    let mut known = port.rule_ids();
+    known.extend(changes.iter().map(|c| c.api.clone()));
+    req.selection.check_known(
+        &known,
+        "the rows of patches/rules/torch-python.toml and `codemod --list-rules`",
+    )?;
+    changes.retain(|c| req.selection.allows(&c.api));
+    Ok((
+        changes,
+        std::borrow::Cow::Owned(port.selected(&req.selection)),
+    ))
+}
+
+/// The uses of `changes`' APIs in one Python file, minus those a comment keeps off their line.
+fn file_findings(req: &AuditRequest, changes: &[Change], f: &Path) -> Vec<Finding> {
+    let Ok(src) = std::fs::read_to_string(f) else {
+        return Vec::new();
+    };
+    let Some(uses) = codemod::python_source::reader::uses(&src) else {
+        return Vec::new();
+    };
+    let kept_off = codemod::suppress::Suppressions::of(codemod::Lang::PythonModule, src.as_bytes());
     let mut findings = Vec::new();
-    for f in &files {
-        let Ok(src) = std::fs::read_to_string(f) else {
+    for u in uses {
+        let Some(c) = row_for(changes, &u, &req.to) else {
             continue;
         };
-        let Some(uses) = codemod::python_source::reader::uses(&src) else {
+        if kept_off.covers(u.line, &c.api) {
             continue;
-        };
-        for u in uses {
-            let Some(c) = row_for(&changes, &u, &req.to) else {
-                continue;
-            };
-            findings.push(Finding {
-                file: f.clone(),
-                line: u.line,
-                column: u.column,
-                api: c.api.clone(),
-                code: u.text.clone(),
-                what: c.event(&req.to).unwrap_or_default(),
-                before_from: c.before(&req.from),
-                reason: c.reason.clone(),
-                fix: c.fix.clone(),
-                source: c.source.clone(),
-            });
+        }
+        findings.push(Finding {
+            file: f.to_path_buf(),
+            line: u.line,
+            column: u.column,
+            api: c.api.clone(),
+            code: u.text.clone(),
+            what: c.event(&req.to).unwrap_or_default(),
+            before_from: c.before(&req.from),
+            reason: c.reason.clone(),
+            fix: c.fix.clone(),
+            source: c.source.clone(),
+        });
+    }
+    findings
+}
+
+pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
+    if req.to <= req.from {
+        bail!("--to {} is not newer than --from {}: give the release you upgrade from and the one you upgrade to", req.to, req.from);
+    }
+    for p in &req.paths {
+        if !p.exists() {
+            bail!("{}: no such file or directory", p.display());
         }
     }
-    let native_files = codemod::discover(std::slice::from_ref(&req.path)).unwrap_or_default();
+    let (changes, port) = rules(req)?;
+    let mut files: Vec<PathBuf> = req.paths.iter().flat_map(|p| python_files(p)).collect();
+    files.sort();
+    files.dedup();
+    let findings = files
+        .iter()
+        .flat_map(|f| file_findings(req, &changes, f))
+        .collect();
+    // Files given one by one (a hook's staged files) may be of any kind: only C-family ones go
+    // to the port catalogue.
+    let native_roots: Vec<PathBuf> = req
+        .paths
+        .iter()
+        .filter(|p| p.is_dir() || codemod::Lang::of_path(p).is_some())
+        .cloned()
+        .collect();
+    let native_files = codemod::discover(&native_roots).unwrap_or_default();
     let native_files: Vec<PathBuf> = native_files
         .into_iter()
         .filter(|p| p.extension().is_none_or(|x| x != "py"))
@@ -252,12 +304,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
     let native = if native_files.is_empty() {
         Vec::new()
     } else {
-        codemod::run(
-            codemod::catalogue::builtin(),
-            &native_files,
-            codemod::Mode::Check,
-        )?
-        .files
+        codemod::run(&port, &native_files, codemod::Mode::Check)?.files
     };
     Ok(AuditReport {
         from: req.from.clone(),
@@ -268,6 +315,72 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         compiled: compiled_check(crate::kb::kb(), req)?,
     })
 }
+
+/// The report's findings as a linter prints them, with the rules they name.
+pub fn diagnostics(
+    report: &AuditReport,
+    req: &AuditRequest,
+) -> Result<(Vec<crate::lint::Diagnostic>, Vec<crate::lint::RuleDoc>)> {
+    use crate::lint::{Diagnostic, Position, RuleDoc};
+    let (changes, port) = rules(req)?;
+    let mut docs: Vec<RuleDoc> = changes
+        .iter()
+        .map(|c| RuleDoc {
+            id: c.api.clone(),
+            summary: format!(
+                "{} {}: {}",
+                c.api,
+                c.event(&req.to).unwrap_or_default(),
+                c.reason
+            ),
+            help: format!("{} (source: {})", c.fix, c.source),
+        })
+        .collect();
+    docs.extend(port.rule_docs());
+    let mut diags: Vec<Diagnostic> = report
+        .findings
+        .iter()
+        .map(|f| Diagnostic {
+            rule: f.api.clone(),
+            file: f.file.clone(),
+            start: Position {
+                line: f.line,
+                column: f.column,
+            },
+            end: None,
+            message: format!("`{}`: {}: {}", f.code, f.what, f.reason),
+            help: f.fix.clone(),
+            replacement: None,
+            related: Vec::new(),
+        })
+        .collect();
+    diags.extend(codemod::diagnostics(&report.native, &port, true));
+    if let Some(c) = &report.compiled {
+        docs.push(RuleDoc {
+            id: WILL_NOT_LOAD.into(),
+            summary: "An installed compiled module would not load with the target torch".into(),
+            help: "Rebuild or upgrade its package for the target torch.".into(),
+        });
+        diags.extend(c.breaking.iter().map(|v| Diagnostic {
+            rule: WILL_NOT_LOAD.into(),
+            file: PathBuf::from(&v.path),
+            start: Position::line(1),
+            end: None,
+            message: format!(
+                "will not load with torch {}: {}",
+                report.to,
+                v.reason.as_deref().unwrap_or("")
+            ),
+            help: v.fix.clone().unwrap_or_default(),
+            replacement: None,
+            related: Vec::new(),
+        }));
+    }
+    Ok((diags, docs))
+}
+
+/// The rule id of a compiled module that would not load after the upgrade (`--installed`).
+pub const WILL_NOT_LOAD: &str = "will-not-load";
 
 /// Holds each row's evidence to a real torch wheel: `wheel_for(version)` gives the wheel's path.
 /// Returns one line per piece of evidence the wheel contradicts (empty: all hold).

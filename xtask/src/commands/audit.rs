@@ -1,7 +1,7 @@
 //! `cargo xtask audit upgrade --from A --to B [PATH]`: thin CLI over [`crate::audit_upgrade`].
 
-use crate::audit_upgrade::{audit, AuditRequest};
-use crate::output::{documents, emit, Exit};
+use crate::audit_upgrade::{audit, diagnostics, AuditRequest};
+use crate::output::{documents, Exit};
 use crate::version::Version;
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -29,9 +29,9 @@ pub struct UpgradeArgs {
     /// The torch release it moves to.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::audited_torch_release)]
     pub to: Version,
-    /// The project (a directory or one file; default: the current directory).
+    /// The project: directories or files (default: the current directory).
     #[arg(default_value = ".")]
-    pub path: PathBuf,
+    pub paths: Vec<PathBuf>,
     /// More API changes, in the format of patches/rules/torch-python.toml (repeatable).
     #[arg(long = "changes", value_name = "FILE")]
     pub changes: Vec<PathBuf>,
@@ -45,20 +45,39 @@ pub struct UpgradeArgs {
     /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub findings: crate::lint::FindingsArgs,
 }
 
 pub fn run(args: AuditArgs) -> Result<Exit> {
     match args.what {
         AuditCommand::Upgrade(u) => {
-            let report = audit(&AuditRequest {
+            let request = AuditRequest {
                 from: u.from,
                 to: u.to,
-                path: u.path,
+                paths: u.paths,
                 changes: u.changes,
                 installed: u.installed,
                 to_python: u.to_python,
-            })?;
-            emit(u.json, documents::AUDIT_UPGRADE, &report, |r| r.table())?;
+                selection: u.findings.selection(),
+            };
+            let report = audit(&request)?;
+            let format = u.findings.format(u.json, true);
+            let (diags, rules) = diagnostics(&report, &request)?;
+            let summary = report
+                .table()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            crate::lint::emit(
+                format,
+                "audit upgrade",
+                documents::AUDIT_UPGRADE,
+                &report,
+                |r| r.table(),
+                |_| (diags, rules, summary),
+            )?;
             Ok(Exit::passed(report.is_clean()))
         }
     }

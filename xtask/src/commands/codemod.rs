@@ -25,6 +25,10 @@ pub struct CodemodArgs {
     /// Write nothing; exit 1 if a file would change or a review item remains.
     #[arg(long)]
     pub check: bool,
+    /// Write the rewrites (as a linter's --fix: in a work tree with changes too), then print
+    /// what is left for a person; exit 1 while a review item remains.
+    #[arg(long, conflicts_with_all = ["check", "dry_run"])]
+    pub fix: bool,
     /// Write even when the files have uncommitted changes or are not in a git work tree.
     #[arg(long)]
     pub force: bool,
@@ -37,27 +41,15 @@ pub struct CodemodArgs {
     /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub findings: crate::lint::FindingsArgs,
 }
 
 pub fn run(args: &CodemodArgs) -> Result<Exit> {
-    let owned;
-    let cat: &Catalogue = match (&args.rules, &args.torch) {
-        (Some(p), _) => {
-            let loaded = Catalogue::load(p)?;
-            owned = match &args.torch {
-                Some(t) => loaded.for_torch(t),
-                None => loaded,
-            };
-            &owned
-        }
-        (None, Some(t)) => {
-            owned = codemod::builtin().clone().for_torch(t);
-            &owned
-        }
-        (None, None) => codemod::builtin(),
-    };
+    let selection = args.findings.selection();
+    let cat = Catalogue::chosen(args.rules.as_deref(), args.torch.as_ref(), &selection)?;
     if args.list_rules {
-        return list_rules(cat, args.json);
+        return list_rules(&cat, args.json);
     }
     let apply = !args.dry_run && !args.check;
     let mode = if apply {
@@ -67,8 +59,9 @@ pub fn run(args: &CodemodArgs) -> Result<Exit> {
     } else {
         Mode::DryRun
     };
-    let report = codemod::run_on_paths(cat, &args.paths, mode, args.force)?;
-    emit(args.json, documents::CODEMOD, &report, |r| {
+    let report = codemod::run_on_paths(&cat, &args.paths, mode, args.force || args.fix)?;
+    let format = args.findings.format(args.json, args.check || args.fix);
+    let table = |r: &Report| {
         let mut out = String::new();
         if args.dry_run {
             for d in r.files.iter().filter_map(|f| f.diff.as_deref()) {
@@ -77,8 +70,27 @@ pub fn run(args: &CodemodArgs) -> Result<Exit> {
         }
         out.push_str(&render(r, apply));
         out
-    })?;
-    if args.check && (report.files_changed > 0 || report.review_items > 0) {
+    };
+    let findings = |r: &Report| {
+        // Once written, what is left is the review items.
+        let diags = r.diagnostics(&cat, !apply);
+        let summary = render(r, apply)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        (diags, cat.rule_docs(), summary)
+    };
+    crate::lint::emit(
+        format,
+        "codemod",
+        documents::CODEMOD,
+        &report,
+        table,
+        findings,
+    )?;
+    let left = report.review_items > 0 || (args.check && report.files_changed > 0);
+    if (args.check || args.fix) && left {
         return Ok(Exit::Failed);
     }
     Ok(Exit::Success)

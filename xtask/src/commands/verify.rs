@@ -3,8 +3,7 @@
 
 use crate::cuda_arch::Cc;
 use crate::kb::kb;
-use crate::output::documents;
-use crate::output::Exit;
+use crate::output::{documents, Exit};
 use crate::verify::binary_check::{audit, BinaryRequest, Report};
 use crate::verify::load_check::LoadReport;
 use anyhow::Result;
@@ -52,6 +51,8 @@ pub struct PinsArgs {
     /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub findings: crate::lint::FindingsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -126,15 +127,10 @@ pub fn run(args: VerifyArgs) -> Result<Exit> {
 
 fn pins(args: PinsArgs) -> Result<Exit> {
     use crate::verify::pins::{check_pins, PinsRequest};
-    let report = check_pins(
-        kb(),
-        &PinsRequest {
-            path: args.path,
-            gpus: args.gpus,
-            python: args.python,
-        },
-    )?;
-    crate::output::emit(args.json, documents::VERIFY_PINS, &report, |r| r.table())?;
+    let (path, gpus, python) = (args.path, args.gpus, args.python);
+    let mut report = check_pins(kb(), &PinsRequest { path, gpus, python })?;
+    report.select(&args.findings.selection())?;
+    report.print(args.findings.format(args.json, true))?;
     Ok(Exit::passed(report.findings.is_empty()))
 }
 

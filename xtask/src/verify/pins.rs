@@ -82,7 +82,106 @@ pub struct PinsReport {
     pub findings: Vec<Finding>,
 }
 
+/// The kinds of finding, as rule ids (`--select`, SARIF): the kind with `-` for spaces.
+pub const RULES: &[(&str, &str)] = &[
+    (
+        "contradiction",
+        "Two requirement files pin one distribution to versions that cannot both hold",
+    ),
+    (
+        "cuda-variant",
+        "torch, torchvision and torchaudio pinned to different CUDA variants",
+    ),
+    (
+        "pairing",
+        "A torchvision or torchaudio pin that is not released with the pinned torch",
+    ),
+    (
+        "python",
+        "The pinned torch ships no wheel for the project's Python",
+    ),
+    (
+        "gpu",
+        "The pinned torch has no kernel image for a GPU the project must run on",
+    ),
+];
+
+impl Finding {
+    pub fn rule(&self) -> String {
+        self.kind.replace(' ', "-")
+    }
+}
+
 impl PinsReport {
+    /// Prints the report in `format` (the table, the JSON document, or the findings).
+    pub fn print(&self, format: crate::lint::Format) -> Result<()> {
+        let doc = crate::output::documents::VERIFY_PINS;
+        crate::lint::emit(
+            format,
+            "verify pins",
+            doc,
+            self,
+            Self::table,
+            Self::findings,
+        )
+    }
+
+    /// Only the findings whose rule `sel` allows.
+    pub fn select(&mut self, sel: &crate::lint::Selection) -> Result<()> {
+        let known: Vec<String> = RULES.iter().map(|(id, _)| id.to_string()).collect();
+        sel.check_known(&known, "docs/verify-pins.md")?;
+        self.findings.retain(|f| sel.allows(&f.rule()));
+        Ok(())
+    }
+
+    /// The findings as a linter prints them (each at its first requirement, the others
+    /// related), the rules and the one-line summary.
+    pub fn findings(
+        &self,
+    ) -> (
+        Vec<crate::lint::Diagnostic>,
+        Vec<crate::lint::RuleDoc>,
+        String,
+    ) {
+        use crate::lint::{Diagnostic, Position, RuleDoc};
+        // A place is `file:line` (`Pin::place`).
+        let at = |place: &str| -> (PathBuf, Position) {
+            match place.rsplit_once(':') {
+                Some((f, l)) => (PathBuf::from(f), Position::line(l.parse().unwrap_or(1))),
+                None => (PathBuf::from(place), Position::line(1)),
+            }
+        };
+        let diags = self
+            .findings
+            .iter()
+            .map(|f| {
+                let mut places = f.places.iter().map(|p| at(p));
+                let (file, start) = places.next().unwrap_or_else(|| at(""));
+                Diagnostic {
+                    rule: f.rule(),
+                    file,
+                    start,
+                    end: None,
+                    message: f.message.clone(),
+                    help: f.fix.clone(),
+                    replacement: None,
+                    related: places.collect(),
+                }
+            })
+            .collect();
+        let rules = RULES
+            .iter()
+            .map(|(id, summary)| RuleDoc {
+                id: id.to_string(),
+                summary: summary.to_string(),
+                help: "Make the pins agree; each finding names the fix (docs/verify-pins.md)."
+                    .into(),
+            })
+            .collect();
+        let summary = self.table().lines().next().unwrap_or_default().to_string();
+        (diags, rules, summary)
+    }
+
     pub fn table(&self) -> String {
         let mut s = format!(
             "{} requirements in {} files: {} finding(s)\n",
