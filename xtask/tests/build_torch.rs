@@ -1177,3 +1177,62 @@ fn builds_the_scikit_build_fixture_through_its_front_end() {
     );
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+/// The late failure of the whole real build (step 797 of 2005: `mobile_bytecode_generated.h:12:
+/// static assertion failed: Non-compatible flatbuffers version included`), caught by preflight:
+/// the flatc-generated header against the flatbuffers the build compiles it with — the vendored
+/// copy when the tree has one, else the system's (here a prefix on CMAKE_PREFIX_PATH, as a
+/// Debian-stripped tree takes it from /usr/include).
+#[test]
+fn preflight_compares_a_generated_flatbuffers_header_with_the_library_used() {
+    let src = copy_fixture("torch-tree-setup-py", "bt-flatbuffers");
+    let s = src.to_str().unwrap();
+    let base_h = |v: (u32, u32, u32)| {
+        format!(
+            "#define FLATBUFFERS_VERSION_MAJOR {}\n#define FLATBUFFERS_VERSION_MINOR {}\n#define FLATBUFFERS_VERSION_REVISION {}\n",
+            v.0, v.1, v.2
+        )
+    };
+    let gen = src.join("torch/csrc/jit/serialization");
+    std::fs::create_dir_all(&gen).unwrap();
+    std::fs::write(
+        gen.join("mobile_bytecode_generated.h"),
+        "#include \"flatbuffers/flatbuffers.h\"\n\
+         static_assert(FLATBUFFERS_VERSION_MAJOR == 23 &&\n\
+         FLATBUFFERS_VERSION_MINOR == 3 &&\n\
+         FLATBUFFERS_VERSION_REVISION == 3,\n\
+         \"Non-compatible flatbuffers version included\");\n",
+    )
+    .unwrap();
+    // A system flatbuffers of another release, and no vendored copy: fails, with the fix.
+    let prefix = src.parent().unwrap().join("prefix");
+    std::fs::create_dir_all(prefix.join("include/flatbuffers")).unwrap();
+    std::fs::write(
+        prefix.join("include/flatbuffers/base.h"),
+        base_h((24, 3, 25)),
+    )
+    .unwrap();
+    let set = format!("CMAKE_PREFIX_PATH={}", prefix.display());
+    let v = dry_run(s, "9.0", &["--set", &set]);
+    let c = check(&v, "generated sources");
+    assert_eq!(c["status"], "fail", "{c}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("torch/csrc/jit/serialization/mobile_bytecode_generated.h was generated for flatbuffers 23.3.3, but the build compiles it against flatbuffers 24.3.25"),
+        "{detail}"
+    );
+    let fix = c["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("flatc --cpp --gen-mutable --scoped-enums -o torch/csrc/jit/serialization -c torch/csrc/jit/serialization/mobile_bytecode.fbs"),
+        "{fix}"
+    );
+    assert!(v["wheel"].is_null());
+    // The vendored copy at the header's release comes first: passes.
+    let vendored = src.join("third_party/flatbuffers/include/flatbuffers");
+    std::fs::create_dir_all(&vendored).unwrap();
+    std::fs::write(vendored.join("base.h"), base_h((23, 3, 3))).unwrap();
+    let v = dry_run(s, "9.0", &["--set", &set]);
+    let c = check(&v, "generated sources");
+    assert_eq!(c["status"], "ok", "{c}");
+    let _ = std::fs::remove_dir_all(src.parent().unwrap());
+}

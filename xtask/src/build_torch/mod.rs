@@ -10,6 +10,7 @@
 //! [`crate::verify::torch_wheel`], the same check `verify env` runs.
 
 pub mod drive;
+pub mod generated_sources;
 pub mod plan;
 pub mod preflight;
 pub mod prepare;

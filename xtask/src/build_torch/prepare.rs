@@ -1,9 +1,9 @@
 //! build-torch's first half as named steps: everything decided before anything compiles.
 //! [`prepare`] reads the tree, chooses the CUDA, then runs each check in this order: [`arch_list`]
 //! → [`official_wheels`] (should you build at all) → torch vs CUDA → [`toolkit`] →
-//! [`host_compiler`] → [`build_tools`] → [`python`] → submodules → disk, memory → [`cudnn`] →
-//! [`compiler_cache`] → [`plan`] (the environment, every variable checked against the tree, and a
-//! stale `CMakeCache.txt`). Errors are for input that is not a tree at all; everything else is a
+//! [`host_compiler`] → [`build_tools`] → [`python`] → submodules → [`generated_sources`] → disk,
+//! memory → [`cudnn`] → [`compiler_cache`] → [`plan`] (the environment, every variable checked
+//! against the tree, and a stale `CMakeCache.txt`). Errors are for input that is not a tree at all; everything else is a
 //! [`Check`] with its fix.
 
 use super::plan::{self, BuildPlan, Jobs};
@@ -48,6 +48,7 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
     let on = |n: &str| switches.get(n).is_some_and(|v| plan::is_on(v));
     let (python, py_info) = python(kb, &tree, req, on("USE_NUMPY"), &mut checks);
     checks.push(preflight::submodules(kb, &tree, &switches).0);
+    checks.push(generated_sources(&tree, req));
     let jobs = disk_and_memory(
         &tree,
         arch_plan.as_ref(),
@@ -98,6 +99,22 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         reconfigure,
         preflight_seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The tree's pre-generated sources against the libraries the build compiles them with.
+fn generated_sources(tree: &TorchTree, req: &Request) -> Check {
+    use super::generated_sources::{check, flatc_on_path, system_include_dirs};
+    let prefix = req
+        .sets
+        .iter()
+        .find(|(n, _)| n == "CMAKE_PREFIX_PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("CMAKE_PREFIX_PATH").ok());
+    check(
+        &tree.root,
+        &system_include_dirs(prefix.as_deref()),
+        flatc_on_path,
+    )
 }
 
 /// The switches as they will be set: the knowledge base's, then `--set`.
