@@ -147,15 +147,14 @@ pub fn check(
         );
     }
     let (header, made_for) = wrong[0];
+    // debian/rules' own command (pytorch 2.6.0+dfsg-7).
     let regenerate = format!(
-        "flatc --cpp --gen-mutable --scoped-enums -o {dir} -c {fbs}",
+        "cd {dir} && flatc --cpp --gen-mutable --scoped-enums {fbs}",
         dir = rel(header.parent().unwrap_or(root)),
-        fbs = rel(&header.with_file_name(
-            header
-                .file_name()
-                .map(|n| n.to_string_lossy().replace("_generated.h", ".fbs"))
-                .unwrap_or_default()
-        )),
+        fbs = header
+            .file_name()
+            .map(|n| n.to_string_lossy().replace("_generated.h", ".fbs"))
+            .unwrap_or_default(),
     );
     let with_flatc = match flatc() {
         Some((path, r)) if r == used => {
@@ -257,7 +256,7 @@ static_assert(FLATBUFFERS_VERSION_MAJOR == 23 &&\n              FLATBUFFERS_VERS
         assert_eq!(c.status, super::super::preflight::Status::Fail, "{c:?}");
         assert!(c.detail.contains("torch/csrc/jit/serialization/mobile_bytecode_generated.h was generated for flatbuffers 23.3.3, but the build compiles it against flatbuffers 24.3.25"), "{}", c.detail);
         let fix = c.fix.unwrap();
-        assert!(fix.contains("flatc --cpp --gen-mutable --scoped-enums -o torch/csrc/jit/serialization -c torch/csrc/jit/serialization/mobile_bytecode.fbs"), "{fix}");
+        assert!(fix.contains("`cd torch/csrc/jit/serialization && flatc --cpp --gen-mutable --scoped-enums mobile_bytecode.fbs`"), "{fix}");
         assert!(
             fix.contains("with /usr/bin/flatc (flatc 24.3.25, matching)"),
             "{fix}"
