@@ -1236,3 +1236,159 @@ fn preflight_compares_a_generated_flatbuffers_header_with_the_library_used() {
     assert_eq!(c["status"], "ok", "{c}");
     let _ = std::fs::remove_dir_all(src.parent().unwrap());
 }
+
+/// The fixture tree with four CUDA translation units (five ninja steps with the link).
+fn four_unit_tree(test: &str) -> PathBuf {
+    let src = copy_fixture("torch-tree-setup-py", test);
+    fake_submodules(&src);
+    let kernel = std::fs::read_to_string(src.join("aten/kernel.cu")).unwrap();
+    let mut units = vec!["aten/kernel.cu".to_string()];
+    for k in 2..=4 {
+        let name = format!("aten/kernel{k}.cu");
+        let text = kernel
+            .replace("fixture_axpy", &format!("fixture_axpy{k}"))
+            .replace("fixture_launch", &format!("fixture_launch{k}"));
+        std::fs::write(src.join(&name), text).unwrap();
+        units.push(name);
+    }
+    let cmake = src.join("CMakeLists.txt");
+    let text = std::fs::read_to_string(&cmake).unwrap().replace(
+        "add_library(torch_cuda SHARED aten/kernel.cu)",
+        &format!("add_library(torch_cuda SHARED {})", units.join(" ")),
+    );
+    std::fs::write(&cmake, text).unwrap();
+    src
+}
+
+/// What a wheel holds, to compare two builds: its members, and the SASS each binary carries.
+fn wheel_contents(wheel: &Path) -> (Vec<String>, Value) {
+    let f = std::fs::File::open(wheel).unwrap();
+    let mut names: Vec<String> = zip::ZipArchive::new(f)
+        .unwrap()
+        .file_names()
+        .filter(|n| !n.contains(".dist-info/RECORD"))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    let audit = xtask(&["verify", "binary", wheel.to_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_str(&audit.stdout).unwrap();
+    let sass: Vec<Value> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let member = f["path"].as_str().unwrap().rsplit('!').next().unwrap();
+            serde_json::json!([member, f["sass"]])
+        })
+        .collect();
+    (names, Value::Array(sass))
+}
+
+/// An interrupted build continues where ninja stopped: Ctrl-C after two of five steps, the same
+/// command again builds only the rest (build-torch says it resumes), and the wheel holds what an
+/// uninterrupted build's holds.
+#[test]
+fn an_interrupted_build_resumes_where_ninja_stopped() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let src = four_unit_tree("bt-resume");
+    let scratch = src.parent().unwrap().to_path_buf();
+    let py = build_python(&scratch);
+    let args = |src: &Path, out: &Path| -> Vec<String> {
+        [
+            "build-torch",
+            "--arch",
+            "9.0",
+            "--src",
+            src.to_str().unwrap(),
+            "--cuda",
+            CUDA,
+            "--python",
+            py.to_str().unwrap(),
+            "--set",
+            "USE_CUDNN=0",
+            "--set",
+            "USE_NUMPY=0",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]
+        .map(str::to_string)
+        .to_vec()
+    };
+    let out = scratch.join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args(&src, &out))
+        .env_remove("CUDAHOSTCXX")
+        .env_remove("CXX")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // Ctrl-C to the whole group, as a terminal sends it, once two steps are done.
+    let mut seen = Vec::new();
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains("torch [2/5]") {
+            let pgid = child.id();
+            assert!(Command::new("kill")
+                .args(["-s", "INT", "--", &format!("-{pgid}")])
+                .status()
+                .unwrap()
+                .success());
+            break;
+        }
+    }
+    assert!(!child.wait().unwrap().success(), "{seen:#?}");
+    assert!(
+        seen.iter().any(|l| l.contains("torch [2/5]")),
+        "no step counted: {seen:#?}"
+    );
+    let wheels = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(wheels(&out).is_empty());
+    // The same command again: resumes, and ninja has only the rest to do.
+    let a: Vec<String> = args(&src, &out);
+    let r = xtask(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("archsmith: resuming in "), "{}", r.stderr);
+    let totals: Vec<u32> = r
+        .stderr
+        .lines()
+        .filter_map(|l| l.split("torch [").nth(1))
+        .filter_map(|l| l.split(']').next()?.split('/').nth(1)?.parse().ok())
+        .collect();
+    assert!(
+        !totals.is_empty() && totals.iter().all(|&m| m <= 3),
+        "the resumed build ran more than the rest: {totals:?}\n{}",
+        r.stderr
+    );
+    eprintln!("resumed: ninja's totals {totals:?} of 5 steps");
+    let resumed = PathBuf::from(json(&r)["wheel"].as_str().unwrap());
+    // An uninterrupted build of the same tree, elsewhere: the same wheel contents.
+    let fresh = four_unit_tree("bt-resume-fresh");
+    let fresh_out = fresh.parent().unwrap().join("out");
+    let a: Vec<String> = args(&fresh, &fresh_out);
+    let r = xtask(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("resuming"), "{}", r.stderr);
+    let whole = PathBuf::from(json(&r)["wheel"].as_str().unwrap());
+    assert_eq!(
+        resumed.file_name(),
+        whole.file_name(),
+        "the same wheel name"
+    );
+    assert_eq!(wheel_contents(&resumed), wheel_contents(&whole));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = std::fs::remove_dir_all(fresh.parent().unwrap());
+}

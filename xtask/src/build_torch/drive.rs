@@ -118,10 +118,34 @@ fn prepare_build_dir(p: &Prepared, plan: &BuildPlan) -> Result<()> {
             plan.build_dir.display(),
             p.reconfigure.join("; ")
         );
+    } else if let Some(built) = steps_built(&plan.build_dir) {
+        // An interrupted build (Ctrl-C, a killed job) with the same plan: ninja runs the rest.
+        eprintln!(
+            "archsmith: resuming in {}: {built} step(s) built by an earlier run are kept; ninja runs only the rest",
+            plan.build_dir.display()
+        );
     }
     let _ = std::fs::remove_dir_all(&plan.wheel_dir);
     std::fs::create_dir_all(&plan.wheel_dir)?;
     Ok(())
+}
+
+/// The outputs an earlier run's `.ninja_log` records that still exist: what a resumed build
+/// keeps. None without a log or with nothing built.
+pub fn steps_built(build_dir: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(build_dir.join(".ninja_log")).ok()?;
+    let mut outputs: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split('\t').nth(3))
+        .collect();
+    outputs.sort_unstable();
+    outputs.dedup();
+    let built = outputs
+        .iter()
+        .filter(|o| build_dir.join(o).exists())
+        .count();
+    (built > 0).then_some(built)
 }
 
 /// The front end's command under the plan, its output streamed to the log (which starts with the
