@@ -254,20 +254,24 @@ fn uri(path: &Path) -> (String, bool) {
         Err(_) if path.is_relative() => (path.to_path_buf(), true),
         Err(_) => (path.to_path_buf(), false),
     };
-    let text = rel.to_string_lossy();
+    let enc = percent_encoded(&rel);
+    if relative {
+        (enc.trim_start_matches("./").to_string(), true)
+    } else {
+        (format!("file://{enc}"), false)
+    }
+}
+
+fn percent_encoded(path: &Path) -> String {
     let mut enc = String::new();
-    for b in text.bytes() {
+    for b in path.to_string_lossy().bytes() {
         if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
             enc.push(b as char);
         } else {
             enc += &format!("%{b:02X}");
         }
     }
-    if relative {
-        (enc.trim_start_matches("./").to_string(), true)
-    } else {
-        (format!("file://{enc}"), false)
-    }
+    enc
 }
 
 fn location(path: &Path, start: Position, end: Option<Position>) -> Value {
@@ -369,9 +373,9 @@ pub fn sarif(command: &str, rules: &[RuleDoc], diags: &[Diagnostic]) -> Value {
             result
         })
         .collect();
+    // %SRCROOT%: the directory the command ran in, as the absolute URI SARIF requires.
     let cwd = std::env::current_dir().unwrap_or_default();
-    let (root, _) = uri(&cwd);
-    let root = format!("{}/", root.trim_end_matches('/'));
+    let root = format!("file://{}/", percent_encoded(&cwd).trim_end_matches('/'));
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",

@@ -133,6 +133,10 @@ fn sarif_of_each_check_is_valid_sarif_2_1_0_with_rules_and_fixes() {
         assert!(errors.is_empty(), "{args:?}: {errors:#?}\n{out}");
         let doc: Value = serde_json::from_str(&out).unwrap();
         let run = &doc["runs"][0];
+        let root = run["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+            .as_str()
+            .unwrap();
+        assert_eq!(root, format!("file://{}/", dir.display()), "{args:?}");
         let results = run["results"].as_array().unwrap();
         assert!(!results.is_empty(), "{args:?}");
         // Every result names a rule the driver describes, with help text.
