@@ -505,6 +505,30 @@ fn build_python_with(scratch: &Path, packages: &[&str]) -> PathBuf {
     py
 }
 
+/// `build-torch` of a fixture tree for `arch` with the fixture's switches, as JSON.
+fn fixture_build_args(arch: &str, src: &Path, py: &Path, out: &Path) -> Vec<String> {
+    [
+        "build-torch",
+        "--arch",
+        arch,
+        "--src",
+        src.to_str().unwrap(),
+        "--cuda",
+        CUDA,
+        "--python",
+        py.to_str().unwrap(),
+        "--set",
+        "USE_CUDNN=0",
+        "--set",
+        "USE_NUMPY=0",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
 /// The third_party directories as checked-out submodules would leave them.
 fn fake_submodules(src: &Path) {
     for d in [
@@ -704,26 +728,9 @@ fn stop_after_configure_leaves_a_configured_build_directory() {
     fake_submodules(&src);
     let py = build_python(&scratch);
     let out = scratch.join("out");
-    let r = xtask(&[
-        "build-torch",
-        "--arch",
-        "7.5,8.9,9.0",
-        "--src",
-        src.to_str().unwrap(),
-        "--cuda",
-        CUDA,
-        "--python",
-        py.to_str().unwrap(),
-        "--set",
-        "USE_CUDNN=0",
-        "--set",
-        "USE_NUMPY=0",
-        "--out",
-        out.to_str().unwrap(),
-        "--stop-after",
-        "configure",
-        "--json",
-    ]);
+    let mut args = fixture_build_args("7.5,8.9,9.0", &src, &py, &out);
+    args.extend(["--stop-after".to_string(), "configure".to_string()]);
+    let r = xtask(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let v = json(&r);
     assert!(v["wheel"].is_null());
@@ -1294,28 +1301,7 @@ fn an_interrupted_build_resumes_where_ninja_stopped() {
     let src = four_unit_tree("bt-resume");
     let scratch = src.parent().unwrap().to_path_buf();
     let py = build_python(&scratch);
-    let args = |src: &Path, out: &Path| -> Vec<String> {
-        [
-            "build-torch",
-            "--arch",
-            "9.0",
-            "--src",
-            src.to_str().unwrap(),
-            "--cuda",
-            CUDA,
-            "--python",
-            py.to_str().unwrap(),
-            "--set",
-            "USE_CUDNN=0",
-            "--set",
-            "USE_NUMPY=0",
-            "--out",
-            out.to_str().unwrap(),
-            "--json",
-        ]
-        .map(str::to_string)
-        .to_vec()
-    };
+    let args = |src: &Path, out: &Path| fixture_build_args("9.0", src, &py, out);
     let out = scratch.join("out");
     let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args(&src, &out))
