@@ -118,7 +118,7 @@ fn check_fails_on_review_items_even_without_changes() {
     // Not a terminal: a linter's `file:line:col: rule message`; the table has the suggestion.
     let (code, out, _) = xtask(repo.path(), &["codemod", "--check", "a.cpp"]);
     assert_eq!(code, 1);
-    assert!(out.starts_with("a.cpp:1:1: at-assert "), "{out}");
+    assert!(out.starts_with("a.cpp:1:18: at-assert "), "{out}");
     let (code, out, _) = xtask(
         repo.path(),
         &["codemod", "--check", "--format", "table", "a.cpp"],

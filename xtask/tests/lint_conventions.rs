@@ -205,7 +205,7 @@ fn plain_github_selection_and_inline_suppression() {
         "legacy.cu:1:10: thc-header ",
         "legacy.cu:4:3: at-check AT_CHECK was deleted",
         "legacy.cu:5:16: data-ptr ",
-        "legacy.cu:6:1: at-assert ",
+        "legacy.cu:6:3: at-assert ",
         "train.py:2:24: torch._six.inf ",
         "train.py:6:10: torch.cuda.amp.autocast ",
     ] {
@@ -294,7 +294,7 @@ fn plain_github_selection_and_inline_suppression() {
         !out.contains("at-check") && !out.contains("autocast"),
         "{out}"
     );
-    assert!(out.contains("legacy.cu:6:1: at-assert"), "{out}");
+    assert!(out.contains("legacy.cu:6:3: at-assert"), "{out}");
     let (_, out, _) = archsmith(
         &dir,
         &["audit", "upgrade", "--from", "2.3.1", "--to", "2.6.0", "."],

@@ -20,11 +20,17 @@ pub const ADD_INCLUDE: &str = "add-include";
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct ReviewItem {
     pub line: usize,
+    /// 1-based, in Unicode code points: where the flagged code starts (0 where unknown).
+    pub column: usize,
     pub rule: String,
     /// The code on that line, trimmed.
     pub code: String,
     pub message: String,
     pub suggestion: String,
+    /// Its byte offset in the text it was read from, and how many of the outcome's trace steps
+    /// made that text: what maps it back to the file as read.
+    #[serde(skip)]
+    pub at: (usize, usize),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -60,12 +66,16 @@ pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
             .iter()
             .filter(|r| r.lang == Lang::Python && r.kind == super::catalogue::RuleKind::PyString);
         let f = apply_rules(flags, Lang::Python, &out.output)?;
+        let before = out.trace.len();
         out.output = f.output;
         out.trace.extend(f.trace);
         for (k, v) in f.counts {
             *out.counts.entry(k).or_default() += v;
         }
-        out.review.extend(f.review);
+        out.review.extend(f.review.into_iter().map(|mut r| {
+            r.at.1 += before;
+            r
+        }));
     }
     if lang != Lang::Cpp && cat.build_script {
         let b = super::python_source::build_script::apply(&out.output);
@@ -79,11 +89,15 @@ pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
         let py =
             super::python_source::rewrite::apply(&cat.python, &cat.target_torch(), &out.output);
         out.output = py.output;
+        let before = out.trace.len();
         out.trace.extend(py.trace);
         for (k, v) in py.counts {
             *out.counts.entry(k).or_default() += v;
         }
-        out.review.extend(py.review);
+        out.review.extend(py.review.into_iter().map(|mut r| {
+            r.at.1 += before;
+            r
+        }));
         out.review.sort_by_key(|r| r.line);
     }
     Ok(out)
@@ -172,6 +186,9 @@ pub fn apply_rules<'r>(
         review.retain(|r| !kept_off.covers(r.line, &r.rule));
     }
     review.sort_by_key(|r| r.line);
+    for r in &mut review {
+        r.at.1 = trace.len();
+    }
     Ok(Outcome {
         output: text,
         counts,
@@ -749,10 +766,12 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
             .map_or(text.len(), |p| at + p);
         out.push(ReviewItem {
             line,
+            column: crate::lint::Position::at(text, at).column,
             rule: rule.id.clone(),
             code: String::from_utf8_lossy(&text[ls..le]).trim().to_string(),
             message,
             suggestion,
+            at: (at, 0),
         });
     };
     match &rule.action {

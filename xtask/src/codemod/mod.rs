@@ -118,7 +118,10 @@ pub fn diagnostics(
                 out.push(Diagnostic {
                     rule: r.rule.clone(),
                     file: f.path.clone(),
-                    start: Position::line(r.line),
+                    start: Position {
+                        line: r.line,
+                        column: r.column.max(1),
+                    },
                     end: None,
                     message: format!("{} (`{}`)", r.message, r.code),
                     help: r.suggestion.clone(),
@@ -205,9 +208,10 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         let diff = (mode == Mode::DryRun && changed).then(|| unified_diff(path, &src, &out.output));
         let mut review = out.review.clone();
         if mode == Mode::Check {
-            // Nothing is written: the lines a person opens are those of the file as it is.
+            // Nothing is written: the places a person opens are those of the file as it is.
             for r in &mut review {
-                r.line = line_as_read(&src, &out.output, &out.trace, r.line);
+                let at = Position::at(&src, out.trace.origin(r.at.1, r.at.0));
+                (r.line, r.column) = (at.line, at.column);
             }
         }
         reports.push(FileReport {
@@ -297,16 +301,6 @@ fn rewrite_sites(src: &[u8], out: &Outcome) -> Vec<RewriteSite> {
         });
     }
     sites
-}
-
-/// Line `line` of the rewritten text `output`, as a line of `src`.
-fn line_as_read(src: &[u8], output: &[u8], trace: &trace::Trace, line: usize) -> usize {
-    let start = output
-        .split_inclusive(|&c| c == b'\n')
-        .take(line.saturating_sub(1))
-        .map(<[u8]>::len)
-        .sum::<usize>();
-    Position::at(src, trace.origin(start)).line
 }
 
 /// A unified diff (`--- a/…`, `+++ b/…`, 3 lines of context). Non-UTF-8 bytes are shown lossily;
@@ -536,4 +530,34 @@ pub fn ensure_clean(files: &[&Path]) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--check` writes nothing, so its places are those of the file as it is: rewrites on the
+    /// same line before a review item, and an include added above it, do not move it.
+    #[test]
+    fn check_mode_places_are_those_of_the_file_as_read() {
+        let src = "#include <THC/THC.h>\n\
+                   void f(bool c, at::Tensor x) { AT_CHECK(c); float* p = x.data<float>(); AT_ASSERT(c); }\n";
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.cu");
+        fs::write(&file, src).unwrap();
+        let report = run(builtin(), std::slice::from_ref(&file), Mode::Check).unwrap();
+        let f = &report.files[0];
+        let line2 = src.lines().nth(1).unwrap();
+        let col = |needle: &str| line2.find(needle).unwrap() + 1;
+        let review = &f.review[0];
+        assert_eq!(review.rule, "at-assert");
+        assert_eq!((review.line, review.column), (2, col("AT_ASSERT")), "{f:?}");
+        let site = |rule: &str| {
+            let s = f.sites.iter().find(|s| s.rule == rule).unwrap();
+            (s.start.line, s.start.column)
+        };
+        assert_eq!(site("at-check"), (2, col("AT_CHECK")));
+        assert_eq!(site("data-ptr"), (2, col("data<")));
+        assert_eq!(site("thc-header"), (1, 10));
+    }
 }

@@ -119,9 +119,20 @@ impl Trace {
         self.steps.extend(later.steps);
     }
 
-    /// The offset in the first step's input of offset `p` of the last step's output.
-    pub fn origin(&self, p: usize) -> usize {
-        self.steps.iter().rev().fold(p, |p, s| s.back(p))
+    /// How many steps it holds.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The offset in the first step's input of offset `p` of the text the first `steps` steps
+    /// made (all of them: the last step's output).
+    pub fn origin(&self, steps: usize, p: usize) -> usize {
+        let steps = steps.min(self.steps.len());
+        self.steps[..steps].iter().rev().fold(p, |p, s| s.back(p))
     }
 
     /// Every rewrite in the coordinates of `src`, the text the first step read; a fix is kept

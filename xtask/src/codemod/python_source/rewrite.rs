@@ -41,6 +41,9 @@ pub fn apply(changes: &[Change], torch: &Version, src: &[u8]) -> Outcome {
         let plan = plan(changes, torch, text, &a, &kept_off);
         if plan.edits.is_empty() {
             out.review = plan.review;
+            for r in &mut out.review {
+                r.at.1 = out.trace.len();
+            }
             out.review.retain(|r| !kept_off.covers(r.line, &r.rule));
             out.review.sort_by_key(|r| r.line);
             return out;
@@ -85,6 +88,7 @@ fn review_item(row: &Change, u: &Use, text: &str, torch: &Version) -> ReviewItem
         .to_string();
     ReviewItem {
         line: u.line,
+        column: u.column,
         rule: row.api.clone(),
         code,
         message: format!(
@@ -94,6 +98,7 @@ fn review_item(row: &Change, u: &Use, text: &str, torch: &Version) -> ReviewItem
             row.reason
         ),
         suggestion: row.fix.clone(),
+        at: (u.span.start, 0),
     }
 }
 
