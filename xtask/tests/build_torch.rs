@@ -1360,6 +1360,9 @@ fn an_interrupted_build_resumes_where_ninja_stopped() {
         r.stderr
     );
     eprintln!("resumed: ninja's totals {totals:?} of 5 steps");
+    for l in r.stderr.lines().filter(|l| l.contains("torch [")) {
+        eprintln!("{l}");
+    }
     let resumed = PathBuf::from(json(&r)["wheel"].as_str().unwrap());
     // An uninterrupted build of the same tree, elsewhere: the same wheel contents.
     let fresh = four_unit_tree("bt-resume-fresh");

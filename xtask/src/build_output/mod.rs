@@ -3,3 +3,4 @@
 
 pub mod log;
 pub mod progress;
+pub mod step_weights;

@@ -5,6 +5,7 @@
 //! over at each `building 'pkg.mod' extension` line and names the extension.
 
 use super::log::{ninja_step, step_file};
+use super::step_weights::{StepKind, StepPlan};
 use crate::process::Cmd;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -28,6 +29,17 @@ pub struct Progress {
     extension: Option<String>,
     /// What the bar names when no extension is being built (`extension`, `torch`).
     label: &'static str,
+    /// A build directory whose `build.ninja` and earlier `.ninja_log` weigh the ETA (build-torch).
+    steps: Option<Steps>,
+}
+
+/// The weighted ETA's state: where to read the plan (once `build.ninja` exists), the plan, and
+/// the steps done by kind.
+struct Steps {
+    build_dir: std::path::PathBuf,
+    earlier_log: Option<String>,
+    plan: Option<StepPlan>,
+    done: [usize; 4],
 }
 
 fn fmt_secs(s: f64) -> String {
@@ -63,7 +75,30 @@ impl Progress {
             step_started: Instant::now(),
             extension: None,
             label,
+            steps: None,
         }
+    }
+
+    /// Weighs the ETA by the steps `build_dir`'s `build.ninja` still has to run, each kind at
+    /// what it took in the `.ninja_log` of earlier runs (read now, before this run adds to it).
+    pub fn weighing_steps_of(mut self, build_dir: &Path) -> Progress {
+        self.steps = Some(Steps {
+            build_dir: build_dir.to_path_buf(),
+            earlier_log: std::fs::read_to_string(build_dir.join(".ninja_log")).ok(),
+            plan: None,
+            done: [0; 4],
+        });
+        self
+    }
+
+    /// The weighted estimate of the time left, after a finished step described by `line`.
+    fn weighted_eta(&mut self, line: &str, elapsed: f64) -> Option<f64> {
+        let steps = self.steps.as_mut()?;
+        if steps.plan.is_none() {
+            steps.plan = StepPlan::read(&steps.build_dir, steps.earlier_log.as_deref());
+        }
+        steps.done[StepKind::of_line(line).index()] += 1;
+        steps.plan.as_ref()?.eta(&steps.done, elapsed)
     }
 
     /// Runs `cmd` with each output line written to `log` (at `log_path`), shown as progress and
@@ -132,6 +167,8 @@ impl Progress {
             return;
         };
         let what = step_file(line).unwrap_or("link");
+        let step_elapsed = self.step_started.elapsed().as_secs_f64();
+        let weighted = self.weighted_eta(line, step_elapsed);
         let ext = self.extension.as_deref().unwrap_or(self.label);
         if let Some(b) = &self.bar {
             b.set_length(m as u64);
@@ -139,14 +176,13 @@ impl Progress {
             b.set_message(format!("{ext}: {what} done"));
         }
         if self.plain {
-            let step_elapsed = self.step_started.elapsed().as_secs_f64();
-            let eta = if n > 0 {
-                format!(
+            let eta = match weighted {
+                Some(left) => format!(", ~{} left", fmt_secs(left)),
+                None if n > 0 => format!(
                     ", ~{} left",
                     fmt_secs(step_elapsed / n as f64 * (m - n) as f64)
-                )
-            } else {
-                String::new()
+                ),
+                None => String::new(),
             };
             eprintln!(
                 "  [{}] {ext} [{n}/{m}] {what}{eta}",
@@ -170,4 +206,33 @@ fn extension_count(rest: &str) -> Option<(u64, u64)> {
     let inner = rest.rsplit_once(" (")?.1;
     let (k, total) = inner.split(',').next()?.split_once('/')?;
     Some((k.parse().ok()?, total.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A build directory's plan weighs the ETA once `build.ninja` exists: a C++ step done leaves
+    /// the CUDA step's measured weight, not one more mean step.
+    #[test]
+    fn the_eta_weighs_the_steps_left_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut before = Progress::labelled(Mode::Quiet, "torch").weighing_steps_of(dir.path());
+        assert_eq!(
+            before.weighted_eta("[1/2] Building CXX object x.cpp.o", 1.0),
+            None
+        );
+        let mut p = Progress::labelled(Mode::Quiet, "torch").weighing_steps_of(dir.path());
+        std::fs::write(
+            dir.path().join("build.ninja"),
+            "build x.cpp.o: CXX_COMPILER__t /s/x.cpp\nbuild k.cu.o: CUDA_COMPILER__t /s/k.cu\n",
+        )
+        .unwrap();
+        // The log of an earlier run read at the start: the CUDA unit took 90 s, the C++ one 10 s.
+        p.steps.as_mut().unwrap().earlier_log =
+            Some("# ninja log v5\n0\t10000\t0\tx.cpp.o\th\n0\t90000\t0\tk.cu.o\th\n".into());
+        let left = p.weighted_eta("[1/2] Building CXX object x.cpp.o", 12.0);
+        // Neither output exists, so both are to run: 10 of 100 weight done in 12 s.
+        assert_eq!(left, Some(108.0));
+    }
 }

@@ -170,7 +170,7 @@ fn run_logged(
     };
     let cmd = command(plan, words, &p.tree.root);
     eprintln!("archsmith: {} (log: {})", cmd.display(), log_path.display());
-    let mut ui = Progress::labelled(req.progress, "torch");
+    let mut ui = Progress::labelled(req.progress, "torch").weighing_steps_of(&plan.build_dir);
     let status = cmd.stream_lines(|line| {
         let _ = writeln!(log, "{line}");
         ui.line(line);

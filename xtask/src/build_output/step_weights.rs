@@ -1,0 +1,218 @@
+//! What the steps of a ninja build weigh, for an ETA that knows a CUDA unit from a C++ one. The
+//! mean time per step so far misleads on a torch build: its first hundreds of steps are C++ and
+//! code generation, and most CUDA units (minutes each, per arch) come later, so the mean-based
+//! estimate grew from ~86 minutes left at step 797 as the CUDA steps began. The plan here counts
+//! the steps still to run by kind from `build.ninja` (the rule of each edge), weighs each kind by
+//! what it took in an earlier run's `.ninja_log`, and turns the weight done so far into an ETA.
+
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    Cuda,
+    Cxx,
+    Link,
+    Other,
+}
+
+/// Relative weights for a kind no earlier run measured: a CUDA unit compiles once per arch with
+/// device code (the brief's 20–30 s per arch for a `.cu` with torch headers against ~10 s for a
+/// C++ unit with them), a link of a large library is a few C++ units, a custom command is small.
+const PRIOR: [f64; 4] = [4.0, 1.0, 2.0, 0.2];
+
+impl StepKind {
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The kind of an output (`…/kernel.cu.o`, `…/Foo.cpp.o`, `lib/libtorch_cuda.so`).
+    pub fn of_output(out: &str) -> StepKind {
+        if out.ends_with(".cu.o") {
+            StepKind::Cuda
+        } else if [".cpp.o", ".cc.o", ".cxx.o", ".c.o"]
+            .iter()
+            .any(|s| out.ends_with(s))
+        {
+            StepKind::Cxx
+        } else if out.ends_with(".so") || out.ends_with(".a") || out.contains(".so.") {
+            StepKind::Link
+        } else {
+            StepKind::Other
+        }
+    }
+
+    /// The kind of a step from CMake's progress line (`Building CUDA object …`).
+    pub fn of_line(line: &str) -> StepKind {
+        if line.contains("Building CUDA object") {
+            StepKind::Cuda
+        } else if line.contains("Building CXX object") || line.contains("Building C object") {
+            StepKind::Cxx
+        } else if line.contains("Linking ") {
+            StepKind::Link
+        } else {
+            StepKind::Other
+        }
+    }
+
+    /// The kind of a `build.ninja` rule (`CUDA_COMPILER__torch_cuda_Release`).
+    fn of_rule(rule: &str) -> Option<StepKind> {
+        if rule == "phony" {
+            None
+        } else if rule.starts_with("CUDA_COMPILER") {
+            Some(StepKind::Cuda)
+        } else if rule.starts_with("CXX_COMPILER") || rule.starts_with("C_COMPILER") {
+            Some(StepKind::Cxx)
+        } else if rule.contains("LINKER") {
+            Some(StepKind::Link)
+        } else {
+            Some(StepKind::Other)
+        }
+    }
+}
+
+/// The steps still to run, by kind, and the weight of one step of each kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepPlan {
+    pub count: [usize; 4],
+    pub weight: [f64; 4],
+    /// Kinds whose weight an earlier run measured (seconds); the others are scaled priors.
+    pub measured: [bool; 4],
+}
+
+/// `build.ninja`'s edges as (outputs, rule): the part before the first `:` that `$` does not
+/// escape, and the first word after it.
+fn edges(build_ninja: &str) -> impl Iterator<Item = (&str, &str)> {
+    build_ninja.lines().filter_map(|l| {
+        let rest = l.strip_prefix("build ")?;
+        let bytes = rest.as_bytes();
+        let colon =
+            (0..bytes.len()).find(|&i| bytes[i] == b':' && (i == 0 || bytes[i - 1] != b'$'))?;
+        let rule = rest[colon + 1..].split_whitespace().next()?;
+        Some((&rest[..colon], rule))
+    })
+}
+
+/// Outputs and durations (seconds) of a `.ninja_log` (v5: start, end, mtime, output, hash; ms);
+/// a step logged twice counts with its last time.
+fn logged(ninja_log: &str) -> std::collections::HashMap<&str, f64> {
+    ninja_log
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let start: f64 = f.next()?.parse().ok()?;
+            let end: f64 = f.next()?.parse().ok()?;
+            let out = f.nth(1)?;
+            Some((out, (end - start).max(0.0) / 1000.0))
+        })
+        .collect()
+}
+
+impl StepPlan {
+    /// The plan of a build directory: its `build.ninja` less what `ninja_log` (read before this
+    /// run) records as built and still on disk, weighed by that log. None without `build.ninja`.
+    pub fn read(build_dir: &Path, ninja_log: Option<&str>) -> Option<StepPlan> {
+        let build_ninja = std::fs::read_to_string(build_dir.join("build.ninja")).ok()?;
+        Some(StepPlan::new(
+            &build_ninja,
+            ninja_log.unwrap_or(""),
+            |out| build_dir.join(out).exists(),
+        ))
+    }
+
+    pub fn new(build_ninja: &str, ninja_log: &str, exists: impl Fn(&str) -> bool) -> StepPlan {
+        let log = logged(ninja_log);
+        let mut count = [0usize; 4];
+        for (outputs, rule) in edges(build_ninja) {
+            let Some(kind) = StepKind::of_rule(rule) else {
+                continue;
+            };
+            let first = outputs.split_whitespace().next().unwrap_or_default();
+            if log.contains_key(first) && exists(first) {
+                continue;
+            }
+            count[kind.index()] += 1;
+        }
+        // Measured means per kind, then the priors scaled to the measured ones.
+        let mut sum = [0.0f64; 4];
+        let mut n = [0usize; 4];
+        for (out, secs) in &log {
+            let k = StepKind::of_output(out).index();
+            sum[k] += secs;
+            n[k] += 1;
+        }
+        let measured: [bool; 4] = std::array::from_fn(|k| n[k] > 0 && sum[k] > 0.0);
+        // Seconds per prior unit: from the C++ units when measured, else from any measured kind.
+        let unit = (0..4)
+            .filter(|&k| measured[k])
+            .map(|k| (k != StepKind::Cxx.index(), sum[k] / n[k] as f64 / PRIOR[k]))
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map_or(1.0, |(_, u)| u);
+        let weight = std::array::from_fn(|k| {
+            if measured[k] {
+                sum[k] / n[k] as f64
+            } else {
+                PRIOR[k] * unit
+            }
+        });
+        StepPlan {
+            count,
+            weight,
+            measured,
+        }
+    }
+
+    /// Seconds left after `done` steps of each kind finished in `elapsed` seconds of this run:
+    /// the weight left at the pace the weight done took (which folds in the parallel jobs). None
+    /// until a step with weight is done.
+    pub fn eta(&self, done: &[usize; 4], elapsed: f64) -> Option<f64> {
+        let total: f64 = (0..4).map(|k| self.count[k] as f64 * self.weight[k]).sum();
+        let finished: f64 = (0..4).map(|k| done[k] as f64 * self.weight[k]).sum();
+        (finished > 0.0).then(|| elapsed * (total - finished).max(0.0) / finished)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BUILD_NINJA: &str = "rule CUDA_COMPILER__torch_cuda_Release\n  command = nvcc\n\
+build caffe2/CMakeFiles/torch_cuda.dir/aten/a.cu.o: CUDA_COMPILER__torch_cuda_Release /src/aten/a.cu || cmake_object_order_depends\n\
+build caffe2/CMakeFiles/torch_cuda.dir/aten/b.cu.o: CUDA_COMPILER__torch_cuda_Release /src/aten/b.cu\n\
+build caffe2/CMakeFiles/torch_cpu.dir/x.cpp.o: CXX_COMPILER__torch_cpu_Release /src/x.cpp\n\
+build caffe2/CMakeFiles/torch_cpu.dir/y.cpp.o: CXX_COMPILER__torch_cpu_Release /src/y$:z.cpp\n\
+build lib/libtorch_cuda.so: CUDA_SHARED_LIBRARY_LINKER__torch_cuda_Release caffe2/a.cu.o\n\
+build all: phony lib/libtorch_cuda.so\n";
+
+    #[test]
+    fn counts_by_rule_and_weighs_by_an_earlier_log() {
+        // An earlier run built x.cpp.o (20 s) and a.cu.o (100 s), both still on disk.
+        let log = "# ninja log v5\n0\t20000\t0\tcaffe2/CMakeFiles/torch_cpu.dir/x.cpp.o\th\n\
+0\t100000\t0\tcaffe2/CMakeFiles/torch_cuda.dir/aten/a.cu.o\th\n";
+        let p = StepPlan::new(BUILD_NINJA, log, |_| true);
+        assert_eq!(p.count, [1, 1, 1, 0], "b.cu, y.cpp and the link are left");
+        assert_eq!(p.weight[0], 100.0);
+        assert_eq!(p.weight[1], 20.0);
+        // The link was not measured: the prior, scaled to the measured C++ unit.
+        assert_eq!(p.weight[2], 40.0);
+        // y.cpp done in 10 s: 20 of 160 weight-seconds, so 140 left at that pace.
+        assert_eq!(p.eta(&[0, 1, 0, 0], 10.0), Some(70.0));
+        // A mean per step would say 10 s per step × 2 left = 20 s.
+    }
+
+    #[test]
+    fn without_a_log_the_priors_rank_cuda_above_cxx() {
+        let p = StepPlan::new(BUILD_NINJA, "", |_| false);
+        assert_eq!(p.count, [2, 2, 1, 0]);
+        assert!(p.weight[0] > p.weight[1]);
+        assert_eq!(p.eta(&[0, 0, 0, 0], 5.0), None);
+        assert_eq!(
+            StepKind::of_line("[3/9] Building CUDA object caffe2/a.cu.o"),
+            StepKind::Cuda
+        );
+        assert_eq!(
+            StepKind::of_line("[9/9] Linking CXX shared library lib/libc10.so"),
+            StepKind::Link
+        );
+    }
+}
