@@ -45,6 +45,12 @@ pub struct AuditReport {
     /// upgrade (the load check against the target torch's env).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiled: Option<CompiledCheck>,
+    /// The rules the run applied, as code scanning describes them (`--format sarif`).
+    #[serde(skip)]
+    pub rule_docs: Vec<crate::lint::RuleDoc>,
+    /// `native` as a linter's findings, worded from the port catalogue the run used.
+    #[serde(skip)]
+    native_diagnostics: Vec<crate::lint::Diagnostic>,
 }
 
 /// The installed compiled packages read against the torch they would run with after the upgrade.
@@ -306,6 +312,10 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
     } else {
         codemod::run(&port, &native_files, codemod::Mode::Check)?.files
     };
+    let mut rule_docs: Vec<crate::lint::RuleDoc> =
+        changes.iter().map(|c| c.rule_doc(&req.to)).collect();
+    rule_docs.extend(port.rule_docs());
+    let native_diagnostics = codemod::diagnostics(&native, &port, true);
     Ok(AuditReport {
         from: req.from.clone(),
         to: req.to.clone(),
@@ -313,70 +323,64 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         findings,
         native,
         compiled: compiled_check(crate::kb::kb(), req)?,
+        rule_docs,
+        native_diagnostics,
     })
 }
 
-/// The report's findings as a linter prints them, with the rules they name.
-pub fn diagnostics(
-    report: &AuditReport,
-    req: &AuditRequest,
-) -> Result<(Vec<crate::lint::Diagnostic>, Vec<crate::lint::RuleDoc>)> {
-    use crate::lint::{Diagnostic, Position, RuleDoc};
-    let (changes, port) = rules(req)?;
-    let mut docs: Vec<RuleDoc> = changes
-        .iter()
-        .map(|c| RuleDoc {
-            id: c.api.clone(),
-            summary: format!(
-                "{} {}: {}",
-                c.api,
-                c.event(&req.to).unwrap_or_default(),
-                c.reason
-            ),
-            help: format!("{} (source: {})", c.fix, c.source),
-        })
-        .collect();
-    docs.extend(port.rule_docs());
-    let mut diags: Vec<Diagnostic> = report
-        .findings
-        .iter()
-        .map(|f| Diagnostic {
-            rule: f.api.clone(),
-            file: f.file.clone(),
-            start: Position {
-                line: f.line,
-                column: f.column,
-            },
-            end: None,
-            message: format!("`{}`: {}: {}", f.code, f.what, f.reason),
-            help: f.fix.clone(),
-            replacement: None,
-            related: Vec::new(),
-        })
-        .collect();
-    diags.extend(codemod::diagnostics(&report.native, &port, true));
-    if let Some(c) = &report.compiled {
-        docs.push(RuleDoc {
-            id: WILL_NOT_LOAD.into(),
-            summary: "An installed compiled module would not load with the target torch".into(),
-            help: "Rebuild or upgrade its package for the target torch.".into(),
-        });
-        diags.extend(c.breaking.iter().map(|v| Diagnostic {
-            rule: WILL_NOT_LOAD.into(),
-            file: PathBuf::from(&v.path),
-            start: Position::line(1),
-            end: None,
-            message: format!(
-                "will not load with torch {}: {}",
-                report.to,
-                v.reason.as_deref().unwrap_or("")
-            ),
-            help: v.fix.clone().unwrap_or_default(),
-            replacement: None,
-            related: Vec::new(),
-        }));
+impl AuditReport {
+    /// The findings as a linter prints them, the rules they name, and the one-line summary.
+    pub fn diagnostics(
+        &self,
+    ) -> (
+        Vec<crate::lint::Diagnostic>,
+        Vec<crate::lint::RuleDoc>,
+        String,
+    ) {
+        use crate::lint::{Diagnostic, Position, RuleDoc};
+        let mut docs = self.rule_docs.clone();
+        let mut diags: Vec<Diagnostic> = self
+            .findings
+            .iter()
+            .map(|f| Diagnostic {
+                rule: f.api.clone(),
+                file: f.file.clone(),
+                start: Position {
+                    line: f.line,
+                    column: f.column,
+                },
+                end: None,
+                message: format!("`{}`: {}: {}", f.code, f.what, f.reason),
+                help: f.fix.clone(),
+                replacement: None,
+                related: Vec::new(),
+            })
+            .collect();
+        diags.extend(self.native_diagnostics.iter().cloned());
+        if let Some(c) = &self.compiled {
+            docs.push(RuleDoc {
+                id: WILL_NOT_LOAD.into(),
+                summary: "An installed compiled module would not load with the target torch".into(),
+                help: "Rebuild or upgrade its package for the target torch.".into(),
+            });
+            diags.extend(c.breaking.iter().map(|v| Diagnostic {
+                rule: WILL_NOT_LOAD.into(),
+                file: PathBuf::from(&v.path),
+                start: Position::line(1),
+                end: None,
+                message: format!(
+                    "will not load with torch {}: {}",
+                    self.to,
+                    v.reason.as_deref().unwrap_or("")
+                ),
+                help: v.fix.clone().unwrap_or_default(),
+                replacement: None,
+                related: Vec::new(),
+            }));
+        }
+        let summary = self.table().lines().next().unwrap_or_default().to_string();
+        (diags, docs, summary)
     }
-    Ok((diags, docs))
 }
 
 /// The rule id of a compiled module that would not load after the upgrade (`--installed`).

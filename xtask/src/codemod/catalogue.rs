@@ -410,16 +410,7 @@ impl Catalogue {
             })
             .collect();
         let torch = self.target_torch();
-        docs.extend(self.python.iter().map(|c| crate::lint::RuleDoc {
-            id: c.api.clone(),
-            summary: format!(
-                "{} {}: {}",
-                c.api,
-                c.event(&torch).unwrap_or_default(),
-                c.reason
-            ),
-            help: format!("{} (source: {})", c.fix, c.source),
-        }));
+        docs.extend(self.python.iter().map(|c| c.rule_doc(&torch)));
         docs.push(crate::lint::RuleDoc {
             id: super::python_source::build_script::ARCH_LIST_OVERRIDE.into(),
             summary: super::python_source::build_script::ARCH_LIST_OVERRIDE_WHY.into(),

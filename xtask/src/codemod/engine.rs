@@ -48,6 +48,22 @@ impl Outcome {
     pub fn rewrites(&self) -> usize {
         self.counts.values().sum()
     }
+
+    /// Takes in the outcome of a later phase that ran on this one's output: its text, counts,
+    /// trace steps, bundles, and review items (their trace step counted after this one's).
+    fn absorb(&mut self, later: Outcome) {
+        let before = self.trace.len();
+        self.output = later.output;
+        self.trace.extend(later.trace);
+        for (k, v) in later.counts {
+            *self.counts.entry(k).or_default() += v;
+        }
+        self.review.extend(later.review.into_iter().map(|mut r| {
+            r.at.1 += before;
+            r
+        }));
+        self.bundles.extend(later.bundles);
+    }
 }
 
 /// A change rule's edits on one text: byte range → replacement.
@@ -65,39 +81,18 @@ pub fn apply(cat: &Catalogue, lang: Lang, src: &[u8]) -> Result<Outcome> {
             .rules
             .iter()
             .filter(|r| r.lang == Lang::Python && r.kind == super::catalogue::RuleKind::PyString);
-        let f = apply_rules(flags, Lang::Python, &out.output)?;
-        let before = out.trace.len();
-        out.output = f.output;
-        out.trace.extend(f.trace);
-        for (k, v) in f.counts {
-            *out.counts.entry(k).or_default() += v;
-        }
-        out.review.extend(f.review.into_iter().map(|mut r| {
-            r.at.1 += before;
-            r
-        }));
+        out.absorb(apply_rules(flags, Lang::Python, &out.output)?);
     }
     if lang != Lang::Cpp && cat.build_script {
-        let b = super::python_source::build_script::apply(&out.output);
-        out.output = b.output;
-        out.trace.extend(b.trace);
-        for (k, v) in b.counts {
-            *out.counts.entry(k).or_default() += v;
-        }
+        out.absorb(super::python_source::build_script::apply(&out.output));
     }
     if lang != Lang::Cpp && !cat.python.is_empty() {
-        let py =
-            super::python_source::rewrite::apply(&cat.python, &cat.target_torch(), &out.output);
-        out.output = py.output;
-        let before = out.trace.len();
-        out.trace.extend(py.trace);
-        for (k, v) in py.counts {
-            *out.counts.entry(k).or_default() += v;
-        }
-        out.review.extend(py.review.into_iter().map(|mut r| {
-            r.at.1 += before;
-            r
-        }));
+        let torch = cat.target_torch();
+        out.absorb(super::python_source::rewrite::apply(
+            &cat.python,
+            &torch,
+            &out.output,
+        ));
         out.review.sort_by_key(|r| r.line);
     }
     Ok(out)

@@ -90,51 +90,49 @@ pub fn diagnostics(
     cat: &Catalogue,
     rewrites: bool,
 ) -> Vec<crate::lint::Diagnostic> {
-    {
-        use crate::lint::Diagnostic;
-        let mut out = Vec::new();
-        for f in files {
-            for s in f.sites.iter().filter(|_| rewrites) {
-                let why = cat.why(&s.rule).unwrap_or_default();
-                let row = cat.python.iter().find(|c| c.api == s.rule);
-                let help = match (&s.replacement, row) {
-                    (Some(r), _) if !r.is_empty() => format!("replace with `{}`", r.trim()),
-                    (Some(_), _) => "remove it".to_string(),
-                    (None, Some(row)) => row.fix.clone(),
-                    (None, None) => format!("`{} codemod` rewrites it", crate::output::program()),
-                };
-                out.push(Diagnostic {
-                    rule: s.rule.clone(),
-                    file: f.path.clone(),
-                    start: s.start,
-                    end: Some(s.end),
-                    message: why,
-                    help,
-                    replacement: s.replacement.clone(),
-                    related: Vec::new(),
-                });
-            }
-            for r in &f.review {
-                out.push(Diagnostic {
-                    rule: r.rule.clone(),
-                    file: f.path.clone(),
-                    start: Position {
-                        line: r.line,
-                        column: r.column.max(1),
-                    },
-                    end: None,
-                    message: format!("{} (`{}`)", r.message, r.code),
-                    help: r.suggestion.clone(),
-                    replacement: None,
-                    related: Vec::new(),
-                });
-            }
+    use crate::lint::Diagnostic;
+    let mut out = Vec::new();
+    for f in files {
+        for s in f.sites.iter().filter(|_| rewrites) {
+            let why = cat.why(&s.rule).unwrap_or_default();
+            let row = cat.python.iter().find(|c| c.api == s.rule);
+            let help = match (&s.replacement, row) {
+                (Some(r), _) if !r.is_empty() => format!("replace with `{}`", r.trim()),
+                (Some(_), _) => "remove it".to_string(),
+                (None, Some(row)) => row.fix.clone(),
+                (None, None) => format!("`{} codemod` rewrites it", crate::output::program()),
+            };
+            out.push(Diagnostic {
+                rule: s.rule.clone(),
+                file: f.path.clone(),
+                start: s.start,
+                end: Some(s.end),
+                message: why,
+                help,
+                replacement: s.replacement.clone(),
+                related: Vec::new(),
+            });
         }
-        out.sort_by(|a, b| {
-            (&a.file, a.start.line, a.start.column).cmp(&(&b.file, b.start.line, b.start.column))
-        });
-        out
+        for r in &f.review {
+            out.push(Diagnostic {
+                rule: r.rule.clone(),
+                file: f.path.clone(),
+                start: Position {
+                    line: r.line,
+                    column: r.column.max(1),
+                },
+                end: None,
+                message: format!("{} (`{}`)", r.message, r.code),
+                help: r.suggestion.clone(),
+                replacement: None,
+                related: Vec::new(),
+            });
+        }
     }
+    out.sort_by(|a, b| {
+        (&a.file, a.start.line, a.start.column).cmp(&(&b.file, b.start.line, b.start.column))
+    });
+    out
 }
 
 /// The files under `paths` that the codemod handles (C-family sources and headers, `setup.py`),

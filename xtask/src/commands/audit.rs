@@ -1,6 +1,6 @@
 //! `cargo xtask audit upgrade --from A --to B [PATH]`: thin CLI over [`crate::audit_upgrade`].
 
-use crate::audit_upgrade::{audit, diagnostics, AuditRequest};
+use crate::audit_upgrade::{audit, AuditReport, AuditRequest};
 use crate::output::{documents, Exit};
 use crate::version::Version;
 use anyhow::Result;
@@ -63,21 +63,9 @@ pub fn run(args: AuditArgs) -> Result<Exit> {
             };
             let report = audit(&request)?;
             let format = u.findings.format(u.json, true);
-            let (diags, rules) = diagnostics(&report, &request)?;
-            let summary = report
-                .table()
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            crate::lint::emit(
-                format,
-                "audit upgrade",
-                documents::AUDIT_UPGRADE,
-                &report,
-                |r| r.table(),
-                |_| (diags, rules, summary),
-            )?;
+            let doc = documents::AUDIT_UPGRADE;
+            let (table, findings) = (AuditReport::table, AuditReport::diagnostics);
+            crate::lint::emit(format, "audit upgrade", doc, &report, table, findings)?;
             Ok(Exit::passed(report.is_clean()))
         }
     }

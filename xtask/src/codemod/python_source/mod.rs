@@ -165,6 +165,20 @@ pub fn builtin_changes() -> Vec<Change> {
 }
 
 impl Change {
+    /// The row as code scanning shows a rule: what changed in torch `to`, and the fix.
+    pub fn rule_doc(&self, to: &Version) -> crate::lint::RuleDoc {
+        crate::lint::RuleDoc {
+            id: self.api.clone(),
+            summary: format!(
+                "{} {}: {}",
+                self.api,
+                self.event(to).unwrap_or_default(),
+                self.reason
+            ),
+            help: format!("{} (source: {})", self.fix, self.source),
+        }
+    }
+
     fn is_numpy(&self) -> bool {
         self.package.as_deref() == Some("numpy")
     }
