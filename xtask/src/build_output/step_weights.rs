@@ -41,7 +41,9 @@ impl StepKind {
         }
     }
 
-    /// The kind of a step from CMake's progress line (`Building CUDA object …`).
+    /// The kind of a step from its ninja line: CMake's description (`Building CUDA object …`),
+    /// or, where the build runs ninja with `-v` as torch's setup.py does, the command's `-o`
+    /// output (`… -c a.cu -o a.cu.o`, `… -o lib/libc10.so`).
     pub fn of_line(line: &str) -> StepKind {
         if line.contains("Building CUDA object") {
             StepKind::Cuda
@@ -50,7 +52,8 @@ impl StepKind {
         } else if line.contains("Linking ") {
             StepKind::Link
         } else {
-            StepKind::Other
+            let mut words = line.split_whitespace().skip_while(|w| *w != "-o");
+            words.nth(1).map_or(StepKind::Other, StepKind::of_output)
         }
     }
 
@@ -213,6 +216,27 @@ build all: phony lib/libtorch_cuda.so\n";
         assert_eq!(
             StepKind::of_line("[9/9] Linking CXX shared library lib/libc10.so"),
             StepKind::Link
+        );
+        // Verbose ninja (torch's setup.py passes -v): the command's output says the kind.
+        assert_eq!(
+            StepKind::of_line("[1/1375] /usr/bin/g++ -DX -O3 -MD -MT c10/CMakeFiles/c10.dir/core/A.cpp.o -MF c10/CMakeFiles/c10.dir/core/A.cpp.o.d -o c10/CMakeFiles/c10.dir/core/A.cpp.o -c /src/c10/core/A.cpp"),
+            StepKind::Cxx
+        );
+        assert_eq!(
+            StepKind::of_line("[7/9] /usr/local/cuda/bin/nvcc -x cu -c /src/a.cu -o caffe2/CMakeFiles/torch_cuda.dir/a.cu.o"),
+            StepKind::Cuda
+        );
+        assert_eq!(
+            StepKind::of_line(
+                "[8/9] : && /usr/bin/g++ -fPIC -shared -o lib/libc10.so c10/a.cpp.o && :"
+            ),
+            StepKind::Link
+        );
+        assert_eq!(
+            StepKind::of_line(
+                "[1/4] cd /src && /usr/bin/python3 -m torchgen.gen --install_dir /src/build"
+            ),
+            StepKind::Other
         );
     }
 }
