@@ -17,7 +17,9 @@ venv links and shims), extension_suffixes (importlib.machinery.EXTENSION_SUFFIXE
 this Python imports compiled modules from).
 With `--import-torch`, cudnn {compile, runtime} as torch reports them (null without cuDNN).
 With `--import-torch`, config is torch.__config__.show() (build settings, paths), and with
-`--gpu-smoke` as well, gpu_smoke is "ok" or why a small CUDA computation failed (null: not run).
+`--gpu-smoke` as well, gpu_smoke is "ok" or why a small CUDA computation failed (null: not run);
+with `--cpu-smoke`, cpu_smoke is "ok" or how a small CPU computation (a matmul through torch's BLAS,
+an elementwise kernel through its CPU dispatch) differs from the same sums in plain Python.
 """
 import importlib.machinery
 import importlib.util
@@ -46,6 +48,7 @@ info = {
     "cudnn": None,
     "config": None,
     "gpu_smoke": None,
+    "cpu_smoke": None,
     "distributions": {},
 }
 
@@ -156,6 +159,23 @@ try:
         except Exception as e:
             info["cudnn"] = {"compile": None, "runtime": None, "error": f"{type(e).__name__}: {e}"}
         info["cuda_available"] = bool(torch.cuda.is_available())
+        if "--cpu-smoke" in sys.argv[1:]:
+            try:
+                import math
+
+                a = torch.arange(64, dtype=torch.float64).reshape(8, 8)
+                got = (a @ a).sum().item()
+                want = float(sum((i * 8 + k) * (k * 8 + j) for i in range(8) for j in range(8) for k in range(8)))
+                sines = torch.sin(torch.linspace(0.0, 1.0, 1000, dtype=torch.float64)).sum().item()
+                want_sines = sum(math.sin(i / 999) for i in range(1000))
+                if abs(got - want) > 1e-9 * abs(want):
+                    info["cpu_smoke"] = f"matmul {got} != {want}"
+                elif abs(sines - want_sines) > 1e-9 * abs(want_sines):
+                    info["cpu_smoke"] = f"sin sum {sines} != {want_sines}"
+                else:
+                    info["cpu_smoke"] = "ok"
+            except Exception as e:
+                info["cpu_smoke"] = f"{type(e).__name__}: {e}"
         if "--gpu-smoke" in sys.argv[1:] and info["cuda_available"]:
             try:
                 a = torch.arange(64, dtype=torch.float32, device="cuda").reshape(8, 8)

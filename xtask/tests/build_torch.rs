@@ -721,6 +721,131 @@ fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
     let _ = std::fs::remove_dir_all(&scratch);
 }
 
+/// `--set USE_CUDA=0`: no arch list, toolkit or cuDNN in preflight or the plan, a `+cpu` wheel,
+/// and a verify step that holds it to carrying no device code and computing on the CPU with the
+/// library the build compiled. GPU options are refused rather than ignored.
+#[test]
+fn a_cpu_only_build_plans_no_cuda_and_verifies_a_wheel_without_device_code() {
+    let src = copy_fixture("torch-tree-setup-py", "bt-cpu");
+    let scratch = src.parent().unwrap().to_path_buf();
+    fake_submodules(&src);
+    let s = src.to_str().unwrap();
+    for (extra, says) in [
+        (
+            &["--set", "USE_CUDA=0", "--arch", "8.0"][..],
+            "a CPU-only build compiles no GPU code",
+        ),
+        (
+            &["--set", "USE_CUDA=OFF", "--cuda", CUDA][..],
+            "uses no CUDA",
+        ),
+        (&["--set", "USE_CUDA="][..], "--arch SPEC is required"),
+    ] {
+        let mut args = vec!["build-torch", "--src", s, "--dry-run"];
+        args.extend_from_slice(extra);
+        let r = xtask(&args);
+        assert_eq!(r.code, 2, "{extra:?}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{extra:?}: {}", r.stderr);
+    }
+    let py = build_python(&scratch);
+    let out = scratch.join("out");
+    let (p, o) = (py.to_str().unwrap(), out.to_str().unwrap());
+    let build = || {
+        xtask(&[
+            "build-torch",
+            "--src",
+            s,
+            "--python",
+            p,
+            "--set",
+            "USE_CUDA=0",
+            "--set",
+            "USE_NUMPY=0",
+            "--out",
+            o,
+            "--json",
+        ])
+    };
+    let r = build();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    assert!(v["prepared"]["cuda"].is_null());
+    let checks: Vec<&str> = v["prepared"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for gpu_only in ["arch list", "torch vs CUDA", "CUDA toolkit", "cuDNN"] {
+        assert!(!checks.contains(&gpu_only), "{gpu_only} in {checks:?}");
+    }
+    assert!(check(&v, "host compiler")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("CPU-only: no nvcc"));
+    for cuda_var in [
+        "TORCH_CUDA_ARCH_LIST",
+        "CUDA_HOME",
+        "CUDAHOSTCXX",
+        "TORCH_NVCC_FLAGS",
+        "USE_CUDNN",
+        "USE_NCCL",
+    ] {
+        assert!(var(&v, cuda_var).is_none(), "the plan sets {cuda_var}");
+    }
+    assert_all_read(&v);
+    assert_eq!(value(&v, "USE_CUDA"), "0");
+    assert!(value(&v, "PYTORCH_BUILD_VERSION").ends_with("+cpu"));
+    let wheel = PathBuf::from(v["wheel"].as_str().unwrap());
+    let name = wheel.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("torch-2.12.0a0+cpu-"), "{name}");
+    let items = v["verify"]["items"].as_array().unwrap();
+    let item = |n: &str| {
+        items
+            .iter()
+            .find(|i| i["name"] == n)
+            .unwrap_or_else(|| panic!("{n}: {}", v["verify"]))
+    };
+    assert_eq!(v["verify"]["ok"], true, "{}", v["verify"]);
+    assert!(item("device code")["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("none in 1 libraries"));
+    assert_eq!(item("torch.version.cuda")["status"], "ok");
+    assert_eq!(item("arch flags")["status"], "ok");
+    // The matmul ran through the built libtorch_cpu.so and matched plain Python's sums.
+    assert_eq!(item("cpu smoke")["status"], "ok", "{}", v["verify"]);
+
+    // The same wheel verified on its own: as CPU-only it passes; held to an arch list it fails
+    // for carrying no device code.
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "build-torch",
+            "--verify-wheel",
+            wheel.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        xtask(&args)
+    };
+    let r = verify(&["--set", "USE_CUDA=0"]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let r = verify(&["--arch", "8.0"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("no library in the wheel carries device code"),
+        "{}",
+        r.stdout
+    );
+
+    // Unchanged: the stamp returns it.
+    let v = json(&build());
+    assert_eq!(v["reused"], true);
+    assert_eq!(v["wheel"].as_str().unwrap(), wheel.to_str().unwrap());
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
 #[test]
 fn stop_after_configure_leaves_a_configured_build_directory() {
     let src = copy_fixture("torch-tree-setup-py", "bt-configure");

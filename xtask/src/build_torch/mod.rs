@@ -40,7 +40,8 @@ pub const DEFAULT_GIT_URL: &str = "https://github.com/pytorch/pytorch";
 
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub arch: String,
+    /// The archs (the `archs --arch` grammar); None for a CPU-only build (`--set USE_CUDA=0`).
+    pub arch: Option<String>,
     pub src: Option<PathBuf>,
     /// A release to clone (`2.6.0`), instead of `src`.
     pub version: Option<Version>,
@@ -62,8 +63,9 @@ pub struct Request {
 #[derive(Debug, Serialize)]
 pub struct Prepared {
     pub tree: TorchTree,
-    pub cuda: Version,
-    /// Why that CUDA (given, or chosen).
+    /// None for a CPU-only build.
+    pub cuda: Option<Version>,
+    /// Why that CUDA (given, or chosen), or why none.
     pub cuda_reason: String,
     pub advice: Vec<WheelAdvice>,
     pub checks: Vec<Check>,
@@ -151,6 +153,34 @@ fn clone_release(version: &Version) -> Result<PathBuf> {
 }
 
 impl Request {
+    /// `--set USE_CUDA=0` (or OFF, NO, FALSE): a CPU-only build, with no arch list, toolkit or
+    /// cuDNN. (`USE_CUDA=` leaves it unset, which torch reads as on.)
+    pub fn cpu_only(&self) -> bool {
+        self.sets
+            .iter()
+            .rev()
+            .find(|(n, _)| n == "USE_CUDA")
+            .is_some_and(|(_, v)| plan::is_bool(v) && !plan::is_on(v))
+    }
+
+    /// The arch spec a CUDA build needs; None for a CPU-only build. Options that name GPUs are
+    /// refused for a CPU-only build rather than ignored.
+    pub fn arch_spec(&self) -> Result<Option<&str>> {
+        match (self.cpu_only(), &self.arch) {
+            (false, Some(a)) => Ok(Some(a)),
+            (false, None) => bail!(
+                "--arch SPEC is required: the GPU archs to build (e.g. --arch 7.5,8.9,9.0); or --set USE_CUDA=0 for a CPU-only build"
+            ),
+            (true, Some(a)) => bail!(
+                "--arch {a} with USE_CUDA=0: a CPU-only build compiles no GPU code; drop --arch (or USE_CUDA=0 for a CUDA build)"
+            ),
+            (true, None) if self.cuda.is_some() || !self.gpus.is_empty() => bail!(
+                "--cuda/--gpu with USE_CUDA=0: a CPU-only build uses no CUDA; drop them (or USE_CUDA=0 for a CUDA build)"
+            ),
+            (true, None) => Ok(None),
+        }
+    }
+
     /// `--cache`, or sccache where `--dist` asks for a cluster without naming a cache.
     pub fn cache_kind(&self) -> Option<CacheKind> {
         match (self.cache, &self.dist) {
@@ -261,7 +291,10 @@ fn stamp_inputs(p: &Prepared, plan: &BuildPlan) -> StampInputs {
         schema: 1,
         source: source_identity(&p.tree),
         front_end: plan.front_end.name().into(),
-        nvcc: plan.nvcc_version.clone(),
+        nvcc: plan
+            .nvcc_version
+            .clone()
+            .unwrap_or_else(|| "none (CPU-only)".into()),
         python: plan.python.display().to_string(),
         // Jobs and launchers change how fast, not what.
         env: plan
@@ -343,7 +376,7 @@ pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
         return Ok(outcome);
     };
     let wheel = deliver(&plan, &built, ninja_log.as_deref(), &out)?;
-    let report = verify(kb, &plan, &outcome.prepared.cuda, &wheel, &out)?;
+    let report = verify(kb, &plan, outcome.prepared.cuda.as_ref(), &wheel, &out)?;
     crate::stamp::record(&out, &inputs, &wheel, &Some(&report))?;
     outcome.wheel = Some(wheel);
     outcome.verify = Some(report);
@@ -374,7 +407,7 @@ fn deliver(
 fn verify(
     kb: &KnowledgeBase,
     plan: &BuildPlan,
-    cuda: &Version,
+    cuda: Option<&Version>,
     wheel: &Path,
     out: &Path,
 ) -> Result<torch_wheel::Report> {
@@ -390,7 +423,7 @@ fn verify(
         &torch_wheel::Request {
             wheel: wheel.to_path_buf(),
             arch: plan.torch_cuda_arch_list.clone(),
-            cuda: Some(cuda.clone()),
+            cuda: cuda.cloned(),
             python: venv_python,
         },
     )

@@ -102,14 +102,20 @@ pub fn jobs(cores: u32, mem_available_gib: f64, flash: bool, jobs_override: Opti
     }
 }
 
+/// What a CUDA build adds to the plan; absent for a CPU-only build (`--set USE_CUDA=0`).
+pub struct CudaInputs<'a> {
+    pub arch_plan: &'a Plan,
+    pub toolchain: &'a Toolchain,
+    /// The compiler nvcc uses for host code (`CUDAHOSTCXX`).
+    pub host_cxx: &'a HostCompiler,
+}
+
 /// Everything the plan is computed from.
 pub struct Inputs<'a> {
     pub kb: &'a KnowledgeBase,
     pub tree: &'a TorchTree,
-    pub arch_plan: &'a Plan,
-    pub toolchain: &'a Toolchain,
-    /// The compiler nvcc uses for host code (`CUDAHOSTCXX`) and the C/C++ compilers.
-    pub host_cxx: &'a HostCompiler,
+    pub cuda: Option<CudaInputs<'a>>,
+    /// The C/C++ compilers.
     pub cxx: &'a HostCompiler,
     pub python: &'a Path,
     pub jobs: &'a Jobs,
@@ -129,12 +135,13 @@ pub struct Inputs<'a> {
 pub struct BuildPlan {
     pub torch: String,
     pub front_end: FrontEnd,
-    pub torch_cuda_arch_list: String,
+    /// None, and no device images, for a CPU-only build (`USE_CUDA=0`).
+    pub torch_cuda_arch_list: Option<String>,
     pub sass: Vec<String>,
     pub ptx: Vec<String>,
-    pub cuda: String,
-    pub nvcc: PathBuf,
-    pub nvcc_version: String,
+    pub cuda: Option<String>,
+    pub nvcc: Option<PathBuf>,
+    pub nvcc_version: Option<String>,
     pub python: PathBuf,
     pub jobs: Jobs,
     pub env: Vec<PlanVar>,
@@ -237,19 +244,28 @@ impl Vars {
 /// base's switches, one CUDA root, the compilers, nvcc's flags and cuDNN, jobs and the wheel's
 /// version, the compiler cache, then `--set`; each variable's reader in the tree; the commands.
 pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
-    let tc = i.toolchain;
     let mut vars = Vars::default();
-    vars.build(
-        "TORCH_CUDA_ARCH_LIST",
-        i.arch_plan.torch_cuda_arch_list(),
-        "the archs, explicit numbers both of torch's parsers read alike",
-    );
-    for row in i.kb.torch_switches(&i.tree.version) {
-        vars.build(&row.name, row.value.clone(), row.why.clone());
+    if let Some(c) = &i.cuda {
+        vars.build(
+            "TORCH_CUDA_ARCH_LIST",
+            c.arch_plan.torch_cuda_arch_list(),
+            "the archs, explicit numbers both of torch's parsers read alike",
+        );
     }
-    let nvcc = cuda_root_vars(&mut vars, tc);
+    for row in i.kb.torch_switches(&i.tree.version) {
+        // GPU-only switches mean nothing to a CPU-only build (CMake forces them off).
+        if i.cuda.is_some() || !row.cuda_only {
+            vars.build(&row.name, row.value.clone(), row.why.clone());
+        }
+    }
+    let nvcc = i
+        .cuda
+        .as_ref()
+        .map(|c| cuda_root_vars(&mut vars, c.toolchain));
     compiler_vars(&mut vars, i);
-    nvcc_flag_and_library_vars(&mut vars, i);
+    if let Some(c) = &i.cuda {
+        nvcc_flag_and_library_vars(&mut vars, i, c);
+    }
     job_and_version_vars(&mut vars, i);
     launcher_vars(&mut vars, i);
     for (name, value) in i.sets {
@@ -267,12 +283,19 @@ pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
     BuildPlan {
         torch: i.tree.version_text.clone(),
         front_end: i.tree.front_end,
-        torch_cuda_arch_list: i.arch_plan.torch_cuda_arch_list(),
-        sass: i.arch_plan.sass().iter().map(|a| a.sm()).collect(),
-        ptx: i.arch_plan.ptx().iter().map(|a| a.compute()).collect(),
-        cuda: tc.cuda.to_string(),
+        torch_cuda_arch_list: i.cuda.as_ref().map(|c| c.arch_plan.torch_cuda_arch_list()),
+        sass: i.cuda.as_ref().map_or_else(Vec::new, |c| {
+            c.arch_plan.sass().iter().map(|a| a.sm()).collect()
+        }),
+        ptx: i.cuda.as_ref().map_or_else(Vec::new, |c| {
+            c.arch_plan.ptx().iter().map(|a| a.compute()).collect()
+        }),
+        cuda: i.cuda.as_ref().map(|c| c.toolchain.cuda.to_string()),
         nvcc,
-        nvcc_version: tc.nvcc_version.to_string(),
+        nvcc_version: i
+            .cuda
+            .as_ref()
+            .map(|c| c.toolchain.nvcc_version.to_string()),
         python: i.python.to_path_buf(),
         jobs: i.jobs.clone(),
         env,
@@ -312,7 +335,7 @@ fn cuda_root_vars(vars: &mut Vars, tc: &Toolchain) -> PathBuf {
     nvcc
 }
 
-/// nvcc's host compiler and the C/C++ compilers.
+/// nvcc's host compiler (a CUDA build) and the C/C++ compilers.
 fn compiler_vars(vars: &mut Vars, i: &Inputs) {
     let named = |c: &HostCompiler| {
         format!(
@@ -324,11 +347,13 @@ fn compiler_vars(vars: &mut Vars, i: &Inputs) {
                 .unwrap_or_default()
         )
     };
-    vars.build(
-        "CUDAHOSTCXX",
-        i.host_cxx.path.display().to_string(),
-        format!("nvcc's host compiler: {}", named(i.host_cxx)),
-    );
+    if let Some(c) = &i.cuda {
+        vars.build(
+            "CUDAHOSTCXX",
+            c.host_cxx.path.display().to_string(),
+            format!("nvcc's host compiler: {}", named(c.host_cxx)),
+        );
+    }
     if let Some(cc) = i.cxx.c_compiler() {
         vars.build("CC", cc.display().to_string(), "the C compiler beside CXX");
     }
@@ -340,10 +365,10 @@ fn compiler_vars(vars: &mut Vars, i: &Inputs) {
 }
 
 /// The knowledge base's nvcc options for this CUDA, and cuDNN where preflight found it.
-fn nvcc_flag_and_library_vars(vars: &mut Vars, i: &Inputs) {
+fn nvcc_flag_and_library_vars(vars: &mut Vars, i: &Inputs, c: &CudaInputs) {
     let mut nvcc_flags: Vec<String> = Vec::new();
     let mut why = Vec::new();
-    for o in i.kb.nvcc_options(&i.toolchain.cuda) {
+    for o in i.kb.nvcc_options(&c.toolchain.cuda) {
         nvcc_flags.extend(o.flags.iter().cloned());
         why.push(format!("{}: {}", o.flags.join(" "), o.why));
     }
@@ -364,7 +389,6 @@ fn nvcc_flag_and_library_vars(vars: &mut Vars, i: &Inputs) {
 
 /// Jobs, the build type, the wheel's version, and ninja for scikit-build-core trees.
 fn job_and_version_vars(vars: &mut Vars, i: &Inputs) {
-    let tc = i.toolchain;
     let j = i.jobs.jobs.to_string();
     vars.build(
         "MAX_JOBS",
@@ -377,15 +401,15 @@ fn job_and_version_vars(vars: &mut Vars, i: &Inputs) {
         "the same count for cmake --build steps",
     );
     vars.build("CMAKE_BUILD_TYPE", "Release".into(), "an optimized wheel");
+    // The local tag official wheels carry: `+cu124`, or `+cpu` for a CPU-only build.
+    let device = match &i.cuda {
+        Some(c) => format!("cu{}{}", c.toolchain.cuda.major(), c.toolchain.cuda.minor()),
+        None => "cpu".to_string(),
+    };
     vars.build(
         "PYTORCH_BUILD_VERSION",
-        format!(
-            "{}+cu{}{}",
-            i.tree.release_version(),
-            tc.cuda.major(),
-            tc.cuda.minor()
-        ),
-        "the wheel's version: the tree's release and the CUDA it was built with",
+        format!("{}+{device}", i.tree.release_version()),
+        "the wheel's version: the tree's release and the CUDA it was built with (cpu: none)",
     );
     vars.build(
         "PYTORCH_BUILD_NUMBER",
@@ -408,7 +432,11 @@ fn launcher_vars(vars: &mut Vars, i: &Inputs) {
         return;
     };
     let l = launcher.display().to_string();
-    for lang in ["C", "CXX", "CUDA"] {
+    let langs: &[&str] = match i.cuda {
+        Some(_) => &["C", "CXX", "CUDA"],
+        None => &["C", "CXX"],
+    };
+    for lang in langs {
         vars.build(
             &format!("CMAKE_{lang}_COMPILER_LAUNCHER"),
             l.clone(),

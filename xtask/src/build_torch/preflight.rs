@@ -99,7 +99,7 @@ pub fn torch_cuda(kb: &KnowledgeBase, torch: &Version, cuda: &Version) -> Check 
 /// that would work.
 pub fn host_compiler(
     kb: &KnowledgeBase,
-    tc: &Toolchain,
+    tc: Option<&Toolchain>,
     tree: &TorchTree,
     host: &HostCompiler,
     cxx: &HostCompiler,
@@ -113,14 +113,15 @@ pub fn host_compiler(
             "set CUDAHOSTCXX (or CXX) to a working g++ or clang++",
         );
     };
-    let limits = kb
-        .cuda_row(&tc.cuda)
-        .map(|r| r.host_compiler_limits(&tc.nvcc_version));
+    let limits = tc.and_then(|tc| {
+        kb.cuda_row(&tc.cuda)
+            .map(|r| r.host_compiler_limits(&tc.nvcc_version))
+    });
     let limit = limits.and_then(|l| match host.family {
         CompilerFamily::Gcc => l.max_gcc,
         CompilerFamily::Clang => l.max_clang,
     });
-    if let Some(limit) = limit.filter(|l| host_major > *l) {
+    if let (Some(tc), Some(limit)) = (tc, limit.filter(|l| host_major > *l)) {
         return too_new_for_nvcc(tc, host, host_major, limit, others);
     }
     if let (Some(min), Some(v)) = (&tree.gcc_min, &cxx.version) {
@@ -136,6 +137,9 @@ pub fn host_compiler(
             );
         }
     }
+    let Some(tc) = tc else {
+        return Check::ok(NAME, format!("{} (CPU-only: no nvcc)", describe(cxx)));
+    };
     Check::ok(
         NAME,
         format!(
@@ -657,7 +661,7 @@ mod tests {
         let all = [g12.clone(), gxx("g++-12", "12.2.0"), g11.clone()];
         let c = host_compiler(
             kb(),
-            &toolchain("11.8.89"),
+            Some(&toolchain("11.8.89")),
             &tree("2.6.0"),
             &g12,
             &g12,
@@ -675,7 +679,7 @@ mod tests {
         // None installed that fits: how to get one.
         let c = host_compiler(
             kb(),
-            &toolchain("11.8.89"),
+            Some(&toolchain("11.8.89")),
             &tree("2.6.0"),
             &g12,
             &g12,
@@ -688,7 +692,7 @@ mod tests {
         // nvcc's host compiler g++-11, torch's C++ g++ 12: fine.
         let c = host_compiler(
             kb(),
-            &toolchain("11.8.89"),
+            Some(&toolchain("11.8.89")),
             &tree("2.6.0"),
             &g11,
             &g12,
@@ -699,7 +703,7 @@ mod tests {
         let old = gxx("g++-8", "8.5.0");
         let c = host_compiler(
             kb(),
-            &toolchain("12.4.131"),
+            Some(&toolchain("12.4.131")),
             &tree("2.6.0"),
             &old,
             &old,
@@ -707,6 +711,12 @@ mod tests {
         );
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("GCC ≥ 9.3"), "{}", c.detail);
+        // CPU-only: no nvcc ceiling, the floor still holds.
+        let c = host_compiler(kb(), None, &tree("2.6.0"), &old, &old, &[]);
+        assert!(c.detail.contains("GCC ≥ 9.3"), "{}", c.detail);
+        let c = host_compiler(kb(), None, &tree("2.6.0"), &g12, &g12, &[]);
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(c.detail.contains("CPU-only"), "{}", c.detail);
     }
 
     #[test]

@@ -28,52 +28,99 @@ use std::time::Instant;
 /// cmake (with its version) and ninja, where found or provisioned.
 type BuildTools = (Option<(PathBuf, Version)>, Option<PathBuf>);
 
+/// Why a CPU-only build has no CUDA.
+const CPU_ONLY: &str = "USE_CUDA=0: a CPU-only build (no arch list, toolkit or cuDNN)";
+
+/// The CUDA side of a build: the release, why, the arch list read its way, the advice, the
+/// toolkit. Absent for a CPU-only build.
+struct CudaSide {
+    cuda: Version,
+    reason: String,
+    arch_plan: Option<Plan>,
+    advice: Vec<WheelAdvice>,
+    toolkit: Option<Toolchain>,
+}
+
+impl CudaSide {
+    /// The CUDA, why it (or why none), and the advice, for [`Prepared`].
+    fn parts(side: Option<CudaSide>) -> (Option<Version>, String, Vec<WheelAdvice>) {
+        match side {
+            Some(s) => (Some(s.cuda), s.reason, s.advice),
+            None => (None, CPU_ONLY.to_string(), Vec::new()),
+        }
+    }
+}
+
+/// What the plan takes of the CUDA side: `Some(None)` for a CPU-only build; None where a CUDA
+/// build lacks its arch list, toolkit or host compiler (a check has failed and says why).
+fn cuda_inputs<'a>(
+    side: Option<&'a CudaSide>,
+    host_cxx: &'a Option<HostCompiler>,
+) -> Option<Option<plan::CudaInputs<'a>>> {
+    let Some(s) = side else {
+        return Some(None);
+    };
+    match (&s.arch_plan, &s.toolkit, host_cxx) {
+        (Some(arch_plan), Some(toolchain), Some(host_cxx)) => Some(Some(plan::CudaInputs {
+            arch_plan,
+            toolchain,
+            host_cxx,
+        })),
+        _ => None,
+    }
+}
+
 /// Tree, advice, toolchain, preflight and plan: everything before compiling.
 pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepared> {
     let started = Instant::now();
+    let arch = req.arch_spec()?;
     let tree = TorchTree::inspect(root)?;
-    let (cuda, cuda_reason) = choose_cuda(kb, &tree.version, req.cuda.as_ref());
     let mut checks = Vec::new();
-    let arch_plan = arch_list(kb, &tree.version, &cuda, &req.arch, &mut checks);
-    let advice = official_wheels(kb, &tree.version, req, arch_plan.as_ref())?;
-    checks.push(preflight::torch_cuda(kb, &tree.version, &cuda));
-    let tc = toolkit(&cuda, &mut checks);
+    let side = match arch {
+        Some(arch) => Some(cuda_side(kb, &tree, req, arch, &mut checks)?),
+        None => None,
+    };
+    let tc = side.as_ref().and_then(|s| s.toolkit.as_ref());
     let compilers = host::cxx_compilers();
     let (host_cxx, cxx) = chosen_compilers(&compilers);
-    if let Some(check) = host_compiler(kb, &tree, tc.as_ref(), &host_cxx, &cxx, &compilers) {
+    if let Some(check) = host_compiler(kb, &tree, tc, side.is_some(), &host_cxx, &cxx, &compilers) {
         checks.push(check);
     }
     let (cmake, ninja) = build_tools(&tree, &mut checks);
-    let switches = switches(kb, &tree, &req.sets);
+    let switches = switches(kb, &tree, &req.sets, side.is_some());
     let on = |n: &str| switches.get(n).is_some_and(|v| plan::is_on(v));
     let (python, py_info) = python(kb, &tree, req, on("USE_NUMPY"), &mut checks);
     checks.push(preflight::submodules(kb, &tree, &switches).0);
     checks.push(generated_sources(&tree, req));
+    let arch_plan = side.as_ref().and_then(|s| s.arch_plan.as_ref());
     let jobs = disk_and_memory(
         &tree,
-        arch_plan.as_ref(),
+        arch_plan,
         on("USE_FLASH_ATTENTION"),
         req,
         &mut checks,
     );
-    let cudnn = cudnn(
-        tc.as_ref(),
-        py_info.as_ref(),
-        on("USE_CUDNN"),
-        &cuda,
-        &python,
-        &mut checks,
-    );
+    let cudnn = side.as_ref().and_then(|s| {
+        cudnn(
+            tc,
+            py_info.as_ref(),
+            on("USE_CUDNN"),
+            &s.cuda,
+            &python,
+            &mut checks,
+        )
+    });
     let launcher = compiler_cache(req, &mut checks);
     let mut reconfigure = Vec::new();
-    let plan = match (&arch_plan, &tc, &host_cxx, &cxx) {
-        (Some(arch_plan), Some(tc), Some(h), Some(c)) => Some(self::plan(
+    // A CUDA build needs its arch list, toolkit and nvcc's host compiler; every build a C++ one.
+    let cuda_inputs = cuda_inputs(side.as_ref(), &host_cxx);
+    let plan = match (cuda_inputs, &cxx) {
+        (Some(cuda), Some(c)) => Some(self::plan(
             &plan::Inputs {
                 kb,
                 tree: &tree,
-                arch_plan,
-                toolchain: tc,
-                host_cxx: h,
+                path_first: path_first(tc, &cmake, &ninja),
+                cuda,
                 cxx: c,
                 python: &python,
                 jobs: &jobs,
@@ -81,7 +128,6 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
                 cudnn,
                 launcher,
                 dist_config: req.dist.as_ref().map(|d| d.config_path()),
-                path_first: path_first(tc, &cmake, &ninja),
             },
             req,
             &mut checks,
@@ -89,6 +135,7 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         )),
         _ => None,
     };
+    let (cuda, cuda_reason, advice) = CudaSide::parts(side);
     Ok(Prepared {
         tree,
         cuda,
@@ -98,6 +145,28 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
         plan,
         reconfigure,
         preflight_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The CUDA, the arch list, should-you-build, torch vs CUDA and the toolkit, in that order.
+fn cuda_side(
+    kb: &KnowledgeBase,
+    tree: &TorchTree,
+    req: &Request,
+    arch: &str,
+    checks: &mut Vec<Check>,
+) -> Result<CudaSide> {
+    let (cuda, reason) = choose_cuda(kb, &tree.version, req.cuda.as_ref());
+    let arch_plan = arch_list(kb, &tree.version, &cuda, arch, checks);
+    let advice = official_wheels(kb, &tree.version, req, arch_plan.as_ref())?;
+    checks.push(preflight::torch_cuda(kb, &tree.version, &cuda));
+    let toolkit = toolkit(&cuda, checks);
+    Ok(CudaSide {
+        cuda,
+        reason,
+        arch_plan,
+        advice,
+        toolkit,
     })
 }
 
@@ -117,15 +186,18 @@ fn generated_sources(tree: &TorchTree, req: &Request) -> Check {
     )
 }
 
-/// The switches as they will be set: the knowledge base's, then `--set`.
+/// The switches as they will be set: the knowledge base's (no GPU-only ones for a CPU-only
+/// build), then `--set`.
 fn switches(
     kb: &KnowledgeBase,
     tree: &TorchTree,
     sets: &[(String, String)],
+    cuda: bool,
 ) -> BTreeMap<String, String> {
     let mut switches: BTreeMap<String, String> = kb
         .torch_switches(&tree.version)
         .iter()
+        .filter(|r| cuda || !r.cuda_only)
         .map(|r| (r.name.clone(), r.value.clone()))
         .collect();
     for (n, v) in sets {
@@ -168,7 +240,8 @@ fn disk_and_memory(
 #[derive(Debug, serde::Serialize)]
 pub struct BeforeClone {
     pub torch: Version,
-    pub cuda: Version,
+    /// None for a CPU-only build.
+    pub cuda: Option<Version>,
     pub cuda_reason: String,
     pub advice: Vec<WheelAdvice>,
     pub checks: Vec<Check>,
@@ -193,11 +266,17 @@ pub fn before_clone(kb: &KnowledgeBase, req: &Request) -> Result<Option<BeforeCl
     if into.join("version.txt").is_file() {
         return Ok(None);
     }
-    let (cuda, cuda_reason) = choose_cuda(kb, torch, req.cuda.as_ref());
     let mut checks = Vec::new();
-    let arch_plan = arch_list(kb, torch, &cuda, &req.arch, &mut checks);
-    let advice = official_wheels(kb, torch, req, arch_plan.as_ref())?;
-    checks.push(preflight::torch_cuda(kb, torch, &cuda));
+    let (cuda, cuda_reason, advice, arch_plan) = match req.arch_spec()? {
+        Some(arch) => {
+            let (cuda, reason) = choose_cuda(kb, torch, req.cuda.as_ref());
+            let arch_plan = arch_list(kb, torch, &cuda, arch, &mut checks);
+            let advice = official_wheels(kb, torch, req, arch_plan.as_ref())?;
+            checks.push(preflight::torch_cuda(kb, torch, &cuda));
+            (Some(cuda), reason, advice, arch_plan)
+        }
+        None => (None, CPU_ONLY.to_string(), Vec::new(), None),
+    };
     Ok(Some(BeforeClone {
         torch: torch.clone(),
         cuda,
@@ -291,20 +370,22 @@ fn toolkit(cuda: &Version, checks: &mut Vec<Check>) -> Option<Toolchain> {
     }
 }
 
-/// The host compiler against nvcc's ceiling and the tree's floor; none with no toolkit to ask.
+/// The host compiler against nvcc's ceiling and the tree's floor; for a CUDA build with no
+/// toolkit there is no ceiling to ask, so nothing (the toolkit's check already failed).
 fn host_compiler(
     kb: &KnowledgeBase,
     tree: &TorchTree,
     tc: Option<&Toolchain>,
+    cuda_build: bool,
     host_cxx: &Option<HostCompiler>,
     cxx: &Option<HostCompiler>,
     compilers: &[HostCompiler],
 ) -> Option<Check> {
-    match (tc, host_cxx, cxx) {
-        (Some(tc), Some(h), Some(c)) => {
+    match (host_cxx, cxx) {
+        (Some(h), Some(c)) if tc.is_some() || !cuda_build => {
             Some(preflight::host_compiler(kb, tc, tree, h, c, compilers))
         }
-        (_, None, _) | (_, _, None) => Some(Check::fail(
+        (None, _) | (_, None) => Some(Check::fail(
             "host compiler",
             "no g++ or clang++ on PATH",
             "install g++ (apt-get install g++) or set CXX",
@@ -402,15 +483,17 @@ fn compiler_cache(req: &Request, checks: &mut Vec<Check>) -> Option<(PathBuf, (S
 /// `PATH` entries put first: the toolkit's bin, unless PATH already finds that nvcc (a system
 /// toolkit in /usr/bin must not jump ahead of everything else on PATH), then the build tools.
 fn path_first(
-    tc: &Toolchain,
+    tc: Option<&Toolchain>,
     cmake: &Option<(PathBuf, Version)>,
     ninja: &Option<PathBuf>,
 ) -> Vec<PathBuf> {
     let mut first = Vec::new();
-    if which("nvcc").and_then(|p| std::fs::canonicalize(p).ok())
-        != std::fs::canonicalize(tc.nvcc()).ok()
-    {
-        first.push(tc.bin_dir());
+    if let Some(tc) = tc {
+        if which("nvcc").and_then(|p| std::fs::canonicalize(p).ok())
+            != std::fs::canonicalize(tc.nvcc()).ok()
+        {
+            first.push(tc.bin_dir());
+        }
     }
     for p in [cmake.as_ref().map(|(p, _)| p.clone()), ninja.clone()]
         .into_iter()

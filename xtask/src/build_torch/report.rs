@@ -17,12 +17,11 @@ pub fn prepared(p: &Prepared, dry_run: bool, stop_after_configure: bool) -> Stri
         None => "not a git checkout".into(),
     };
     let mut s = format!(
-        "torch {} at {} ({} front end, {kind})\nCUDA {}: {}\n\n",
+        "torch {} at {} ({} front end, {kind})\n{}\n\n",
         t.version_text,
         t.root.display(),
         t.front_end.name(),
-        p.cuda,
-        p.cuda_reason
+        cuda_line(p.cuda.as_ref(), &p.cuda_reason)
     );
     s += &advice_table(&t.version, &p.advice);
     s += &format!("preflight ({:.1} s)\n", p.preflight_seconds);
@@ -45,8 +44,9 @@ pub fn prepared(p: &Prepared, dry_run: bool, stop_after_configure: bool) -> Stri
 /// `--dry-run` before the clone: the advice and checks that need no tree, and the clone to come.
 pub fn before_clone(b: &BeforeClone) -> String {
     let mut s = format!(
-        "torch {} (not cloned yet: this dry run fetched nothing)\nCUDA {}: {}\n\n",
-        b.torch, b.cuda, b.cuda_reason
+        "torch {} (not cloned yet: this dry run fetched nothing)\n{}\n\n",
+        b.torch,
+        cuda_line(b.cuda.as_ref(), &b.cuda_reason)
     );
     s += &advice_table(&b.torch, &b.advice);
     s += "checks that need no tree\n";
@@ -63,6 +63,14 @@ pub fn before_clone(b: &BeforeClone) -> String {
         s += "\na check failed: the fixes are above\n";
     }
     s
+}
+
+/// `CUDA 12.4: why`, or for a CPU-only build `CPU-only: why`.
+fn cuda_line(cuda: Option<&crate::version::Version>, reason: &str) -> String {
+    match cuda {
+        Some(c) => format!("CUDA {c}: {reason}"),
+        None => format!("CPU-only: {reason}"),
+    }
 }
 
 /// Whether the release's official wheels already run on each target.

@@ -19,9 +19,10 @@ pub enum Stage {
 
 #[derive(Debug, Args)]
 pub struct BuildTorchArgs {
-    /// Archs to build, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar).
+    /// Archs to build, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar); none with `--set
+    /// USE_CUDA=0`, a CPU-only build.
     #[arg(long, value_name = "SPEC")]
-    pub arch: String,
+    pub arch: Option<String>,
     /// A PyTorch checkout or unpacked source tarball.
     #[arg(long, value_name = "DIR", conflicts_with = "version")]
     pub src: Option<PathBuf>,
@@ -68,7 +69,8 @@ pub struct BuildTorchArgs {
     /// Stop after this stage.
     #[arg(long, value_enum)]
     pub stop_after: Option<Stage>,
-    /// Only verify this wheel against --arch (and --cuda, --python).
+    /// Only verify this wheel against --arch (and --cuda, --python); with `--set USE_CUDA=0`, as
+    /// a CPU-only wheel.
     #[arg(long, value_name = "WHEEL")]
     pub verify_wheel: Option<PathBuf>,
     /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
@@ -77,12 +79,14 @@ pub struct BuildTorchArgs {
 }
 
 pub fn run(args: BuildTorchArgs) -> Result<Exit> {
+    let req = request(&args)?;
+    let arch = req.arch_spec()?.map(str::to_string);
     if let Some(wheel) = &args.verify_wheel {
         let r = torch_wheel::check_wheel(
             kb(),
             &torch_wheel::Request {
                 wheel: wheel.clone(),
-                arch: args.arch.clone(),
+                arch,
                 cuda: args.cuda.clone(),
                 python: args.python.clone(),
             },
@@ -94,25 +98,6 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
         }
         return Ok(Exit::passed(r.ok));
     }
-    let req = Request {
-        arch: args.arch.clone(),
-        src: args.src.clone(),
-        version: args.version.clone(),
-        cuda: args.cuda.clone(),
-        python: args.python.clone(),
-        gpus: args.gpus.clone(),
-        out: args.out.clone(),
-        jobs: args.jobs,
-        cache: args.cache,
-        dist: crate::compiler_cache::dist::Dist::from_flags(
-            args.dist.as_deref(),
-            args.dist_token_file.as_deref(),
-        )?,
-        sets: args.sets.clone(),
-        dry_run: args.dry_run,
-        stop_after_configure: args.stop_after == Some(Stage::Configure),
-        progress: if args.json { Mode::Plain } else { Mode::Auto },
-    };
     // A dry run of a release not cloned yet needs no tree for its advice: nothing is fetched.
     if let Some(b) = build_torch::before_clone(kb(), &req)? {
         match args.json {
@@ -145,5 +130,27 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
         Exit::Failed
     } else {
         Exit::Success
+    })
+}
+
+fn request(args: &BuildTorchArgs) -> Result<Request> {
+    Ok(Request {
+        arch: args.arch.clone(),
+        src: args.src.clone(),
+        version: args.version.clone(),
+        cuda: args.cuda.clone(),
+        python: args.python.clone(),
+        gpus: args.gpus.clone(),
+        out: args.out.clone(),
+        jobs: args.jobs,
+        cache: args.cache,
+        dist: crate::compiler_cache::dist::Dist::from_flags(
+            args.dist.as_deref(),
+            args.dist_token_file.as_deref(),
+        )?,
+        sets: args.sets.clone(),
+        dry_run: args.dry_run,
+        stop_after_configure: args.stop_after == Some(Stage::Configure),
+        progress: if args.json { Mode::Plain } else { Mode::Auto },
     })
 }

@@ -141,6 +141,10 @@ pub struct TorchSwitchRow {
     pub to: Version,
     pub why: String,
     pub source: String,
+    /// A GPU-only switch (`cmake_dependent_option(... "USE_CUDA" OFF)` or `"USE_CUDA OR
+    /// USE_ROCM"`): a CPU-only build (`USE_CUDA=0`) leaves it out of the plan.
+    #[serde(default)]
+    pub cuda_only: bool,
 }
 
 /// A `third_party/` directory a torch configure needs while some switches are on.

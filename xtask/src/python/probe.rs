@@ -63,6 +63,9 @@ pub struct PythonInfo {
     /// "ok", or why a small CUDA computation failed; None when not asked or no GPU.
     #[serde(default)]
     pub gpu_smoke: Option<String>,
+    /// "ok", or how a small CPU computation differed from plain Python; None when not asked.
+    #[serde(default)]
+    pub cpu_smoke: Option<String>,
     /// Where the torch package is (without importing it).
     #[serde(default)]
     pub torch_dir: Option<PathBuf>,
@@ -97,6 +100,8 @@ pub struct Ask<'a> {
     pub modules: &'a [&'a str],
     /// Run a small CUDA computation when a GPU is there (needs [`Depth::ImportTorch`]).
     pub gpu_smoke: bool,
+    /// Run a small CPU computation (needs [`Depth::ImportTorch`]): a CPU-only build's proof.
+    pub cpu_smoke: bool,
     /// Distributions whose installed version to report.
     pub distributions: &'a [String],
 }
@@ -123,6 +128,9 @@ pub fn probe_with(python: &Path, depth: Depth, ask: &Ask) -> Result<PythonInfo> 
     }
     if ask.gpu_smoke {
         cmd = cmd.arg("--gpu-smoke");
+    }
+    if ask.cpu_smoke {
+        cmd = cmd.arg("--cpu-smoke");
     }
     if !ask.distributions.is_empty() {
         cmd = cmd.arg("--distributions").arg(ask.distributions.join(","));

@@ -30,8 +30,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct Request {
     pub wheel: PathBuf,
-    /// The planned list (the `archs --arch` grammar).
-    pub arch: String,
+    /// The planned list (the `archs --arch` grammar); None for a CPU-only build (`USE_CUDA=0`),
+    /// whose wheel must carry no device code.
+    pub arch: Option<String>,
     /// The CUDA release the build used; `torch.version.cuda` must say the same.
     pub cuda: Option<Version>,
     /// A Python with this torch installed, for the checks only the live module can answer.
@@ -188,41 +189,96 @@ fn library_item(
 
 /// Runs the check. Bad input (an unparsable spec, an unreadable wheel) is an error.
 pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
-    let ctx = PlanContext::new(kb, None, req.cuda.clone());
-    let plan = Plan::parse_unvalidated(kb, &ctx, &req.arch).with_context(|| {
-        format!(
-            "invalid --arch `{}`",
-            crate::kb::user_input::echo(&req.arch)
-        )
-    })?;
-    let expect = Expectation {
-        sass: plan.sass(),
-        ptx: plan.ptx(),
+    let plan = match &req.arch {
+        Some(arch) => {
+            let ctx = PlanContext::new(kb, None, req.cuda.clone());
+            Some(Plan::parse_unvalidated(kb, &ctx, arch).with_context(|| {
+                format!("invalid --arch `{}`", crate::kb::user_input::echo(arch))
+            })?)
+        }
+        None => None,
     };
     if !req.wheel.is_file() {
         anyhow::bail!("{}: no such wheel", req.wheel.display());
     }
-    let libs = audit_libraries(std::slice::from_ref(&req.wheel), &expect, &[]);
-    let mut items = libs.items;
-    python_items(req, &plan, &mut items)?;
+    let (mut items, expected_sass, expected_ptx) = match &plan {
+        Some(plan) => {
+            let expect = Expectation {
+                sass: plan.sass(),
+                ptx: plan.ptx(),
+            };
+            let libs = audit_libraries(std::slice::from_ref(&req.wheel), &expect, &[]);
+            (
+                libs.items,
+                expect.sass.iter().map(|a| a.sm()).collect(),
+                expect.ptx.iter().map(|a| a.compute()).collect(),
+            )
+        }
+        None => (no_device_code(&req.wheel), Vec::new(), Vec::new()),
+    };
+    python_items(req, plan.as_ref(), &mut items)?;
     let ok = all_ok(&items);
     Ok(Report {
         wheel: req.wheel.clone(),
-        expected_sass: expect.sass.iter().map(|a| a.sm()).collect(),
-        expected_ptx: expect.ptx.iter().map(|a| a.compute()).collect(),
+        expected_sass,
+        expected_ptx,
         items,
         ok,
     })
 }
 
-fn python_items(req: &Request, plan: &Plan, items: &mut Vec<Item>) -> Result<()> {
+/// A CPU-only wheel: no library in it may carry device code (one that does was built with CUDA
+/// after all: CUDA found at configure despite the plan).
+fn no_device_code(wheel: &Path) -> Vec<Item> {
+    let audits = audit_paths(
+        &[wheel.to_path_buf()],
+        &Options {
+            extract: None,
+            threads: 0,
+            kernels_for: Vec::new(),
+        },
+    );
+    let mut items = Vec::new();
+    let mut device = Vec::new();
+    for a in &audits {
+        match &a.outcome {
+            Outcome::Audited(e) if e.has_device_code() => device.push(short(&a.path)),
+            Outcome::Audited(_) => {}
+            Outcome::Failed(err) => items.push(item(
+                short(&a.path),
+                Status::Fail,
+                format!("unreadable: {err}"),
+            )),
+        }
+    }
+    items.push(match device.is_empty() {
+        true => item(
+            "device code",
+            Status::Ok,
+            format!(
+                "none in {} libraries: a CPU-only build, as planned",
+                audits.len()
+            ),
+        ),
+        false => item(
+            "device code",
+            Status::Fail,
+            format!(
+                "{} carry device code, but the plan was CPU-only (USE_CUDA=0)",
+                device.join(", ")
+            ),
+        ),
+    });
+    items
+}
+
+fn python_items(req: &Request, plan: Option<&Plan>, items: &mut Vec<Item>) -> Result<()> {
+    let smoke = match plan {
+        Some(_) => "gpu smoke",
+        None => "cpu smoke",
+    };
     let Some(python) = &req.python else {
-        for n in [
-            "torch.version.cuda",
-            "arch flags",
-            "no conda paths",
-            "gpu smoke",
-        ] {
+        for n in ["torch.version.cuda", "arch flags", "no conda paths", smoke] {
             items.push(item(
                 n,
                 Status::Skipped,
@@ -236,7 +292,8 @@ fn python_items(req: &Request, plan: &Plan, items: &mut Vec<Item>) -> Result<()>
         Depth::ImportTorch,
         &Ask {
             modules: &[],
-            gpu_smoke: true,
+            gpu_smoke: plan.is_some(),
+            cpu_smoke: plan.is_none(),
             ..Ask::default()
         },
     )?;
@@ -278,11 +335,61 @@ fn python_items(req: &Request, plan: &Plan, items: &mut Vec<Item>) -> Result<()>
         Status::Ok,
         format!("torch {torch} in {}", python.display()),
     ));
-    items.push(cuda_item(&info, req.cuda.as_ref(), "the build used"));
-    items.push(arch_flags_item(&info, plan));
-    items.push(conda_item(&info));
-    items.push(gpu_smoke_item(&info, None));
+    match plan {
+        Some(plan) => {
+            items.push(cuda_item(&info, req.cuda.as_ref(), "the build used"));
+            items.push(arch_flags_item(&info, plan));
+            items.push(conda_item(&info));
+            items.push(gpu_smoke_item(&info, None));
+        }
+        None => {
+            items.extend(cpu_only_items(&info));
+            items.push(conda_item(&info));
+            items.push(cpu_smoke_item(&info));
+        }
+    }
     Ok(())
+}
+
+/// A CPU-only torch: `torch.version.cuda` is None and it names no arch.
+fn cpu_only_items(info: &PythonInfo) -> [Item; 2] {
+    let cuda = match &info.cuda {
+        None => item(
+            "torch.version.cuda",
+            Status::Ok,
+            "None: a CPU-only build, as planned",
+        ),
+        Some(v) => item(
+            "torch.version.cuda",
+            Status::Fail,
+            format!("{v}, but the plan was CPU-only (USE_CUDA=0)"),
+        ),
+    };
+    let archs = match info.arch_list.is_empty() {
+        true => item("arch flags", Status::Ok, "none: a CPU-only build"),
+        false => item(
+            "arch flags",
+            Status::Fail,
+            format!(
+                "{}, but the plan was CPU-only (USE_CUDA=0)",
+                info.arch_list.join(" ")
+            ),
+        ),
+    };
+    [cuda, archs]
+}
+
+/// The small CPU computation against the same sums in plain Python.
+pub fn cpu_smoke_item(info: &PythonInfo) -> Item {
+    match info.cpu_smoke.as_deref() {
+        Some("ok") => item(
+            "cpu smoke",
+            Status::Ok,
+            "8×8 float64 matmul and 1000 sines equal plain Python's",
+        ),
+        Some(why) => item("cpu smoke", Status::Fail, why),
+        None => item("cpu smoke", Status::Skipped, "not run"),
+    }
 }
 
 /// `torch.version.cuda` against the CUDA the build (or the expectation) names.
