@@ -14,7 +14,8 @@ Always: torch_dir (where the torch package is), packages {distribution: version}
 usual companions (from their metadata, not imported), conda_paths (sys.path entries inside a conda
 environment: a prefix with a conda-meta directory), executable (the interpreter's real path, past
 venv links and shims), extension_suffixes (importlib.machinery.EXTENSION_SUFFIXES: the file names
-this Python imports compiled modules from).
+this Python imports compiled modules from), site_packages (site.getsitepackages(): purelib and, on
+Debian, /usr/lib/python3/dist-packages where its python3-* packages are).
 With `--import-torch`, cudnn {compile, runtime} as torch reports them (null without cuDNN).
 With `--import-torch`, config is torch.__config__.show() (build settings, paths), and with
 `--gpu-smoke` as well, gpu_smoke is "ok" or why a small CUDA computation failed (null: not run);
@@ -95,6 +96,12 @@ def in_conda(path):
 
 
 info["conda_paths"] = [p for p in sys.path if p and in_conda(p)]
+try:
+    import site
+
+    info["site_packages"] = list(site.getsitepackages())
+except Exception:  # an old virtualenv's site module has no getsitepackages
+    info["site_packages"] = [info["purelib"]]
 
 for name in filter(None, (arg_value("--modules") or "").split(",")):
     try:

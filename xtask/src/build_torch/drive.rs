@@ -130,22 +130,23 @@ fn prepare_build_dir(p: &Prepared, plan: &BuildPlan) -> Result<()> {
     Ok(())
 }
 
-/// The outputs an earlier run's `.ninja_log` records that still exist: what a resumed build
-/// keeps. None without a log or with nothing built.
+/// The steps an earlier run's `.ninja_log` records whose outputs still exist: what a resumed
+/// build keeps. A step is one command (the log's hash column): ninja logs a line per output, and
+/// torch's code generation writes thousands of headers in one step. None without a log or with
+/// nothing built.
 pub fn steps_built(build_dir: &Path) -> Option<usize> {
     let text = std::fs::read_to_string(build_dir.join(".ninja_log")).ok()?;
-    let mut outputs: Vec<&str> = text
+    let steps: std::collections::BTreeSet<&str> = text
         .lines()
         .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.split('\t').nth(3))
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let output = f.nth(3)?;
+            let hash = f.next()?;
+            build_dir.join(output).exists().then_some(hash)
+        })
         .collect();
-    outputs.sort_unstable();
-    outputs.dedup();
-    let built = outputs
-        .iter()
-        .filter(|o| build_dir.join(o).exists())
-        .count();
-    (built > 0).then_some(built)
+    (!steps.is_empty()).then_some(steps.len())
 }
 
 /// The front end's command under the plan, its output streamed to the log (which starts with the
@@ -220,20 +221,32 @@ fn built_wheel(plan: &BuildPlan, log_path: &Path) -> Result<PathBuf> {
     })
 }
 
-/// The `n` longest steps of a `.ninja_log` (v5: start, end, mtime, output, hash; ms), longest
-/// first; a step rebuilt later counts once, with its last time.
+/// The `n` longest steps of a `.ninja_log` (v5/v6: start, end, mtime, output, command hash; ms),
+/// longest first; a step rebuilt later counts once, with its last time. A step is one command (its
+/// hash): ninja logs a line per output, so torch's code generation, one step writing thousands of
+/// headers, is named by its first output and how many more it wrote.
 pub fn slowest_steps(ninja_log: &str, n: usize) -> Vec<(String, f64)> {
-    let mut last: std::collections::HashMap<&str, f64> = std::collections::HashMap::new();
+    use std::collections::{HashMap, HashSet};
+    let mut steps: HashMap<&str, (&str, f64, HashSet<&str>)> = HashMap::new();
     for line in ninja_log.lines().filter(|l| !l.starts_with('#')) {
         let f: Vec<&str> = line.split('\t').collect();
         if f.len() < 4 {
             continue;
         }
         if let (Ok(s), Ok(e)) = (f[0].parse::<f64>(), f[1].parse::<f64>()) {
-            last.insert(f[3], (e - s).max(0.0) / 1000.0);
+            let key = f.get(4).copied().unwrap_or(f[3]);
+            let step = steps.entry(key).or_insert((f[3], 0.0, HashSet::new()));
+            step.1 = (e - s).max(0.0) / 1000.0;
+            step.2.insert(f[3]);
         }
     }
-    let mut v: Vec<(String, f64)> = last.into_iter().map(|(k, s)| (k.to_string(), s)).collect();
+    let mut v: Vec<(String, f64)> = steps
+        .into_values()
+        .map(|(first, secs, outputs)| match outputs.len() {
+            1 => (first.to_string(), secs),
+            n => (format!("{first} (+{} outputs)", n - 1), secs),
+        })
+        .collect();
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     v.truncate(n);
     v
@@ -252,11 +265,17 @@ pub fn verify_env(plan: &BuildPlan, wheel: &Path, out: &Path) -> Result<PathBuf>
         .read()?;
     let py = dir.join("bin/python");
     let site = probe(&py, Depth::Files)?.purelib;
-    let build_site = probe(&plan.python, Depth::Files)?.purelib;
-    std::fs::write(
-        site.join("archsmith-build-python.pth"),
-        format!("{}\n", build_site.display()),
-    )?;
+    // Every site directory of the build Python, not only purelib: Debian's python3 keeps its
+    // python3-* packages (typing_extensions, sympy, numpy) in /usr/lib/python3/dist-packages.
+    let build = probe(&plan.python, Depth::Files)?;
+    let mut dirs = vec![build.purelib.clone()];
+    for d in build.site_packages {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    let lines: String = dirs.iter().map(|d| format!("{}\n", d.display())).collect();
+    std::fs::write(site.join("archsmith-build-python.pth"), lines)?;
     crate::wheel::Wheel::open(wheel)?.extract_all(&site)?;
     Ok(py)
 }
@@ -266,11 +285,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn steps_built_counts_commands_not_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["gen/a.h", "gen/b.h", "x.o"] {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        // One code generation step with two outputs, one compile, one whose output is gone.
+        let log = "# ninja log v6\n0\t900\t1\tgen/a.h\td7\n0\t900\t1\tgen/b.h\td7\n\
+900\t1500\t2\tx.o\te1\n900\t1600\t3\tgone.o\tf2\n";
+        std::fs::write(dir.path().join(".ninja_log"), log).unwrap();
+        assert_eq!(steps_built(dir.path()), Some(2));
+        std::fs::write(dir.path().join(".ninja_log"), "# ninja log v6\n").unwrap();
+        assert_eq!(steps_built(dir.path()), None);
+    }
+
+    #[test]
     fn slowest_steps_from_a_ninja_log() {
         let log = "# ninja log v5\n0\t1500\t0\ta.o\tx\n10\t90010\t0\tflash.cu.o\ty\n5\t2505\t0\tb.o\tz\n3000\t3100\t0\ta.o\tx\n";
         assert_eq!(
             slowest_steps(log, 2),
             vec![("flash.cu.o".to_string(), 90.0), ("b.o".to_string(), 2.5)]
+        );
+        // Code generation: one step, many outputs, named once.
+        let log = "# ninja log v6\n0\t9000\t1\tgen/A.h\th1\n0\t9000\t1\tgen/B.h\th1\n0\t9000\t1\tgen/C.h\th1\n0\t2000\t1\tx.o\th2\n";
+        assert_eq!(
+            slowest_steps(log, 3),
+            vec![
+                ("gen/A.h (+2 outputs)".to_string(), 9.0),
+                ("x.o".to_string(), 2.0)
+            ]
         );
     }
 }

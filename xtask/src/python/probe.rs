@@ -36,6 +36,10 @@ pub struct PythonInfo {
     pub interpreter: PathBuf,
     pub python: Version,
     pub purelib: PathBuf,
+    /// `site.getsitepackages()`: purelib and, for a distribution's Python, where its packages
+    /// live (Debian's `/usr/lib/python3/dist-packages`).
+    #[serde(default)]
+    pub site_packages: Vec<PathBuf>,
     /// The interpreter binary (`sys.executable` with links and venvs resolved).
     #[serde(default)]
     pub executable: Option<PathBuf>,
