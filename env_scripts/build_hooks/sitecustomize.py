@@ -9,7 +9,13 @@ ARCHSMITH_PARALLEL_EXTENSIONS=N (N >= 2)
     the shared compiler object, so threads would race; processes do not). Each child's output goes
     to its own log and is replayed whole when it ends, so the build log stays readable; progress
     lines `archsmith-ext: start|done|FAILED NAME (k/total, Ns)` say where it is.
-    ARCHSMITH_EXT_MAX_JOBS sets MAX_JOBS inside each child (the build's jobs shared out).
+    All children share one pool of N job slots: a GNU make jobserver (a named pipe holding N - 1
+    tokens; this process's own slot runs the first extension) that each child's ninja joins
+    through MAKEFLAGS, with MAX_JOBS unset (ninja ignores a jobserver when given -j) and nvcc's
+    --threads dropped. An extension starts when a slot is free, and a running one widens into
+    slots no other extension takes, so the package never runs more compiles than N, and the
+    last extension gets every core. Where ninja is older than 1.13 (no jobserver client),
+    ARCHSMITH_EXT_MAX_JOBS sets MAX_JOBS inside each child instead (the build's jobs shared out).
 
 ARCHSMITH_FORCE_NINJA=1
     a package that built with BuildExtension.with_options(use_ninja=False) compiles its files one
@@ -45,6 +51,54 @@ def _cost(ext):
     return sum(10 if str(src).endswith(".cu") else 1 for src in getattr(ext, "sources", []))
 
 
+def _ninja_joins_jobservers():
+    """Whether the ninja on PATH is a jobserver client (ninja >= 1.13)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["ninja", "--version"], capture_output=True, text=True).stdout
+        major, minor = (int(x) for x in out.strip().split(".")[:2])
+    except (OSError, ValueError):
+        return False
+    return (major, minor) >= (1, 13)
+
+
+class _Jobserver:
+    """A GNU make jobserver of `slots` job slots: a named pipe holding slots - 1 tokens (the
+    process that made it holds the first slot). Children join it through MAKEFLAGS."""
+
+    def __init__(self, slots, directory):
+        self.path = os.path.join(directory, "jobserver.fifo")
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        os.mkfifo(self.path, 0o600)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
+        os.write(self.fd, b"+" * (slots - 1))
+        self.makeflags = " -j%d --jobserver-auth=fifo:%s" % (slots, self.path)
+
+    def take(self):
+        """A token, or None when every slot is in use."""
+        try:
+            return os.read(self.fd, 1) or None
+        except BlockingIOError:
+            return None
+
+    def give(self, token):
+        os.write(self.fd, token)
+
+
+def _child_env_for(jobserver, per_child_jobs):
+    """A child's build environment: the shared pool, or its share of MAX_JOBS."""
+    if jobserver is not None:
+        os.environ.pop("MAX_JOBS", None)
+        os.environ["MAKEFLAGS"] = jobserver.makeflags
+        flags = os.environ.get("NVCC_APPEND_FLAGS", "").split()
+        flags = [f for f in flags if not f.startswith("--threads")]
+        os.environ["NVCC_APPEND_FLAGS"] = " ".join(flags)
+    elif per_child_jobs:
+        os.environ["MAX_JOBS"] = per_child_jobs
+
+
 def _patch_build_ext(module):
     cls = getattr(module, "build_ext", None)
     if cls is None or getattr(cls, "_archsmith_parallel", False):
@@ -69,6 +123,9 @@ def _patch_build_ext(module):
         log_dir = os.path.join(base_temp, "archsmith-ext-logs")
         os.makedirs(log_dir, exist_ok=True)
         per_child_jobs = os.environ.get("ARCHSMITH_EXT_MAX_JOBS")
+        jobserver = None
+        if _ninja_joins_jobservers():
+            jobserver = _Jobserver(at_once, os.path.abspath(log_dir))
         total = len(extensions)
         # Longest first (CUDA sources cost most), so the short ones fill the end instead of one
         # long extension running alone while the other cores wait.
@@ -76,9 +133,20 @@ def _patch_build_ext(module):
         running = {}
         failed = []
         done = 0
-        _say("building %d extensions, %d at a time" % (total, at_once))
+        own_slot_free = True
+        if jobserver is not None:
+            _say("building %d extensions in one pool of %d job slots" % (total, at_once))
+        else:
+            _say("building %d extensions, %d at a time" % (total, at_once))
         while queue or running:
             while queue and len(running) < at_once:
+                # One runs on this process's own slot; each other needs a token.
+                token = None
+                if jobserver is not None and not own_slot_free:
+                    token = jobserver.take()
+                    if token is None:
+                        break
+                own_slot_free = own_slot_free and token is not None
                 index, ext = queue.pop(0)
                 log = os.path.join(log_dir, "%03d-%s.log" % (index, _safe(ext.name)))
                 _say("start %s (%d/%d)" % (ext.name, index + 1, total))
@@ -90,8 +158,7 @@ def _patch_build_ext(module):
                         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                         os.dup2(fd, 1)
                         os.dup2(fd, 2)
-                        if per_child_jobs:
-                            os.environ["MAX_JOBS"] = per_child_jobs
+                        _child_env_for(jobserver, per_child_jobs)
                         self.build_temp = os.path.join(base_temp, _safe(ext.name))
                         with self._filter_build_errors(ext):
                             self.build_extension(ext)
@@ -104,11 +171,23 @@ def _patch_build_ext(module):
                             sys.stderr.flush()
                         finally:
                             os._exit(code)
-                running[pid] = (ext, log, time.time())
-            pid, status = os.wait()
+                running[pid] = (ext, log, time.time(), token)
+            # With extensions waiting for a slot, poll: a child may end, or a ninja may give a
+            # token back. Otherwise only a child's end changes anything.
+            if queue and len(running) < at_once and jobserver is not None:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    time.sleep(0.05)
+                    continue
+            else:
+                pid, status = os.wait()
             if pid not in running:
                 continue
-            ext, log, started = running.pop(pid)
+            ext, log, started, token = running.pop(pid)
+            if token is not None:
+                jobserver.give(token)
+            else:
+                own_slot_free = True
             done += 1
             ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
             try:

@@ -25,9 +25,14 @@ struct Run {
 }
 
 fn xtask(args: &[&str]) -> Run {
+    xtask_env(args, &[])
+}
+
+fn xtask_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     let t = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run xtask");
     Run {
@@ -539,25 +544,72 @@ fn pip_wheel_front_end_builds_audits_and_imports() {
 /// the package): built two at a time (one per core, each in its own process), ninja switched back
 /// on, every module imported and the CUDA one audited; a compile error in one extension fails the
 /// build naming its file; `--serial-extensions` builds as setuptools does.
+/// The most `start`/`end` spans of a compile-span log open at once, and how many spans there are.
+fn most_at_once(log: &str) -> (usize, usize) {
+    let mut events: Vec<(u128, i32)> = log
+        .lines()
+        .filter_map(|l| {
+            let (kind, t) = l.split_once(' ')?;
+            Some((t.trim().parse().ok()?, if kind == "start" { 1 } else { -1 }))
+        })
+        .collect();
+    // At one instant an end comes before a start: a slot handed over is not two compiles.
+    events.sort();
+    let (mut open, mut most) = (0i32, 0i32);
+    for (_, d) in &events {
+        open += d;
+        most = most.max(open);
+    }
+    let starts = events.iter().filter(|(_, d)| *d == 1).count();
+    (most as usize, starts)
+}
+
 #[test]
 fn a_many_extension_package_builds_its_extensions_at_once() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     let src = fixture("multiext");
-    let run = xtask(&[
-        "build-ext",
-        src.to_str().unwrap(),
-        "--arch",
-        "7.5,8.9,9.0",
-        "--out",
-        out.path().to_str().unwrap(),
-        "--json",
-    ]);
+    // torch's ninja path compiles with $CXX: this one records each compile's span, held a second
+    // so that compiles that run together overlap for certain.
+    let spans = out.path().join("compile-spans.log");
+    let cxx = out.path().join("cxx-recording");
+    std::fs::write(
+        &cxx,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -c \"*)\n  echo \"start $(date +%s%N)\" >> {0}; sleep 1; g++ \"$@\"; rc=$?\n  echo \"end $(date +%s%N)\" >> {0}; exit $rc;;\nesac\nexec g++ \"$@\"\n",
+            spans.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cxx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = xtask_env(
+        &[
+            "build-ext",
+            src.to_str().unwrap(),
+            "--arch",
+            "7.5,8.9,9.0",
+            "--out",
+            out.path().to_str().unwrap(),
+            "--json",
+        ],
+        &[("CXX", cxx.to_str().unwrap())],
+    );
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let r = &json(&run)["result"];
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let at_once = r["extensions_at_once"].as_u64().unwrap();
     assert!(at_once >= 2.min(cores as u64), "{r}");
+    // One pool of job slots for all extensions: never more compiles at once than slots, though
+    // two extensions of two files each, at MAX_JOBS shared out, would run four.
+    let (most, compiles) = most_at_once(&std::fs::read_to_string(&spans).unwrap());
+    assert_eq!(compiles, 6, "the six C++ files, each once: {spans:?}");
+    assert!(
+        most <= at_once as usize,
+        "{most} compiles at once with {at_once} slots"
+    );
+    if at_once >= 2 {
+        assert!(most >= 2, "the slots were used side by side");
+    }
     assert_eq!(r["ninja_turned_on"], true, "{r}");
     let mut built: Vec<String> = r["extensions"]
         .as_array()

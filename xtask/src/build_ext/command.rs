@@ -121,8 +121,10 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
     vars
 }
 
-/// The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at once,
-/// MAX_JOBS shared out between them, and turn ninja back on where a package switched it off.
+/// The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at once
+/// in one pool of as many job slots (a jobserver every extension's ninja joins; MAX_JOBS shared
+/// out between them where ninja is older than 1.13), and turn ninja back on where a package
+/// switched it off.
 /// Where the hooks cannot be found the build runs as setuptools would.
 fn build_hook_vars(par: &Parallelism) -> Vec<(String, String)> {
     let Ok(root) = crate::data::data_root() else {

@@ -23,7 +23,9 @@ pub struct Parallelism {
 
 /// How many of a package's extensions to build at once: one per core, as many as memory holds
 /// (each may run an nvcc on torch headers). setuptools builds them one after another, each in a
-/// ninja run of one or two files, so a many-extension package otherwise keeps one core busy.
+/// ninja run of one or two files, so a many-extension package otherwise keeps one core busy. It is
+/// also the size of the build hooks' one pool of job slots that every extension's ninja shares
+/// (a jobserver): compiles never outnumber it, across all extensions.
 pub fn extensions_at_once(cores: u32, mem_available_gib: f64) -> u32 {
     let by_mem = ((mem_available_gib - RESERVE_GIB) / GIB_PER_NVCC_JOB)
         .floor()
