@@ -171,6 +171,7 @@ pub mod documents {
         BENCH_AUDIT = "bench-audit", 1;
         BENCH_LOAD_CHECK = "bench-load-check", 1;
         BENCH_BUILD_EXT = "bench-build-ext", 1;
+        BENCH_BUILD_EXT_PACKAGES = "bench-build-ext-packages", 1;
         BUILD_EXT = "build-ext", 1;
         BUILD_TORCH = "build-torch", 1;
         BUILD_TORCH_BEFORE_CLONE = "build-torch-before-clone", 1;

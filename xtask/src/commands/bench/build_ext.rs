@@ -10,9 +10,10 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct BuildExtBench {
-    /// Extension source directory (default: the multi-file fixture xtask/tests/fixtures/benchext).
+    /// Extension source directory (default: the multi-file fixture xtask/tests/fixtures/benchext);
+    /// repeat it to run both sides on each package in turn and report each ratio.
     #[arg(long, value_name = "DIR")]
-    pub source: Option<PathBuf>,
+    pub source: Vec<PathBuf>,
     /// Archs both builds compile for (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC", default_value = "7.5,8.9,9.0")]
     pub arch: String,
@@ -38,26 +39,73 @@ pub struct BuildExtBench {
 }
 
 pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
-    let source = a.source.unwrap_or_else(|| {
-        crate::paths::repo_root()
+    let sources = match a.source.is_empty() {
+        true => vec![crate::paths::repo_root()
             .join("xtask")
             .join("tests")
             .join("fixtures")
-            .join("benchext")
-    });
-    let r = bench::run(&BenchRequest {
-        source,
-        arch: a.arch,
-        torch: a.torch,
-        jobs: a.jobs,
-        out: a.out,
-        rounds: a.rounds,
-        plain_jobs: a.plain_jobs,
-    })?;
+            .join("benchext")],
+        false => a.source.clone(),
+    };
+    let mut reports = Vec::new();
+    for (i, source) in sources.iter().enumerate() {
+        // Each package in a working dir of its own when there are several.
+        let out = match sources.len() {
+            1 => a.out.clone(),
+            _ => a.out.join(format!("{i}-{}", dir_name(source))),
+        };
+        reports.push(bench::run(&BenchRequest {
+            source: source.clone(),
+            arch: a.arch.clone(),
+            torch: a.torch.clone(),
+            jobs: a.jobs,
+            out,
+            rounds: a.rounds,
+            plain_jobs: a.plain_jobs.clone(),
+        })?);
+    }
     if a.json {
-        print_json(documents::BENCH_BUILD_EXT, &r)?;
+        match reports.as_slice() {
+            [one] => print_json(documents::BENCH_BUILD_EXT, one)?,
+            many => print_json(
+                documents::BENCH_BUILD_EXT_PACKAGES,
+                &serde_json::json!({ "packages": many }),
+            )?,
+        }
         return Ok(Exit::Success);
     }
+    for r in &reports {
+        print_report(r);
+    }
+    if reports.len() > 1 {
+        println!("\neach package, plain / archsmith (fastest clean of each):");
+        let mut t = Table::new(["package", "plain clean (s)", "archsmith clean (s)", "ratio"]);
+        for r in &reports {
+            let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+            for b in &r.plain {
+                t.row([
+                    format!("{} ({})", r.source, b.label),
+                    format!("{:.1}", fastest(&b.clean_s)),
+                    format!("{:.1}", fastest(&r.archsmith_clean_s)),
+                    format!("{:.2}x", b.clean_speedup),
+                ]);
+            }
+        }
+        print!("{}", t.render());
+    }
+    Ok(Exit::Success)
+}
+
+/// A source directory's last component, for its working dir.
+fn dir_name(source: &std::path::Path) -> String {
+    source
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "source".into())
+}
+
+/// One package's table, audits and conditions.
+fn print_report(r: &bench::BenchReport) {
     let secs = |v: &[f64], digits: usize| {
         v.iter()
             .map(|x| format!("{x:.digits$}"))
@@ -123,5 +171,4 @@ pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
         "1-minute load average before each clean build: {}",
         loads.join(", ")
     );
-    Ok(Exit::Success)
 }
