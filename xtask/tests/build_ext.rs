@@ -544,6 +544,48 @@ fn pip_wheel_front_end_builds_audits_and_imports() {
 /// the package): built two at a time (one per core, each in its own process), ninja switched back
 /// on, every module imported and the CUDA one audited; a compile error in one extension fails the
 /// build naming its file; `--serial-extensions` builds as setuptools does.
+/// `--cpu-only`: a package built through its own CPU-only switch passes with no device code and
+/// no FORCE_CUDA; the same build without `--cpu-only` is refused for carrying none, and
+/// `--cpu-only` on a build that compiled CUDA after all is refused for carrying some.
+#[test]
+fn cpu_only_builds_are_held_to_no_device_code() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let src = fixture("multiext");
+    let build = |extra: &[&str], env: &[(&str, &str)]| {
+        let out = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "build-ext",
+            src.to_str().unwrap(),
+            "--arch",
+            "7.5",
+            "--out",
+            out.path().to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        (xtask_env(&args, env), out)
+    };
+    let cpu = [("MULTIEXT_CPU_ONLY", "1")];
+    let (run, _out) = build(&["--cpu-only"], &cpu);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let r = &json(&run)["result"];
+    assert_eq!(r["audit"]["cpu_only"], true, "{r}");
+    assert_eq!(
+        strings(&r["imported"]),
+        ["multiext._add", "multiext._mul", "multiext._neg"]
+    );
+    let (run, _out) = build(&[], &cpu);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("built without CUDA"), "{}", run.stderr);
+    let (run, _out) = build(&["--cpu-only"], &[]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("but the build was --cpu-only"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// The most `start`/`end` spans of a compile-span log open at once, and how many spans there are.
 fn most_at_once(log: &str) -> (usize, usize) {
     let mut events: Vec<(u128, i32)> = log

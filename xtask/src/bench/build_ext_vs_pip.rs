@@ -41,6 +41,8 @@ pub struct BenchRequest {
     pub rounds: u32,
     /// MAX_JOBS of the plain builds; empty: archsmith's value and one per core.
     pub plain_jobs: Vec<u32>,
+    /// Both builds meant to compile no GPU code (build-ext's `--cpu-only`).
+    pub cpu_only: bool,
 }
 
 /// What a build's wheel carries, by the plan: whether every planned image is in every container
@@ -54,8 +56,11 @@ pub struct WheelAudit {
 }
 
 impl WheelAudit {
-    fn of(wheel: &Path, plan: &crate::arch::spec::Plan) -> WheelAudit {
-        let a = crate::build_ext::check::audit_wheel(wheel, plan, true);
+    fn of(wheel: &Path, plan: &crate::arch::spec::Plan, cpu_only: bool) -> WheelAudit {
+        let a = match cpu_only {
+            true => crate::build_ext::check::audit_cpu_only(wheel, plan),
+            false => crate::build_ext::check::audit_wheel(wheel, plan, true),
+        };
         WheelAudit {
             ok: a.ok,
             files: a
@@ -320,13 +325,14 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
         progress: Mode::Quiet,
         own_arch_flags: false,
         serial_extensions: false,
+        cpu_only: req.cpu_only,
         dist: None,
     };
     let t = Instant::now();
     let first = crate::build_ext::run(&req_a)??;
     let clean = t.elapsed().as_secs_f64();
     r.extensions_at_once = first.extensions_at_once;
-    r.archsmith_audit = Some(WheelAudit::of(&first.wheel, &p.plan));
+    r.archsmith_audit = Some(WheelAudit::of(&first.wheel, &p.plan, req.cpu_only));
     if first.reused {
         bail!("archsmith's clean build found a stamp in a fresh output dir");
     }
@@ -375,6 +381,7 @@ fn plain_round(
         builder: "pip wheel",
         cache: None,
         guard: None,
+        cpu_only: req.cpu_only,
     };
     let cmd = build_command(&setup, &tree, &wheels);
     let clean = timed_plain(&cmd, &out.join(format!("plain{i}-clean-{round}.log")))?;
@@ -382,7 +389,7 @@ fn plain_round(
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
         .with_context(|| format!("the plain build left no wheel in {}", wheels.display()))?;
-    b.audit = Some(WheelAudit::of(&wheel, &p.plan));
+    b.audit = Some(WheelAudit::of(&wheel, &p.plan, req.cpu_only));
     let noop = timed_plain(&cmd, &out.join(format!("plain{i}-noop-{round}.log")))?;
     eprintln!(
         "bench: round {round}: {} clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})",

@@ -80,6 +80,49 @@ pub fn audit_wheel(wheel: &Path, plan: &Plan, declares_cuda: bool) -> AuditSumma
     s
 }
 
+impl AuditSummary {
+    /// The summary's lines for people: each file's images, the CPU-only verdict, notes.
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
+        let mut rows: Vec<(&'static str, String)> = self
+            .files
+            .iter()
+            .map(|f| {
+                let images: Vec<&str> = f.sass.iter().chain(&f.ptx).map(String::as_str).collect();
+                ("audit", format!("{}: {}", f.path, images.join(" ")))
+            })
+            .collect();
+        if self.cpu_only {
+            rows.push((
+                "audit",
+                "no device code: a CPU-only build (--cpu-only, or a package that declares no CUDA code), so --arch did not apply".into(),
+            ));
+        }
+        rows.extend(self.extra.iter().map(|x| ("note", x.clone())));
+        rows
+    }
+}
+
+/// A build meant to compile no GPU code (`--cpu-only`): any file with device code is a problem
+/// (CUDA was built after all: the package's own switch did not apply).
+pub fn audit_cpu_only(wheel: &Path, plan: &Plan) -> AuditSummary {
+    let mut s = audit_wheel(wheel, plan, false);
+    for f in &s.files {
+        s.problems.push(format!(
+            "{}: carries device code ({}), but the build was --cpu-only",
+            f.path,
+            f.sass
+                .iter()
+                .chain(&f.ptx)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    s.cpu_only = s.files.is_empty() && s.problems.is_empty();
+    s.ok = s.problems.is_empty();
+    s
+}
+
 /// Python module names of the extension modules (`pkg/mod.cpython-311-x86_64-linux-gnu.so` →
 /// `pkg.mod`) among zip member names.
 pub fn extension_modules<'a>(members: impl IntoIterator<Item = &'a str>) -> Vec<String> {

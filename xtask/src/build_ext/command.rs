@@ -23,6 +23,8 @@ pub struct Setup<'a> {
     pub builder: &'a str,
     pub cache: Option<&'a CompilerCache>,
     pub guard: Option<&'a Guard>,
+    /// `--cpu-only`: no `FORCE_CUDA`.
+    pub cpu_only: bool,
 }
 
 /// The build command for the source copy in `tree`, writing its wheel into `wheel_dir`.
@@ -87,8 +89,11 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
     // CMake-built extensions: CMake's own search finds a system nvcc (/usr/bin/nvcc) before PATH's.
     vars.push(("CUDACXX".into(), tc.nvcc().display().to_string()));
     vars.push(("MAX_JOBS".into(), par.jobs.to_string()));
-    // Extensions that gate CUDA on torch.cuda.is_available() build it anyway on a GPU-less host.
-    vars.push(("FORCE_CUDA".into(), "1".into()));
+    // Extensions that gate CUDA on torch.cuda.is_available() build it anyway on a GPU-less host
+    // (unless the build is meant to be CPU-only).
+    if !s.cpu_only {
+        vars.push(("FORCE_CUDA".into(), "1".into()));
+    }
     vars.push(("PYTHONUNBUFFERED".into(), "1".into()));
     if par.nvcc_threads > 1 {
         let mut flags = std::env::var("NVCC_APPEND_FLAGS").unwrap_or_default();

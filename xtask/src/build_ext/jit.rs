@@ -307,6 +307,7 @@ fn compile(req: &Request, job: &Job) -> Result<(Vec<TriggerRun>, Vec<Recorded>, 
         builder: "torch.utils.cpp_extension",
         cache: None,
         guard: guard.as_ref(),
+        cpu_only: false,
     };
     let record = job.scratch.path.join("prebuild.jsonl");
     eprintln!(

@@ -66,6 +66,9 @@ pub struct Request {
     /// Build a package's extensions one after another, as setuptools does, instead of
     /// [`jobs::Parallelism::extensions`] at once.
     pub serial_extensions: bool,
+    /// The build is meant to compile no GPU code (a package's own CPU-only switch, such as
+    /// torch-cluster's `FORCE_ONLY_CPU=1`): no `FORCE_CUDA`, and the wheel must carry no device code.
+    pub cpu_only: bool,
     /// Send compiles to an sccache-dist scheduler ([`dist`]); implies `--cache sccache`.
     pub dist: Option<crate::compiler_cache::dist::Dist>,
 }

@@ -45,6 +45,9 @@ pub struct Inputs {
     /// stamps written before the guard existed still match).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub own_arch_flags: bool,
+    /// `--cpu-only`: built without `FORCE_CUDA` (left out of the key when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cpu_only: bool,
 }
 
 impl Inputs {
@@ -69,6 +72,7 @@ impl Inputs {
             builder: builder.to_string(),
             flags,
             own_arch_flags: false,
+            cpu_only: false,
         }
     }
 
@@ -93,6 +97,7 @@ mod tests {
             builder: "pip wheel".into(),
             flags: BTreeMap::new(),
             own_arch_flags: false,
+            cpu_only: false,
         }
     }
 

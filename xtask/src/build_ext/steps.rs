@@ -122,6 +122,7 @@ pub fn resolve(req: &Request) -> Result<Job<'_>> {
     let builder = front_end(&env)?;
     let inputs = stamp_inputs::Inputs {
         own_arch_flags: req.own_arch_flags,
+        cpu_only: req.cpu_only,
         ..stamp_inputs::Inputs::new(&src.hash, &env, &tc, &arch_list, builder)
     };
     let key = inputs.key();
@@ -227,6 +228,7 @@ pub fn compile(
         builder: job.builder,
         cache: ws.compiler_cache.as_ref(),
         guard: ws.guard.as_ref(),
+        cpu_only: job.req.cpu_only,
     };
     let cmd = build_command(&setup, &ws.tree, &ws.wheel_dir);
     let label = job.src.spec.label();
@@ -365,7 +367,10 @@ pub fn check(
     wheel: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<Checked> {
-    let audit = check::audit_wheel(wheel, &job.plan, source::declares_cuda(&ws.tree)?);
+    let audit = match job.req.cpu_only {
+        true => check::audit_cpu_only(wheel, &job.plan),
+        false => check::audit_wheel(wheel, &job.plan, source::declares_cuda(&ws.tree)?),
+    };
     let load = load_summary(&job.env.python, wheel, warnings);
     let mut sweep = import_check.run(wheel, false)?;
     if !sweep.missing().is_empty() {

@@ -42,6 +42,10 @@ pub struct BuildExtArgs {
     /// at once as there are cores (within memory), each in its own process.
     #[arg(long)]
     pub serial_extensions: bool,
+    /// The build is meant to compile no GPU code (a package's own CPU-only switch set, e.g.
+    /// FORCE_ONLY_CPU=1): FORCE_CUDA is not set, and the wheel must carry no device code.
+    #[arg(long)]
+    pub cpu_only: bool,
     /// Send the compiles to an sccache-dist scheduler (`http://HOST:PORT`), through sccache
     /// (implies --cache sccache); docs/build-ext.md shows a cluster's configuration.
     #[arg(long, value_name = "SCHEDULER_URL")]
@@ -67,6 +71,7 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         jobs: args.jobs,
         own_arch_flags: args.own_arch_flags,
         serial_extensions: args.serial_extensions,
+        cpu_only: args.cpu_only,
         dist: crate::compiler_cache::dist::Dist::from_flags(
             args.dist.as_deref(),
             args.dist_token_file.as_deref(),
@@ -135,23 +140,8 @@ pub fn summary(o: &Outcome) -> String {
             o.jobs, o.nvcc_threads, o.builder
         ),
     ]);
-    for f in &o.audit.files {
-        let mut images = f.sass.clone();
-        images.extend(f.ptx.iter().cloned());
-        t.row([
-            "audit".to_string(),
-            format!("{}: {}", f.path, images.join(" ")),
-        ]);
-    }
-    if o.audit.cpu_only {
-        t.row([
-            "audit".to_string(),
-            "no device code: the package declares no CUDA code, so --arch did not apply"
-                .to_string(),
-        ]);
-    }
-    for x in &o.audit.extra {
-        t.row(["note".to_string(), x.clone()]);
+    for (what, detail) in o.audit.rows() {
+        t.row([what.to_string(), detail]);
     }
     t.row(["imports".to_string(), o.imported.join(", ")]);
     if let Some(l) = &o.load {

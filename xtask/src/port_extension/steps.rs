@@ -334,6 +334,7 @@ fn build_request(job: &Job, source: SourceSpec) -> build_ext::Request {
         progress: req.progress,
         own_arch_flags: req.own_arch_flags,
         serial_extensions: false,
+        cpu_only: false,
         dist: None,
     }
 }

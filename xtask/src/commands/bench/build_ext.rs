@@ -33,6 +33,10 @@ pub struct BuildExtBench {
     /// and one per core.
     #[arg(long, value_name = "N")]
     pub plain_jobs: Vec<u32>,
+    /// Both builds meant to compile no GPU code (build-ext's --cpu-only): a package's own CPU-only
+    /// switch set in the environment, e.g. FORCE_ONLY_CPU=1.
+    #[arg(long)]
+    pub cpu_only: bool,
     /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -62,6 +66,7 @@ pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
             out,
             rounds: a.rounds,
             plain_jobs: a.plain_jobs.clone(),
+            cpu_only: a.cpu_only,
         })?);
     }
     if a.json {
