@@ -540,10 +540,6 @@ fn pip_wheel_front_end_builds_audits_and_imports() {
     eprintln!("pip front end: {:.0} s", t.elapsed().as_secs_f64());
 }
 
-/// A package of four extensions (three CPython modules and one CUDA module, ninja switched off by
-/// the package): built two at a time (one per core, each in its own process), ninja switched back
-/// on, every module imported and the CUDA one audited; a compile error in one extension fails the
-/// build naming its file; `--serial-extensions` builds as setuptools does.
 /// `--cpu-only`: a package built through its own CPU-only switch passes with no device code and
 /// no FORCE_CUDA; the same build without `--cpu-only` is refused for carrying none, and
 /// `--cpu-only` on a build that compiled CUDA after all is refused for carrying some.
@@ -606,6 +602,10 @@ fn most_at_once(log: &str) -> (usize, usize) {
     (most as usize, starts)
 }
 
+/// A package of four extensions (three CPython modules and one CUDA module, ninja switched off by
+/// the package): built two at a time (one per core, each in its own process) in one pool of job slots, ninja switched back
+/// on, every module imported and the CUDA one audited; a compile error in one extension fails the
+/// build naming its file; `--serial-extensions` builds as setuptools does.
 #[test]
 fn a_many_extension_package_builds_its_extensions_at_once() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
