@@ -146,7 +146,8 @@ def _patch_build_ext(module):
                     token = jobserver.take()
                     if token is None:
                         break
-                own_slot_free = own_slot_free and token is not None
+                if token is None:
+                    own_slot_free = False
                 index, ext = queue.pop(0)
                 log = os.path.join(log_dir, "%03d-%s.log" % (index, _safe(ext.name)))
                 _say("start %s (%d/%d)" % (ext.name, index + 1, total))
