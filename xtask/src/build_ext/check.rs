@@ -182,6 +182,10 @@ impl std::fmt::Display for ImportFailure {
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Sweep {
     pub imported: Vec<String>,
+    /// Those of `imported` with no `PyInit_`: operator libraries, loaded with
+    /// `torch.ops.load_library` as their package loads them.
+    #[serde(default)]
+    pub operator_libraries: Vec<String>,
     pub failures: Vec<ImportFailure>,
 }
 
@@ -203,6 +207,9 @@ impl Sweep {
 struct SweepLine {
     module: String,
     ok: bool,
+    /// `operator-library` for a library loaded with `torch.ops.load_library`.
+    #[serde(default, rename = "as")]
+    loaded_as: Option<String>,
     #[serde(default)]
     kind: Option<String>,
     #[serde(default)]
@@ -278,6 +285,9 @@ impl ImportCheck {
             let l: SweepLine = serde_json::from_str(l)
                 .with_context(|| format!("the import sweep printed {l:?}"))?;
             if l.ok {
+                if l.loaded_as.as_deref() == Some("operator-library") {
+                    sweep.operator_libraries.push(l.module.clone());
+                }
                 sweep.imported.push(l.module);
             } else {
                 sweep.failures.push(ImportFailure {

@@ -93,6 +93,10 @@ pub struct Outcome {
     pub total_seconds: f64,
     pub audit: check::AuditSummary,
     pub imported: Vec<String>,
+    /// Those of `imported` that are operator libraries (no `PyInit_`), loaded with
+    /// `torch.ops.load_library` as their package loads them.
+    #[serde(default)]
+    pub operator_libraries: Vec<String>,
     /// The load check's verdict on the wheel's shared objects in the build env.
     #[serde(default)]
     pub load: Option<LoadSummary>,

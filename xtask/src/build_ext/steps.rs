@@ -505,6 +505,7 @@ pub fn stamp(
         total_seconds: job.started.elapsed().as_secs_f64(),
         audit: checked.audit,
         imported: checked.sweep.imported,
+        operator_libraries: checked.sweep.operator_libraries,
         load: checked.load,
         warnings: collected.warnings,
         cache_stats: collected.cache_stats,

@@ -143,7 +143,15 @@ pub fn summary(o: &Outcome) -> String {
     for (what, detail) in o.audit.rows() {
         t.row([what.to_string(), detail]);
     }
-    t.row(["imports".to_string(), o.imported.join(", ")]);
+    let imports: Vec<String> = o
+        .imported
+        .iter()
+        .map(|m| match o.operator_libraries.contains(m) {
+            true => format!("{m} (operator library)"),
+            false => m.clone(),
+        })
+        .collect();
+    t.row(["imports".to_string(), imports.join(", ")]);
     if let Some(l) = &o.load {
         let verdict = match l.loads {
             true => format!("all {} shared objects load after import torch", l.files),
