@@ -169,6 +169,8 @@ fn tiny_multi_file_extension_builds_then_rebuilds_as_a_no_op_in_under_a_second()
     );
     assert_eq!(strings(&r["audit"]["files"][0]["ptx"]), ["compute_90"]);
     assert_eq!(strings(&r["imported"]), ["tinyext._C"]);
+    // One extension: nothing built beside it, whatever the cores.
+    assert_eq!(r["extensions_at_once"], 1, "{r}");
     // Progress came from ninja's [N/M] lines (stderr is not a terminal here: plain lines).
     assert!(first.stderr.contains("[3/3]"), "{}", first.stderr);
     let log = PathBuf::from(r["log"].as_str().unwrap());

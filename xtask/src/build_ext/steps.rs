@@ -488,6 +488,10 @@ pub fn stamp(
     checked: Checked,
 ) -> Result<Outcome> {
     let lines = &compiled.lines;
+    let extensions: Vec<super::ExtensionBuilt> = lines
+        .iter()
+        .filter_map(|l| parse_extension_line(l))
+        .collect();
     let outcome = Outcome {
         wheel,
         reused: false,
@@ -510,11 +514,10 @@ pub fn stamp(
         warnings: collected.warnings,
         cache_stats: collected.cache_stats,
         arch_guard: collected.arch_guard,
-        extensions_at_once: ws.par.extensions,
-        extensions: lines
-            .iter()
-            .filter_map(|l| parse_extension_line(l))
-            .collect(),
+        // The hooks say what ran at once; without their lines (one extension, or a build that
+        // is not setuptools' build_ext) one thing built at a time, whatever the slots.
+        extensions_at_once: ws.par.extensions.min(extensions.len().max(1) as u32),
+        extensions,
         ninja_turned_on: lines
             .iter()
             .any(|l| l.starts_with("archsmith-ext: ninja turned back on")),
