@@ -5,7 +5,7 @@
 //! over at each `building 'pkg.mod' extension` line and names the extension.
 
 use super::log::{ninja_step, step_file};
-use super::step_weights::{StepKind, StepPlan};
+use super::step_weights::{Pace, StepKind, StepPlan};
 use crate::process::Cmd;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -40,6 +40,7 @@ struct Steps {
     earlier_log: Option<String>,
     plan: Option<StepPlan>,
     done: [usize; 4],
+    pace: Pace,
 }
 
 fn fmt_secs(s: f64) -> String {
@@ -87,6 +88,7 @@ impl Progress {
             earlier_log: std::fs::read_to_string(build_dir.join(".ninja_log")).ok(),
             plan: None,
             done: [0; 4],
+            pace: Pace::default(),
         });
         self
     }
@@ -98,7 +100,10 @@ impl Progress {
             steps.plan = StepPlan::read(&steps.build_dir, steps.earlier_log.as_deref());
         }
         steps.done[StepKind::of_line(line).index()] += 1;
-        steps.plan.as_ref()?.eta(&steps.done, elapsed)
+        steps
+            .plan
+            .as_ref()?
+            .eta(&steps.done, elapsed, &mut steps.pace)
     }
 
     /// Runs `cmd` with each output line written to `log` (at `log_path`), shown as progress and

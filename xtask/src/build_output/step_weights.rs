@@ -165,13 +165,53 @@ impl StepPlan {
         }
     }
 
-    /// Seconds left after `done` steps of each kind finished in `elapsed` seconds of this run:
-    /// the weight left at the pace the weight done took (which folds in the parallel jobs). None
-    /// until a step with weight is done.
-    pub fn eta(&self, done: &[usize; 4], elapsed: f64) -> Option<f64> {
+    /// Seconds left after `done` steps of each kind finished `elapsed` seconds into this run: the
+    /// weight left at the build's pace (which folds in the parallel jobs). None until a step with
+    /// weight is done.
+    pub fn eta(&self, done: &[usize; 4], elapsed: f64, pace: &mut Pace) -> Option<f64> {
         let total: f64 = (0..4).map(|k| self.count[k] as f64 * self.weight[k]).sum();
         let finished: f64 = (0..4).map(|k| done[k] as f64 * self.weight[k]).sum();
-        (finished > 0.0).then(|| elapsed * (total - finished).max(0.0) / finished)
+        let secs_per_weight = pace.record(elapsed, finished)?;
+        Some(secs_per_weight * (total - finished).max(0.0))
+    }
+}
+
+/// How far back the pace looks, and the least span it trusts.
+const PACE_WINDOW_S: f64 = 600.0;
+const PACE_MIN_SPAN_S: f64 = 60.0;
+
+/// The build's pace, in seconds per unit of weight, from the steps finished in the last ten
+/// minutes rather than since the start: a build stopped for a while (Ctrl-Z, a suspended
+/// machine, SIGSTOP while something else had the cores) would otherwise count the stop as work
+/// and overstate what is left for as long as it runs — the real torch tree's build, stopped for
+/// 44 minutes, said `~695:36 left` at step 81 of 936 on resuming. Across a stop the pace from
+/// before it holds until a minute of steps after it is measured.
+#[derive(Debug, Default)]
+pub struct Pace {
+    /// (seconds into the run, weight finished then), the last [`PACE_WINDOW_S`] of them.
+    samples: std::collections::VecDeque<(f64, f64)>,
+    last: Option<f64>,
+}
+
+impl Pace {
+    /// Records `finished` weight done `t` seconds into the run; the seconds per unit of weight:
+    /// over the window once it spans a minute with progress in it, else the last such value,
+    /// else the whole run so far.
+    pub fn record(&mut self, t: f64, finished: f64) -> Option<f64> {
+        self.samples.push_back((t, finished));
+        while self
+            .samples
+            .front()
+            .is_some_and(|&(t0, _)| t - t0 > PACE_WINDOW_S)
+        {
+            self.samples.pop_front();
+        }
+        if let Some(&(t0, w0)) = self.samples.front() {
+            if t - t0 >= PACE_MIN_SPAN_S && finished > w0 {
+                self.last = Some((t - t0) / (finished - w0));
+            }
+        }
+        self.last.or_else(|| (finished > 0.0).then(|| t / finished))
     }
 }
 
@@ -199,7 +239,7 @@ build all: phony lib/libtorch_cuda.so\n";
         // The link was not measured: the prior, scaled to the measured C++ unit.
         assert_eq!(p.weight[2], 40.0);
         // y.cpp done in 10 s: 20 of 160 weight-seconds, so 140 left at that pace.
-        assert_eq!(p.eta(&[0, 1, 0, 0], 10.0), Some(70.0));
+        assert_eq!(p.eta(&[0, 1, 0, 0], 10.0, &mut Pace::default()), Some(70.0));
         // A mean per step would say 10 s per step × 2 left = 20 s.
     }
 
@@ -208,7 +248,7 @@ build all: phony lib/libtorch_cuda.so\n";
         let p = StepPlan::new(BUILD_NINJA, "", |_| false);
         assert_eq!(p.count, [2, 2, 1, 0]);
         assert!(p.weight[0] > p.weight[1]);
-        assert_eq!(p.eta(&[0, 0, 0, 0], 5.0), None);
+        assert_eq!(p.eta(&[0, 0, 0, 0], 5.0, &mut Pace::default()), None);
         assert_eq!(
             StepKind::of_line("[3/9] Building CUDA object caffe2/a.cu.o"),
             StepKind::Cuda
@@ -238,5 +278,29 @@ build all: phony lib/libtorch_cuda.so\n";
             ),
             StepKind::Other
         );
+    }
+
+    /// A stop of 40 minutes in the middle: the estimate goes on at the pace from before it, then
+    /// at the pace after it, never at one that counts the stop as work.
+    #[test]
+    fn a_stopped_build_is_estimated_at_its_pace_not_its_stop() {
+        let mut pace = Pace::default();
+        // One unit of weight every 10 s for 15 minutes: 10 s per unit.
+        for i in 1..=90 {
+            assert_eq!(pace.record(i as f64 * 10.0, i as f64), Some(10.0));
+        }
+        // Stopped for 40 minutes; the first step after it.
+        let resumed = 900.0 + 2400.0;
+        assert_eq!(pace.record(resumed + 10.0, 91.0), Some(10.0));
+        // Since the start it would be 3310 s / 91 units: 36 s per unit.
+        // After it, twice as fast: once a minute of it is seen, that is the pace.
+        let mut last = None;
+        for i in 1..=12 {
+            last = pace.record(resumed + 10.0 + i as f64 * 5.0, 91.0 + i as f64);
+        }
+        assert_eq!(last, Some(5.0));
+        // Before any window: the run so far.
+        assert_eq!(Pace::default().record(30.0, 3.0), Some(10.0));
+        assert_eq!(Pace::default().record(30.0, 0.0), None);
     }
 }
