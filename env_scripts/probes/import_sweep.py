@@ -86,7 +86,9 @@ for token in mods:
     except BaseException as e:  # a failing module must not end the sweep
         frames = [
             f for f in traceback.extract_tb(e.__traceback__)
-            if os.path.realpath(f.filename).startswith(root + os.sep)
+            # the sweep itself runs as `-c` (`<string>`), which realpath would put under root
+            if not f.filename.startswith("<")
+            and os.path.realpath(f.filename).startswith(root + os.sep)
         ]
         where = frames[-1] if frames else None
         kind, missing = "error", None
