@@ -5,7 +5,7 @@ archsmith starts it while a build runs, so torch's import overlaps the compile; 
 arrive on stdin when the wheel exists (one line, space-separated; an empty line ends it quietly;
 `!NAME` names an operator library, a shared object with no PyInit_ function).
 The package sits in the current directory. Prints one JSON object per module on stdout:
-  {"module", "ok"} ("as": "operator-library" for a library loaded as below) and, for a failure, "kind", "error", "missing", "file", "line":
+  {"module", "ok"} and, for a failure, "kind", "error", "missing", "file", "line":
   kind "missing"      a third-party module that is not installed ("missing" names it);
   kind "removed-api"  a torch or NumPy name that is not there (a removed or renamed API);
   kind "error"        anything else (an extension that does not load, a bug in the package).
@@ -45,10 +45,10 @@ def own(top):
 
 
 def load(m, operator_library):
-    """Imports `m`, or, for an operator library, loads it as its package would; says which."""
+    """Imports `m`, or, for an operator library, loads it as its package would."""
     if not operator_library:
         importlib.import_module(m)
-        return None
+        return
     # Never dlopen'ed here before its package has had its say: loading runs its registrations.
     package = m.rpartition(".")[0]
     if package:
@@ -58,7 +58,7 @@ def load(m, operator_library):
         raise ModuleNotFoundError("No module named %r" % m, name=m)
     origin = os.path.realpath(spec.origin)
     if origin in {os.path.realpath(p) for p in torch.ops.loaded_libraries}:
-        return "operator-library"
+        return
     # One its package did not load, often a variant of one it did (torch-scatter loads
     # _scatter_cuda or else _scatter_cpu): loaded here it would register the same operators
     # twice, which aborts the process. Loaded alone in a fresh interpreter instead.
@@ -71,17 +71,13 @@ def load(m, operator_library):
         why = next((l for l in lines if "undefined symbol" in l or "what()" in l or "Error" in l), None)
         raise ImportError("loaded alone with torch.ops.load_library: %s" % (
             why or (lines[-1] if lines else "exit status %d" % alone.returncode)))
-    return "operator-library"
 
 
 for token in mods:
     m = token.lstrip("!")
     try:
-        loaded_as = load(m, token.startswith("!"))
-        line = {"module": m, "ok": True}
-        if loaded_as:
-            line["as"] = loaded_as
-        print(json.dumps(line))
+        load(m, token.startswith("!"))
+        print(json.dumps({"module": m, "ok": True}))
         continue
     except BaseException as e:  # a failing module must not end the sweep
         frames = [

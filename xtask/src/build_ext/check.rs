@@ -207,9 +207,6 @@ impl Sweep {
 struct SweepLine {
     module: String,
     ok: bool,
-    /// `operator-library` for a library loaded with `torch.ops.load_library`.
-    #[serde(default, rename = "as")]
-    loaded_as: Option<String>,
     #[serde(default)]
     kind: Option<String>,
     #[serde(default)]
@@ -293,7 +290,7 @@ impl ImportCheck {
             let l: SweepLine = serde_json::from_str(l)
                 .with_context(|| format!("the import sweep printed {l:?}"))?;
             if l.ok {
-                if l.loaded_as.as_deref() == Some("operator-library") {
+                if libraries.contains(&l.module) {
                     sweep.operator_libraries.push(l.module.clone());
                 }
                 sweep.imported.push(l.module);
@@ -325,8 +322,11 @@ fn operator_libraries<'a>(
         .filter(|m| m.ends_with(".so"))
         .filter_map(|m| {
             let name = extension_modules([m]).pop()?;
-            let data = fs::read(root.join(m)).ok()?;
-            let info = crate::binary::dynamic::read(&data).ok()?;
+            let file = fs::File::open(root.join(m)).ok()?;
+            // SAFETY: a read-only map of a file this check just unpacked, dropped before the
+            // closure returns (an extension can be hundreds of MB; only its headers are read).
+            let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+            let info = crate::binary::dynamic::read(&map).ok()?;
             info.python_init().is_none().then_some(name)
         })
         .collect()
