@@ -865,3 +865,104 @@ fn a_cuda_extension_builds_through_a_loopback_sccache_dist_cluster() {
         dead.stderr
     );
 }
+
+/// The operator libraries a package's import did not load are loaded in one fresh interpreter,
+/// in turn (one torch import, not one per library); one that fails there after others loaded is
+/// loaded again alone, so a clash with a neighbour is not its verdict, and a library that does not
+/// link still fails with the linker's message. The libraries are tiny C objects with no
+/// `PyInit_` (operator libraries to the binary reader) whose constructors log their process and,
+/// like c10, abort on a second registration of the same key; the sweep runs on torch's own
+/// `torch.ops.load_library` in archsmith's env.
+#[test]
+fn operator_libraries_the_package_did_not_load_share_one_fresh_interpreter() {
+    let torch = archsmith::kb::kb().releases.newest_torch.clone();
+    let env = archsmith::python::ensure_torch_env(&torch).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("loads.log");
+    let pkg = dir.path().join("src/opsweep");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let registering = |name: &str, key: &str| {
+        format!(
+            r#"#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void reg(void) {{
+    FILE *f = fopen("{log}", "a");
+    fprintf(f, "{name} %d\n", (int)getpid());
+    fclose(f);
+    if (getenv("OPSWEEP_{key}")) abort();  /* registered twice in one process */
+    setenv("OPSWEEP_{key}", "1", 1);
+}}"#,
+            log = log.display()
+        )
+    };
+    // `_x_variant` registers what `_one` does (a cpu/cuda pair); `_zbad` does not link.
+    let libraries = [
+        ("_one", registering("_one", "X")),
+        ("_two", registering("_two", "T")),
+        ("_x_variant", registering("_x_variant", "X")),
+        (
+            "_zbad",
+            "extern void opsweep_missing(void);\n\
+             __attribute__((constructor)) static void reg(void) { opsweep_missing(); }"
+                .to_string(),
+        ),
+    ];
+    for (name, source) in &libraries {
+        let src = dir.path().join(format!("{name}.c"));
+        std::fs::write(&src, source).unwrap();
+        let status = Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(pkg.join(format!("{name}.so")))
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(status.success(), "cc {name}");
+    }
+    // The package's import loads none of them.
+    std::fs::write(pkg.join("__init__.py"), "").unwrap();
+    let wheel = dir.path().join("opsweep-0.1-cp311-cp311-linux_x86_64.whl");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+    for entry in std::fs::read_dir(&pkg).unwrap() {
+        let path = entry.unwrap().path();
+        let name = format!("opsweep/{}", path.file_name().unwrap().to_string_lossy());
+        zip.start_file(name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        std::io::Write::write_all(&mut zip, &std::fs::read(&path).unwrap()).unwrap();
+    }
+    zip.finish().unwrap();
+
+    let check =
+        archsmith::build_ext::check::ImportCheck::start(&env.python, &dir.path().join("t"), &[])
+            .unwrap();
+    let sweep = check.run(&wheel, false).unwrap();
+    assert_eq!(
+        sweep.operator_libraries,
+        ["opsweep._one", "opsweep._two", "opsweep._x_variant"],
+        "{sweep:?}"
+    );
+    assert_eq!(sweep.imported, sweep.operator_libraries);
+    assert_eq!(sweep.failures.len(), 1, "{sweep:?}");
+    let bad = &sweep.failures[0];
+    assert_eq!(bad.module, "opsweep._zbad");
+    assert!(
+        bad.error.contains("undefined symbol: opsweep_missing"),
+        "{}",
+        bad.error
+    );
+    // Who loaded where: `_one` and `_two` in one interpreter; `_x_variant` aborted there and
+    // loaded alone in another.
+    let loads = std::fs::read_to_string(&log).unwrap();
+    let pids = |name: &str| -> Vec<&str> {
+        loads
+            .lines()
+            .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .collect()
+    };
+    assert_eq!(pids("_one"), pids("_two"), "{loads}");
+    assert_eq!(pids("_one").len(), 1, "{loads}");
+    let variant = pids("_x_variant");
+    assert_eq!(variant.len(), 2, "{loads}");
+    assert_eq!(variant[0], pids("_one")[0], "{loads}");
+    assert_ne!(variant[1], variant[0], "{loads}");
+}
