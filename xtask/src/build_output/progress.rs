@@ -31,6 +31,9 @@ pub struct Progress {
     label: &'static str,
     /// A build directory whose `build.ninja` and earlier `.ninja_log` weigh the ETA (build-torch).
     steps: Option<Steps>,
+    /// build-ext's hooks build several extensions at once: each one's output arrives whole when it
+    /// ends, so its `building`/`[n/m]` lines are history (kept in the log), not progress.
+    pooled: bool,
 }
 
 /// The weighted ETA's state: where to read the plan (once `build.ninja` exists), the plan, and
@@ -77,6 +80,7 @@ impl Progress {
             extension: None,
             label,
             steps: None,
+            pooled: false,
         }
     }
 
@@ -132,9 +136,22 @@ impl Progress {
     }
 
     pub fn line(&mut self, line: &str) {
+        if let Some(text) = self.render(line) {
+            if self.plain {
+                eprintln!("{text}");
+            }
+        }
+    }
+
+    /// Moves the bar for one line of the build's output; returns the plain line it is worth.
+    fn render(&mut self, line: &str) -> Option<String> {
+        let at = fmt_secs(self.started.elapsed().as_secs_f64());
         // build-ext's hooks building several extensions at once: their start/done lines are the
-        // progress (each extension's own output arrives whole when it ends).
+        // progress.
         if let Some(rest) = line.strip_prefix("archsmith-ext: ") {
+            if rest.starts_with("building ") {
+                self.pooled = true;
+            }
             if let Some(b) = &self.bar {
                 b.set_message(rest.to_string());
                 if let Some((done, total)) = extension_count(rest) {
@@ -142,14 +159,11 @@ impl Progress {
                     b.set_position(done);
                 }
             }
-            if self.plain {
-                eprintln!(
-                    "  [{}] {rest}",
-                    fmt_secs(self.started.elapsed().as_secs_f64())
-                );
-            }
             self.extension = None;
-            return;
+            return Some(format!("  [{at}] {rest}"));
+        }
+        if self.pooled {
+            return None;
         }
         if let Some(rest) = line.strip_prefix("building '") {
             let name = rest.split('\'').next().unwrap_or(rest).to_string();
@@ -158,19 +172,12 @@ impl Progress {
                 b.set_length(1);
                 b.set_message(format!("{name}: starting"));
             }
-            if self.plain {
-                eprintln!(
-                    "  [{}] building {name}",
-                    fmt_secs(self.started.elapsed().as_secs_f64())
-                );
-            }
-            self.extension = Some(name);
             self.step_started = Instant::now();
-            return;
+            let text = format!("  [{at}] building {name}");
+            self.extension = Some(name);
+            return Some(text);
         }
-        let Some((n, m)) = ninja_step(line) else {
-            return;
-        };
+        let (n, m) = ninja_step(line)?;
         let what = step_file(line).unwrap_or("link");
         let step_elapsed = self.step_started.elapsed().as_secs_f64();
         let weighted = self.weighted_eta(line, step_elapsed);
@@ -180,20 +187,15 @@ impl Progress {
             b.set_position(n as u64);
             b.set_message(format!("{ext}: {what} done"));
         }
-        if self.plain {
-            let eta = match weighted {
-                Some(left) => format!(", ~{} left", fmt_secs(left)),
-                None if n > 0 => format!(
-                    ", ~{} left",
-                    fmt_secs(step_elapsed / n as f64 * (m - n) as f64)
-                ),
-                None => String::new(),
-            };
-            eprintln!(
-                "  [{}] {ext} [{n}/{m}] {what}{eta}",
-                fmt_secs(self.started.elapsed().as_secs_f64())
-            );
-        }
+        let eta = match weighted {
+            Some(left) => format!(", ~{} left", fmt_secs(left)),
+            None if n > 0 => format!(
+                ", ~{} left",
+                fmt_secs(step_elapsed / n as f64 * (m - n) as f64)
+            ),
+            None => String::new(),
+        };
+        Some(format!("  [{at}] {ext} [{n}/{m}] {what}{eta}"))
     }
 
     pub fn finish(&mut self) {
@@ -239,5 +241,27 @@ mod tests {
         let left = p.weighted_eta("[1/2] Building CXX object x.cpp.o", 12.0);
         // Neither output exists, so both are to run: 10 of 100 weight done in 12 s.
         assert_eq!(left, Some(108.0));
+    }
+
+    /// With several extensions at once, an extension's output arrives whole when it ends: its
+    /// `building`/`[n/m]` lines (an ETA of `~0:00` each) are not progress; start/done lines are.
+    #[test]
+    fn a_pool_builds_progress_is_its_extensions_not_their_replayed_steps() {
+        let step = "[1/2] c++ -c /s/a.cpp -o /b/a.o";
+        let mut serial = Progress::new(Mode::Quiet);
+        assert!(serial.render("building 'pkg.a' extension").is_some());
+        let line = serial.render(step).unwrap();
+        assert!(line.ends_with("pkg.a [1/2] a.cpp, ~0:00 left"), "{line}");
+
+        let mut pool = Progress::new(Mode::Quiet);
+        let head = pool.render("archsmith-ext: building 2 extensions in one pool of 2 job slots");
+        assert!(head
+            .unwrap()
+            .ends_with("] building 2 extensions in one pool of 2 job slots"));
+        assert!(pool.render("archsmith-ext: start pkg.a (1/2)").is_some());
+        assert_eq!(pool.render("building 'pkg.a' extension"), None);
+        assert_eq!(pool.render(step), None);
+        let done = pool.render("archsmith-ext: done pkg.a (1/2, 3s)").unwrap();
+        assert!(done.ends_with("] done pkg.a (1/2, 3s)"), "{done}");
     }
 }
