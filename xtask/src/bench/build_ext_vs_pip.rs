@@ -82,6 +82,8 @@ pub struct PlainBuild {
     pub max_jobs: u32,
     /// Samples in run order, seconds.
     pub clean_s: Vec<f64>,
+    /// CPU seconds (user + system, every process of the build) of each clean build.
+    pub clean_cpu_s: Vec<f64>,
     pub noop_s: Vec<f64>,
     /// fastest clean / fastest archsmith clean.
     pub clean_speedup: f64,
@@ -108,6 +110,9 @@ pub struct BenchReport {
     pub archsmith_audit: Option<WheelAudit>,
     /// Samples in run order, seconds.
     pub archsmith_clean_s: Vec<f64>,
+    /// CPU seconds (user + system, every process of the build) of each clean build: against the
+    /// plain side's, what building things side by side costs in work, not only in time.
+    pub archsmith_clean_cpu_s: Vec<f64>,
     pub archsmith_noop_s: Vec<f64>,
     /// 1-minute load average before each clean build, in run order (build, value): other work on
     /// the machine makes timings noisy.
@@ -119,6 +124,24 @@ fn load_1min() -> f64 {
         .ok()
         .and_then(|t| t.split_whitespace().next().and_then(|x| x.parse().ok()))
         .unwrap_or(f64::NAN)
+}
+
+/// CPU seconds (user + system) of this process and of every child it has waited for (their
+/// waited-for descendants included): a build's work is the difference across it (archsmith's side
+/// runs partly in this process: the audit, the unpacking).
+fn cpu_s() -> f64 {
+    let of = |who: libc::c_int| {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes the struct it is handed; it is read only when the call succeeded.
+        if unsafe { libc::getrusage(who, usage.as_mut_ptr()) } != 0 {
+            return f64::NAN;
+        }
+        // SAFETY: filled by the successful call above (and zeroed before it).
+        let usage = unsafe { usage.assume_init() };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        secs(usage.ru_utime) + secs(usage.ru_stime)
+    };
+    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
 }
 
 fn timed_plain(cmd: &crate::process::Cmd, log: &Path) -> Result<f64> {
@@ -229,6 +252,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         plain: vec![],
         archsmith_audit: None,
         archsmith_clean_s: vec![],
+        archsmith_clean_cpu_s: vec![],
         archsmith_noop_s: vec![],
         load_1min: vec![],
     };
@@ -291,6 +315,7 @@ fn plain_builds(req: &BenchRequest, jobs: u32, cores: u32, out: &Path) -> Vec<Pl
             front_end: "pip wheel".into(),
             max_jobs: *jobs,
             clean_s: vec![],
+            clean_cpu_s: vec![],
             noop_s: vec![],
             clean_speedup: 0.0,
             noop_speedup: 0.0,
@@ -328,9 +353,10 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
         cpu_only: req.cpu_only,
         dist: None,
     };
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), cpu_s());
     let first = crate::build_ext::run(&req_a)??;
     let clean = t.elapsed().as_secs_f64();
+    let clean_cpu = cpu_s() - cpu;
     r.extensions_at_once = first.extensions_at_once;
     r.archsmith_audit = Some(WheelAudit::of(&first.wheel, &p.plan, req.cpu_only));
     if first.reused {
@@ -343,9 +369,10 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
         bail!("archsmith's rebuild of an unchanged source was not a no-op");
     }
     eprintln!(
-        "bench: round {round}: archsmith clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})"
+        "bench: round {round}: archsmith clean {clean:.1} s ({clean_cpu:.0} CPU-s), no-op {noop:.2} s (load {load:.1})"
     );
     r.archsmith_clean_s.push(clean);
+    r.archsmith_clean_cpu_s.push(clean_cpu);
     r.archsmith_noop_s.push(noop);
     Ok(())
 }
@@ -384,7 +411,9 @@ fn plain_round(
         cpu_only: req.cpu_only,
     };
     let cmd = build_command(&setup, &tree, &wheels);
+    let cpu = cpu_s();
     let clean = timed_plain(&cmd, &out.join(format!("plain{i}-clean-{round}.log")))?;
+    let clean_cpu = cpu_s() - cpu;
     let wheel = fs::read_dir(&wheels)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
@@ -392,10 +421,11 @@ fn plain_round(
     b.audit = Some(WheelAudit::of(&wheel, &p.plan, req.cpu_only));
     let noop = timed_plain(&cmd, &out.join(format!("plain{i}-noop-{round}.log")))?;
     eprintln!(
-        "bench: round {round}: {} clean {clean:.1} s, no-op {noop:.2} s (load {load:.1})",
+        "bench: round {round}: {} clean {clean:.1} s ({clean_cpu:.0} CPU-s), no-op {noop:.2} s (load {load:.1})",
         b.label
     );
     b.clean_s.push(clean);
+    b.clean_cpu_s.push(clean_cpu);
     b.noop_s.push(noop);
     Ok(())
 }

@@ -120,6 +120,7 @@ fn print_report(r: &bench::BenchReport) {
     let mut t = Table::new([
         "build",
         "clean (s, per round)",
+        "CPU-s",
         "no-op (s, per round)",
         "clean ratio",
         "no-op ratio",
@@ -128,6 +129,7 @@ fn print_report(r: &bench::BenchReport) {
         t.row([
             format!("plain {}", b.label),
             secs(&b.clean_s, 1),
+            secs(&b.clean_cpu_s, 0),
             secs(&b.noop_s, 2),
             format!("{:.2}x", b.clean_speedup),
             format!("{:.0}x", b.noop_speedup),
@@ -139,6 +141,7 @@ fn print_report(r: &bench::BenchReport) {
             r.front_end, r.max_jobs, r.nvcc_threads
         ),
         secs(&r.archsmith_clean_s, 1),
+        secs(&r.archsmith_clean_cpu_s, 0),
         secs(&r.archsmith_noop_s, 2),
         "1.00x".to_string(),
         "1x".to_string(),
