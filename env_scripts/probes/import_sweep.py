@@ -82,7 +82,9 @@ def load_fresh(paths):
         [sys.executable, "-c", LOAD_IN_TURN, *paths],
         env=dict(os.environ), capture_output=True, text=True,
     )
-    loaded = len(run.stdout.splitlines())
+    # Only the lines the loader printed count (a library's constructor may print too).
+    wanted = set(paths)
+    loaded = sum(1 for line in run.stdout.splitlines() if line in wanted)
     if run.returncode == 0 and loaded == len(paths):
         return loaded, None
     lines = [l.strip() for l in run.stderr.splitlines() if l.strip() and not l.startswith("frame #")]

@@ -870,8 +870,8 @@ fn a_cuda_extension_builds_through_a_loopback_sccache_dist_cluster() {
 /// in turn (one torch import, not one per library); one that fails there after others loaded is
 /// loaded again alone, so a clash with a neighbour is not its verdict, and a library that does not
 /// link still fails with the linker's message. The libraries are tiny C objects with no
-/// `PyInit_` (operator libraries to the binary reader) whose constructors log their process and,
-/// like c10, abort on a second registration of the same key; the sweep runs on torch's own
+/// `PyInit_` (operator libraries to the binary reader) whose constructors log their process, print
+/// to stdout and, like c10, abort on a second registration of the same key; the sweep runs on torch's own
 /// `torch.ops.load_library` in archsmith's env.
 #[test]
 fn operator_libraries_the_package_did_not_load_share_one_fresh_interpreter() {
@@ -890,6 +890,8 @@ __attribute__((constructor)) static void reg(void) {{
     FILE *f = fopen("{log}", "a");
     fprintf(f, "{name} %d\n", (int)getpid());
     fclose(f);
+    printf("{name} registered\n");  /* a library's own output is not the loader's */
+    fflush(stdout);
     if (getenv("OPSWEEP_{key}")) abort();  /* registered twice in one process */
     setenv("OPSWEEP_{key}", "1", 1);
 }}"#,
