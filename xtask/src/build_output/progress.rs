@@ -145,7 +145,9 @@ impl Progress {
 
     /// Moves the bar for one line of the build's output; returns the plain line it is worth.
     fn render(&mut self, line: &str) -> Option<String> {
-        let at = fmt_secs(self.started.elapsed().as_secs_f64());
+        // Only the lines worth one are stamped (a build prints thousands of others).
+        let started = self.started;
+        let at = || fmt_secs(started.elapsed().as_secs_f64());
         // build-ext's hooks building several extensions at once: their start/done lines are the
         // progress.
         if let Some(rest) = line.strip_prefix("archsmith-ext: ") {
@@ -160,7 +162,7 @@ impl Progress {
                 }
             }
             self.extension = None;
-            return Some(format!("  [{at}] {rest}"));
+            return Some(format!("  [{}] {rest}", at()));
         }
         if self.pooled {
             return None;
@@ -173,7 +175,7 @@ impl Progress {
                 b.set_message(format!("{name}: starting"));
             }
             self.step_started = Instant::now();
-            let text = format!("  [{at}] building {name}");
+            let text = format!("  [{}] building {name}", at());
             self.extension = Some(name);
             return Some(text);
         }
@@ -195,7 +197,7 @@ impl Progress {
             ),
             None => String::new(),
         };
-        Some(format!("  [{at}] {ext} [{n}/{m}] {what}{eta}"))
+        Some(format!("  [{}] {ext} [{n}/{m}] {what}{eta}", at()))
     }
 
     pub fn finish(&mut self) {
