@@ -191,13 +191,50 @@ pub fn demangle(name: &str) -> Option<String> {
 
 /// Reads the dynamic tables of an ELF file (32- or 64-bit, either byte order).
 pub fn read(data: &[u8]) -> Result<DynamicInfo<'_>> {
+    read_with(data, Tables::All)
+}
+
+/// Reads only what finding an ELF file's libraries takes: `DT_NEEDED`, `DT_SONAME`, RPATH and
+/// RUNPATH (no symbols, no versions) — cheap enough for every file the fatbin audit reads.
+pub fn read_links(data: &[u8]) -> Result<DynamicInfo<'_>> {
+    read_with(data, Tables::Links)
+}
+
+/// The owned search facts of one file ([`read_links`]), for reports that outlive its bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Links {
+    pub soname: Option<String>,
+    pub needed: Vec<String>,
+    pub rpath: Vec<String>,
+    pub runpath: Vec<String>,
+}
+
+impl From<&DynamicInfo<'_>> for Links {
+    fn from(info: &DynamicInfo<'_>) -> Links {
+        let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        Links {
+            soname: info.soname.map(str::to_string),
+            needed: owned(&info.needed),
+            rpath: owned(&info.rpath),
+            runpath: owned(&info.runpath),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tables {
+    All,
+    Links,
+}
+
+fn read_with(data: &[u8], tables: Tables) -> Result<DynamicInfo<'_>> {
     if data.get(..4) != Some(&e::ELFMAG[..]) {
         return Err(DynamicError::NotElf);
     }
     // e_ident[EI_CLASS], the byte after the magic.
     match data.get(4).copied() {
-        Some(c) if c == e::ELFCLASS64.0 => read_as::<FileHeader64<Endianness>>(data, true),
-        Some(c) if c == e::ELFCLASS32.0 => read_as::<FileHeader32<Endianness>>(data, false),
+        Some(c) if c == e::ELFCLASS64.0 => read_as::<FileHeader64<Endianness>>(data, true, tables),
+        Some(c) if c == e::ELFCLASS32.0 => read_as::<FileHeader32<Endianness>>(data, false, tables),
         _ => Err(DynamicError::Malformed("unknown ELF class".into())),
     }
 }
@@ -209,6 +246,7 @@ fn text<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str> {
 fn read_as<Elf: FileHeader<Endian = Endianness>>(
     data: &[u8],
     is_64: bool,
+    tables: Tables,
 ) -> Result<DynamicInfo<'_>> {
     let header = Elf::parse(data)?;
     let endian = header.endian()?;
@@ -237,6 +275,10 @@ fn read_as<Elf: FileHeader<Endian = Endianness>>(
         };
         let path = text(dynamic.string(entry)?, "a DT_RPATH/DT_RUNPATH entry")?;
         list.extend(path.split(':').filter(|p| !p.is_empty()));
+    }
+
+    if tables == Tables::Links {
+        return Ok(info);
     }
 
     let symbols = sections.symbols(endian, data, e::SHT_DYNSYM)?;

@@ -259,6 +259,9 @@ fn audit_bytes(bytes: &[u8], opts: &Options, file_name: &str, subdir: &str) -> O
         Ok(a) => a,
         Err(e) => return Outcome::Failed(e.into()),
     };
+    audit.links = super::dynamic::read_links(bytes)
+        .ok()
+        .map(|info| super::dynamic::Links::from(&info));
     if let Some(section) = audit.counted() {
         let total = section.container_images().len();
         let missing: std::collections::BTreeSet<usize> = opts

@@ -74,6 +74,10 @@ pub struct ElfAudit {
     /// Kernel names of the counted section's containers that cannot run on a CC the reader was
     /// asked about ([`input::Options::kernels_for`]), by container index; empty unless asked.
     pub kernels: BTreeMap<usize, Vec<String>>,
+    /// What the dynamic linker reads to find the file's libraries (None for an ELF file without
+    /// a dynamic table, or one whose table does not parse): the wheel checks hold a wheel's
+    /// libraries to reaching each other from these.
+    pub links: Option<dynamic::Links>,
 }
 
 /// Reads the fatbin sections of an ELF file from its headers (nothing is decompressed).
@@ -136,6 +140,7 @@ pub fn audit_elf(data: &[u8]) -> Result<ElfAudit, Error> {
     Ok(ElfAudit {
         sections,
         kernels: BTreeMap::new(),
+        links: None,
     })
 }
 

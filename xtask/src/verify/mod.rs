@@ -7,6 +7,7 @@
 pub mod binary_check;
 pub mod checks;
 pub mod env;
+pub mod library_paths;
 pub mod load_check;
 pub mod pins;
 pub mod torch_wheel;

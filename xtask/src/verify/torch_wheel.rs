@@ -201,7 +201,7 @@ pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
     if !req.wheel.is_file() {
         anyhow::bail!("{}: no such wheel", req.wheel.display());
     }
-    let (mut items, expected_sass, expected_ptx) = match &plan {
+    let (mut items, audits, expected_sass, expected_ptx) = match &plan {
         Some(plan) => {
             let expect = Expectation {
                 sass: plan.sass(),
@@ -210,12 +210,18 @@ pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
             let libs = audit_libraries(std::slice::from_ref(&req.wheel), &expect, &[]);
             (
                 libs.items,
+                libs.audits,
                 expect.sass.iter().map(|a| a.sm()).collect(),
                 expect.ptx.iter().map(|a| a.compute()).collect(),
             )
         }
-        None => (no_device_code(&req.wheel), Vec::new(), Vec::new()),
+        None => {
+            let (items, audits) = no_device_code(&req.wheel);
+            (items, audits, Vec::new(), Vec::new())
+        }
     };
+    // Before the import: when the libraries cannot find each other, this names why.
+    items.push(super::library_paths::check(&audits));
     python_items(req, plan.as_ref(), &mut items)?;
     let ok = all_ok(&items);
     Ok(Report {
@@ -228,8 +234,9 @@ pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
 }
 
 /// A CPU-only wheel: no library in it may carry device code (one that does was built with CUDA
-/// after all: CUDA found at configure despite the plan).
-fn no_device_code(wheel: &Path) -> Vec<Item> {
+/// after all: CUDA found at configure despite the plan). The audits come back for the other
+/// checks of the same files.
+fn no_device_code(wheel: &Path) -> (Vec<Item>, Vec<FileAudit>) {
     let audits = audit_paths(
         &[wheel.to_path_buf()],
         &Options {
@@ -269,7 +276,7 @@ fn no_device_code(wheel: &Path) -> Vec<Item> {
             ),
         ),
     });
-    items
+    (items, audits)
 }
 
 fn python_items(req: &Request, plan: Option<&Plan>, items: &mut Vec<Item>) -> Result<()> {
