@@ -747,6 +747,35 @@ fn a_cpu_only_build_plans_no_cuda_and_verifies_a_wheel_without_device_code() {
         assert_eq!(r.code, 2, "{extra:?}: {}", r.stderr);
         assert!(r.stderr.contains(says), "{extra:?}: {}", r.stderr);
     }
+    // The install RPATH emptied, as Debian's tree has it: preflight fails before anything builds
+    // (its whole build ended in a wheel that does not import); upstream's line back, it passes.
+    let deps = src.join("cmake/Dependencies.cmake");
+    let upstream = std::fs::read_to_string(&deps).unwrap();
+    let line = r#"set(CMAKE_INSTALL_RPATH "${_rpath_portable_origin}")"#;
+    std::fs::write(
+        &deps,
+        upstream.replace(line, r#"set(CMAKE_INSTALL_RPATH "")"#),
+    )
+    .unwrap();
+    let dry = || {
+        xtask(&[
+            "build-torch",
+            "--src",
+            s,
+            "--dry-run",
+            "--set",
+            "USE_CUDA=0",
+            "--json",
+        ])
+    };
+    let r = dry();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let rpath = check(&json(&r), "install rpath").clone();
+    assert_eq!(rpath["status"], "fail", "{rpath}");
+    assert!(rpath["fix"].as_str().unwrap().contains(line), "{rpath}");
+    std::fs::write(&deps, &upstream).unwrap();
+    assert_eq!(check(&json(&dry()), "install rpath")["status"], "ok");
+
     let py = build_python(&scratch);
     let out = scratch.join("out");
     let (p, o) = (py.to_str().unwrap(), out.to_str().unwrap());
@@ -810,7 +839,12 @@ fn a_cpu_only_build_plans_no_cuda_and_verifies_a_wheel_without_device_code() {
     assert!(item("device code")["detail"]
         .as_str()
         .unwrap()
-        .starts_with("none in 1 libraries"));
+        .starts_with("none in 2 libraries"));
+    // libtorch_cpu.so needs libc10.so beside it, through the install RPATH.
+    assert_eq!(
+        item("library paths")["detail"],
+        "every need of its own libraries (1) is reached through $ORIGIN"
+    );
     assert_eq!(item("torch.version.cuda")["status"], "ok");
     assert_eq!(item("arch flags")["status"], "ok");
     // The matmul ran through the built libtorch_cpu.so and matched plain Python's sums.
@@ -839,10 +873,19 @@ fn a_cpu_only_build_plans_no_cuda_and_verifies_a_wheel_without_device_code() {
         r.stdout
     );
 
-    // Unchanged: the stamp returns it.
+    // Unchanged: the stamp returns it, though the build rewrote torch/lib, torch/version.py and
+    // torchgen/packaged in the tree.
+    assert!(src.join("build/install_manifest.txt").is_file());
+    assert!(src.join("torch/lib/libc10.so").is_file());
     let v = json(&build());
     assert_eq!(v["reused"], true);
     assert_eq!(v["wheel"].as_str().unwrap(), wheel.to_str().unwrap());
+    // A source edited: built again.
+    let kernel = src.join("aten/c10.cpp");
+    let text = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(&kernel, format!("{text}// edited\n")).unwrap();
+    let v = json(&build());
+    assert_eq!(v["reused"], false);
     let _ = std::fs::remove_dir_all(&scratch);
 }
 

@@ -11,6 +11,7 @@
 
 pub mod drive;
 pub mod generated_sources;
+pub mod install_rpath;
 pub mod plan;
 pub mod preflight;
 pub mod prepare;
@@ -233,18 +234,52 @@ struct StampInputs {
     env: BTreeMap<String, String>,
 }
 
+/// Files torch's build itself writes into the source tree, relative to its root: left out of the
+/// source identity, or no build would ever match the stamp of the one before (each rewrites them).
+/// `setup.py` regenerates `torch/version.py`, mirrors ATen's YAML and templates into
+/// `torchgen/packaged` (`mirror_files_into_torchgen`) and rewrites `LICENSE` while it packs
+/// (`concat_license_files`, restored after); CMake's install step writes `torch/lib`,
+/// `torch/include`, `torch/bin`, `torch/share` and `functorch/functorch.so`, every one of them
+/// listed in `build/install_manifest.txt` (torch/lib also holds sources: libshm's).
+const WRITTEN_BY_THE_BUILD: [&str; 3] = ["torch/version.py", "torchgen/packaged", "LICENSE"];
+
+/// What the build installed into the tree: `build/install_manifest.txt`'s paths under `root`.
+fn installed_into_tree(root: &Path) -> std::collections::HashSet<PathBuf> {
+    std::fs::read_to_string(root.join("build/install_manifest.txt"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| Path::new(l.trim()).strip_prefix(root).ok())
+        .map(|p| p.components().collect())
+        .collect()
+}
+
 /// Source identity: the commit (and whether the work tree differs) of a checkout; for a tarball,
-/// a hash of every file's path, size and modification time (metadata only: fast on 15,000 files).
+/// a hash of every file's path, size and modification time (metadata only: fast on 15,000 files),
+/// the build's own outputs in the tree left out.
 fn source_identity(tree: &TorchTree) -> String {
     if let Some(g) = &tree.git {
         if !g.dirty {
             return format!("git {}", g.head);
         }
     }
+    let head = tree
+        .git
+        .as_ref()
+        .map(|g| format!("git {} dirty ", g.head))
+        .unwrap_or_default();
+    format!("{head}tree {}", files_identity(&tree.root))
+}
+
+/// The hash of every source file's path, size and modification time under `root`.
+fn files_identity(root: &Path) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
-    let mut stack = vec![tree.root.clone()];
+    let mut stack = vec![root.to_path_buf()];
     let mut entries = Vec::new();
+    let installed = installed_into_tree(root);
+    let written = |rel: &Path| {
+        installed.contains(rel) || WRITTEN_BY_THE_BUILD.iter().any(|w| rel.starts_with(w))
+    };
     while let Some(dir) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;
@@ -252,6 +287,11 @@ fn source_identity(tree: &TorchTree) -> String {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let Ok(md) = e.metadata() else { continue };
+            let path = e.path();
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            if written(rel) {
+                continue;
+            }
             if md.is_dir() {
                 if !matches!(name.as_str(), "build" | "dist" | ".git" | "__pycache__")
                     && !name.ends_with(".egg-info")
@@ -264,12 +304,7 @@ fn source_identity(tree: &TorchTree) -> String {
                     .ok()
                     .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                     .map_or(0, |d| d.as_nanos());
-                let rel = e
-                    .path()
-                    .strip_prefix(&tree.root)
-                    .map(|p| p.display().to_string())
-                    .unwrap_or(name);
-                entries.push(format!("{rel}\0{}\0{mtime}", md.len()));
+                entries.push(format!("{}\0{}\0{mtime}", rel.display(), md.len()));
             }
         }
     }
@@ -278,12 +313,7 @@ fn source_identity(tree: &TorchTree) -> String {
         h.update(e.as_bytes());
         h.update(b"\n");
     }
-    let head = tree
-        .git
-        .as_ref()
-        .map(|g| format!("git {} dirty ", g.head))
-        .unwrap_or_default();
-    format!("{head}tree {}", crate::stamp::hex(&h.finalize()))
+    crate::stamp::hex(&h.finalize())
 }
 
 fn stamp_inputs(p: &Prepared, plan: &BuildPlan) -> StampInputs {
@@ -427,4 +457,47 @@ fn verify(
             python: venv_python,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_build_writes_into_the_tree_leaves_the_source_identity_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "aten/src/ATen/native/native_functions.yaml",
+            "- func: add\n",
+        );
+        write("torch/lib/libshm/core.cpp", "int f();\n");
+        write("LICENSE", "BSD\n");
+        let before = files_identity(root);
+        // One build: CMake installs (with its manifest), setup.py regenerates and mirrors.
+        write("torch/lib/libtorch.so.2.6", "\x7fELF");
+        write("torch/include/ATen/ATen.h", "#pragma once\n");
+        let manifest = format!(
+            "{}\n{}",
+            root.join("torch/lib/libtorch.so.2.6").display(),
+            root.join("torch/include/ATen/ATen.h").display()
+        );
+        write("build/install_manifest.txt", &manifest);
+        write("torch/version.py", "__version__ = '2.6.0'\n");
+        write(
+            "torchgen/packaged/ATen/native/native_functions.yaml",
+            "- func: add\n",
+        );
+        write("LICENSE", "BSD\nbundled\n");
+        write("LICENSE", "BSD\n");
+        assert_eq!(files_identity(root), before);
+        // A source edited, in torch/lib too (libshm's), is a new identity.
+        write("torch/lib/libshm/core.cpp", "int f(int);\n");
+        assert_ne!(files_identity(root), before);
+    }
 }

@@ -1,7 +1,7 @@
 //! build-torch's first half as named steps: everything decided before anything compiles.
 //! [`prepare`] reads the tree, chooses the CUDA, then runs each check in this order: [`arch_list`]
 //! → [`official_wheels`] (should you build at all) → torch vs CUDA → [`toolkit`] →
-//! [`host_compiler`] → [`build_tools`] → [`python`] → submodules → [`generated_sources`] → disk,
+//! [`host_compiler`] → [`build_tools`] → [`python`] → submodules → [`generated_sources`] → install rpath → disk,
 //! memory → [`cudnn`] → [`compiler_cache`] → [`plan`] (the environment, every variable checked
 //! against the tree, and a stale `CMakeCache.txt`). Errors are for input that is not a tree at all; everything else is a
 //! [`Check`] with its fix.
@@ -92,6 +92,7 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
     let (python, py_info) = python(kb, &tree, req, on("USE_NUMPY"), &mut checks);
     checks.push(preflight::submodules(kb, &tree, &switches).0);
     checks.push(generated_sources(&tree, req));
+    checks.push(super::install_rpath::check(&tree.root));
     let arch_plan = side.as_ref().and_then(|s| s.arch_plan.as_ref());
     let jobs = disk_and_memory(
         &tree,
