@@ -14,6 +14,7 @@
 //! reported as it reads, which may be stricter than the loader.
 
 use super::checks::{item, Item, Status};
+use super::load_check::linker::expand_search_entry;
 use crate::binary::dynamic::Links;
 use crate::binary::input::{FileAudit, Outcome};
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,7 +50,11 @@ fn lexical(p: &Path) -> PathBuf {
 /// The directories a file at `file` searches for its libraries, in the loader's order, with
 /// `$ORIGIN` resolved: DT_RPATH (only without a RUNPATH), then DT_RUNPATH.
 fn search_dirs(file: &Path, links: &Links) -> Vec<PathBuf> {
-    let origin = file.parent().unwrap_or(Path::new(""));
+    // A member at the wheel's root has an empty parent: `.` keeps `$ORIGIN/x` relative.
+    let origin = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
     let rpath = if links.runpath.is_empty() {
         &links.rpath[..]
     } else {
@@ -58,18 +63,10 @@ fn search_dirs(file: &Path, links: &Links) -> Vec<PathBuf> {
     rpath
         .iter()
         .chain(&links.runpath)
-        .filter_map(|entry| {
-            let rest = entry
-                .strip_prefix("${ORIGIN}")
-                .or_else(|| entry.strip_prefix("$ORIGIN"));
-            match rest {
-                Some(rest) => Some(lexical(&origin.join(rest.trim_start_matches('/')))),
-                // An absolute entry reaches a wheel member never; an installed file, maybe.
-                None => Path::new(entry)
-                    .is_absolute()
-                    .then(|| lexical(Path::new(entry))),
-            }
-        })
+        // An absolute entry reaches a wheel member never; an installed file, maybe. A relative
+        // one without `$ORIGIN` is relative to the process's directory: never.
+        .filter(|entry| entry.contains("ORIGIN") || Path::new(entry.as_str()).is_absolute())
+        .map(|entry| lexical(&expand_search_entry(entry, origin)))
         .collect()
 }
 

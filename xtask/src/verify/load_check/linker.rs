@@ -436,14 +436,7 @@ impl Process {
             let origin = o.path.parent().unwrap_or(Path::new("/"));
             entries
                 .iter()
-                .map(|e| {
-                    PathBuf::from(
-                        e.replace("${ORIGIN}", &origin.to_string_lossy())
-                            .replace("$ORIGIN", &origin.to_string_lossy())
-                            .replace("$LIB", "lib64")
-                            .replace("$PLATFORM", "x86_64"),
-                    )
-                })
+                .map(|e| expand_search_entry(e, origin))
                 .collect()
         };
         if soname.contains('/') {
@@ -512,6 +505,19 @@ impl Process {
             self.global.push(o.clone());
         }
     }
+}
+
+/// One RPATH/RUNPATH entry with the loader's dynamic string tokens replaced: `$ORIGIN` (the
+/// directory of the file that names it), `$LIB`, `$PLATFORM`.
+pub fn expand_search_entry(entry: &str, origin: &Path) -> PathBuf {
+    let origin = origin.to_string_lossy();
+    PathBuf::from(
+        entry
+            .replace("${ORIGIN}", &origin)
+            .replace("$ORIGIN", &origin)
+            .replace("$LIB", "lib64")
+            .replace("$PLATFORM", "x86_64"),
+    )
 }
 
 /// The first `vn_file`/version pair of `o`'s `.gnu.version_r` that the library it names lacks.
