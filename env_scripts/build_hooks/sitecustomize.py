@@ -17,6 +17,18 @@ ARCHSMITH_PARALLEL_EXTENSIONS=N (N >= 2)
     last extension gets every core. Where ninja is older than 1.13 (no jobserver client),
     ARCHSMITH_EXT_MAX_JOBS sets MAX_JOBS inside each child instead (the build's jobs shared out).
 
+ARCHSMITH_SHARED_SOURCE_WRAPPERS=DIR (with the above)
+    many packages compile the same file into several extensions (torch-scatter's and
+    torch-cluster's `cpu/*_cpu.cpp` go into both the `_cpu` and the `_cuda` variant of an op, with
+    other -D flags that the file never reads). DIR holds `c++`/`g++`/`cc`/`gcc` wrappers that run
+    ccache with a cache private to this build (hashing the preprocessed text, not the -D/-I flags
+    or the build directory), and is put first on PATH for the extensions that share a file (and
+    ARCHSMITH_SHARED_SOURCE_CXX, a wrapper of the caller's $CXX, becomes their $CXX, and
+    ARCHSMITH_SHARED_SOURCE_NVCC_CCBIN their NVCC_CCBIN), so a shared file whose preprocessed
+    text is the same compiles once. Two extensions that share a
+    file never build at the same time (the second would miss the object the first is still
+    compiling): the queue skips to the next extension, and one waits only when nothing else is left.
+
 ARCHSMITH_FORCE_NINJA=1
     a package that built with BuildExtension.with_options(use_ninja=False) compiles its files one
     by one; with ninja on PATH, torch's ninja path (the same flags, compiled in parallel) is used.
@@ -49,6 +61,29 @@ def _safe(name):
 def _cost(ext):
     """A rough cost of building an extension: a .cu file compiles once per arch."""
     return sum(10 if str(src).endswith(".cu") else 1 for src in getattr(ext, "sources", []))
+
+
+def _sources(ext):
+    return {os.path.abspath(str(src)) for src in getattr(ext, "sources", [])}
+
+
+def _shared_sources(extensions):
+    """The source files that more than one extension compiles."""
+    seen, shared = set(), set()
+    for ext in extensions:
+        sources = _sources(ext)
+        shared |= seen & sources
+        seen |= sources
+    return shared
+
+
+def _next_startable(queue, running_sources):
+    """The position in `queue` of the first extension that shares no source with a running one,
+    or None."""
+    for position, (_, ext) in enumerate(queue):
+        if not (_sources(ext) & running_sources):
+            return position
+    return None
 
 
 def _ninja_joins_jobservers():
@@ -87,8 +122,16 @@ class _Jobserver:
         os.write(self.fd, token)
 
 
-def _child_env_for(jobserver, per_child_jobs):
-    """A child's build environment: the shared pool, or its share of MAX_JOBS."""
+def _child_env_for(jobserver, per_child_jobs, wrappers=None):
+    """A child's build environment: the shared pool, or its share of MAX_JOBS; the shared-source
+    compiler wrappers first on PATH when the extension compiles a shared file."""
+    if wrappers:
+        os.environ["PATH"] = wrappers + os.pathsep + os.environ.get("PATH", "")
+        if os.environ.get("ARCHSMITH_SHARED_SOURCE_CXX"):
+            os.environ["CXX"] = os.environ["ARCHSMITH_SHARED_SOURCE_CXX"]
+        # nvcc's own host steps compile temporary files that never hit: the real compiler.
+        if os.environ.get("ARCHSMITH_SHARED_SOURCE_NVCC_CCBIN"):
+            os.environ["NVCC_CCBIN"] = os.environ["ARCHSMITH_SHARED_SOURCE_NVCC_CCBIN"]
     if jobserver is not None:
         os.environ.pop("MAX_JOBS", None)
         os.environ["MAKEFLAGS"] = jobserver.makeflags
@@ -130,6 +173,8 @@ def _patch_build_ext(module):
         # Longest first (CUDA sources cost most), so the short ones fill the end instead of one
         # long extension running alone while the other cores wait.
         queue = sorted(enumerate(extensions), key=lambda item: -_cost(item[1]))
+        wrappers = os.environ.get("ARCHSMITH_SHARED_SOURCE_WRAPPERS")
+        shared = _shared_sources(extensions) if wrappers else set()
         running = {}
         failed = []
         done = 0
@@ -138,8 +183,22 @@ def _patch_build_ext(module):
             _say("building %d extensions in one pool of %d job slots" % (total, at_once))
         else:
             _say("building %d extensions, %d at a time" % (total, at_once))
+        if shared:
+            _say(
+                "%d source file(s) compiled by more than one extension, compiled once where the "
+                "preprocessed text is the same: %s"
+                % (len(shared), ", ".join(sorted(os.path.relpath(s) for s in shared)))
+            )
         while queue or running:
             while queue and len(running) < at_once:
+                position = 0
+                if shared:
+                    running_sources = set()
+                    for other, _, _, _ in running.values():
+                        running_sources |= _sources(other) & shared
+                    position = _next_startable(queue, running_sources)
+                    if position is None:
+                        break
                 # One runs on this process's own slot; each other needs a token.
                 token = None
                 if jobserver is not None and not own_slot_free:
@@ -148,7 +207,7 @@ def _patch_build_ext(module):
                         break
                 if token is None:
                     own_slot_free = False
-                index, ext = queue.pop(0)
+                index, ext = queue.pop(position)
                 log = os.path.join(log_dir, "%03d-%s.log" % (index, _safe(ext.name)))
                 _say("start %s (%d/%d)" % (ext.name, index + 1, total))
                 sys.stderr.flush()
@@ -159,7 +218,9 @@ def _patch_build_ext(module):
                         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                         os.dup2(fd, 1)
                         os.dup2(fd, 2)
-                        _child_env_for(jobserver, per_child_jobs)
+                        _child_env_for(
+                            jobserver, per_child_jobs, wrappers if _sources(ext) & shared else None
+                        )
                         self.build_temp = os.path.join(base_temp, _safe(ext.name))
                         with self._filter_build_errors(ext):
                             self.build_extension(ext)

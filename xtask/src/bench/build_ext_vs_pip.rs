@@ -407,6 +407,7 @@ fn plain_round(
         par: &plain_par,
         builder: "pip wheel",
         cache: None,
+        shared_sources: None,
         guard: None,
         cpu_only: req.cpu_only,
     };

@@ -6,6 +6,7 @@ use super::arch_guard::Guard;
 use super::jobs::Parallelism;
 use super::{nvidia_wheel_dirs, EnvInfo};
 use crate::arch::spec::Plan;
+use crate::compiler_cache::shared_sources::SharedSourceCache;
 use crate::compiler_cache::CompilerCache;
 use crate::kb::kb;
 use crate::process::Cmd;
@@ -22,6 +23,8 @@ pub struct Setup<'a> {
     /// `uv build` or `pip wheel` ([`super::front_end`]).
     pub builder: &'a str,
     pub cache: Option<&'a CompilerCache>,
+    /// Files several extensions compile, compiled once (with extensions built at once).
+    pub shared_sources: Option<&'a SharedSourceCache>,
     pub guard: Option<&'a Guard>,
     /// `--cpu-only`: no `FORCE_CUDA`.
     pub cpu_only: bool,
@@ -122,6 +125,9 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
     }
     if par.extensions > 1 {
         vars.extend(build_hook_vars(par));
+        if let Some(c) = s.shared_sources {
+            vars.extend(c.env());
+        }
     }
     vars
 }

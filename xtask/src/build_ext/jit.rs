@@ -306,6 +306,7 @@ fn compile(req: &Request, job: &Job) -> Result<(Vec<TriggerRun>, Vec<Recorded>, 
         par: &par,
         builder: "torch.utils.cpp_extension",
         cache: None,
+        shared_sources: None,
         guard: guard.as_ref(),
         cpu_only: false,
     };

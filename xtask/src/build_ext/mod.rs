@@ -102,6 +102,11 @@ pub struct Outcome {
     pub load: Option<LoadSummary>,
     pub warnings: Vec<String>,
     pub cache_stats: Option<String>,
+    /// Compiles of files that several extensions share, and how many of them another extension's
+    /// compile of the same file served ([`crate::compiler_cache::shared_sources`]). None when no
+    /// extension shared a file, with `--cache`, or without ccache.
+    #[serde(default)]
+    pub shared_sources: Option<crate::compiler_cache::shared_sources::SharedSourceStats>,
     /// What the arch guard saw: compiles, and the archs the extension asked for instead of the
     /// plan's. None with `--own-arch-flags` (and for a reused wheel recorded before the guard).
     #[serde(default)]

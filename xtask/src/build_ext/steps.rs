@@ -13,6 +13,7 @@ use super::{
 };
 use crate::arch::spec::Plan;
 use crate::build_output::{log, progress};
+use crate::compiler_cache::shared_sources::{SharedSourceCache, SharedSourceStats};
 use crate::compiler_cache::{dist::DistStats, CacheKind, CompilerCache};
 use crate::python;
 use crate::toolchain::Toolchain;
@@ -49,6 +50,8 @@ pub struct Workspace {
     pub log_file: fs::File,
     pub wheel_dir: PathBuf,
     pub compiler_cache: Option<CompilerCache>,
+    /// With extensions built at once and no `--cache`: files several extensions compile, once.
+    pub shared_sources: Option<SharedSourceCache>,
     pub guard: Option<Guard>,
 }
 
@@ -62,6 +65,7 @@ pub struct Compiled {
 pub struct Collected {
     pub wheel: PathBuf,
     pub cache_stats: Option<String>,
+    pub shared_sources: Option<SharedSourceStats>,
     pub distributed: Option<DistStats>,
     pub arch_guard: Option<arch_guard::Report>,
     pub warnings: Vec<String>,
@@ -148,6 +152,7 @@ pub fn reuse(job: &Job) -> Option<Outcome> {
     hit.total_seconds = job.started.elapsed().as_secs_f64();
     hit.log = None;
     hit.cache_stats = None;
+    hit.shared_sources = None;
     Some(hit)
 }
 
@@ -162,7 +167,7 @@ pub fn provision(job: &Job, scratch: Scratch) -> Result<Workspace> {
     let out = req.out.canonicalize()?;
     crate::stamp::remove_stale_partials(&out);
     let log_path = out.join(format!("{}-{}.log", job.src.spec.label(), &job.key[..12]));
-    let log_file = fs::File::create(&log_path)
+    let mut log_file = fs::File::create(&log_path)
         .with_context(|| format!("creating the log {}", log_path.display()))?;
     let wheel_dir = scratch.path.join("wheel");
     fs::create_dir_all(&wheel_dir)?;
@@ -173,6 +178,20 @@ pub fn provision(job: &Job, scratch: Scratch) -> Result<Workspace> {
     let compiler_cache = cache_kind
         .map(|kind| CompilerCache::prepare(kind, &job.tc, req.dist.as_ref()))
         .transpose()?;
+    let shared_sources = match (par.extensions > 1, &compiler_cache) {
+        (true, None) => match SharedSourceCache::prepare(&scratch.path) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                // Not an error: such files then compile in each extension, as setuptools does.
+                writeln!(
+                    log_file,
+                    "# files several extensions share compile in each: no ccache ({e:#})"
+                )?;
+                None
+            }
+        },
+        _ => None,
+    };
     let guard = if req.own_arch_flags {
         None
     } else {
@@ -190,6 +209,7 @@ pub fn provision(job: &Job, scratch: Scratch) -> Result<Workspace> {
         log_file,
         wheel_dir,
         compiler_cache,
+        shared_sources,
         guard,
     })
 }
@@ -227,6 +247,7 @@ pub fn compile(
         par: &ws.par,
         builder: job.builder,
         cache: ws.compiler_cache.as_ref(),
+        shared_sources: ws.shared_sources.as_ref(),
         guard: ws.guard.as_ref(),
         cpu_only: job.req.cpu_only,
     };
@@ -323,6 +344,10 @@ pub fn collect(job: &Job, ws: &Workspace) -> Result<Collected> {
         Some((lines, dist)) => (Some(lines), dist),
         None => (None, None),
     };
+    let shared_sources = match &ws.shared_sources {
+        Some(c) => c.stats()?,
+        None => None,
+    };
     let arch_guard = ws.guard.as_ref().map(|g| g.report()).transpose()?;
     let mut warnings = Vec::new();
     if let Some(w) = arch_guard.as_ref().and_then(|r| r.warning(&job.plan)) {
@@ -332,6 +357,7 @@ pub fn collect(job: &Job, ws: &Workspace) -> Result<Collected> {
     Ok(Collected {
         wheel: find_wheel(&ws.wheel_dir)?,
         cache_stats,
+        shared_sources,
         distributed,
         arch_guard,
         warnings,
@@ -513,6 +539,7 @@ pub fn stamp(
         load: checked.load,
         warnings: collected.warnings,
         cache_stats: collected.cache_stats,
+        shared_sources: collected.shared_sources,
         arch_guard: collected.arch_guard,
         // The hooks say what ran at once; without their lines (one extension, or a build that
         // is not setuptools' build_ext) one thing built at a time, whatever the slots.

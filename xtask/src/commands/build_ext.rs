@@ -162,6 +162,9 @@ pub fn summary(o: &Outcome) -> String {
     if let Some(s) = &o.cache_stats {
         t.row(["compiler cache".to_string(), s.clone()]);
     }
+    if let Some(s) = &o.shared_sources {
+        t.row(["shared files".to_string(), s.to_string()]);
+    }
     if let Some(l) = &o.log {
         t.row(["log".to_string(), l.display().to_string()]);
     }

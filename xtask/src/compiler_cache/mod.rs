@@ -19,6 +19,7 @@
 //! Statistics are zeroed before the build and read after it.
 
 pub mod dist;
+pub mod shared_sources;
 
 use crate::paths;
 use crate::process::{which, Cmd};
