@@ -25,9 +25,10 @@ ARCHSMITH_SHARED_SOURCE_WRAPPERS=DIR (with the above)
     or the build directory), and is put first on PATH for the extensions that share a file (and
     ARCHSMITH_SHARED_SOURCE_CXX, a wrapper of the caller's $CXX, becomes their $CXX, and
     ARCHSMITH_SHARED_SOURCE_NVCC_CCBIN their NVCC_CCBIN), so a shared file whose preprocessed
-    text is the same compiles once. Two extensions that share a
-    file never build at the same time (the second would miss the object the first is still
-    compiling): the queue skips to the next extension, and one waits only when nothing else is left.
+    text is the same compiles once. An extension that shares a file with a running one starts
+    only once that one has finished compiling it (its ninja log lists the object; a compile
+    before then would miss): the queue skips to the next extension meanwhile, and one waits
+    only when nothing else is left.
 
 ARCHSMITH_FORCE_NINJA=1
     a package that built with BuildExtension.with_options(use_ninja=False) compiles its files one
@@ -75,6 +76,24 @@ def _shared_sources(extensions):
         shared |= seen & sources
         seen |= sources
     return shared
+
+
+def _compiled_in(build_temp, source):
+    """Whether ninja in `build_temp` has finished compiling `source`: its .ninja_log lists the
+    object once the command has ended, and so after ccache stored the result."""
+    stem = os.path.splitext(os.path.relpath(source))[0]
+    try:
+        with open(os.path.join(build_temp, ".ninja_log")) as f:
+            for line in f:
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) < 4:
+                    continue
+                built = os.path.splitext(fields[3])[0]
+                if built == stem or built.endswith(os.sep + stem):
+                    return True
+    except OSError:
+        pass
+    return False
 
 
 def _next_startable(queue, running_sources):
@@ -193,9 +212,14 @@ def _patch_build_ext(module):
             while queue and len(running) < at_once:
                 position = 0
                 if shared:
+                    # A shared file still compiling in a running extension: a second compile
+                    # now would miss its object. Once that compile has ended, it hits.
                     running_sources = set()
                     for other, _, _, _ in running.values():
-                        running_sources |= _sources(other) & shared
+                        temp = os.path.join(base_temp, _safe(other.name))
+                        running_sources |= {
+                            s for s in _sources(other) & shared if not _compiled_in(temp, s)
+                        }
                     position = _next_startable(queue, running_sources)
                     if position is None:
                         break
@@ -234,9 +258,10 @@ def _patch_build_ext(module):
                         finally:
                             os._exit(code)
                 running[pid] = (ext, log, time.time(), token)
-            # With extensions waiting for a slot, poll: a child may end, or a ninja may give a
-            # token back. Otherwise only a child's end changes anything.
-            if queue and len(running) < at_once and jobserver is not None:
+            # With extensions waiting for a slot, poll: a child may end, a ninja may give a
+            # token back, or a shared file may finish compiling. Otherwise only a child's end
+            # changes anything.
+            if queue and len(running) < at_once:
                 pid, status = os.waitpid(-1, os.WNOHANG)
                 if pid == 0:
                     time.sleep(0.05)
