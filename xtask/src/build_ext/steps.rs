@@ -344,10 +344,11 @@ pub fn collect(job: &Job, ws: &Workspace) -> Result<Collected> {
         Some((lines, dist)) => (Some(lines), dist),
         None => (None, None),
     };
-    let shared_sources = match &ws.shared_sources {
-        Some(c) => c.stats()?,
-        None => None,
-    };
+    // A report, not the build: statistics that cannot be read leave the row out.
+    let shared_sources = ws
+        .shared_sources
+        .as_ref()
+        .and_then(|c| c.stats().ok().flatten());
     let arch_guard = ws.guard.as_ref().map(|g| g.report()).transpose()?;
     let mut warnings = Vec::new();
     if let Some(w) = arch_guard.as_ref().and_then(|r| r.warning(&job.plan)) {
