@@ -78,29 +78,28 @@ def _shared_sources(extensions):
     return shared
 
 
-def _compiled_in(build_temp, source):
-    """Whether ninja in `build_temp` has finished compiling `source`: its .ninja_log lists the
-    object once the command has ended, and so after ccache stored the result."""
-    stem = os.path.splitext(os.path.relpath(source))[0]
+def _still_compiling(build_temp, sources):
+    """Those of `sources` that ninja in `build_temp` has not finished compiling: its .ninja_log
+    lists an object once its command has ended, and so after ccache stored the result."""
     try:
         with open(os.path.join(build_temp, ".ninja_log")) as f:
-            for line in f:
-                fields = line.rstrip("\n").split("\t")
-                if len(fields) < 4:
-                    continue
-                built = os.path.splitext(fields[3])[0]
-                if built == stem or built.endswith(os.sep + stem):
-                    return True
+            fields = [line.split("\t") for line in f]
+        built = [os.path.splitext(x[3])[0] for x in fields if len(x) >= 4]
     except OSError:
-        pass
-    return False
+        return set(sources)
+    left = set()
+    for source in sources:
+        stem = os.path.splitext(os.path.relpath(source))[0]
+        if not any(b == stem or b.endswith(os.sep + stem) for b in built):
+            left.add(source)
+    return left
 
 
-def _next_startable(queue, running_sources):
-    """The position in `queue` of the first extension that shares no source with a running one,
+def _next_startable(queue, sources_of, busy):
+    """The position in `queue` of the first extension that compiles none of the `busy` files,
     or None."""
-    for position, (_, ext) in enumerate(queue):
-        if not (_sources(ext) & running_sources):
+    for position, (index, _) in enumerate(queue):
+        if not (sources_of[index] & busy):
             return position
     return None
 
@@ -194,6 +193,8 @@ def _patch_build_ext(module):
         queue = sorted(enumerate(extensions), key=lambda item: -_cost(item[1]))
         wrappers = os.environ.get("ARCHSMITH_SHARED_SOURCE_WRAPPERS")
         shared = _shared_sources(extensions) if wrappers else set()
+        # Each extension's files that another extension compiles too, by its index.
+        shared_of = [_sources(ext) & shared for ext in extensions]
         running = {}
         failed = []
         done = 0
@@ -214,13 +215,12 @@ def _patch_build_ext(module):
                 if shared:
                     # A shared file still compiling in a running extension: a second compile
                     # now would miss its object. Once that compile has ended, it hits.
-                    running_sources = set()
-                    for other, _, _, _ in running.values():
-                        temp = os.path.join(base_temp, _safe(other.name))
-                        running_sources |= {
-                            s for s in _sources(other) & shared if not _compiled_in(temp, s)
-                        }
-                    position = _next_startable(queue, running_sources)
+                    busy = set()
+                    for other_index, other, _, _, _ in running.values():
+                        if shared_of[other_index]:
+                            temp = os.path.join(base_temp, _safe(other.name))
+                            busy |= _still_compiling(temp, shared_of[other_index])
+                    position = _next_startable(queue, shared_of, busy)
                     if position is None:
                         break
                 # One runs on this process's own slot; each other needs a token.
@@ -243,7 +243,7 @@ def _patch_build_ext(module):
                         os.dup2(fd, 1)
                         os.dup2(fd, 2)
                         _child_env_for(
-                            jobserver, per_child_jobs, wrappers if _sources(ext) & shared else None
+                            jobserver, per_child_jobs, wrappers if shared_of[index] else None
                         )
                         self.build_temp = os.path.join(base_temp, _safe(ext.name))
                         with self._filter_build_errors(ext):
@@ -257,7 +257,7 @@ def _patch_build_ext(module):
                             sys.stderr.flush()
                         finally:
                             os._exit(code)
-                running[pid] = (ext, log, time.time(), token)
+                running[pid] = (index, ext, log, time.time(), token)
             # With extensions waiting for a slot, poll: a child may end, a ninja may give a
             # token back, or a shared file may finish compiling. Otherwise only a child's end
             # changes anything.
@@ -270,7 +270,7 @@ def _patch_build_ext(module):
                 pid, status = os.wait()
             if pid not in running:
                 continue
-            ext, log, started, token = running.pop(pid)
+            _, ext, log, started, token = running.pop(pid)
             if token is not None:
                 jobserver.give(token)
             else:

@@ -105,6 +105,17 @@ pub(super) fn write_wrapper(path: &Path, comment: &str, command: &[String]) -> R
 
 const COMMENT: &str = "written by archsmith build-ext --cache";
 
+/// The compiler names a build finds on `PATH`, which the wrappers stand in for.
+const HOST_COMPILERS: [&str; 4] = ["c++", "g++", "cc", "gcc"];
+
+/// The real `gcc` for nvcc's host steps (`NVCC_CCBIN`) when the wrappers would otherwise be found
+/// first on `PATH`; None when the caller chose a host compiler (`NVCC_CCBIN`, or `CC`, which torch
+/// passes as `-ccbin`).
+fn real_nvcc_host_compiler() -> Option<PathBuf> {
+    let caller_chose = std::env::var_os("NVCC_CCBIN").is_some() || std::env::var_os("CC").is_some();
+    (!caller_chose).then(|| which("gcc")).flatten()
+}
+
 /// sccache-dist is reached through sccache; another cache with `--dist` is a usage error.
 fn dist_needs_sccache(kind: CacheKind, dist: Option<&dist::Dist>) -> Result<()> {
     if dist.is_some() && kind != CacheKind::Sccache {
@@ -140,7 +151,7 @@ impl CompilerCache {
             .join(format!("wrappers-{}", kind.name()));
         fs::create_dir_all(&cache_dir)?;
         fs::create_dir_all(&wrappers)?;
-        for name in ["c++", "g++", "cc", "gcc"] {
+        for name in HOST_COMPILERS {
             if let Some(real) = which(name) {
                 write_wrapper(&wrappers.join(name), COMMENT, &argv(&launcher, &real))?;
             }
@@ -150,10 +161,8 @@ impl CompilerCache {
             COMMENT,
             &argv(&launcher, &tc.nvcc()),
         )?;
-        let caller_chose_ccbin =
-            std::env::var_os("NVCC_CCBIN").is_some() || std::env::var_os("CC").is_some();
         let nvcc_ccbin = match kind {
-            CacheKind::Sccache if !caller_chose_ccbin => which("gcc"),
+            CacheKind::Sccache => real_nvcc_host_compiler(),
             _ => None,
         };
         let c = CompilerCache {

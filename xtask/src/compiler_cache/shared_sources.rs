@@ -19,7 +19,7 @@
 //! nvcc gets the real host compiler (`NVCC_CCBIN`): its own host steps compile temporary files
 //! that never hit.
 
-use super::{launcher, write_wrapper, CacheKind};
+use super::{launcher, real_nvcc_host_compiler, write_wrapper, CacheKind, HOST_COMPILERS};
 use crate::process::{which, Cmd};
 use anyhow::Result;
 use fs_err as fs;
@@ -86,7 +86,7 @@ impl SharedSourceCache {
             write_wrapper(&wrappers.join(name), COMMENT, &argv)?;
             Ok(wrappers.join(name))
         };
-        for name in ["c++", "g++", "cc", "gcc"] {
+        for name in HOST_COMPILERS {
             if let Some(real) = which(name) {
                 wrap(name, &real)?;
             }
@@ -100,14 +100,12 @@ impl SharedSourceCache {
             _ => None,
         };
         let cxx = cxx.map(|real| wrap("cxx-of-env", &real)).transpose()?;
-        let caller_chose_ccbin =
-            std::env::var_os("NVCC_CCBIN").is_some() || std::env::var_os("CC").is_some();
         Ok(SharedSourceCache {
             launcher,
             dir,
             wrappers,
             cxx,
-            nvcc_ccbin: (!caller_chose_ccbin).then(|| which("gcc")).flatten(),
+            nvcc_ccbin: real_nvcc_host_compiler(),
         })
     }
 
