@@ -131,32 +131,53 @@ pub fn is_wheel_for(file: &str, package: &str, version: &Version, arch: &str) ->
 /// where a fresh machine has none) and unpacked with `dpkg-deb -x` under
 /// `cache_dir()/tools/debian-NAME/root` once; no root is needed to unpack. The unpacked root.
 pub fn debian_package(name: &str) -> Result<PathBuf> {
+    debian_package_from(name, None)
+}
+
+/// [`debian_package`] from Debian suite `suite` (`sid`) instead of the machine's own suites: the
+/// suite's signed index is read into apt directories of archsmith's own (apt checks its
+/// signature with the machine's Debian keyring), the machine's apt configuration untouched.
+/// Unpacked once under `tools/debian-NAME-SUITE/root`.
+pub fn debian_package_from(name: &str, suite: Option<&str>) -> Result<PathBuf> {
     let tools = paths::cache_dir().join("tools");
     fs::create_dir_all(&tools)?;
     let root = |d: &Path| d.join("root");
+    let (key, what) = match suite {
+        Some(s) => (
+            format!("debian-{name}-{s}"),
+            format!("Debian {s}'s {name} package"),
+        ),
+        None => (format!("debian-{name}"), format!("Debian's {name} package")),
+    };
     crate::cache::provision(
         &tools,
-        &format!("debian-{name}"),
-        &format!("Debian's {name} package"),
+        &key,
+        &what,
         &|d| Ok(root(d).is_dir().then(|| root(d))),
         &mut |staging, progress| {
             crate::offline::require(
-                &format!("Debian's {name} package"),
+                &what,
                 &format!("Install it with the system's package manager (apt-get install {name})"),
             )?;
-            progress(&format!(
-                "downloading Debian's {name} package (apt-get download {name})"
-            ));
+            progress(&format!("downloading {what} (apt-get download {name})"));
+            let apt_options = match suite {
+                Some(s) => private_apt(&staging.join("apt"), s)?,
+                None => Vec::new(),
+            };
             let download = || {
                 Cmd::new("apt-get")
+                    .args(&apt_options)
                     .args(["download", name])
                     .dir(staging)
                     .read()
             };
             if download().is_err() {
-                let _ = Cmd::new("apt-get").args(["update", "-qq"]).read();
+                let _ = Cmd::new("apt-get")
+                    .args(&apt_options)
+                    .args(["update", "-qq"])
+                    .read();
                 download().with_context(|| {
-                    format!("could not download Debian's {name} package (apt-get download {name})")
+                    format!("could not download {what} (apt-get download {name})")
                 })?;
             }
             let deb = fs::read_dir(staging)?
@@ -168,8 +189,52 @@ pub fn debian_package(name: &str) -> Result<PathBuf> {
                 .arg(&deb)
                 .arg(root(staging))
                 .read()?;
+            let _ = fs::remove_dir_all(staging.join("apt"));
             Ok(())
         },
-        &mut |m| eprintln!("archsmith: {m}"),
+        &mut |m| crate::errln!("archsmith: {m}"),
     )
+}
+
+/// The Debian mirror this machine's apt reads (the first `…/debian` URI of its sources, so a
+/// host behind its own mirror uses it), else Debian's redirector.
+fn debian_mirror() -> String {
+    let mut texts: Vec<String> = fs::read_to_string("/etc/apt/sources.list")
+        .ok()
+        .into_iter()
+        .collect();
+    if let Ok(dir) = fs::read_dir("/etc/apt/sources.list.d") {
+        let mut files: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        texts.extend(files.iter().filter_map(|f| fs::read_to_string(f).ok()));
+    }
+    texts
+        .iter()
+        .flat_map(|t| t.split_whitespace())
+        .map(|w| w.trim_end_matches('/'))
+        .find(|w| w.starts_with("http") && w.ends_with("/debian"))
+        .map(str::to_string)
+        .unwrap_or_else(|| "http://deb.debian.org/debian".to_string())
+}
+
+/// apt options that read Debian `suite`'s main component into `dir` alone (no DEP-11 metadata,
+/// no translations: the package list is all `apt-get download` needs).
+fn private_apt(dir: &Path, suite: &str) -> Result<Vec<String>> {
+    for sub in ["lists/partial", "cache/archives/partial"] {
+        fs::create_dir_all(dir.join(sub))?;
+    }
+    let sources = dir.join("sources.list");
+    fs::write(&sources, format!("deb {} {suite} main\n", debian_mirror()))?;
+    let d = |p: &str| dir.join(p).display().to_string();
+    Ok(vec![
+        format!("-oDir::Etc::SourceList={}", sources.display()),
+        "-oDir::Etc::SourceParts=/nonexistent".into(),
+        format!("-oDir::State::Lists={}", d("lists")),
+        format!("-oDir::Cache={}", d("cache")),
+        "-oDir::State::status=/dev/null".into(),
+        "-oAcquire::Languages=none".into(),
+        "-oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".into(),
+        "-oAcquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false".into(),
+        "-oAcquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false".into(),
+    ])
 }

@@ -20,22 +20,54 @@ pub struct Position {
 
 impl Position {
     /// The position of byte `offset` of `text` (clamped to its end; a non-UTF-8 byte counts once).
+    /// For many offsets of one text, build a [`LineIndex`] once instead: this scans the text.
     pub fn at(text: &[u8], offset: usize) -> Position {
-        let offset = offset.min(text.len());
-        let line_start = text[..offset]
-            .iter()
-            .rposition(|&c| c == b'\n')
-            .map_or(0, |i| i + 1);
-        let line = 1 + text[..line_start].iter().filter(|&&c| c == b'\n').count();
-        let column = 1 + String::from_utf8_lossy(&text[line_start..offset])
-            .chars()
-            .count();
-        Position { line, column }
+        LineIndex::new(text).position(offset)
     }
 
     /// Line `line`, column 1.
     pub fn line(line: usize) -> Position {
         Position { line, column: 1 }
+    }
+}
+
+/// Where each line of a text starts, so that mapping many offsets to lines costs a binary search
+/// each: a generated file with one finding per line has as many look-ups as lines, and counting
+/// newlines from the start for each one made `codemod --check` quadratic.
+#[derive(Debug, Clone)]
+pub struct LineIndex<'a> {
+    text: &'a [u8],
+    /// Byte offset of the first byte of each line; `starts[0] == 0`.
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub fn new(text: &'a [u8]) -> LineIndex<'a> {
+        let mut starts = vec![0];
+        starts.extend(
+            text.iter()
+                .enumerate()
+                .filter(|(_, &c)| c == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        LineIndex { text, starts }
+    }
+
+    /// 1-based line of byte `offset` (clamped to the text's end).
+    pub fn line(&self, offset: usize) -> usize {
+        let offset = offset.min(self.text.len());
+        self.starts.partition_point(|&s| s <= offset)
+    }
+
+    /// The position of byte `offset` (clamped to the text's end; a non-UTF-8 byte counts once).
+    pub fn position(&self, offset: usize) -> Position {
+        let offset = offset.min(self.text.len());
+        let line = self.line(offset);
+        let line_start = self.starts[line - 1];
+        let column = 1 + String::from_utf8_lossy(&self.text[line_start..offset])
+            .chars()
+            .count();
+        Position { line, column }
     }
 }
 
@@ -411,9 +443,9 @@ pub fn emit<T: Serialize>(
             let (diags, rules, summary) = findings(report);
             let summary = format!("{}\n", summary.trim_end());
             match format {
-                Format::Plain => print!("{}", plain(&diags, &summary)),
-                Format::Github => print!("{}", github(&diags, &summary)),
-                _ => println!(
+                Format::Plain => crate::out!("{}", plain(&diags, &summary)),
+                Format::Github => crate::out!("{}", github(&diags, &summary)),
+                _ => crate::outln!(
                     "{}",
                     serde_json::to_string_pretty(&sarif(command, &rules, &diags))?
                 ),

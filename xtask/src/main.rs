@@ -19,7 +19,7 @@ fn main() {
         match archsmith::paths::check_cache_dir().and_then(|()| archsmith::commands::run(cli)) {
             Ok(exit) => exit.code(),
             Err(e) => {
-                eprintln!("error: {e:#}");
+                archsmith::errln!("error: {e:#}");
                 if json {
                     archsmith::output::print_error_document(&format!("{e:#}"));
                 }

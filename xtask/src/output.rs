@@ -82,6 +82,60 @@ impl Exit {
     }
 }
 
+/// `print!` that never panics: a reader that went away (`archsmith … | head`) ends the program
+/// quietly with status 0, as ripgrep does, instead of std's "failed printing to stdout" panic.
+/// Every line archsmith prints for people or machines goes through these four.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::output::write_stdout(format_args!($($arg)*)) };
+}
+
+/// `crate::outln!` that ends quietly on a closed pipe (see [`out!`]).
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::output::write_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `eprint!` that never panics: on a closed stderr the text is dropped and the work goes on.
+#[macro_export]
+macro_rules! errout {
+    ($($arg:tt)*) => { $crate::output::write_stderr(format_args!($($arg)*)) };
+}
+
+/// `crate::errln!` that ends quietly on a closed pipe (see [`out!`]).
+#[macro_export]
+macro_rules! errln {
+    () => { $crate::output::write_stderr(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::output::write_stderr(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// Writes to stdout for [`out!`]/[`outln!`].
+pub fn write_stdout(args: std::fmt::Arguments) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        stdout_failed(&e);
+    }
+}
+
+/// Writes to stderr for [`errout!`]/[`errln!`]. Progress and messages on a stderr that went
+/// away are dropped and the work goes on: its exit status must not change with where stderr went.
+pub fn write_stderr(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// Stdout failed. A closed pipe is the reader's choice: stop quietly, status 0 (what the reader
+/// asked for was printed). Anything else (a full disk under `> report.json`) loses output a user
+/// relies on: say so, status 2.
+fn stdout_failed(e: &std::io::Error) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    write_stderr(format_args!("error: cannot write to stdout: {e}\n"));
+    std::process::exit(2);
+}
+
 /// A plain-text table whose columns are padded to their widest cell.
 #[derive(Debug, Default)]
 pub struct Table {
@@ -172,6 +226,7 @@ pub mod documents {
         BENCH_LOAD_CHECK = "bench-load-check", 1;
         BENCH_BUILD_EXT = "bench-build-ext", 1;
         BENCH_BUILD_EXT_PACKAGES = "bench-build-ext-packages", 1;
+        BENCH_CODEMOD = "bench-codemod", 1;
         BUILD_EXT = "build-ext", 1;
         BUILD_TORCH = "build-torch", 1;
         BUILD_TORCH_BEFORE_CLONE = "build-torch-before-clone", 1;
@@ -206,7 +261,7 @@ pub fn emit<T: Serialize>(
     if json {
         print_json(doc, report)
     } else {
-        print!("{}", render(report));
+        crate::out!("{}", render(report));
         Ok(())
     }
 }
@@ -227,7 +282,7 @@ pub fn document_json<T: Serialize>(doc: Document, value: &T) -> anyhow::Result<s
 
 /// Prints `value` as the pretty JSON document `doc`.
 pub fn print_json<T: Serialize>(doc: Document, value: &T) -> anyhow::Result<()> {
-    println!(
+    crate::outln!(
         "{}",
         serde_json::to_string_pretty(&document_json(doc, value)?)?
     );

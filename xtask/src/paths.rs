@@ -58,7 +58,7 @@ pub fn check_cache_dir() -> anyhow::Result<()> {
             meta.permissions().mode() & 0o7777
         );
     }
-    eprintln!(
+    crate::errln!(
         "note: HOME is not set: archsmith's cache is {} (private to you); set {HOME_ENV} to choose another",
         dir.display()
     );

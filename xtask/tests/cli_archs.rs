@@ -270,3 +270,80 @@ fn an_old_driver_cannot_jit_ptx_of_any_cuda() {
             .contains("driver 470.161.03 is older than"));
     }
 }
+
+/// Runs the binary with its stdout a pipe whose reader is already gone (`… | head -c 0`), so the
+/// first write fails with EPIPE whatever the output's size.
+fn with_closed_stdout(args: &[&str]) -> (i32, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_archsmith"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run archsmith");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 50: `archs … --json | head -c 10` exited 101 with std's "failed printing to stdout"
+/// panic and a backtrace. Every output form ends quietly on a closed pipe, as ripgrep does:
+/// status 0, nothing on stderr.
+#[test]
+fn a_closed_pipe_ends_every_output_form_quietly() {
+    let dir = std::env::temp_dir().join(format!("archsmith-epipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cu = dir.join("legacy.cu");
+    std::fs::write(
+        &cu,
+        "void f(at::Tensor x) { AT_CHECK(x.dim() == 2, \"2-D\"); }\n",
+    )
+    .unwrap();
+    let cu = cu.to_str().unwrap();
+    for args in [
+        &["archs", "--arch", "7.5,8.9,9.0", "--json"][..],
+        &["archs", "--arch", "7.5,8.9,9.0"],
+        &["archs", "--list-gpus"],
+        &["codemod", "--check", "--format", "sarif", cu],
+        &["codemod", "--check", "--format", "plain", cu],
+        &["codemod", "--dry-run", cu],
+        &["completions", "bash"],
+    ] {
+        let (code, stderr) = with_closed_stdout(args);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+    }
+}
+
+/// Issue 50: a spec repeating `7.5` 25,000 times printed 24,999 identical "listed more than once"
+/// lines (1 MB). One note per repeated arch or name, with its count.
+#[test]
+fn repeated_archs_and_names_get_one_note_each() {
+    let spec = vec!["7.5"; 25_000].join(",") + ",Turing,Turing,8.9";
+    let (code, stdout, stderr) = xtask(&["archs", "--arch", &spec, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.contains(&"7.5 listed 25002 times; merged"),
+        "{notes:?}"
+    );
+    assert!(
+        notes.contains(&"Turing listed 2 times; merged"),
+        "{notes:?}"
+    );
+    assert!(notes.len() <= 4, "{notes:?}");
+    let (_, table, _) = xtask(&["archs", "--arch", &spec]);
+    assert!(table.len() < 4000, "{} bytes:\n{table}", table.len());
+}

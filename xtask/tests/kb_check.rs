@@ -166,3 +166,25 @@ fn gpu_rows_and_chips_agree_with_debians_pci_ids() {
     );
     assert_eq!(report.exit(), Exit::Failed);
 }
+
+/// Issue 50: archsmith carries the NVIDIA part of a current pci.ids. Against Debian sid's package
+/// it lacks nothing; a newer file with a device the copy lacks makes the check fail and name it.
+#[test]
+fn the_carried_pci_ids_is_current_and_a_newer_file_is_caught() {
+    use archsmith::kb::pci_ids::{file_version, CARRIED};
+    use archsmith::kb_check::gpus::{check_gpus, pci_ids_file};
+    let file = pci_ids_file(None).unwrap();
+    let report = check_gpus(kb(), &file).unwrap();
+    assert!(report.carried_lacks.is_empty(), "{}", report.table());
+    assert!(report.file_version.as_deref() <= file_version(CARRIED));
+
+    let dir = tempfile::tempdir().unwrap();
+    let newer = dir.path().join("pci.ids");
+    let text = CARRIED.replacen("# Version: 2026.10.24", "# Version: 2099.01.01", 1)
+        + "\tfff0  GB202 [GeForce RTX 9090]\n";
+    std::fs::write(&newer, text).unwrap();
+    let report = check_gpus(kb(), &newer).unwrap();
+    assert_eq!(report.carried_lacks, ["fff0 GB202 [GeForce RTX 9090]"]);
+    assert!(report.table().contains("STALE"), "{}", report.table());
+    assert_eq!(report.exit(), Exit::Failed);
+}

@@ -542,3 +542,42 @@ fn copy_tree(from: &Path, to: &Path) {
         fs::copy(&f, dest).unwrap();
     }
 }
+
+/// std's print macros panic when stdout or stderr is a closed pipe (`archsmith … | head`); every
+/// line archsmith prints goes through `output`'s `out!`/`outln!`/`errout!`/`errln!`, which end
+/// quietly. Code under `#[cfg(test)]` may print as it likes.
+fn std_print_sites(src: &Path) -> Vec<String> {
+    let re = regex::Regex::new(r"(^|[^\w:!])(e?print(ln)?)!\s*\(").unwrap();
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut out = Vec::new();
+    for f in files {
+        let text = fs::read_to_string(&f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (i, line) in code.lines().enumerate() {
+            let code_part = line.split("//").next().unwrap_or("");
+            if re.is_match(code_part) {
+                let rel = f.strip_prefix(src).unwrap_or(&f).display().to_string();
+                out.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn printing_goes_through_the_output_macros() {
+    let sites = std_print_sites(&src_dir());
+    assert!(
+        sites.is_empty(),
+        "std print macros (use crate::out!/outln!/errout!/errln!):\n{}",
+        sites.join("\n")
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(
+        tmp.path().join("planted.rs"),
+        "fn f() {\n    println!(\"x\");\n}\n",
+    )
+    .unwrap();
+    assert_eq!(std_print_sites(tmp.path()).len(), 1);
+}

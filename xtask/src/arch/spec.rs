@@ -112,6 +112,10 @@ impl Plan {
             .unwrap_or(&[]);
         let mut targets: Vec<Target> = Vec::new();
         let mut notes = Vec::new();
+        // Each arch's mentions (directly or through a name), and each name's: a spec that repeats
+        // one 25,000 times gets one note with the count, not 25,000 identical lines.
+        let mut mentions: Vec<(Arch, usize)> = Vec::new();
+        let mut names_used: Vec<(String, usize)> = Vec::new();
         for token in tokens {
             let (body, ptx) = split_ptx(token);
             if let Some(arch) = parse_number(body) {
@@ -119,7 +123,7 @@ impl Plan {
                     token: token.to_string(),
                     why,
                 })?;
-                add_target(Target { arch, ptx }, &mut targets, &mut notes);
+                add_target(Target { arch, ptx }, &mut targets, &mut mentions);
                 continue;
             }
             if let Some((name, expansion)) =
@@ -130,8 +134,13 @@ impl Plan {
                     let arch: Arch = num.parse().map_err(|e: crate::arch::ArchParseError| {
                         SpecError::Unsupported(format!("knowledge base: {e}"))
                     })?;
-                    add_target(Target { arch, ptx: eptx }, &mut targets, &mut notes);
+                    add_target(Target { arch, ptx: eptx }, &mut targets, &mut mentions);
                 }
+                if let Some(seen) = names_used.iter_mut().find(|(n, _)| n == name) {
+                    seen.1 += 1;
+                    continue;
+                }
+                names_used.push((name.clone(), 1));
                 let mut note = format!(
                     "{name} = {expansion} (torch {}'s cpp_extension expansion",
                     ctx.torch
@@ -149,6 +158,12 @@ impl Plan {
                 token: token.to_string(),
                 why: explain_unknown(body, names),
             });
+        }
+        for (name, n) in names_used.iter().filter(|(_, n)| *n > 1) {
+            notes.push(format!("{name} listed {n} times; merged"));
+        }
+        for (arch, n) in mentions.iter().filter(|(_, n)| *n > 1) {
+            notes.push(format!("{arch} listed {n} times; merged"));
         }
         targets.sort_by_key(|t| t.arch);
         Ok(Plan { targets, notes })
@@ -351,14 +366,17 @@ pub fn consumer_reports(
     ]
 }
 
-/// Adds a target, merging a repeated arch (PTX if any mention asked for it).
-fn add_target(t: Target, targets: &mut Vec<Target>, notes: &mut Vec<String>) {
+/// Adds a target, merging a repeated arch (PTX if any mention asked for it) and counting its
+/// mentions. Both lists hold one entry per distinct arch (a few dozen at most): a linear find is
+/// the cheap look-up.
+fn add_target(t: Target, targets: &mut Vec<Target>, mentions: &mut Vec<(Arch, usize)>) {
     match targets.iter_mut().find(|x| x.arch == t.arch) {
-        Some(existing) => {
-            existing.ptx |= t.ptx;
-            notes.push(format!("{} listed more than once; merged", t.arch));
-        }
+        Some(existing) => existing.ptx |= t.ptx,
         None => targets.push(t),
+    }
+    match mentions.iter_mut().find(|(a, _)| *a == t.arch) {
+        Some(m) => m.1 += 1,
+        None => mentions.push((t.arch, 1)),
     }
 }
 

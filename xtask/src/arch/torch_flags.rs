@@ -18,13 +18,13 @@ use crate::version::Version;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TorchFlagsError {
     /// torch raises `ValueError: Unknown CUDA arch (X) or GPU not supported`.
-    #[error("torch {torch} rejects `{element}`: ValueError: Unknown CUDA arch ({element}) or GPU not supported")]
+    #[error("torch {torch} rejects `{e}`: ValueError: Unknown CUDA arch ({e}) or GPU not supported", e = crate::kb::user_input::echo(.element))]
     UnknownArch { torch: Version, element: String },
     /// Unset, empty or `native`: torch detects the visible GPUs; with none it raises IndexError.
     #[error("torch {torch} detects visible GPUs when TORCH_CUDA_ARCH_LIST is {what}; with no GPU it fails with IndexError: list index out of range")]
     NeedsGpu { torch: Version, what: &'static str },
     /// CMake: `Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: X`.
-    #[error("torch {torch}'s CMake rejects `{element}`: Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: {element}")]
+    #[error("torch {torch}'s CMake rejects `{e}`: Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: {e}", e = crate::kb::user_input::echo(.element))]
     CmakeUnknown { torch: Version, element: String },
     /// CMake keywords whose meaning depends on the GPUs present or the CUDA version's lists.
     #[error(

@@ -209,7 +209,7 @@ pub fn pip_env(env: &EnvInfo) -> Result<EnvInfo> {
                 .arg(&reqs)
                 .run_inherit()
         },
-        &mut |msg| eprintln!("bench: {msg}"),
+        &mut |msg| crate::errln!("bench: {msg}"),
     )?;
     let twin = probe_env(&python)?;
     if !twin.has_pip || twin.torch != env.torch {
@@ -256,7 +256,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         archsmith_noop_s: vec![],
         load_1min: vec![],
     };
-    eprintln!(
+    crate::errln!(
         "bench: {} rounds; TORCH_CUDA_ARCH_LIST={}; archsmith: MAX_JOBS={} nvcc --threads={}; plain: {}",
         req.rounds.max(1),
         p.plan.torch_cuda_arch_list(),
@@ -368,7 +368,7 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
     if !second.reused {
         bail!("archsmith's rebuild of an unchanged source was not a no-op");
     }
-    eprintln!(
+    crate::errln!(
         "bench: round {round}: archsmith clean {clean:.1} s ({clean_cpu:.0} CPU-s), no-op {noop:.2} s (load {load:.1})"
     );
     r.archsmith_clean_s.push(clean);
@@ -421,7 +421,7 @@ fn plain_round(
         .with_context(|| format!("the plain build left no wheel in {}", wheels.display()))?;
     b.audit = Some(WheelAudit::of(&wheel, &p.plan, req.cpu_only));
     let noop = timed_plain(&cmd, &out.join(format!("plain{i}-noop-{round}.log")))?;
-    eprintln!(
+    crate::errln!(
         "bench: round {round}: {} clean {clean:.1} s ({clean_cpu:.0} CPU-s), no-op {noop:.2} s (load {load:.1})",
         b.label
     );

@@ -65,7 +65,7 @@ pub fn run(kb: &KnowledgeBase, req: &LoadBenchRequest) -> Result<LoadBenchReport
     for python in &req.pythons {
         let sets = module_sets(python, &req.wheels)?;
         for (wheel, site, files) in &sets {
-            eprintln!(
+            crate::errln!(
                 "archsmith: {} ← {}: {} compiled modules",
                 python.display(),
                 wheel.as_deref().unwrap_or("its own site-packages"),

@@ -2,10 +2,12 @@
 //! same machine (`cargo xtask bench …`).
 //!
 //! * [`audit`]: `verify binary` on a whole wheel vs `unzip` + `cuobjdump --list-elf` per .so.
+//! * [`codemod_scaling`]: how `codemod --check` grows with a generated file's size.
 //! * [`build_ext`]: `build-ext` vs plain `pip wheel --no-build-isolation`, clean and no-op.
 //! * [`load_check_vs_python`]: the load check's verdicts vs importing each module in a fresh
 //!   interpreter: agreement and time.
 
 pub mod audit;
 pub mod build_ext_vs_pip;
+pub mod codemod_scaling;
 pub mod load_check_vs_python;

@@ -311,7 +311,7 @@ fn compile(req: &Request, job: &Job) -> Result<(Vec<TriggerRun>, Vec<Recorded>, 
         cpu_only: false,
     };
     let record = job.scratch.path.join("prebuild.jsonl");
-    eprintln!(
+    crate::errln!(
         "archsmith: prebuilding {} JIT trigger(s) of {} for {} with torch {} / CUDA {}; log: {}",
         job.triggers,
         job.label,

@@ -250,7 +250,7 @@ fn check_env_pins(env: &EnvInfo) -> Result<()> {
         let fix = unmet.fix(&env.python);
         match unmet.pin.evidence {
             PinEvidence::CppExtensionImportsPkgResources => bail!("{said}. Run `{fix}`"),
-            PinEvidence::NumpyOneCApi => eprintln!("archsmith: warning: {said}. Run `{fix}`"),
+            PinEvidence::NumpyOneCApi => crate::errln!("archsmith: warning: {said}. Run `{fix}`"),
         }
     }
     Ok(())
@@ -356,7 +356,7 @@ fn same_major_toolkit(cuda: &Version) -> Option<Toolchain> {
         .filter(|c| c.major() == cuda.major())
         .max()?;
     let tc = toolchain::ensure(&found).ok()?;
-    eprintln!(
+    crate::errln!(
         "archsmith: no CUDA {cuda} toolkit here; building with CUDA {} found on this machine (same major: torch accepts it)",
         tc.nvcc_version
     );

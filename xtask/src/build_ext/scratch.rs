@@ -35,7 +35,7 @@ impl Scratch {
         }
         let name = &key[..16];
         let lock = crate::cache::lock(&lock_of(name), &mut || {
-            eprintln!("archsmith: waiting for another build of the same inputs to finish")
+            crate::errln!("archsmith: waiting for another build of the same inputs to finish")
         })?;
         let path = base.join(name);
         let _ = fs::remove_dir_all(&path);

@@ -316,7 +316,7 @@ pub fn download_sdist(python: &Path, name: &str, version: &str) -> Result<PathBu
         "Give the unpacked sdist as a directory instead (--src DIR)",
     )?;
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    eprintln!(
+    crate::errln!(
         "archsmith: downloading the sdist of {name}=={version} from PyPI into {}",
         dir.display()
     );

@@ -262,7 +262,7 @@ pub fn compile(
         par.nvcc_threads,
         cmd.display()
     )?;
-    eprintln!(
+    crate::errln!(
         "archsmith: building {label} for {arch_list} with torch {} / CUDA {} ({} jobs ({}), nvcc --threads {}); log: {}",
         job.env.torch,
         job.tc.nvcc_version,
@@ -352,7 +352,7 @@ pub fn collect(job: &Job, ws: &Workspace) -> Result<Collected> {
     let arch_guard = ws.guard.as_ref().map(|g| g.report()).transpose()?;
     let mut warnings = Vec::new();
     if let Some(w) = arch_guard.as_ref().and_then(|r| r.warning(&job.plan)) {
-        eprintln!("warning: {w}");
+        crate::errln!("warning: {w}");
         warnings.push(w);
     }
     Ok(Collected {

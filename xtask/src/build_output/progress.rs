@@ -138,7 +138,7 @@ impl Progress {
     pub fn line(&mut self, line: &str) {
         if let Some(text) = self.render(line) {
             if self.plain {
-                eprintln!("{text}");
+                crate::errln!("{text}");
             }
         }
     }

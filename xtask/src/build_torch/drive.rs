@@ -65,7 +65,7 @@ pub fn drive(
         .with_context(|| format!("creating {}", plan.build_dir.display()))?;
     // One build at a time in a tree: a second run waits instead of corrupting the first.
     let _lock = crate::cache::lock(&plan.build_dir.join(".archsmith-build.lock"), &mut || {
-        eprintln!(
+        crate::errln!(
             "archsmith: another build-torch is building {}; waiting",
             p.tree.root.display()
         )
@@ -113,14 +113,14 @@ fn prepare_build_dir(p: &Prepared, plan: &BuildPlan) -> Result<()> {
         for stale in ["CMakeCache.txt", "CMakeFiles"] {
             crate::cache::remove_path(&plan.build_dir.join(stale))?;
         }
-        eprintln!(
+        crate::errln!(
             "archsmith: reconfiguring {} ({})",
             plan.build_dir.display(),
             p.reconfigure.join("; ")
         );
     } else if let Some(built) = steps_built(&plan.build_dir) {
         // An interrupted build (Ctrl-C, a killed job) with the same plan: ninja runs the rest.
-        eprintln!(
+        crate::errln!(
             "archsmith: resuming in {}: {built} step(s) built by an earlier run are kept; ninja runs only the rest",
             plan.build_dir.display()
         );
@@ -170,7 +170,7 @@ fn run_logged(
         &plan.wheel_command
     };
     let cmd = command(plan, words, &p.tree.root);
-    eprintln!("archsmith: {} (log: {})", cmd.display(), log_path.display());
+    crate::errln!("archsmith: {} (log: {})", cmd.display(), log_path.display());
     let mut ui = Progress::labelled(req.progress, "torch").weighing_steps_of(&plan.build_dir);
     let status = cmd.stream_lines(|line| {
         let _ = writeln!(log, "{line}");

@@ -149,7 +149,7 @@ fn clone_release(version: &Version) -> Result<PathBuf> {
                 .run_progress()
                 .with_context(|| format!("cloning {url} at {tag} (needs network, or {GIT_URL_VAR} pointing at a local mirror)"))
         },
-        &mut |m| eprintln!("archsmith: {m}"),
+        &mut |m| crate::errln!("archsmith: {m}"),
     )
 }
 
@@ -444,7 +444,7 @@ fn verify(
     let venv_python = match drive::verify_env(plan, wheel, out) {
         Ok(p) => Some(p),
         Err(e) => {
-            eprintln!("archsmith: could not make a Python to import the wheel in ({e:#}); the import checks are skipped");
+            crate::errln!("archsmith: could not make a Python to import the wheel in ({e:#}); the import checks are skipped");
             None
         }
     };

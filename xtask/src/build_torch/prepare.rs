@@ -398,7 +398,7 @@ fn host_compiler(
 /// cmake and ninja (the system's, else PyPI's under archsmith's tools).
 fn build_tools(tree: &TorchTree, checks: &mut Vec<Check>) -> BuildTools {
     let tools = toolchain::buildtools::ensure(&crate::paths::cache_dir().join("tools"), &mut |m| {
-        eprintln!("archsmith: {m}")
+        crate::errln!("archsmith: {m}")
     });
     let (cmake, ninja) = match &tools {
         Ok(t) => (

@@ -7,7 +7,7 @@
 //! every line number refers to the rewritten file.
 
 use super::catalogue::{Action, Catalogue, Lang, Rule};
-use super::lexer::{line_of, Kind, Token};
+use super::lexer::{Kind, Token};
 use super::pattern::{expand, expand_with, Captures, Matcher, Pattern};
 use super::suppress::Suppressions;
 use anyhow::Result;
@@ -127,7 +127,8 @@ pub fn apply_rules<'r>(
             edits.retain(|(s, e, rep)| keeps_boundaries(&text, *s, *e, rep));
             if suppressing {
                 let kept_off = Suppressions::read(&text, &toks);
-                edits.retain(|(s, _, _)| !kept_off.covers(line_of(&text, *s), &rule.id));
+                let lines = crate::lint::LineIndex::new(&text);
+                edits.retain(|(s, _, _)| !kept_off.covers(lines.line(*s), &rule.id));
             }
             if edits.is_empty() {
                 break;
@@ -749,8 +750,10 @@ fn list_element_span(text: &[u8], toks: &[Token], i: usize) -> Option<(usize, us
 
 fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewItem>) -> Result<()> {
     let m = Matcher::new(text, toks);
+    let index = crate::lint::LineIndex::new(text);
     let mut push = |at: usize, message: String, suggestion: String| {
-        let line = line_of(text, at);
+        let at_pos = index.position(at);
+        let line = at_pos.line;
         let ls = text[..at]
             .iter()
             .rposition(|&c| c == b'\n')
@@ -761,7 +764,7 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
             .map_or(text.len(), |p| at + p);
         out.push(ReviewItem {
             line,
-            column: crate::lint::Position::at(text, at).column,
+            column: at_pos.column,
             rule: rule.id.clone(),
             code: String::from_utf8_lossy(&text[ls..le]).trim().to_string(),
             message,
@@ -790,7 +793,7 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
                     .unwrap_or_default();
                 let mut lines: Vec<String> = uses(&m, unless_used.as_deref(), &caps, &spans)
                     .into_iter()
-                    .map(|at| line_of(text, at).to_string())
+                    .map(|at| index.line(at).to_string())
                     .collect();
                 lines.dedup();
                 let why = if has_opaque(toks, a, b) {

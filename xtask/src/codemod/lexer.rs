@@ -381,14 +381,6 @@ fn py_string_len(src: &[u8], i: usize) -> Option<usize> {
     Some(src.len() - i)
 }
 
-/// 1-based line number of byte offset `at`.
-pub fn line_of(src: &[u8], at: usize) -> usize {
-    1 + src[..at.min(src.len())]
-        .iter()
-        .filter(|&&c| c == b'\n')
-        .count()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ pub mod trace;
 pub use catalogue::{builtin, Catalogue, Lang, Rule};
 pub use engine::{Outcome, ReviewItem};
 
-use crate::lint::Position;
+use crate::lint::{LineIndex, Position};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -207,8 +207,9 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         let mut review = out.review.clone();
         if mode == Mode::Check {
             // Nothing is written: the places a person opens are those of the file as it is.
+            let lines = LineIndex::new(&src);
             for r in &mut review {
-                let at = Position::at(&src, out.trace.origin(r.at.1, r.at.0));
+                let at = lines.position(out.trace.origin(r.at.1, r.at.0));
                 (r.line, r.column) = (at.line, at.column);
             }
         }
@@ -269,14 +270,15 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
 /// known to exist) still gets one, at its first changed byte, so a changed file never passes a
 /// linter's eye without a line.
 fn rewrite_sites(src: &[u8], out: &Outcome) -> Vec<RewriteSite> {
+    let lines = LineIndex::new(src);
     let mut sites: Vec<RewriteSite> = out
         .trace
         .sites(src)
         .into_iter()
         .map(|s| RewriteSite {
             rule: s.rule,
-            start: Position::at(src, s.start),
-            end: Position::at(src, s.end),
+            start: lines.position(s.start),
+            end: lines.position(s.end),
             replacement: s.replacement.and_then(|r| String::from_utf8(r).ok()),
         })
         .collect();
@@ -293,8 +295,8 @@ fn rewrite_sites(src: &[u8], out: &Outcome) -> Vec<RewriteSite> {
                 .next()
                 .cloned()
                 .unwrap_or_else(|| "codemod".into()),
-            start: Position::at(src, at),
-            end: Position::at(src, at),
+            start: lines.position(at),
+            end: lines.position(at),
             replacement: None,
         });
     }
@@ -365,7 +367,7 @@ fn remove_stale_temporaries(path: &Path) {
             .parse::<u32>()
             .is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists());
         if !alive && fs::remove_file(e.path()).is_ok() {
-            eprintln!(
+            crate::errln!(
                 "archsmith: removed {}, left by a run that was killed",
                 e.path().display()
             );

@@ -3,7 +3,7 @@
 //! and neither it nor `audit upgrade` reports there. `archsmith: ignore` without a list keeps
 //! every rule off the line. Only comments count (the lexer's), never text inside strings.
 
-use super::lexer::{line_of, Kind, Token};
+use super::lexer::{Kind, Token};
 use std::collections::BTreeMap;
 
 const MARKER: &str = "archsmith:";
@@ -27,10 +27,11 @@ impl Suppressions {
         if !Suppressions::any_in(text) {
             return Suppressions { lines };
         }
+        let index = crate::lint::LineIndex::new(text);
         for t in toks.iter().filter(|t| t.kind == Kind::Comment) {
             let comment = String::from_utf8_lossy(t.text(text));
             if let Some(rules) = parse(&comment) {
-                lines.insert(line_of(text, t.start), rules);
+                lines.insert(index.line(t.start), rules);
             }
         }
         Suppressions { lines }

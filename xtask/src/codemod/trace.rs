@@ -20,25 +20,45 @@ struct Mark {
 struct Step {
     /// Sorted by start, non-overlapping.
     edits: Vec<Span>,
+    /// Per edit: where it starts in the step's output, and output offset − input offset just
+    /// after it. [`Step::back`] binary-searches these: a file with one rewrite per line has as
+    /// many edits as lines, and a linear walk per mapped offset made `--check` quadratic.
+    out_starts: Vec<usize>,
+    delta_after: Vec<isize>,
     marks: Vec<Mark>,
 }
 
 impl Step {
+    fn new(edits: Vec<Span>, marks: Vec<Mark>) -> Step {
+        let mut out_starts = Vec::with_capacity(edits.len());
+        let mut delta_after = Vec::with_capacity(edits.len());
+        let mut delta: isize = 0;
+        for &(s, e, new_len) in &edits {
+            out_starts.push((s as isize + delta) as usize);
+            delta += new_len as isize - (e - s) as isize;
+            delta_after.push(delta);
+        }
+        Step {
+            edits,
+            out_starts,
+            delta_after,
+            marks,
+        }
+    }
+
     /// The offset in this step's input of offset `p` of its output; a byte inside a replacement
     /// maps to the replaced range's start.
     fn back(&self, p: usize) -> usize {
-        let mut delta: isize = 0; // output offset - input offset, after the edits passed
-        for &(s, e, new_len) in &self.edits {
-            let out_start = (s as isize + delta) as usize;
-            if p < out_start {
-                break;
-            }
-            if p < out_start + new_len {
-                return s;
-            }
-            delta += new_len as isize - (e - s) as isize;
+        // The last edit starting (in the output) at or before `p`; out_starts never decreases
+        // (each edit's output starts at or after the previous one's output ends).
+        let Some(i) = self.out_starts.partition_point(|&o| o <= p).checked_sub(1) else {
+            return p;
+        };
+        let (s, _, new_len) = self.edits[i];
+        if p < self.out_starts[i] + new_len {
+            return s;
         }
-        (p as isize - delta).max(0) as usize
+        (p as isize - self.delta_after[i]).max(0) as usize
     }
 }
 
@@ -62,9 +82,9 @@ impl Trace {
     pub fn rewrites(&mut self, rule: &str, text: &[u8], edits: &[(usize, usize, Vec<u8>)]) {
         let mut sorted: Vec<&(usize, usize, Vec<u8>)> = edits.iter().collect();
         sorted.sort_by_key(|e| e.0);
-        self.steps.push(Step {
-            edits: sorted.iter().map(|(s, e, r)| (*s, *e, r.len())).collect(),
-            marks: sorted
+        self.steps.push(Step::new(
+            sorted.iter().map(|(s, e, r)| (*s, *e, r.len())).collect(),
+            sorted
                 .iter()
                 .map(|(s, e, r)| Mark {
                     rule: rule.to_string(),
@@ -73,16 +93,16 @@ impl Trace {
                     fix: text.get(*s..*e).map(|old| (old.to_vec(), r.clone())),
                 })
                 .collect(),
-        });
+        ));
     }
 
     /// A step whose edits are given as ranges with their new lengths, and whose rewrites are
     /// named separately (`marks`: rule and the input range it rewrote, no exact fix).
     pub fn step(&mut self, mut edits: Vec<Span>, marks: Vec<(String, usize, usize)>) {
         edits.sort_by_key(|e| e.0);
-        self.steps.push(Step {
+        self.steps.push(Step::new(
             edits,
-            marks: marks
+            marks
                 .into_iter()
                 .map(|(rule, start, end)| Mark {
                     rule,
@@ -91,7 +111,7 @@ impl Trace {
                     fix: None,
                 })
                 .collect(),
-        });
+        ));
     }
 
     /// A change no rule is reported for (an include the rules need): kept so later offsets map.
@@ -172,6 +192,47 @@ mod tests {
             out.splice(s..e, r);
         }
         out
+    }
+
+    /// The binary search in [`Step::back`] against the plain walk it replaced, on edits that grow,
+    /// shrink, delete and insert, at every output offset.
+    #[test]
+    fn back_agrees_with_a_walk_over_every_edit() {
+        fn walk(edits: &[Span], p: usize) -> usize {
+            let mut delta: isize = 0;
+            for &(s, e, new_len) in edits {
+                let out_start = (s as isize + delta) as usize;
+                if p < out_start {
+                    break;
+                }
+                if p < out_start + new_len {
+                    return s;
+                }
+                delta += new_len as isize - (e - s) as isize;
+            }
+            (p as isize - delta).max(0) as usize
+        }
+        let mut seed = 7u64;
+        let mut next = |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % m) as usize
+        };
+        for _ in 0..200 {
+            let mut edits = Vec::new();
+            let mut at = 0;
+            for _ in 0..next(12) {
+                let s = at + next(4);
+                let e = s + next(4);
+                edits.push((s, e, next(6)));
+                at = e;
+            }
+            let step = Step::new(edits.clone(), Vec::new());
+            for p in 0..at + 30 {
+                assert_eq!(step.back(p), walk(&edits, p), "{edits:?} at {p}");
+            }
+        }
     }
 
     #[test]

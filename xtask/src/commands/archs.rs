@@ -75,7 +75,7 @@ pub fn run(args: &ArchsArgs) -> Result<Exit> {
     };
     let report = plan_report(kb(), &request)?;
     match args.print {
-        Some(value) => println!("{}", value.of(&report)),
+        Some(value) => crate::outln!("{}", value.of(&report)),
         None => emit(args.json, documents::ARCHS, &report, render)?,
     }
     Ok(Exit::Success)

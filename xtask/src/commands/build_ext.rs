@@ -98,11 +98,11 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
     if args.json {
         print_json(documents::BUILD_EXT, &doc)?;
     }
-    let Ok(text) = text.map_err(|f| eprintln!("error: {f}")) else {
+    let Ok(text) = text.map_err(|f| crate::errln!("error: {f}")) else {
         return Ok(Exit::Failed);
     };
     if !args.json {
-        print!("{text}");
+        crate::out!("{text}");
     }
     Ok(Exit::Success)
 }

@@ -94,7 +94,7 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
         if args.json {
             print_json(documents::BUILD_TORCH_VERIFY_WHEEL, &r)?;
         } else {
-            print!("{}", r.table());
+            crate::out!("{}", r.table());
         }
         return Ok(Exit::passed(r.ok));
     }
@@ -102,7 +102,7 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
     if let Some(b) = build_torch::before_clone(kb(), &req)? {
         match args.json {
             true => print_json(documents::BUILD_TORCH_BEFORE_CLONE, &b)?,
-            false => print!("{}", report::before_clone(&b)),
+            false => crate::out!("{}", report::before_clone(&b)),
         }
         return Ok(if b.failed() {
             Exit::Refused
@@ -114,15 +114,15 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
     if args.json {
         print_json(documents::BUILD_TORCH, &o)?;
     } else if req.dry_run || o.prepared.failed() {
-        print!(
+        crate::out!(
             "{}",
             report::prepared(&o.prepared, req.dry_run, req.stop_after_configure)
         );
     } else if o.build_failed.is_none() {
-        print!("{}", report::outcome(&o));
+        crate::out!("{}", report::outcome(&o));
     }
     if let Some(f) = &o.build_failed {
-        eprintln!("error: {f}");
+        crate::errln!("error: {f}");
     }
     Ok(if o.prepared.failed() {
         Exit::Refused

@@ -67,7 +67,7 @@ fn check(args: &CheckArgs) -> Result<Exit> {
         let report = gpus::check_gpus(kb(), &file)?;
         match args.json {
             true => print_json(documents::KB_CHECK_GPUS, &report)?,
-            false => print!("{}", report.table()),
+            false => crate::out!("{}", report.table()),
         }
         return Ok(report.exit());
     }
@@ -82,20 +82,20 @@ fn check(args: &CheckArgs) -> Result<Exit> {
         if args.json {
             print_json(documents::KB_CHECK_TORCH, &report)?;
         } else {
-            print!("{}", report.table());
+            crate::out!("{}", report.table());
         }
         exit = report.exit();
         if !nvcc {
             return Ok(exit);
         }
-        println!();
+        crate::outln!();
     }
     let versions = releases_to_check(&args.cuda)?;
     let report = check_versions(kb(), &versions, !args.json);
     if args.json {
         print_json(documents::KB_CHECK, &report)?;
     } else {
-        print!("{}", report.table());
+        crate::out!("{}", report.table());
     }
     Ok(exit.worst(report.exit()))
 }

@@ -113,7 +113,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let name = crate::output::program().replace("cargo ", "cargo-");
-            clap_complete::generate(shell, &mut Cli::command(), name, &mut std::io::stdout());
+            // Into memory first: clap_complete panics on a write error; a closed pipe ends quietly.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), name, &mut script);
+            crate::out!("{}", String::from_utf8_lossy(&script));
             Ok(Exit::Success)
         }
     }

@@ -118,8 +118,10 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
                 )?;
             }
             match f {
-                PortFailure::Build(b) => eprintln!("error: the ported {name} does not build: {b}"),
-                PortFailure::Verify(v) => eprintln!("error: {v}"),
+                PortFailure::Build(b) => {
+                    crate::errln!("error: the ported {name} does not build: {b}")
+                }
+                PortFailure::Verify(v) => crate::errln!("error: {v}"),
             }
             return Ok(Exit::Failed);
         }
@@ -134,7 +136,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
     }
     if let (Some(w), RunMode::Full) = (&args.write_recipe, mode) {
         let dir = port_extension::recipe::write(w, &req.recipe, &out)?;
-        eprintln!(
+        crate::errln!(
             "archsmith: wrote {} (run it as `port-extension {w}`)",
             dir.join("recipe.toml").display()
         );

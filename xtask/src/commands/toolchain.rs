@@ -88,7 +88,7 @@ fn install(args: &CudaArgs) -> Result<Exit> {
         });
         print_json(documents::TOOLCHAIN_INSTALL, &value)?;
     } else {
-        println!(
+        crate::outln!(
             "CUDA {} (nvcc {}) at {}",
             tc.cuda,
             tc.nvcc_version,
@@ -96,7 +96,7 @@ fn install(args: &CudaArgs) -> Result<Exit> {
         );
         match (&tc.source, &lock) {
             (Source::Pypi { lock: path }, Some(lock)) => {
-                println!(
+                crate::outln!(
                     "  from PyPI via {}; lock file {}",
                     lock.installer,
                     path.display()
@@ -105,12 +105,14 @@ fn install(args: &CudaArgs) -> Result<Exit> {
                 for p in &lock.packages {
                     t.row([format!("  {}", p.name), p.version.clone()]);
                 }
-                print!("{}", t.render());
+                crate::out!("{}", t.render());
             }
-            (Source::System { found_via }, _) => println!("  system toolkit found via {found_via}"),
+            (Source::System { found_via }, _) => {
+                crate::outln!("  system toolkit found via {found_via}")
+            }
             _ => {}
         }
-        println!(
+        crate::outln!(
             "  ({seconds:.2}s)  use it with: eval \"$({} toolchain env --cuda {})\"",
             crate::output::program(),
             args.cuda
@@ -134,7 +136,7 @@ fn env(args: &EnvArgs) -> Result<Exit> {
     if let Some(files) = github_files {
         let lines = tc.github_env(std::env::var("LD_LIBRARY_PATH").ok().as_deref());
         files.append(&lines)?;
-        println!(
+        crate::outln!(
             "CUDA {} for the next steps: {} appended to $GITHUB_ENV, {} to $GITHUB_PATH",
             tc.cuda,
             lines.names.join(" "),
@@ -150,7 +152,7 @@ fn env(args: &EnvArgs) -> Result<Exit> {
             .collect();
         print_json(documents::TOOLCHAIN_ENV, &map)?;
     } else {
-        print!("{}", tc.shell_exports());
+        crate::out!("{}", tc.shell_exports());
     }
     Ok(Exit::Success)
 }
@@ -166,11 +168,11 @@ fn list(json: bool) -> Result<Exit> {
         return Ok(Exit::Success);
     }
     if rows.is_empty() {
-        println!(
+        crate::outln!(
             "no CUDA toolchains: none installed under {} and no system CUDA found",
             dir.display()
         );
-        println!("install one with: cargo xtask toolchain install --cuda 13.2");
+        crate::outln!("install one with: cargo xtask toolchain install --cuda 13.2");
         return Ok(Exit::Success);
     }
     let opt = |v: &Option<Version>| v.as_ref().map_or("-".to_string(), |v| v.to_string());
@@ -184,6 +186,6 @@ fn list(json: bool) -> Result<Exit> {
             r.note.clone(),
         ]);
     }
-    print!("{}", t.render());
+    crate::out!("{}", t.render());
     Ok(Exit::Success)
 }

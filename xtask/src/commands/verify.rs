@@ -184,9 +184,9 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
         load.as_ref().map(|l| l.add_to(&mut doc)).transpose()?;
         crate::output::print_json(documents::VERIFY_BINARY, &doc)?;
     } else {
-        print!("{}", report.table(spec));
+        crate::out!("{}", report.table(spec));
         if let Some(load) = &load {
-            print!("\n{}", load.table());
+            crate::out!("\n{}", load.table());
         }
     }
     crate::verify::binary_check::print_read_errors(&files);

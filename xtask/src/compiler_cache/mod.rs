@@ -203,7 +203,7 @@ impl CompilerCache {
                 &d.scheduler_url,
                 std::time::Duration::from_secs(30),
             )?;
-            eprintln!(
+            crate::errln!(
                 "archsmith: compiles go to the sccache-dist scheduler at {} ({servers} build server(s))",
                 d.scheduler_url
             );

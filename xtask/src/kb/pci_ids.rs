@@ -4,8 +4,12 @@
 //! `/sys/bus/pci/devices/*/device` where no driver is loaded), resolves to a compute capability
 //! through the knowledge base's `[[gpu_chip]]` rows.
 //!
-//! The file is read from the machine (it is not shipped with archsmith): `ARCHSMITH_PCI_IDS`, else
-//! `/usr/share/misc/pci.ids`, else `/usr/share/hwdata/pci.ids`.
+//! archsmith carries the NVIDIA part of a current pci.ids (`data/pci-ids-nvidia.txt`, with its
+//! version and source; `kb check --gpus` names what Debian's current package has that it lacks),
+//! because build hosts and CI images are where an old pci.ids lives (Debian bookworm's is of
+//! 2023-04: no L20, no Blackwell). The machine's own file (`ARCHSMITH_PCI_IDS`, else
+//! `/usr/share/misc/pci.ids`, else `/usr/share/hwdata/pci.ids`) adds to it: the devices the
+//! carried copy lacks, and, where the machine's file is the newer one, its lines win.
 
 use super::KnowledgeBase;
 use crate::cuda_arch::Cc;
@@ -85,6 +89,41 @@ pub fn chip_cc(kb: &KnowledgeBase, chip: &str) -> Option<Cc> {
     row.cc.parse().ok()
 }
 
+/// The NVIDIA device lines of a current pci.ids, carried with archsmith.
+pub const CARRIED: &str = include_str!("../../data/pci-ids-nvidia.txt");
+
+/// The `# Version: 2026.10.24` line of a pci.ids text (the file's date as a sortable string).
+pub fn file_version(text: &str) -> Option<&str> {
+    text.lines()
+        .take(20)
+        .filter_map(|l| l.trim_start_matches('#').trim().strip_prefix("Version:"))
+        .map(str::trim)
+        .find(|v| !v.is_empty())
+}
+
+/// The carried devices with a machine's own file laid over them: each device ID once, the line
+/// of the newer file where both have it (a file without a version line counts as older).
+pub fn merged(carried: &str, machine: Option<&str>) -> Vec<Device> {
+    let mut devices = nvidia_devices(carried);
+    let Some(machine) = machine else {
+        return devices;
+    };
+    let machine_newer = file_version(machine) > file_version(carried);
+    let mut at: std::collections::HashMap<u16, usize> =
+        devices.iter().enumerate().map(|(i, d)| (d.id, i)).collect();
+    for d in nvidia_devices(machine) {
+        match at.get(&d.id) {
+            Some(&i) if machine_newer => devices[i] = d,
+            Some(_) => {}
+            None => {
+                at.insert(d.id, devices.len());
+                devices.push(d);
+            }
+        }
+    }
+    devices
+}
+
 /// The pci.ids file of this machine, where there is one.
 pub fn system_file() -> Option<PathBuf> {
     std::env::var_os("ARCHSMITH_PCI_IDS")
@@ -94,14 +133,15 @@ pub fn system_file() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// This machine's NVIDIA devices from its pci.ids, read once.
+/// The NVIDIA devices archsmith knows on this machine: the carried copy with the machine's
+/// pci.ids laid over it ([`merged`]), read once.
 pub fn system_devices() -> &'static [Device] {
     static DEVICES: std::sync::OnceLock<Vec<Device>> = std::sync::OnceLock::new();
     DEVICES.get_or_init(|| {
-        system_file()
+        let machine = system_file()
             .and_then(|p| std::fs::read(p).ok())
-            .map(|b| nvidia_devices(&String::from_utf8_lossy(&b)))
-            .unwrap_or_default()
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        merged(CARRIED, machine.as_deref())
     })
 }
 
@@ -170,6 +210,45 @@ mod tests {
         assert_eq!(chip_cc(kb, "G96C").unwrap().to_string(), "1.1");
         assert!(chip_cc(kb, "NV43").is_none());
         assert!(chip_cc(kb, "").is_none());
+    }
+
+    /// What issue 50 found: on a host whose pci.ids predates 2024 (Debian bookworm's, 2023-04),
+    /// the cards of 2024–2025 must still resolve through the carried copy.
+    #[test]
+    fn newer_gpus_resolve_with_an_old_machine_file() {
+        let kb = kb();
+        let old =
+            "# Version: 2023.04.11\n10de  NVIDIA Corporation\n\t2684  AD102 [GeForce RTX 4090]\n";
+        let devices = merged(CARRIED, Some(old));
+        for (name, cc) in [
+            ("L20", "8.9"),
+            ("GeForce RTX 5090", "12.0"),
+            ("RTX 4090", "8.9"),
+        ] {
+            let found = by_name(kb, &devices, name);
+            assert_eq!(
+                found.map(|f| f.1.to_string()),
+                Some(cc.to_string()),
+                "{name}"
+            );
+            // The machine's old file alone does not know the newer ones: the carried copy did it.
+        }
+        assert!(by_name(kb, &nvidia_devices(old), "L20").is_none());
+        assert_eq!(file_version(CARRIED), Some("2026.10.24"));
+    }
+
+    #[test]
+    fn the_newer_file_wins_and_the_machine_adds_what_the_carried_lacks() {
+        let carried =
+            "# Version: 2026.10.24\n10de  NVIDIA Corporation\n\t2684  AD102 [GeForce RTX 4090]\n";
+        let newer = "#\tVersion: 2027.01.01\n10de  NVIDIA Corporation\n\t2684  AD102 [RTX 4090 Renamed]\n\tffff  GB202 [Future Card]\n";
+        let older = "# Version: 2023.04.11\n10de  NVIDIA Corporation\n\t2684  AD102 [Old Name]\n\tfffe  GB202 [Only Here]\n";
+        let n = merged(carried, Some(newer));
+        assert_eq!(n.len(), 2);
+        assert_eq!(n[0].names, ["RTX 4090 Renamed"]);
+        let o = merged(carried, Some(older));
+        assert_eq!(o[0].names, ["GeForce RTX 4090"]);
+        assert_eq!(o[1].names, ["Only Here"]);
     }
 
     #[test]

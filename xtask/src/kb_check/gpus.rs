@@ -2,10 +2,13 @@
 //! packages it (`pci.ids`, unpacked under archsmith's tools; `--pci-ids FILE` reads another copy).
 //! Every NVIDIA device there whose chip the knowledge base knows resolves to a compute capability;
 //! every `[[gpu]]` row whose name or alias is one of the repository's product names must have the
-//! CC its chip has. The coverage is the share of NVIDIA device IDs that resolve.
+//! CC its chip has. The coverage is the share of NVIDIA device IDs that resolve. The NVIDIA part
+//! archsmith carries (`data/pci-ids-nvidia.txt`) is compared with the file: every device the file
+//! has that the carried copy lacks is named, and fails the check where the file is the newer.
+//! The default file is Debian sid's package, the newest Debian has.
 
 use crate::cuda_arch::Cc;
-use crate::kb::pci_ids::{chip_cc, nvidia_devices, Device};
+use crate::kb::pci_ids::{chip_cc, file_version, nvidia_devices, Device, CARRIED};
 use crate::kb::{normalize_gpu_name, KnowledgeBase};
 use crate::output::{Exit, Table};
 use anyhow::{Context, Result};
@@ -31,6 +34,11 @@ pub struct GpuReport {
     pub rows_differ: Vec<RowDiffers>,
     /// `[[gpu]]` rows the file does not name (newer than it, or named otherwise there).
     pub rows_not_found: Vec<String>,
+    /// The `Version:` lines of the file read and of the carried copy.
+    pub file_version: Option<String>,
+    pub carried_version: Option<String>,
+    /// Device lines of the file the carried copy lacks or writes otherwise (`26b7 AD102GL [L20]`).
+    pub carried_lacks: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -43,7 +51,12 @@ pub struct RowDiffers {
 
 impl GpuReport {
     pub fn exit(&self) -> Exit {
-        Exit::passed(self.rows_differ.is_empty())
+        Exit::passed(self.rows_differ.is_empty() && !self.carried_is_stale())
+    }
+
+    /// The file is newer than the carried copy and has devices it lacks: refresh the copy.
+    pub fn carried_is_stale(&self) -> bool {
+        !self.carried_lacks.is_empty() && self.file_version > self.carried_version
     }
 
     /// CUDA-era GPUs that resolve, as a share of all of them, in percent.
@@ -92,6 +105,38 @@ impl GpuReport {
                 self.rows_not_found.len()
             ),
         ]);
+        let lacks = if self.carried_lacks.is_empty() {
+            "has every NVIDIA device of the file".to_string()
+        } else {
+            format!(
+                "lacks {} device(s) of the file: {}{}",
+                self.carried_lacks.len(),
+                self.carried_lacks
+                    .iter()
+                    .take(8)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                if self.carried_lacks.len() > 8 {
+                    "; …"
+                } else {
+                    ""
+                }
+            )
+        };
+        t.row([
+            "carried copy".to_string(),
+            format!(
+                "data/pci-ids-nvidia.txt, version {} (file: {}); {lacks}{}",
+                self.carried_version.as_deref().unwrap_or("unknown"),
+                self.file_version.as_deref().unwrap_or("unknown"),
+                if self.carried_is_stale() {
+                    ". STALE: replace its device lines with the NVIDIA device lines of this file, and its Version line"
+                } else {
+                    ""
+                }
+            ),
+        ]);
         for d in &self.rows_differ {
             t.row([
                 "DIFFERS".to_string(),
@@ -109,14 +154,19 @@ impl GpuReport {
 pub fn pci_ids_file(file: Option<&Path>) -> Result<PathBuf> {
     match file {
         Some(f) => Ok(f.to_path_buf()),
-        None => Ok(crate::downloads::debian_package("pci.ids")?.join("usr/share/misc/pci.ids")),
+        None => Ok(
+            crate::downloads::debian_package_from("pci.ids", Some("sid"))?
+                .join("usr/share/misc/pci.ids"),
+        ),
     }
 }
 
 pub fn check_gpus(kb: &KnowledgeBase, file: &Path) -> Result<GpuReport> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let carried_lacks = lacking(&nvidia_devices(CARRIED), &nvidia_devices(&text));
     // Each device with the CC its chip has, looked up once.
-    let devices: Vec<(Device, Option<Cc>)> = nvidia_devices(&String::from_utf8_lossy(&bytes))
+    let devices: Vec<(Device, Option<Cc>)> = nvidia_devices(&text)
         .into_iter()
         .map(|d| {
             let cc = chip_cc(kb, &d.chip);
@@ -145,7 +195,21 @@ pub fn check_gpus(kb: &KnowledgeBase, file: &Path) -> Result<GpuReport> {
         rows_found,
         rows_differ,
         rows_not_found,
+        file_version: file_version(&text).map(str::to_string),
+        carried_version: file_version(CARRIED).map(str::to_string),
+        carried_lacks,
     })
+}
+
+/// The devices of `file` that `carried` lacks or writes otherwise, as pci.ids lines.
+fn lacking(carried: &[Device], file: &[Device]) -> Vec<String> {
+    file.iter()
+        .filter(|d| !carried.contains(d))
+        .map(|d| match d.names.is_empty() {
+            true => format!("{:04x} {}", d.id, d.chip),
+            false => format!("{:04x} {} [{}]", d.id, d.chip, d.names.join(" / ")),
+        })
+        .collect()
 }
 
 /// A chip of the CUDA era: NVIDIA's chip names from G80 (2006) on.

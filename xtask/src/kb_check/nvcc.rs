@@ -109,7 +109,7 @@ pub fn check_versions(kb: &KnowledgeBase, versions: &[Version], progress: bool) 
     let mut failures = Vec::new();
     for v in versions {
         if progress {
-            eprintln!("archsmith: checking CUDA {v}");
+            crate::errln!("archsmith: checking CUDA {v}");
         }
         match check_one(kb, v) {
             Ok(c) => checked.push(c),

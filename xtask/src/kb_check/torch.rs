@@ -377,7 +377,7 @@ pub fn check_torch(
 ) -> Result<TorchCheckReport> {
     let say = |m: String| {
         if progress {
-            eprintln!("archsmith: {m}");
+            crate::errln!("archsmith: {m}");
         }
     };
     say("listing torch, torchvision and torchaudio on PyPI".into());

@@ -60,7 +60,7 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
     let plan = plan_for(kb, &cuda, spec)?;
     let tc = toolchain::ensure(&cuda)?;
     let tools = buildtools::ensure(&cache_dir().join("tools"), &mut |m| {
-        eprintln!("archsmith: {m}")
+        crate::errln!("archsmith: {m}")
     })?;
     let source_dir = kernels_dir();
     let selections = select(&load_manifest(&source_dir)?, &plan);
@@ -72,13 +72,13 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
     let build_dir = build_dir_for(&source_dir, &cuda, &plan);
     // One build per tree at a time: CMake and ninja do not share a build directory.
     let _lock = crate::cache::lock(&build_dir.with_extension("lock"), &mut || {
-        eprintln!(
+        crate::errln!(
             "archsmith: waiting for another kernels build in {}",
             build_dir.display()
         )
     })?;
 
-    eprintln!(
+    crate::errln!(
         "archsmith: building {} kernels with nvcc {} for {} in {}",
         selections.iter().filter(|s| !s.targets.is_empty()).count(),
         tc.nvcc_version,

@@ -341,7 +341,7 @@ fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String, Option<Stri
             match workdir::head_commit(dir) {
                 Some(head) if head == *commit => label.push_str(&format!(" (commit {commit})")),
                 Some(head) => {
-                    eprintln!(
+                    crate::errln!(
                         "note: --src {} is at commit {}, not the {} that recipe {} pins; fine if it holds that commit's files (the patches are checked as they apply)",
                         dir.display(),
                         &head[..12],
@@ -525,7 +525,7 @@ pub fn smoke(
         .lines()
         .filter(|l| !l.starts_with("ARCHSMITH_SMOKE "))
     {
-        eprintln!("  {l}");
+        crate::errln!("  {l}");
     }
     let report = out
         .stdout

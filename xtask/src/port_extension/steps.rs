@@ -130,12 +130,12 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
     let base = paths::cache_dir().join("port").join(&r.name);
     fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let lock = crate::cache::lock(&base.join(".lock"), &mut || {
-        eprintln!(
+        crate::errln!(
             "archsmith: waiting for another port of {} to finish",
             r.name
         )
     })?;
-    eprintln!("archsmith: porting {source_label}");
+    crate::errln!("archsmith: porting {source_label}");
     let wt = WorkTree::create(&src_dir, &base.join(&r.name))?;
     let out = Outcome {
         recipe: r.name.clone(),
@@ -258,9 +258,13 @@ pub fn review(job: &mut Job, rules: &RulesApplied) -> Result<()> {
         r.recipe_less,
     );
     for x in review.iter().filter(|x| r.recipe_less && !x.explained) {
-        eprintln!(
+        crate::errln!(
             "warning: {}:{}: [{}] {} — {}",
-            x.file, x.line, x.rule, x.code, x.suggestion
+            x.file,
+            x.line,
+            x.rule,
+            x.code,
+            x.suggestion
         );
     }
     job.out.unexplained = review.iter().filter(|x| !x.explained).count();
@@ -290,7 +294,7 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
                 .into(),
         );
     }
-    eprintln!(
+    crate::errln!(
         "archsmith: {} {} for {} ({:.0} s compiling); wheel audited ({}) and imported ({})",
         if b.reused {
             "reused the build of"
@@ -345,14 +349,14 @@ fn build_request(job: &Job, source: SourceSpec) -> build_ext::Request {
 fn prebuild_jit(mut job: Job, tree: SourceSpec) -> Result<Result<Outcome, PortFailure>> {
     match build_ext::jit::run(&build_request(&job, tree))? {
         Ok(o) => {
-            eprintln!(
+            crate::errln!(
                 "archsmith: prebuilt {} JIT extension(s) for {}, audited, loaded with no compiler on PATH; TORCH_EXTENSIONS_DIR={}",
                 o.extensions.len(),
                 o.torch_cuda_arch_list,
                 o.extensions_dir.display()
             );
             for note in o.notes() {
-                eprintln!("archsmith: {note}");
+                crate::errln!("archsmith: {note}");
             }
             job.out.jit = Some(o);
             Ok(Ok(finish(job)))
@@ -379,7 +383,7 @@ pub fn import_sweep(
     let beside = wanted
         .and_then(|reqs| python::requirements::install_beside(python, &reqs))
         .unwrap_or_else(|e| {
-            eprintln!(
+            crate::errln!(
                 "warning: the wheel's requirements could not be installed for the import sweep: {e:#}"
             );
             None
@@ -388,7 +392,7 @@ pub fn import_sweep(
     let site = job.base.join("smoke-site");
     let sweep =
         build_ext::check::ImportCheck::start(python, &site, &extra)?.run(&built.wheel, true)?;
-    eprintln!("archsmith: {}", sweep_summary(&sweep));
+    crate::errln!("archsmith: {}", sweep_summary(&sweep));
     let removed: Vec<String> = sweep
         .failures
         .iter()
@@ -418,7 +422,7 @@ pub fn smoke_test(
     imported: &[String],
 ) -> Result<Result<(), VerifyFailure>> {
     let r = &job.req.recipe;
-    eprintln!("archsmith: smoke test {}", r.smoke.script.display());
+    crate::errln!("archsmith: smoke test {}", r.smoke.script.display());
     let mut args = r.smoke.args.clone();
     if r.recipe_less {
         for m in imported {

@@ -401,7 +401,7 @@ pub fn tool(
             }
             Ok(())
         },
-        &mut |msg| eprintln!("archsmith: {msg}"),
+        &mut |msg| crate::errln!("archsmith: {msg}"),
     )
 }
 

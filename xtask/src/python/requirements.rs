@@ -162,7 +162,7 @@ pub fn install_beside(
             }
             Ok(())
         },
-        &mut |msg| eprintln!("archsmith: {msg}"),
+        &mut |msg| crate::errln!("archsmith: {msg}"),
     )?;
     Ok(Some((dir, first)))
 }

@@ -102,7 +102,7 @@ pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
             fs::write(&path, serde_json::to_vec_pretty(&stamp)?)
                 .with_context(|| format!("writing {}", path.display()))
         },
-        &mut |msg| eprintln!("archsmith: {msg}"),
+        &mut |msg| crate::errln!("archsmith: {msg}"),
     )
 }
 

@@ -256,7 +256,7 @@ pub fn ensure(cuda: &Version) -> Result<Toolchain> {
         &dir,
         cuda,
         &crate::python::installer::Installer::detect()?,
-        &mut |msg| eprintln!("archsmith: {msg}"),
+        &mut |msg| crate::errln!("archsmith: {msg}"),
     )
 }
 

@@ -681,7 +681,7 @@ fn display_path(path: &str) -> String {
 pub fn print_read_errors(files: &[FileAudit]) {
     for f in files {
         if let crate::binary::Outcome::Failed(e) = &f.outcome {
-            eprintln!("error: {}: {e}", f.path);
+            crate::errln!("error: {}: {e}", f.path);
         }
     }
 }

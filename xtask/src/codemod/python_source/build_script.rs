@@ -55,12 +55,8 @@ pub fn apply(src: &[u8]) -> Outcome {
     let mut edits = Vec::new();
     find(tree.root_node(), text.as_bytes(), &environ, &mut edits);
     let kept_off = crate::codemod::suppress::Suppressions::of(crate::codemod::Lang::Python, src);
-    edits.retain(|(r, _)| {
-        !kept_off.covers(
-            crate::codemod::lexer::line_of(src, r.start),
-            ARCH_LIST_OVERRIDE,
-        )
-    });
+    let lines = crate::lint::LineIndex::new(src);
+    edits.retain(|(r, _)| !kept_off.covers(lines.line(r.start), ARCH_LIST_OVERRIDE));
     if edits.is_empty() {
         return out;
     }

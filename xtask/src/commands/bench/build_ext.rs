@@ -83,7 +83,7 @@ pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
         print_report(r);
     }
     if reports.len() > 1 {
-        println!("\neach package, plain / archsmith (fastest clean of each):");
+        crate::outln!("\neach package, plain / archsmith (fastest clean of each):");
         let mut t = Table::new(["package", "plain clean (s)", "archsmith clean (s)", "ratio"]);
         for r in &reports {
             let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -96,7 +96,7 @@ pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
                 ]);
             }
         }
-        print!("{}", t.render());
+        crate::out!("{}", t.render());
     }
     Ok(Exit::Success)
 }
@@ -146,10 +146,10 @@ fn print_report(r: &bench::BenchReport) {
         "1.00x".to_string(),
         "1x".to_string(),
     ]);
-    print!("{}", t.render());
+    crate::out!("{}", t.render());
     let audit_line = |who: &str, a: &Option<bench::WheelAudit>| {
         if let Some(a) = a {
-            println!(
+            crate::outln!(
                 "{who} wheel: {} {}",
                 if a.ok { "ok" } else { "NOT AS PLANNED" },
                 a.files.join("; ")
@@ -161,12 +161,12 @@ fn print_report(r: &bench::BenchReport) {
     }
     audit_line("archsmith", &r.archsmith_audit);
     if r.extensions_at_once > 1 {
-        println!(
+        crate::outln!(
             "archsmith built {} extensions at once",
             r.extensions_at_once
         );
     }
-    println!(
+    crate::outln!(
         "{} for {}; {} cores, {:.1} GiB available; ratio = plain / archsmith: fastest clean of each, fastest plain no-op over the slowest archsmith one",
         r.source, r.torch_cuda_arch_list, r.cores, r.mem_available_gib
     );
@@ -175,7 +175,7 @@ fn print_report(r: &bench::BenchReport) {
         .iter()
         .map(|(who, l)| format!("{who} {l:.1}"))
         .collect();
-    println!(
+    crate::outln!(
         "1-minute load average before each clean build: {}",
         loads.join(", ")
     );

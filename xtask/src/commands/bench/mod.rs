@@ -3,6 +3,7 @@
 
 mod audit;
 mod build_ext;
+mod codemod;
 mod load_check;
 
 use crate::output::Exit;
@@ -24,6 +25,10 @@ pub enum BenchCommand {
     /// and the no-op rebuild of each, in one run.
     #[command(after_help = "Example:\n  archsmith bench build-ext --arch 7.5,8.9,9.0 --rounds 2")]
     BuildExt(build_ext::BuildExtBench),
+    /// How `codemod --check` grows with a file's size: generated files of one legacy check a
+    /// line (5k, 10k, 20k, 40k lines), the time of each and its growth against linear.
+    #[command(after_help = "Example:\n  archsmith bench codemod --lines 5000,10000,20000,40000")]
+    Codemod(codemod::CodemodArgs),
     /// The load check's verdict for every compiled module (of an env, or of wheels unpacked
     /// beside it) vs importing each in a fresh interpreter after `import torch`: agreement, time.
     #[command(
@@ -36,6 +41,7 @@ pub fn run(args: BenchArgs) -> Result<Exit> {
     match args.what {
         BenchCommand::Audit(a) => audit::audit(a),
         BenchCommand::BuildExt(a) => build_ext::build_ext(a),
+        BenchCommand::Codemod(a) => codemod::codemod(a),
         BenchCommand::LoadCheck(a) => load_check::load_check(a),
     }
 }
