@@ -225,14 +225,29 @@ impl FindingsArgs {
 pub fn plain(diags: &[Diagnostic], summary: &str) -> String {
     let mut out = String::new();
     for d in diags {
-        out += &format!(
-            "{}:{}:{}: {} {}\n",
+        // One line a finding, whole: a contradiction's other places and the fix are on it too
+        // (`grep` and an editor's quickfix list see nothing else).
+        let mut line = format!(
+            "{}:{}:{}: {} {}",
             shown(&d.file),
             d.start.line,
             d.start.column,
             d.rule,
             one_line(&d.message)
         );
+        if !d.related.is_empty() {
+            let places: Vec<String> = d
+                .related
+                .iter()
+                .map(|(f, p)| format!("{}:{}:{}", shown(f), p.line, p.column))
+                .collect();
+            line += &format!(" (also at {})", places.join(", "));
+        }
+        if !d.help.is_empty() {
+            line += &format!("; fix: {}", one_line(&d.help));
+        }
+        out += &line;
+        out.push('\n');
     }
     out += summary;
     out
@@ -264,6 +279,9 @@ pub fn github(diags: &[Diagnostic], summary: &str) -> String {
         }
         props += &format!(",title={}", property(&format!("archsmith {}", d.rule)));
         let mut message = d.message.clone();
+        for (f, p) in &d.related {
+            message += &format!("\nalso at {}:{}:{}", shown(f), p.line, p.column);
+        }
         if !d.help.is_empty() {
             message += &format!("\nfix: {}", d.help);
         }
@@ -486,7 +504,7 @@ mod tests {
         let d = [diag("at-check", 7)];
         assert_eq!(
             plain(&d, "1 finding\n"),
-            "src/a b.cu:7:3: at-check AT_CHECK is gone, use: TORCH_CHECK, 100%\n1 finding\n"
+            "src/a b.cu:7:3: at-check AT_CHECK is gone, use: TORCH_CHECK, 100%; fix: TORCH_CHECK\n1 finding\n"
         );
         let g = github(&d, "1 finding\n");
         assert!(g.starts_with(

@@ -146,3 +146,27 @@ fn pairs_markers_and_clean_files() {
     assert!(stderr.contains("no requirements*.txt"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 50: with stdout not a terminal (the plain `file:line:col` form), the contradiction's line
+/// named only its first place; the other pin's place and the fix were in the table alone.
+#[test]
+fn the_plain_line_names_both_places_and_the_fix() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pins-repo");
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "pins"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(": contradiction "))
+        .unwrap_or_else(|| panic!("no plain contradiction line:\n{stdout}"));
+    assert!(line.contains("requirements.txt:"), "{line}");
+    assert!(
+        line.contains("(also at ") && line.contains("pyproject.toml:"),
+        "{line}"
+    );
+    assert!(line.contains("; fix: "), "{line}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+}
