@@ -172,7 +172,7 @@ pub fn find(tree: &Path) -> Result<jit_calls::Scan> {
 /// Prebuilds every JIT extension of `req.source` into `req.out/torch-extensions`.
 pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
     let job = open(req)?;
-    let hook = install_hook(&job.env)?;
+    let hook = install_hook(&job.env.purelib)?;
     let (runs, recorded, lines) = compile(req, &job)?;
     if let Some(failure) = prebuild_failure(&runs, &recorded, &lines, &job.log_path) {
         return Ok(Err(failure));
@@ -536,19 +536,25 @@ fn publish(ext_dir: &Path, entries: &[Entry], arch_list: &str, env: &super::EnvI
     )
 }
 
-/// The hook into the env's site-packages, before the prebuild runs (a copy an earlier archsmith
+/// The `.pth` line: every Python start of the env runs it, so it imports the hook only where the
+/// hook has work (a prebuild recording, or a `TORCH_EXTENSIONS_DIR` holding the manifest). Inert,
+/// it costs two environment look-ups: `os` is imported by `site` already, and importing the hook
+/// module (importlib.abc, hashlib, json) cost every `python -c pass` 25 ms and 5 MB (issue 50).
+pub const HOOK_PTH_LINE: &str = "import os; (os.environ.get('ARCHSMITH_JIT_PREBUILD') or os.path.isfile(os.path.join(os.environ.get('TORCH_EXTENSIONS_DIR') or '/nonexistent', 'archsmith-jit.json'))) and __import__('archsmith_jit_hook')";
+
+/// The hook into site-packages `purelib`, before the prebuild runs (a copy an earlier archsmith
 /// left there would otherwise be the one the driver's Python imports first, through its `.pth`).
-fn install_hook(env: &super::EnvInfo) -> Result<PathBuf> {
+pub fn install_hook(purelib: &Path) -> Result<PathBuf> {
     let hook = crate::data::data_root()?
         .join("env_scripts")
         .join("jit_hook")
         .join(HOOK_MODULE);
     let code = fs::read(&hook)?;
-    crate::codemod::write_atomic(&env.purelib.join(HOOK_MODULE), &code)?;
-    let pth = env.purelib.join(HOOK_PTH);
+    crate::codemod::write_atomic(&purelib.join(HOOK_MODULE), &code)?;
+    let pth = purelib.join(HOOK_PTH);
     crate::codemod::write_atomic(
         &pth,
-        b"# archsmith's load() hook: inert unless TORCH_EXTENSIONS_DIR holds archsmith-jit.json\nimport archsmith_jit_hook\n",
+        format!("# archsmith's load() hook: inert unless TORCH_EXTENSIONS_DIR holds archsmith-jit.json\n{HOOK_PTH_LINE}\n").as_bytes(),
     )?;
     Ok(pth)
 }

@@ -4,6 +4,7 @@
 mod audit;
 mod build_ext;
 mod codemod;
+mod jit_hook;
 mod load_check;
 
 use crate::output::Exit;
@@ -29,6 +30,10 @@ pub enum BenchCommand {
     /// line (5k, 10k, 20k, 40k lines), the time of each and its growth against linear.
     #[command(after_help = "Example:\n  archsmith bench codemod --lines 5000,10000,20000,40000")]
     Codemod(codemod::CodemodArgs),
+    /// What the load() hook's `.pth` costs a Python start where it has nothing to do: `python -c
+    /// pass` in a throwaway venv without it, with it, and with the eager import of before.
+    #[command(after_help = "Example:\n  archsmith bench jit-hook --runs 15")]
+    JitHook(jit_hook::JitHookArgs),
     /// The load check's verdict for every compiled module (of an env, or of wheels unpacked
     /// beside it) vs importing each in a fresh interpreter after `import torch`: agreement, time.
     #[command(
@@ -42,6 +47,7 @@ pub fn run(args: BenchArgs) -> Result<Exit> {
         BenchCommand::Audit(a) => audit::audit(a),
         BenchCommand::BuildExt(a) => build_ext::build_ext(a),
         BenchCommand::Codemod(a) => codemod::codemod(a),
+        BenchCommand::JitHook(a) => jit_hook::jit_hook(a),
         BenchCommand::LoadCheck(a) => load_check::load_check(a),
     }
 }
