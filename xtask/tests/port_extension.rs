@@ -387,7 +387,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         "{e}"
     );
     assert!(e.contains("ext.cpp"), "{e}");
-    let _ = std::fs::remove_dir_all(cache_dir().join("port").join(&name));
+    remove_ports_of(&name);
 }
 
 /// The old and new side of every hunk of a unified diff.
@@ -622,8 +622,19 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
     let rewrites: Vec<(&str, usize)> = o.rewrites.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(rewrites, [("add-include", 1), ("launch-stream", 4)]);
     assert!(o.review.is_empty(), "{:?}", o.review);
-    let _ = std::fs::remove_dir_all(cache_dir().join("port").join(&name));
+    remove_ports_of(&name);
     let _ = std::fs::remove_dir_all(cache_dir().join("sources").join(&name));
+}
+
+/// Every port of `name` in the cache (a recipe-less port's place is its name and its source's hash).
+fn remove_ports_of(name: &str) {
+    let port = cache_dir().join("port");
+    for e in std::fs::read_dir(&port).into_iter().flatten().flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        if file == name || file.starts_with(&format!("{name}-")) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Removes a recipe folder a test wrote into `patches/`, whatever happens.

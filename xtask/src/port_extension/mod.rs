@@ -5,7 +5,7 @@
 //! archs (which audits the wheel against the plan and imports it) → the import sweep → the
 //! recipe's smoke test. Each is a function in [`steps`], called in that order by [`run`].
 //! The user's source is never written: everything happens in the work tree
-//! (`<cache>/port/<name>/<name>`), which is a git repository whose one commit is the unported
+//! (`<cache>/port/<key>/<name>`, [`steps::port_dir`]), which is a git repository whose one commit is the unported
 //! source, so `git diff` there shows the port.
 
 pub mod recipe;

@@ -16,7 +16,7 @@ use crate::python;
 use anyhow::{bail, Context, Result};
 use fs_err as fs;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// One port: the request, the work tree it happens in (locked for the port's lifetime), and the
@@ -24,7 +24,7 @@ use std::time::Instant;
 pub struct Job<'r> {
     pub req: &'r Request,
     pub started: Instant,
-    /// `<cache>/port/<name>`: the work tree, the output dir, the smoke test's site.
+    /// [`port_dir`]: the work tree, the output dir, the smoke test's site.
     pub base: PathBuf,
     pub wt: WorkTree,
     _lock: crate::cache::Lock,
@@ -120,6 +120,25 @@ fn finish(mut job: Job) -> Outcome {
     job.out
 }
 
+/// Where a port lives: `<cache>/port/<key>`. A recipe that pins its own source is its name; a
+/// recipe-less port, or any port of a `--src` directory, is its name and a hash of the source's
+/// identity (the canonical directory, the PyPI spec, the git URL and revision): `--src A/ops` and
+/// `--src B/ops` are two ports, each with its work tree, wheels and JIT prebuild.
+pub fn port_dir(r: &crate::port_extension::recipe::Recipe, src: Option<&Path>) -> Result<PathBuf> {
+    let port = paths::cache_dir().join("port");
+    let identity = match src {
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("--src {}", dir.display()))?
+            .display()
+            .to_string(),
+        None if !r.recipe_less => return Ok(port.join(&r.name)),
+        None => format!("{:?}", r.source_kind()?),
+    };
+    let hash = crate::stamp::key(&identity);
+    Ok(port.join(format!("{}-{}", r.name, &hash[..12])))
+}
+
 /// Step 1: the source fetched (recipe's pin or `--src`), the port's directory locked (ports of one
 /// recipe share the work tree and the output dir), and the work tree made: a git repository
 /// whose one commit is the unported source.
@@ -127,7 +146,7 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
     let started = Instant::now();
     let r = &req.recipe;
     let (src_dir, source_label, source_pin) = fetch(r, req.src.as_deref())?;
-    let base = paths::cache_dir().join("port").join(&r.name);
+    let base = port_dir(r, req.src.as_deref())?;
     fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let lock = crate::cache::lock(&base.join(".lock"), &mut || {
         crate::errln!(
@@ -435,4 +454,53 @@ pub fn smoke_test(
             job.out.smoke = Some(report);
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 50: `--src A/ops` then `--src B/ops` shared `port/ops`: the second overwrote the
+    /// first's work tree and JIT manifest. Each source is its own port; a recipe stays its name.
+    #[test]
+    fn two_sources_with_one_folder_name_are_two_ports() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut dirs = Vec::new();
+        for project in ["a", "b"] {
+            let d = tmp.path().join(project).join("ops");
+            fs::create_dir_all(&d).unwrap();
+            fs::write(
+                d.join("setup.py"),
+                "from setuptools import setup\nsetup()\n",
+            )
+            .unwrap();
+            dirs.push(d);
+        }
+        let places: Vec<PathBuf> = dirs
+            .iter()
+            .map(|d| {
+                let r = crate::port_extension::recipe_less(d.to_str().unwrap()).unwrap();
+                port_dir(&r, None).unwrap()
+            })
+            .collect();
+        assert_ne!(places[0], places[1]);
+        for p in &places {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with("ops-") && name.len() == "ops-".len() + 12,
+                "{name}"
+            );
+        }
+        // The same source is the same port (its results are found again).
+        let again = crate::port_extension::recipe_less(dirs[0].to_str().unwrap()).unwrap();
+        assert_eq!(port_dir(&again, None).unwrap(), places[0]);
+        let recipe = crate::port_extension::recipe::Recipe::find("legacy-demo").unwrap();
+        assert!(port_dir(&recipe, None)
+            .unwrap()
+            .ends_with("port/legacy-demo"));
+        assert_ne!(
+            port_dir(&recipe, Some(&dirs[0])).unwrap(),
+            port_dir(&recipe, None).unwrap()
+        );
+    }
 }
