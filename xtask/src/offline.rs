@@ -42,7 +42,7 @@ impl std::fmt::Display for Reason {
 /// A download that offline mode refused: what was needed and what would provide it.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{reason}: {what} is not on this machine and would have to be downloaded. {provide}.{detail}"
+    "{reason}: not on this machine, and would have to be downloaded: {what}. {provide}.{detail}"
 )]
 pub struct Refused {
     pub reason: Reason,
@@ -231,7 +231,7 @@ mod tests {
             detail: String::new(),
         };
         let text = e.to_string();
-        assert!(text.starts_with("offline (pypi.org:443 cannot be reached): CUDA 13.2's toolkit is not on this machine"), "{text}");
+        assert!(text.starts_with("offline (pypi.org:443 cannot be reached): not on this machine, and would have to be downloaded: CUDA 13.2's toolkit"), "{text}");
         assert!(text.ends_with("Set CUDA_HOME to an installed CUDA 13.2."));
         let text = e
             .looked_at("\n  - /usr/local/cuda: does not exist")

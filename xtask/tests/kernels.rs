@@ -208,7 +208,7 @@ fn a_kernel_declared_lower_than_it_needs_breaks_the_build() {
             source_dir: &src,
             build_dir: &build_dir,
             toolchain: &tc,
-            tools: &tools,
+            tools: Some(&tools),
             plan: &plan,
             no_image_arch: None,
         },
@@ -220,5 +220,59 @@ fn a_kernel_declared_lower_than_it_needs_breaks_the_build() {
     assert!(
         msg.contains("fp8_e4m3 needs the e4m3x2 cvt instruction (sm_89+)"),
         "the compiler's #error is quoted: {msg}"
+    );
+}
+
+/// Issue 50: an air-gapped GPU host with a system CUDA and no cmake failed the GPU check's kernels
+/// step. The kernels are single files: with no cmake and ninja to be had (offline, a fresh home,
+/// a PATH without them), nvcc alone builds them, and the audit still finds exactly the plan.
+#[test]
+fn with_no_cmake_nvcc_alone_builds_the_planned_images() {
+    let tc = toolchain::ensure(&"13.2".parse().unwrap()).expect("CUDA 13.2 toolchain");
+    let home = tempfile::tempdir().unwrap();
+    let path = std::env::join_paths([
+        tc.bin_dir(),
+        std::path::PathBuf::from("/usr/bin"),
+        std::path::PathBuf::from("/bin"),
+    ])
+    .unwrap();
+    assert!(
+        std::env::split_paths(&path).all(|d| !d.join("cmake").exists()),
+        "the case is a PATH without cmake"
+    );
+    let cmd = Cmd::new(XTASK)
+        .args([
+            "kernels",
+            "--cuda",
+            "13.2",
+            "--json",
+            "--offline",
+            "--arch",
+            "8.9,9.0+PTX",
+        ])
+        .env("ARCHSMITH_HOME", home.path())
+        .env("CUDA_HOME", tc.cuda_home())
+        .env("PATH", &path);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("with nvcc alone"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("not on this machine, and would have to be downloaded"),
+        "{}",
+        out.stderr
+    );
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(report["cmake"]
+        .as_str()
+        .unwrap()
+        .starts_with("none: nvcc alone"));
+    let f32 = kernel(&report, "f32_elementwise");
+    assert_eq!(f32["audit_ok"], true, "{f32}");
+    assert_eq!(
+        strings(&f32["found"]),
+        ["sm_89", "sm_90", "compute_90"],
+        "{f32}"
     );
 }

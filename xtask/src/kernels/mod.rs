@@ -173,14 +173,17 @@ pub struct Build<'a> {
     pub source_dir: &'a Path,
     pub build_dir: &'a Path,
     pub toolchain: &'a Toolchain,
-    pub tools: &'a BuildTools,
+    /// cmake and ninja; `None` where neither is on the machine nor can be installed (an
+    /// air-gapped GPU host): each kernel is one `.cu` file, so nvcc alone builds it.
+    pub tools: Option<&'a BuildTools>,
     pub plan: &'a Plan,
     /// An extra SASS-only arch to build `f32_elementwise_noimage` for (the "no kernel image" demonstration).
     pub no_image_arch: Option<Arch>,
 }
 
-/// Configures `kernels/` with CMake's CUDA language and builds every selected kernel with ninja.
-/// A failing step's error quotes the end of its output.
+/// Configures `kernels/` with CMake's CUDA language and builds every selected kernel with ninja
+/// (with nvcc alone where there is no cmake: [`build_with_nvcc`]). A failing step's error quotes
+/// the end of its output.
 pub fn build(b: &Build<'_>, selections: &[Selection]) -> Result<()> {
     let built: Vec<&Selection> = selections
         .iter()
@@ -191,16 +194,19 @@ pub fn build(b: &Build<'_>, selections: &[Selection]) -> Result<()> {
     }
     std::fs::create_dir_all(b.build_dir)
         .with_context(|| format!("creating {}", b.build_dir.display()))?;
+    let Some(tools) = b.tools else {
+        return build_with_nvcc(b, &built);
+    };
     let names: Vec<&str> = built.iter().map(|s| s.kernel.name.as_str()).collect();
     let mut configure = b
         .toolchain
-        .cmd(&b.tools.cmake)
+        .cmd(&tools.cmake)
         .arg("-S")
         .arg(b.source_dir)
         .arg("-B")
         .arg(b.build_dir)
         .args(["-G", "Ninja"])
-        .arg(format!("-DCMAKE_MAKE_PROGRAM={}", b.tools.ninja.display()))
+        .arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()))
         .arg(format!(
             "-DCMAKE_CUDA_COMPILER={}",
             b.toolchain.nvcc().display()
@@ -228,11 +234,45 @@ pub fn build(b: &Build<'_>, selections: &[Selection]) -> Result<()> {
     run_logged(&configure, "configuring kernels/ with CMake")?;
     run_logged(
         &b.toolchain
-            .cmd(&b.tools.cmake)
+            .cmd(&tools.cmake)
             .arg("--build")
             .arg(b.build_dir),
         "building kernels/",
     )?;
+    Ok(())
+}
+
+/// Each selected kernel compiled and linked by one nvcc call, with the gencode flags torch's
+/// and CMake's planning give the same images (`75-real` is SASS only, `90` SASS and PTX), into the
+/// place CMake's Ninja build puts it (`BUILD_DIR/NAME`).
+fn build_with_nvcc(b: &Build<'_>, built: &[&Selection]) -> Result<()> {
+    let mut jobs: Vec<(String, Vec<String>)> = built
+        .iter()
+        .map(|s| (s.kernel.name.clone(), s.plan().gencode()))
+        .collect();
+    if let Some(a) = b.no_image_arch {
+        let n = a.number();
+        jobs.push((
+            "f32_elementwise_noimage".into(),
+            vec![format!("-gencode=arch=compute_{n},code=sm_{n}")],
+        ));
+    }
+    for (name, gencode) in jobs {
+        let source = name.strip_suffix("_noimage").unwrap_or(&name);
+        let cmd = b
+            .toolchain
+            .cmd(b.toolchain.nvcc())
+            // -nodlink: like CMake's build (no separable compilation), no device-link step;
+            // nvcc's own link would add a second fatbin container, SASS only, that the audit
+            // rightly reads as a missing PTX image.
+            .args(["-std=c++17", "-O2", "-nodlink", "-I"])
+            .arg(b.source_dir)
+            .args(&gencode)
+            .arg("-o")
+            .arg(b.build_dir.join(&name))
+            .arg(b.source_dir.join(format!("{source}.cu")));
+        run_logged(&cmd, &format!("building {name} with nvcc"))?;
+    }
     Ok(())
 }
 

@@ -59,9 +59,17 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
     };
     let plan = plan_for(kb, &cuda, spec)?;
     let tc = toolchain::ensure(&cuda)?;
-    let tools = buildtools::ensure(&cache_dir().join("tools"), &mut |m| {
+    // An air-gapped GPU host may have no cmake: the kernels are single files, and a missing
+    // build tool must not read as a failed GPU.
+    let tools = match buildtools::ensure(&cache_dir().join("tools"), &mut |m| {
         crate::errln!("archsmith: {m}")
-    })?;
+    }) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            crate::errln!("archsmith: {e:#}\narchsmith: building the test kernels with nvcc alone (each is one .cu file)");
+            None
+        }
+    };
     let source_dir = kernels_dir();
     let selections = select(&load_manifest(&source_dir)?, &plan);
     let gpu = detect_gpu();
@@ -69,7 +77,11 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
         .as_ref()
         .and_then(|g| arch_without_image_for(g.cc, &kb.cuda_targets(&cuda)));
 
-    let build_dir = build_dir_for(&source_dir, &cuda, &plan);
+    let mut build_dir = build_dir_for(&source_dir, &cuda, &plan);
+    if tools.is_none() {
+        // Never mixed with a CMake tree of the same plan.
+        build_dir.set_extension("nvcc");
+    }
     // One build per tree at a time: CMake and ninja do not share a build directory.
     let _lock = crate::cache::lock(&build_dir.with_extension("lock"), &mut || {
         crate::errln!(
@@ -90,7 +102,7 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
             source_dir: &source_dir,
             build_dir: &build_dir,
             toolchain: &tc,
-            tools: &tools,
+            tools: tools.as_ref(),
             plan: &plan,
             no_image_arch,
         },
@@ -113,10 +125,13 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
         cuda: tc.cuda.clone(),
         nvcc_version: tc.nvcc_version.clone(),
         cuda_home: tc.cuda_home.clone(),
-        cmake: format!(
-            "cmake {} + ninja {} ({})",
-            tools.cmake_version, tools.ninja_version, tools.source
-        ),
+        cmake: match &tools {
+            Some(t) => format!(
+                "cmake {} + ninja {} ({})",
+                t.cmake_version, t.ninja_version, t.source
+            ),
+            None => "none: nvcc alone (no cmake and ninja on this machine)".to_string(),
+        },
         cmake_cuda_architectures: plan.cmake_cuda_architectures(),
         build_dir,
         audited_with: "archsmith::binary (fatbin headers)",
