@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct JitHookArgs {
     /// The Python whose throwaway venv is timed (default: python3 on PATH).
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
     /// Starts timed in each state; the median is reported.
     #[arg(long, default_value_t = 15)]
