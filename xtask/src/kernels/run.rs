@@ -59,17 +59,7 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
     };
     let plan = plan_for(kb, &cuda, spec)?;
     let tc = toolchain::ensure(&cuda)?;
-    // An air-gapped GPU host may have no cmake: the kernels are single files, and a missing
-    // build tool must not read as a failed GPU.
-    let tools = match buildtools::ensure(&cache_dir().join("tools"), &mut |m| {
-        crate::errln!("archsmith: {m}")
-    }) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            crate::errln!("archsmith: {e:#}\narchsmith: building the test kernels with nvcc alone (each is one .cu file)");
-            None
-        }
-    };
+    let tools = build_tools();
     let source_dir = kernels_dir();
     let selections = select(&load_manifest(&source_dir)?, &plan);
     let gpu = detect_gpu();
@@ -141,6 +131,20 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
         ok,
     };
     Ok(report)
+}
+
+/// cmake and ninja, or `None`: an air-gapped GPU host may have no cmake, the kernels are single
+/// files, and a missing build tool must not read as a failed GPU.
+fn build_tools() -> Option<buildtools::BuildTools> {
+    match buildtools::ensure(&cache_dir().join("tools"), &mut |m| {
+        crate::errln!("archsmith: {m}")
+    }) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            crate::errln!("archsmith: {e:#}\narchsmith: building the test kernels with nvcc alone (each is one .cu file)");
+            None
+        }
+    }
 }
 
 /// The build tree of one checkout of kernels/, CUDA release and arch list. CMake ties a build tree
