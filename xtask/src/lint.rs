@@ -59,11 +59,16 @@ impl<'a> LineIndex<'a> {
         self.starts.partition_point(|&s| s <= offset)
     }
 
+    /// Byte offset where 1-based line `line` starts (clamped to the last line).
+    pub fn line_start(&self, line: usize) -> usize {
+        self.starts[line.clamp(1, self.starts.len()) - 1]
+    }
+
     /// The position of byte `offset` (clamped to the text's end; a non-UTF-8 byte counts once).
     pub fn position(&self, offset: usize) -> Position {
         let offset = offset.min(self.text.len());
         let line = self.line(offset);
-        let line_start = self.starts[line - 1];
+        let line_start = self.line_start(line);
         let column = 1 + String::from_utf8_lossy(&self.text[line_start..offset])
             .chars()
             .count();

@@ -754,10 +754,7 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
     let mut push = |at: usize, message: String, suggestion: String| {
         let at_pos = index.position(at);
         let line = at_pos.line;
-        let ls = text[..at]
-            .iter()
-            .rposition(|&c| c == b'\n')
-            .map_or(0, |p| p + 1);
+        let ls = index.line_start(line);
         let le = text[at..]
             .iter()
             .position(|&c| c == b'\n')

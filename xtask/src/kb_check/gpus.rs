@@ -164,9 +164,10 @@ pub fn pci_ids_file(file: Option<&Path>) -> Result<PathBuf> {
 pub fn check_gpus(kb: &KnowledgeBase, file: &Path) -> Result<GpuReport> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let text = String::from_utf8_lossy(&bytes);
-    let carried_lacks = lacking(&nvidia_devices(CARRIED), &nvidia_devices(&text));
+    let in_file = nvidia_devices(&text);
+    let carried_lacks = lacking(&nvidia_devices(CARRIED), &in_file);
     // Each device with the CC its chip has, looked up once.
-    let devices: Vec<(Device, Option<Cc>)> = nvidia_devices(&text)
+    let devices: Vec<(Device, Option<Cc>)> = in_file
         .into_iter()
         .map(|d| {
             let cc = chip_cc(kb, &d.chip);
@@ -203,8 +204,10 @@ pub fn check_gpus(kb: &KnowledgeBase, file: &Path) -> Result<GpuReport> {
 
 /// The devices of `file` that `carried` lacks or writes otherwise, as pci.ids lines.
 fn lacking(carried: &[Device], file: &[Device]) -> Vec<String> {
+    let by_id: std::collections::HashMap<u16, &Device> =
+        carried.iter().map(|d| (d.id, d)).collect();
     file.iter()
-        .filter(|d| !carried.contains(d))
+        .filter(|d| by_id.get(&d.id) != Some(d))
         .map(|d| match d.names.is_empty() {
             true => format!("{:04x} {}", d.id, d.chip),
             false => format!("{:04x} {} [{}]", d.id, d.chip, d.names.join(" / ")),

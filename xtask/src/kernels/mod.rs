@@ -246,19 +246,26 @@ pub fn build(b: &Build<'_>, selections: &[Selection]) -> Result<()> {
 /// and CMake's planning give the same images (`75-real` is SASS only, `90` SASS and PTX), into the
 /// place CMake's Ninja build puts it (`BUILD_DIR/NAME`).
 fn build_with_nvcc(b: &Build<'_>, built: &[&Selection]) -> Result<()> {
-    let mut jobs: Vec<(String, Vec<String>)> = built
+    // (binary, source, gencode flags)
+    let mut jobs: Vec<(String, &str, Vec<String>)> = built
         .iter()
-        .map(|s| (s.kernel.name.clone(), s.plan().gencode()))
+        .map(|s| {
+            (
+                s.kernel.name.clone(),
+                s.kernel.name.as_str(),
+                s.plan().gencode(),
+            )
+        })
         .collect();
     if let Some(a) = b.no_image_arch {
         let n = a.number();
         jobs.push((
             "f32_elementwise_noimage".into(),
+            "f32_elementwise",
             vec![format!("-gencode=arch=compute_{n},code=sm_{n}")],
         ));
     }
-    for (name, gencode) in jobs {
-        let source = name.strip_suffix("_noimage").unwrap_or(&name);
+    for (name, source, gencode) in jobs {
         let cmd = b
             .toolchain
             .cmd(b.toolchain.nvcc())

@@ -37,7 +37,7 @@ fn render(r: &CodemodScalingReport) -> String {
         t.row([
             s.lines.to_string(),
             s.rewrites.to_string(),
-            format!("{:.2} s", s.median_s),
+            format!("{:.2} s", s.fastest_s),
             s.growth_vs_linear
                 .map_or("-".to_string(), |g| format!("{g:.2}x")),
         ]);
