@@ -6,16 +6,12 @@ ARCHSMITH_PARALLEL_EXTENSIONS=N (N >= 2)
     or two files, so on a many-extension package most cores sit idle. This builds up to N
     extensions at once, longest first, each in a forked process with its own build_temp (torch's BuildExtension
     writes one build.ninja per build_temp, and its non-ninja path swaps the compiler executable on
-    the shared compiler object, so threads would race; processes do not). Each child's output goes
-    to its own log and is replayed whole when it ends, so the build log stays readable; progress
-    lines `archsmith-ext: start|done|FAILED NAME (k/total, Ns)` say where it is.
-    All children share one pool of N job slots: a GNU make jobserver (a named pipe holding N - 1
-    tokens; this process's own slot runs the first extension) that each child's ninja joins
-    through MAKEFLAGS, with MAX_JOBS unset (ninja ignores a jobserver when given -j) and nvcc's
-    --threads dropped. An extension starts when a slot is free, and a running one widens into
-    slots no other extension takes, so the package never runs more compiles than N, and the
-    last extension gets every core. Where ninja is older than 1.13 (no jobserver client),
-    ARCHSMITH_EXT_MAX_JOBS sets MAX_JOBS inside each child instead (the build's jobs shared out).
+    the shared compiler object, so threads would race; processes do not), in one pool of N job
+    slots that every extension's ninja joins (archsmith_job_pool.py, which the JIT prebuild
+    driver shares): the package never runs more compiles than N, and the last extension gets
+    every core. Progress lines `archsmith-ext: start|done|FAILED NAME (k/total, Ns)` say where
+    it is. Where ninja is older than 1.13 (no jobserver client), ARCHSMITH_EXT_MAX_JOBS sets
+    MAX_JOBS inside each child instead (the build's jobs shared out).
 
 ARCHSMITH_SHARED_SOURCE_WRAPPERS=DIR (with the above)
     many packages compile the same file into several extensions (torch-scatter's and
@@ -53,10 +49,6 @@ _PATCHED = {
 def _say(message):
     sys.stdout.write("archsmith-ext: %s\n" % message)
     sys.stdout.flush()
-
-
-def _safe(name):
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
 
 def _cost(ext):
@@ -98,66 +90,21 @@ def _still_compiling(build_temp, sources):
 def _next_startable(queue, sources_of, busy):
     """The position in `queue` of the first extension that compiles none of the `busy` files,
     or None."""
-    for position, (index, _) in enumerate(queue):
+    for position, (index, _, _) in enumerate(queue):
         if not (sources_of[index] & busy):
             return position
     return None
 
 
-def _ninja_joins_jobservers():
-    """Whether the ninja on PATH is a jobserver client (ninja >= 1.13)."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["ninja", "--version"], capture_output=True, text=True).stdout
-        major, minor = (int(x) for x in out.strip().split(".")[:2])
-    except (OSError, ValueError):
-        return False
-    return (major, minor) >= (1, 13)
-
-
-class _Jobserver:
-    """A GNU make jobserver of `slots` job slots: a named pipe holding slots - 1 tokens (the
-    process that made it holds the first slot). Children join it through MAKEFLAGS."""
-
-    def __init__(self, slots, directory):
-        self.path = os.path.join(directory, "jobserver.fifo")
-        if os.path.exists(self.path):
-            os.unlink(self.path)
-        os.mkfifo(self.path, 0o600)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
-        os.write(self.fd, b"+" * (slots - 1))
-        self.makeflags = " -j%d --jobserver-auth=fifo:%s" % (slots, self.path)
-
-    def take(self):
-        """A token, or None when every slot is in use."""
-        try:
-            return os.read(self.fd, 1) or None
-        except BlockingIOError:
-            return None
-
-    def give(self, token):
-        os.write(self.fd, token)
-
-
-def _child_env_for(jobserver, per_child_jobs, wrappers=None):
-    """A child's build environment: the shared pool, or its share of MAX_JOBS; the shared-source
-    compiler wrappers first on PATH when the extension compiles a shared file."""
-    if wrappers:
-        os.environ["PATH"] = wrappers + os.pathsep + os.environ.get("PATH", "")
-        if os.environ.get("ARCHSMITH_SHARED_SOURCE_CXX"):
-            os.environ["CXX"] = os.environ["ARCHSMITH_SHARED_SOURCE_CXX"]
-        # nvcc's own host steps compile temporary files that never hit: the real compiler.
-        if os.environ.get("ARCHSMITH_SHARED_SOURCE_NVCC_CCBIN"):
-            os.environ["NVCC_CCBIN"] = os.environ["ARCHSMITH_SHARED_SOURCE_NVCC_CCBIN"]
-    if jobserver is not None:
-        os.environ.pop("MAX_JOBS", None)
-        os.environ["MAKEFLAGS"] = jobserver.makeflags
-        flags = os.environ.get("NVCC_APPEND_FLAGS", "").split()
-        flags = [f for f in flags if not f.startswith("--threads")]
-        os.environ["NVCC_APPEND_FLAGS"] = " ".join(flags)
-    elif per_child_jobs:
-        os.environ["MAX_JOBS"] = per_child_jobs
+def _use_shared_source_wrappers(wrappers):
+    """The shared-source compiler wrappers first on PATH, for an extension that compiles a file
+    another extension compiles too."""
+    os.environ["PATH"] = wrappers + os.pathsep + os.environ.get("PATH", "")
+    if os.environ.get("ARCHSMITH_SHARED_SOURCE_CXX"):
+        os.environ["CXX"] = os.environ["ARCHSMITH_SHARED_SOURCE_CXX"]
+    # nvcc's own host steps compile temporary files that never hit: the real compiler.
+    if os.environ.get("ARCHSMITH_SHARED_SOURCE_NVCC_CCBIN"):
+        os.environ["NVCC_CCBIN"] = os.environ["ARCHSMITH_SHARED_SOURCE_NVCC_CCBIN"]
 
 
 def _patch_build_ext(module):
@@ -177,117 +124,55 @@ def _patch_build_ext(module):
         at_once = min(wanted, len(extensions))
         if at_once < 2:
             return serial(self)
-        import time
-        import traceback
+        if _HERE not in sys.path:
+            sys.path.insert(0, _HERE)
+        import archsmith_job_pool as pool
 
         base_temp = self.build_temp
-        log_dir = os.path.join(base_temp, "archsmith-ext-logs")
-        os.makedirs(log_dir, exist_ok=True)
-        per_child_jobs = os.environ.get("ARCHSMITH_EXT_MAX_JOBS")
-        jobserver = None
-        if _ninja_joins_jobservers():
-            jobserver = _Jobserver(at_once, os.path.abspath(log_dir))
-        total = len(extensions)
-        # Longest first (CUDA sources cost most), so the short ones fill the end instead of one
-        # long extension running alone while the other cores wait.
-        queue = sorted(enumerate(extensions), key=lambda item: -_cost(item[1]))
         wrappers = os.environ.get("ARCHSMITH_SHARED_SOURCE_WRAPPERS")
         shared = _shared_sources(extensions) if wrappers else set()
         # Each extension's files that another extension compiles too, by its index.
         shared_of = [_sources(ext) & shared for ext in extensions]
-        running = {}
-        failed = []
-        done = 0
-        own_slot_free = True
-        if jobserver is not None:
-            _say("building %d extensions in one pool of %d job slots" % (total, at_once))
-        else:
-            _say("building %d extensions, %d at a time" % (total, at_once))
         if shared:
             _say(
                 "%d source file(s) compiled by more than one extension, compiled once where the "
                 "preprocessed text is the same: %s"
                 % (len(shared), ", ".join(sorted(os.path.relpath(s) for s in shared)))
             )
-        while queue or running:
-            while queue and len(running) < at_once:
-                position = 0
-                if shared:
-                    # A shared file still compiling in a running extension: a second compile
-                    # now would miss its object. Once that compile has ended, it hits.
-                    busy = set()
-                    for other_index, other, _, _, _ in running.values():
-                        if shared_of[other_index]:
-                            temp = os.path.join(base_temp, _safe(other.name))
-                            busy |= _still_compiling(temp, shared_of[other_index])
-                    position = _next_startable(queue, shared_of, busy)
-                    if position is None:
-                        break
-                # One runs on this process's own slot; each other needs a token.
-                token = None
-                if jobserver is not None and not own_slot_free:
-                    token = jobserver.take()
-                    if token is None:
-                        break
-                if token is None:
-                    own_slot_free = False
-                index, ext = queue.pop(position)
-                log = os.path.join(log_dir, "%03d-%s.log" % (index, _safe(ext.name)))
-                _say("start %s (%d/%d)" % (ext.name, index + 1, total))
-                sys.stderr.flush()
-                pid = os.fork()
-                if pid == 0:
-                    code = 1
-                    try:
-                        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                        os.dup2(fd, 1)
-                        os.dup2(fd, 2)
-                        _child_env_for(
-                            jobserver, per_child_jobs, wrappers if shared_of[index] else None
-                        )
-                        self.build_temp = os.path.join(base_temp, _safe(ext.name))
-                        with self._filter_build_errors(ext):
-                            self.build_extension(ext)
-                        code = 0
-                    except BaseException:
-                        traceback.print_exc()
-                    finally:
-                        try:
-                            sys.stdout.flush()
-                            sys.stderr.flush()
-                        finally:
-                            os._exit(code)
-                running[pid] = (index, ext, log, time.time(), token)
-            # With extensions waiting for a slot, poll: a child may end, a ninja may give a
-            # token back, or a shared file may finish compiling. Otherwise only a child's end
-            # changes anything.
-            if queue and len(running) < at_once:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-                if pid == 0:
-                    time.sleep(0.05)
-                    continue
-            else:
-                pid, status = os.wait()
-            if pid not in running:
-                continue
-            _, ext, log, started, token = running.pop(pid)
-            if token is not None:
-                jobserver.give(token)
-            else:
-                own_slot_free = True
-            done += 1
-            ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-            try:
-                with open(log, errors="replace") as f:
-                    sys.stdout.write(f.read())
-            except OSError:
-                pass
-            _say(
-                "%s %s (%d/%d, %.0fs)"
-                % ("done" if ok else "FAILED", ext.name, done, total, time.time() - started)
-            )
-            if not ok:
-                failed.append(ext.name)
+
+        def startable(queue, running):
+            if not shared:
+                return 0
+            # A shared file still compiling in a running extension: a second compile now would
+            # miss its object. Once that compile has ended, it hits.
+            busy = set()
+            for other_index, other in running:
+                if shared_of[other_index]:
+                    temp = os.path.join(base_temp, pool.safe_name(other.name))
+                    busy |= _still_compiling(temp, shared_of[other_index])
+            return _next_startable(queue, shared_of, busy)
+
+        def build(item):
+            index, ext = item
+            if shared_of[index]:
+                _use_shared_source_wrappers(wrappers)
+            self.build_temp = os.path.join(base_temp, pool.safe_name(ext.name))
+            with self._filter_build_errors(ext):
+                self.build_extension(ext)
+
+        # Longest first (CUDA sources cost most), so the short ones fill the end instead of one
+        # long extension running alone while the other cores wait.
+        order = sorted(enumerate(extensions), key=lambda item: -_cost(item[1]))
+        ended = pool.run(
+            [(index, ext.name, (index, ext)) for index, ext in order],
+            at_once,
+            build,
+            os.path.join(base_temp, "archsmith-ext-logs"),
+            "extensions",
+            per_child_jobs=os.environ.get("ARCHSMITH_EXT_MAX_JOBS"),
+            startable=startable,
+        )
+        failed = [d.item[1].name for d in ended if not d.ok]
         if failed:
             raise SystemExit("error: building extension(s) failed: %s" % ", ".join(failed))
 

@@ -144,7 +144,8 @@ def _prebuild(original, module, bound, key, with_cuda, record):
             "sources": [os.path.abspath(s) for s in a["sources"]],
             "build_directory": os.path.abspath(a["build_directory"]),
             "python_module": bool(a.get("is_python_module")),
-            "standalone": bool(a.get("is_standalone"))}
+            "standalone": bool(a.get("is_standalone")),
+            "trigger": os.environ.get("ARCHSMITH_JIT_TRIGGER")}
     # Ninja's [k/n] lines reach archsmith's log and progress display (verbose is not in the key).
     if "verbose" in a:
         a["verbose"] = True

@@ -8,6 +8,12 @@ top-level function that takes no arguments, is called. One line per trigger on s
 `archsmith-jit-trigger: {"module", "call", "ok", "error", "warnings", "stubbed"}`: what the
 trigger warned (a wrapper that caught a failed build and fell back says so only there), and the
 third-party modules the env lacks that stood in as stubs. Standard library only.
+
+ARCHSMITH_PARALLEL_TRIGGERS=N (N >= 2): the triggers run N at a time, each in a forked process,
+in one pool of N job slots that every compile's ninja joins (build_hooks/archsmith_job_pool.py, the
+pool a package's extensions share); ARCHSMITH_TRIGGER_MAX_JOBS is each one's MAX_JOBS where ninja
+cannot join a pool. Two triggers that reach one extension build it once: torch's lock in its build
+directory makes the second wait, then load it.
 """
 
 import importlib
@@ -95,21 +101,73 @@ def main():
 
     with open(sys.argv[1]) as f:
         triggers = json.load(f)
-    for t in triggers:
-        result = {"module": t["module"], "call": t.get("call"), "ok": True, "error": None, "warnings": []}
-        if t["root"] not in sys.path:
-            sys.path.insert(0, t["root"])
-        stubbed = []
-        try:
-            result["warnings"] = _run(t, stubbed)
-        except BaseException as e:  # a trigger's failure is reported, the next one still runs
-            result["ok"] = False
-            last = traceback.extract_tb(e.__traceback__)[-1:] or [None]
-            where = "" if last[0] is None else " (%s:%d)" % (os.path.basename(last[0].filename), last[0].lineno)
-            result["error"] = "%s: %s%s" % (type(e).__name__, str(e).strip().splitlines()[-1:] and str(e).strip().splitlines()[-1] or "", where)
-        result["stubbed"] = stubbed
-        sys.stdout.write("archsmith-jit-trigger: %s\n" % json.dumps(result))
-        sys.stdout.flush()
+    try:
+        at_once = min(int(os.environ.get("ARCHSMITH_PARALLEL_TRIGGERS", "1")), len(triggers))
+    except ValueError:
+        at_once = 1
+    if at_once < 2 or not hasattr(os, "fork"):
+        for t in triggers:
+            _report(_trigger(t))
+        return
+    # Independent triggers build at once, in one pool of job slots (the build hooks' pool).
+    hooks = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build_hooks")
+    sys.path.insert(0, hooks)
+    import archsmith_job_pool as pool
+
+    sys.path.remove(hooks)
+
+    def build(t):
+        if not _report(_trigger(t))["ok"]:
+            raise SystemExit(1)
+
+    ended = pool.run(
+        [(i, _label(t), t) for i, t in enumerate(triggers)],
+        at_once,
+        build,
+        os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "trigger-logs"),
+        "JIT triggers",
+        per_child_jobs=os.environ.get("ARCHSMITH_TRIGGER_MAX_JOBS"),
+    )
+    for done in ended:
+        if _PREFIX not in done.output:  # its process died before it could say
+            _report(_result(done.item, "its process ended without a result (killed?)"))
+
+
+_PREFIX = "archsmith-jit-trigger: "
+
+
+def _label(t):
+    return t["module"] + (".%s()" % t["call"] if t.get("call") else "")
+
+
+def _result(t, error=None):
+    return {"module": t["module"], "call": t.get("call"), "ok": error is None, "error": error,
+            "warnings": [], "stubbed": []}
+
+
+def _trigger(t):
+    """Runs one trigger; what it did, as the line archsmith reads."""
+    result = _result(t)
+    os.environ["ARCHSMITH_JIT_TRIGGER"] = _label(t)  # the hook's record names it
+    if t["root"] not in sys.path:
+        sys.path.insert(0, t["root"])
+    stubbed = []
+    try:
+        result["warnings"] = _run(t, stubbed)
+    except BaseException as e:  # a trigger's failure is reported, the next one still runs
+        result["ok"] = False
+        last = traceback.extract_tb(e.__traceback__)[-1:] or [None]
+        where = "" if last[0] is None else " (%s:%d)" % (os.path.basename(last[0].filename), last[0].lineno)
+        lines = str(e).strip().splitlines()
+        result["error"] = "%s: %s%s" % (type(e).__name__, lines[-1] if lines else "", where)
+    result["stubbed"] = stubbed
+    return result
+
+
+def _report(result):
+    sys.stdout.write(_PREFIX + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return result
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ pub mod version;
 pub mod build_output;
 pub mod cache;
 pub mod data;
+pub mod git_submodules;
 pub mod host;
 pub mod lint;
 pub mod offline;
@@ -24,7 +25,7 @@ pub mod process;
 pub mod stamp;
 pub mod wheel;
 // Same-layer uses: build_output → process, data → cache, data → paths, data → stamp,
-// host → process, lint → output.
+// git_submodules → process, host → process, lint → output.
 
 // Model: the knowledge base and the arch model planned with it.
 pub mod arch;

@@ -228,6 +228,7 @@ pub mod documents {
         BENCH_BUILD_EXT_PACKAGES = "bench-build-ext-packages", 1;
         BENCH_CODEMOD = "bench-codemod", 1;
         BENCH_JIT_HOOK = "bench-jit-hook", 1;
+        BENCH_JIT_PREBUILD = "bench-jit-prebuild", 1;
         BUILD_EXT = "build-ext", 1;
         BUILD_TORCH = "build-torch", 1;
         BUILD_TORCH_BEFORE_CLONE = "build-torch-before-clone", 1;

@@ -356,7 +356,7 @@ fn preflight_fails_fast_with_the_fix() {
     let fix = check(&v, "submodules")["fix"].as_str().unwrap().to_string();
     assert!(
         fix.starts_with(&format!(
-            "git -C {s} submodule update --init --recursive third_party/"
+            "git -C {s} submodule update --init --recursive -- third_party/"
         )),
         "{fix}"
     );

@@ -120,6 +120,11 @@ fn jit_extensions_prebuild_for_the_plan_and_load_with_no_compiler_on_path() {
     }
     names.sort();
     assert_eq!(names, ["jit_direct", "jit_inline", "jit_wrapped"]);
+    // The three triggers shared one pool of job slots (one per core here), each timed.
+    if archsmith::host::cores() >= 2 {
+        assert!(jit["triggers_at_once"].as_u64().unwrap() >= 2, "{jit}");
+        assert_eq!(jit["trigger_times"].as_array().unwrap().len(), 3, "{jit}");
+    }
     assert!(jit["loaded_offline"]
         .as_array()
         .unwrap()
@@ -243,4 +248,126 @@ fn jit_calls_the_prebuild_cannot_reach_are_named() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&empty);
+}
+
+/// A tree whose git submodule is empty stops before anything is prepared, naming it; with
+/// `--skip-missing-submodules` the trigger that needs it fails alone and is reported, and the
+/// rest is prebuilt, published and loaded with no compiler. Both triggers run in the pool.
+#[test]
+fn empty_submodules_stop_a_jit_prebuild_and_the_flag_builds_the_rest() {
+    let dir = support::scratch("jit-submodules");
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("pkg")).unwrap();
+    std::fs::create_dir_all(tree.join("dep/lib")).unwrap();
+    std::fs::write(
+        tree.join(".gitmodules"),
+        "[submodule \"lib\"]\n\tpath = dep/lib\n\turl = https://example.com/lib.git\n",
+    )
+    .unwrap();
+    std::fs::write(tree.join("pkg/__init__.py"), "").unwrap();
+    let module = |name: &str, extra: &str| {
+        format!(
+            "import os\nfrom torch.utils.cpp_extension import load\n_here = os.path.dirname(os.path.abspath(__file__))\n\
+             lib = load('sub_{name}', [os.path.join(_here, '{name}.cpp')], is_python_module=False{extra})\n"
+        )
+    };
+    std::fs::write(tree.join("pkg/plain.py"), module("plain", "")).unwrap();
+    std::fs::write(
+        tree.join("pkg/needs_lib.py"),
+        module(
+            "needs_lib",
+            ", extra_include_paths=[os.path.join(_here, '..', 'dep')]",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("pkg/plain.cpp"),
+        "int plain_answer() { return 42; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("pkg/needs_lib.cpp"),
+        "#include \"lib/lib.h\"\nint lib_answer() { return LIB_VALUE; }\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "build-ext",
+            tree.to_str().unwrap(),
+            "--arch",
+            "8.9",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| {
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        xtask(&refs)
+    };
+    let (code, _, stderr) = run(args(&[]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("1 git submodule it declares is empty")
+            && stderr.contains("dep/lib  https://example.com/lib.git"),
+        "{stderr}"
+    );
+    assert!(
+        !out.join("torch-extensions").exists(),
+        "the prebuild started"
+    );
+
+    let (code, stdout, stderr) = run(args(&["--skip-missing-submodules"]));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let jit = &v["jit"];
+    let names: Vec<&str> = jit["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["sub_plain"], "{jit}");
+    assert_eq!(
+        jit["skipped_submodules"],
+        serde_json::json!(["dep/lib"]),
+        "{jit}"
+    );
+    let not_built = jit["not_built"].as_array().unwrap();
+    assert_eq!(not_built.len(), 1, "{jit}");
+    assert_eq!(not_built[0]["trigger"], "pkg.needs_lib", "{jit}");
+    assert!(
+        not_built[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("sub_needs_lib"),
+        "{jit}"
+    );
+    let loaded = jit["loaded_offline"].as_array().unwrap();
+    assert_eq!(loaded.len(), 1, "{jit}");
+    assert!(
+        loaded[0]["ok"] == true && loaded[0]["module"] == "pkg.plain",
+        "{jit}"
+    );
+    if archsmith::host::cores() >= 2 {
+        assert_eq!(jit["triggers_at_once"], 2, "{jit}");
+        let times = jit["trigger_times"].as_array().unwrap();
+        assert_eq!(times.len(), 2, "{jit}");
+        assert!(
+            times
+                .iter()
+                .any(|t| t["ok"] == false && t["name"] == "pkg.needs_lib"),
+            "{jit}"
+        );
+    }
+    // The first compiler error says what the submodule would have held.
+    let log = std::fs::read_to_string(jit["log"].as_str().unwrap()).unwrap();
+    assert!(log.contains("lib/lib.h"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -380,6 +380,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         progress: archsmith::build_output::progress::Mode::Quiet,
         with_deps: false,
         own_arch_flags: false,
+        skip_missing_submodules: false,
     };
     let e = format!("{:#}", port_extension::run(&req).unwrap_err());
     assert!(
@@ -601,6 +602,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             progress: archsmith::build_output::progress::Mode::Quiet,
             with_deps: false,
             own_arch_flags: false,
+            skip_missing_submodules: false,
         }
     };
     let e = format!(

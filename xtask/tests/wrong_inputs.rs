@@ -164,3 +164,94 @@ fn codemod_reads_upper_case_source_extensions() {
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(doc["files_changed"], 4, "{doc}");
 }
+
+/// A source whose git submodules are empty (a clone without `--recursive`) stops build-ext and
+/// port-extension before any work, naming each submodule and the command that fills it; nothing
+/// is provisioned for it.
+#[test]
+fn empty_git_submodules_stop_builds_and_ports_before_any_work() {
+    let home = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let s = src.path();
+    std::fs::write(
+        s.join(".gitmodules"),
+        "[submodule \"cutlass\"]\n\tpath = csrc/dependencies/cutlass\n\turl = https://github.com/NVIDIA/cutlass.git\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(s.join("csrc/dependencies/cutlass")).unwrap();
+    std::fs::write(
+        s.join("setup.py"),
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension, BuildExtension\nsetup(name='gemm', ext_modules=[CUDAExtension('gemm', ['csrc/gemm.cu'], include_dirs=['csrc/dependencies/cutlass/include'])], cmdclass={'build_ext': BuildExtension})\n",
+    )
+    .unwrap();
+    std::fs::write(s.join("csrc/gemm.cu"), "#include <cutlass/cutlass.h>\n").unwrap();
+    let dir = s.display().to_string();
+    let runs = [
+        vec!["build-ext", &dir, "--arch", "8.0"],
+        vec!["port-extension", "--src", &dir, "--arch", "8.0"],
+    ];
+    let expect = |r: &Run, fill: &str| {
+        assert_eq!(r.code, Some(2), "{}", r.stderr);
+        for says in [
+            "1 git submodule it declares is empty",
+            "csrc/dependencies/cutlass  https://github.com/NVIDIA/cutlass.git",
+            fill,
+            "or build what does not need them: --skip-missing-submodules",
+        ] {
+            assert!(r.stderr.contains(says), "lacks `{says}`:\n{}", r.stderr);
+        }
+    };
+    for args in &runs {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        expect(
+            &run(&args, home.path()),
+            "is not a git checkout: clone the repository again with `git clone --recursive URL`",
+        );
+    }
+    // A checkout that pins the submodule: the exact command, and the commit it pins.
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(s)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    let sha = "89abcdef0123456789abcdef0123456789abcdef";
+    git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{sha},csrc/dependencies/cutlass"),
+    ]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "pin",
+    ]);
+    let root = s.canonicalize().unwrap();
+    let fill = format!(
+        "fill them: git -C {} submodule update --init --recursive -- csrc/dependencies/cutlass",
+        root.display()
+    );
+    for args in &runs {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let r = run(&args, home.path());
+        expect(&r, &fill);
+        assert!(
+            r.stderr.contains(&format!("cutlass.git at {sha}")),
+            "{}",
+            r.stderr
+        );
+    }
+    // Nothing was provisioned: no env, no toolkit, no port work tree.
+    for made in ["envs", "toolchains", "port"] {
+        assert!(!home.path().join(made).exists(), "{made} was made");
+    }
+}

@@ -18,6 +18,7 @@
 //! alternate the order (forward in even rounds, reversed in odd ones) and the ratios use each
 //! build's fastest run, the one least disturbed; every sample is reported.
 
+use super::{cpu_s, load_1min, max, min};
 use crate::build_ext::{
     command::{build_command, Setup},
     jobs, prepare, probe_env, source, EnvInfo, Prepared, Request, SourceSpec,
@@ -119,31 +120,6 @@ pub struct BenchReport {
     pub load_1min: Vec<(String, f64)>,
 }
 
-fn load_1min() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|t| t.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(f64::NAN)
-}
-
-/// CPU seconds (user + system) of this process and of every child it has waited for (their
-/// waited-for descendants included): a build's work is the difference across it (archsmith's side
-/// runs partly in this process: the audit, the unpacking).
-fn cpu_s() -> f64 {
-    let of = |who: libc::c_int| {
-        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        // SAFETY: getrusage writes the struct it is handed; it is read only when the call succeeded.
-        if unsafe { libc::getrusage(who, usage.as_mut_ptr()) } != 0 {
-            return f64::NAN;
-        }
-        // SAFETY: filled by the successful call above (and zeroed before it).
-        let usage = unsafe { usage.assume_init() };
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        secs(usage.ru_utime) + secs(usage.ru_stime)
-    };
-    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
-}
-
 fn timed_plain(cmd: &crate::process::Cmd, log: &Path) -> Result<f64> {
     let mut f = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     writeln!(f, "# {}", cmd.display())?;
@@ -156,14 +132,6 @@ fn timed_plain(cmd: &crate::process::Cmd, log: &Path) -> Result<f64> {
         bail!("the plain build failed ({code:?}); see {}", log.display());
     }
     Ok(secs)
-}
-
-fn min(v: &[f64]) -> f64 {
-    v.iter().cloned().fold(f64::INFINITY, f64::min)
-}
-
-fn max(v: &[f64]) -> f64 {
-    v.iter().cloned().fold(0.0, f64::max)
 }
 
 /// A twin of `env` with pip: the same packages (`uv pip freeze`) in a uv venv seeded with pip,
@@ -350,6 +318,7 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
         progress: Mode::Quiet,
         own_arch_flags: false,
         serial_extensions: false,
+        skip_missing_submodules: false,
         cpu_only: req.cpu_only,
         dist: None,
     };

@@ -4,7 +4,9 @@
 //! * [`audit`]: `verify binary` on a whole wheel vs `unzip` + `cuobjdump --list-elf` per .so.
 //! * [`codemod_scaling`]: how `codemod --check` grows with a generated file's size.
 //! * [`jit_hook_startup`]: what the load() hook's `.pth` costs a Python start where it is inert.
-//! * [`build_ext`]: `build-ext` vs plain `pip wheel --no-build-isolation`, clean and no-op.
+//! * [`build_ext_vs_pip`]: `build-ext` vs plain `pip wheel --no-build-isolation`, clean and no-op.
+//! * [`jit_prebuild_pool`]: a JIT tree's triggers prebuilt in one pool of job slots vs one at a
+//!   time.
 //! * [`load_check_vs_python`]: the load check's verdicts vs importing each module in a fresh
 //!   interpreter: agreement and time.
 
@@ -12,4 +14,41 @@ pub mod audit;
 pub mod build_ext_vs_pip;
 pub mod codemod_scaling;
 pub mod jit_hook_startup;
+pub mod jit_prebuild_pool;
 pub mod load_check_vs_python;
+
+/// The 1-minute load average: other work on the machine makes timings noisy.
+pub fn load_1min() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+/// CPU seconds (user + system) of this process and of every child it has waited for (their
+/// waited-for descendants included): a build's work is the difference across it (archsmith's side
+/// runs partly in this process: the audit, the unpacking).
+pub fn cpu_s() -> f64 {
+    let of = |who: libc::c_int| {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes the struct it is handed; it is read only when the call succeeded.
+        if unsafe { libc::getrusage(who, usage.as_mut_ptr()) } != 0 {
+            return f64::NAN;
+        }
+        // SAFETY: filled by the successful call above (and zeroed before it).
+        let usage = unsafe { usage.assume_init() };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        secs(usage.ru_utime) + secs(usage.ru_stime)
+    };
+    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
+}
+
+/// The fastest of some samples (the run least disturbed by other work).
+pub fn min(v: &[f64]) -> f64 {
+    v.iter().cloned().fold(f64::INFINITY, f64::min)
+}
+
+/// The slowest of some samples.
+pub fn max(v: &[f64]) -> f64 {
+    v.iter().cloned().fold(0.0, f64::max)
+}

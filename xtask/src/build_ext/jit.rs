@@ -115,6 +115,14 @@ pub struct Outcome {
     pub sites: Vec<CallSite>,
     pub wrappers: Vec<String>,
     pub triggers: Vec<TriggerRun>,
+    /// Triggers built at once in one pool of job slots (1: one after another).
+    pub triggers_at_once: u32,
+    /// Each trigger's time where they built at once (the pool's `done`/`FAILED` lines).
+    pub trigger_times: Vec<super::ExtensionBuilt>,
+    /// With `--skip-missing-submodules`: the triggers that could not be built, and the empty
+    /// submodules it went on without.
+    pub not_built: Vec<NotBuilt>,
+    pub skipped_submodules: Vec<String>,
     /// The hook's `.pth` in the env.
     pub hook: PathBuf,
     /// The triggers rerun with no compiler, ninja or CUDA_HOME: every extension loaded.
@@ -127,8 +135,8 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// What people must know beyond the table: calls not reached, what the tree's code warned,
-    /// the modules stubbed.
+    /// What people must know beyond the table: calls not reached, the pool, what was not built,
+    /// what the tree's code warned, the modules stubbed.
     pub fn notes(&self) -> Vec<String> {
         let mut out = Vec::new();
         for s in self.sites.iter().filter(|s| s.unreached.is_some()) {
@@ -138,9 +146,33 @@ impl Outcome {
                 s.file, s.line, s.calls
             ));
         }
+        if self.triggers_at_once > 1 {
+            let times: Vec<String> = self
+                .trigger_times
+                .iter()
+                .map(|t| format!("{} {:.0} s", t.name, t.seconds))
+                .collect();
+            out.push(format!(
+                "triggers built {} at a time in one pool of job slots: {}",
+                self.triggers_at_once,
+                times.join(", ")
+            ));
+        }
+        for n in &self.not_built {
+            let first = n
+                .first_error
+                .as_ref()
+                .map(|e| format!("; first error: {e}"));
+            out.push(format!(
+                "not built: {}: {}{} (built without the empty git submodules {})",
+                n.trigger,
+                n.error,
+                first.unwrap_or_default(),
+                self.skipped_submodules.join(" ")
+            ));
+        }
         for r in &self.triggers {
-            let call = r.call.as_deref().map(|c| format!(".{c}()"));
-            let at = format!("{}{}", r.module, call.unwrap_or_default());
+            let at = r.label();
             for w in &r.warnings {
                 out.push(format!("warning: {at} warned: {w}"));
             }
@@ -173,26 +205,37 @@ pub fn find(tree: &Path) -> Result<jit_calls::Scan> {
 pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
     let job = open(req)?;
     let hook = install_hook(&job.env.purelib)?;
-    let (runs, recorded, lines) = compile(req, &job)?;
-    if let Some(failure) = prebuild_failure(&runs, &recorded, &lines, &job.log_path) {
-        return Ok(Err(failure));
-    }
+    let compiled = compile(req, &job)?;
+    let trigger_times = compiled
+        .lines
+        .iter()
+        .filter_map(|l| super::parse_extension_line(l))
+        .collect();
+    let Compiled {
+        runs,
+        recorded,
+        lines,
+        at_once,
+    } = compiled;
+    let not_built = match settle(&job, &runs, &recorded, &lines) {
+        Ok(n) => n,
+        Err(failure) => return Ok(Err(*failure)),
+    };
     let mut extensions = to_entries(&recorded, &job.ext_dir)?;
     if let Some(f) = audit(&mut extensions, &job.ext_dir, &job.plan, &job.log_path) {
         return Ok(Err(f));
     }
     let arch_list = job.plan.torch_cuda_arch_list();
     publish(&job.ext_dir, &extensions, &arch_list, &job.env)?;
+    let built_triggers = built_triggers_file(&job, &not_built)?;
     let loaded_offline =
-        check_offline_load(&job.env.python, &job.tree, &job.triggers_file, &job.ext_dir)?;
+        check_offline_load(&job.env.python, &job.tree, &built_triggers, &job.ext_dir)?;
     if let Some(bad) = loaded_offline.iter().find(|r| !r.ok) {
-        let call = bad.call.as_deref().map(|c| format!(".{c}()"));
         return Ok(Err(BuildFailure {
             stage: "import",
             message: format!(
-                "the prebuilt extensions did not load without a compiler: {}{} failed: {}",
-                bad.module,
-                call.unwrap_or_default(),
+                "the prebuilt extensions did not load without a compiler: {} failed: {}",
+                bad.label(),
                 bad.error.as_deref().unwrap_or("")
             ),
             first_error: None,
@@ -206,6 +249,10 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
         sites: job.scan.sites,
         wrappers: job.scan.wrappers,
         triggers: runs,
+        triggers_at_once: at_once,
+        trigger_times,
+        not_built,
+        skipped_submodules: job.submodules.map(|u| u.paths()).unwrap_or_default(),
         hook,
         loaded_offline,
         torch: job.env.torch.to_string(),
@@ -216,6 +263,120 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
     }))
 }
 
+/// After the compile: any failure fails the prebuild, unless it went on without empty git
+/// submodules (`--skip-missing-submodules`): then the triggers that failed are the ones not
+/// built, and only a prebuild that built nothing fails.
+fn settle(
+    job: &Job,
+    runs: &[TriggerRun],
+    recorded: &[Recorded],
+    lines: &[String],
+) -> Result<Vec<NotBuilt>, Box<BuildFailure>> {
+    let failure = prebuild_failure(job, runs, recorded, lines);
+    let (Some(failure), Some(skipped)) = (failure, &job.submodules) else {
+        return Ok(Vec::new());
+    };
+    let not_built = not_built(job, runs, recorded, lines);
+    if recorded.iter().all(|r| r.module.is_none()) || not_built.is_empty() {
+        return Err(Box::new(failure.with_submodules(Some(skipped))));
+    }
+    Ok(not_built)
+}
+
+/// The triggers that failed, or whose compile failed (even where the tree's wrapper caught it):
+/// each with its error and the first compiler error of its output.
+fn not_built(
+    job: &Job,
+    runs: &[TriggerRun],
+    recorded: &[Recorded],
+    lines: &[String],
+) -> Vec<NotBuilt> {
+    let first_errors = first_error_per_trigger(job, lines);
+    runs.iter()
+        .filter_map(|r| {
+            let label = r.label();
+            let compile = recorded
+                .iter()
+                .find(|c| c.error.is_some() && c.trigger.as_deref() == Some(label.as_str()));
+            let error = match (compile, r.ok) {
+                (Some(c), _) => format!("building {} failed: {}", c.name, c.error.as_deref()?),
+                (None, false) => r.error.clone().unwrap_or_default(),
+                (None, true) => return None,
+            };
+            Some(NotBuilt {
+                first_error: first_errors
+                    .iter()
+                    .find(|(t, _)| *t == label)
+                    .map(|(_, e)| e.clone()),
+                trigger: label,
+                error,
+            })
+        })
+        .collect()
+}
+
+/// Each trigger's output ends with its result line, whether it ran alone or in the pool (a
+/// child's output is replayed whole): the first compiler error of each trigger's stretch.
+fn first_error_per_trigger(job: &Job, lines: &[String]) -> Vec<(String, log::CompilerError)> {
+    let (mut out, mut start) = (Vec::new(), 0);
+    for (i, line) in lines.iter().enumerate() {
+        let Some(run) = parse_trigger_line(line) else {
+            continue;
+        };
+        if let Some(mut e) = first_error(job, &lines[start..i]) {
+            e.log_line += start;
+            out.push((run.label(), e));
+        }
+        start = i + 1;
+    }
+    out
+}
+
+/// The first compiler error of `lines`, its file named as the user knows it (not archsmith's
+/// copy of the tree).
+fn first_error(job: &Job, lines: &[String]) -> Option<log::CompilerError> {
+    let mut e = log::first_compiler_error(lines.iter().map(String::as_str))?;
+    if let Some(file) = e.file.as_mut() {
+        source::user_path(file, &job.tree, &job.source);
+    }
+    Some(e)
+}
+
+/// The triggers file of the offline load check: every trigger, less those not built.
+fn built_triggers_file(job: &Job, not_built: &[NotBuilt]) -> Result<PathBuf> {
+    if not_built.is_empty() {
+        return Ok(job.triggers_file.clone());
+    }
+    let built: Vec<&jit_calls::Trigger> = job
+        .triggers
+        .iter()
+        .filter(|t| {
+            !not_built
+                .iter()
+                .any(|n| n.trigger == trigger_label(&t.module, t.call.as_deref()))
+        })
+        .collect();
+    let path = job.scratch.path.join("built-triggers.json");
+    fs::write(&path, serde_json::to_vec(&built)?)?;
+    Ok(path)
+}
+
+/// `module` or `module.call()`: how the driver names a trigger (`ARCHSMITH_JIT_TRIGGER`).
+fn trigger_label(module: &str, call: Option<&str>) -> String {
+    match call {
+        Some(c) => format!("{module}.{c}()"),
+        None => module.to_string(),
+    }
+}
+
+/// A trigger a prebuild that went on without empty git submodules could not build.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotBuilt {
+    pub trigger: String,
+    pub error: String,
+    pub first_error: Option<log::CompilerError>,
+}
+
 /// One prebuild: what [`open`] decided.
 struct Job {
     started: Instant,
@@ -223,13 +384,17 @@ struct Job {
     tc: crate::toolchain::Toolchain,
     plan: crate::arch::spec::Plan,
     label: String,
+    /// The source as the user gave it.
+    source: SourceSpec,
     /// Held (locked) until the prebuild ends, then removed.
     scratch: Scratch,
     /// archsmith's copy of the source, where the triggers run.
     tree: PathBuf,
     scan: jit_calls::Scan,
-    triggers: usize,
+    triggers: Vec<jit_calls::Trigger>,
     triggers_file: PathBuf,
+    /// Empty git submodules the prebuild goes on without (`--skip-missing-submodules`).
+    submodules: Option<crate::git_submodules::Unfilled>,
     ext_dir: PathBuf,
     log_path: PathBuf,
 }
@@ -238,6 +403,7 @@ struct Job {
 /// triggers (none reachable: an error that lists each call and why), the output dirs.
 fn open(req: &Request) -> Result<Job> {
     let started = Instant::now();
+    let submodules = source::unfilled_submodules(&req.source, req.skip_missing_submodules)?;
     let Prepared { env, tc, plan } = prepare(
         req.python.as_deref(),
         req.torch.as_ref(),
@@ -274,11 +440,13 @@ fn open(req: &Request) -> Result<Job> {
         tc,
         plan,
         label: src.spec.label(),
+        source: src.spec.clone(),
         scratch,
         tree,
         scan,
-        triggers: triggers.len(),
+        triggers,
         triggers_file,
+        submodules,
         ext_dir,
         log_path: out.join(format!("jit-{}.log", &key[..12])),
     })
@@ -286,18 +454,21 @@ fn open(req: &Request) -> Result<Job> {
 
 /// Step 2: the triggers run in a build-ext compile's environment, the hook recording each
 /// compile: what each trigger did, the record, the output lines.
-fn compile(req: &Request, job: &Job) -> Result<(Vec<TriggerRun>, Vec<Recorded>, Vec<String>)> {
+fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     let (env, tc, plan) = (&job.env, &job.tc, &job.plan);
     let guard = if req.own_arch_flags {
         None
     } else {
         Some(Guard::prepare(&job.scratch.path, tc, plan, tc.nvcc())?)
     };
-    // One extension per load() call: the build hooks' extensions-at-once does not apply (and its
-    // own patch of cpp_extension would stand before the load() hook's).
+    // Triggers build at once in the driver's pool (the pool a package's extensions share), so
+    // the build hooks' own extensions-at-once stays off (its patch of cpp_extension would also
+    // stand before the load() hook's).
     let images = plan.sass().len() as u32;
     let (cores, mem) = (crate::host::cores(), crate::host::mem_available_gib());
-    let mut par = super::jobs::parallelism(cores, mem, 1, 1, images, req.jobs);
+    let (units, cu_files) = super::jobs::count_sources(&source::tree_files(&job.tree)?);
+    let mut par = super::jobs::parallelism(cores, mem, units, cu_files, images, req.jobs);
+    let at_once = triggers_at_once(&par, job.triggers.len(), req.serial_extensions);
     par.extensions = 1;
     let setup = Setup {
         env,
@@ -313,7 +484,7 @@ fn compile(req: &Request, job: &Job) -> Result<(Vec<TriggerRun>, Vec<Recorded>, 
     let record = job.scratch.path.join("prebuild.jsonl");
     crate::errln!(
         "archsmith: prebuilding {} JIT trigger(s) of {} for {} with torch {} / CUDA {}; log: {}",
-        job.triggers,
+        job.triggers.len(),
         job.label,
         plan.torch_cuda_arch_list(),
         env.torch,
@@ -326,8 +497,38 @@ fn compile(req: &Request, job: &Job) -> Result<(Vec<TriggerRun>, Vec<Recorded>, 
     for (k, v) in build_env(&setup) {
         cmd = cmd.env(k, v);
     }
+    cmd = cmd
+        .env("ARCHSMITH_PARALLEL_TRIGGERS", at_once.to_string())
+        .env(
+            "ARCHSMITH_TRIGGER_MAX_JOBS",
+            (par.jobs / at_once).max(1).to_string(),
+        );
     let (runs, lines) = prebuild(&cmd, &job.log_path, req.progress)?;
-    Ok((runs, read_record(&record)?, lines))
+    Ok(Compiled {
+        runs,
+        recorded: read_record(&record)?,
+        lines,
+        at_once,
+    })
+}
+
+/// What step 2 did: each trigger's run, the hook's record of each compile, the output lines (the
+/// log's, header included), and how many triggers built at once.
+struct Compiled {
+    runs: Vec<TriggerRun>,
+    recorded: Vec<Recorded>,
+    lines: Vec<String>,
+    at_once: u32,
+}
+
+/// How many triggers build at once: as many as a package's extensions would (one per core,
+/// within memory: each may run an nvcc on torch headers), no more than there are, one with
+/// `--serial-extensions`.
+fn triggers_at_once(par: &super::jobs::Parallelism, triggers: usize, serial: bool) -> u32 {
+    if serial {
+        return 1;
+    }
+    par.extensions.min(triggers as u32).max(1)
 }
 
 fn unreached_list(sites: &[CallSite]) -> String {
@@ -368,17 +569,26 @@ fn prebuild(
     mode: progress::Mode,
 ) -> Result<(Vec<TriggerRun>, Vec<String>)> {
     let mut log_file = fs::File::create(log_path)?;
-    writeln!(
-        log_file,
-        "# archsmith build-ext (JIT prebuild)\n# {}\n",
+    // The header is in `lines` too, so an error's line there is its line in the log file.
+    let header = format!(
+        "# archsmith build-ext (JIT prebuild)\n# {}\n\n",
         cmd.display()
-    )?;
-    let (mut lines, mut runs) = (Vec::new(), Vec::new());
+    );
+    log_file.write_all(header.as_bytes())?;
+    let mut lines: Vec<String> = header.lines().map(String::from).collect();
+    let mut runs = Vec::new();
     progress::Progress::new(mode).stream_logged(cmd, &mut log_file, log_path, |line| {
         runs.extend(parse_trigger_line(line));
         lines.push(line.to_string());
     })?;
     Ok((runs, lines))
+}
+
+impl TriggerRun {
+    /// `module` or `module.call()`.
+    pub fn label(&self) -> String {
+        trigger_label(&self.module, self.call.as_deref())
+    }
 }
 
 fn parse_trigger_line(line: &str) -> Option<TriggerRun> {
@@ -396,6 +606,9 @@ struct Recorded {
     module: Option<String>,
     file: Option<String>,
     error: Option<String>,
+    /// The trigger that was running (the driver's `ARCHSMITH_JIT_TRIGGER`).
+    #[serde(default)]
+    trigger: Option<String>,
 }
 
 fn read_record(path: &Path) -> Result<Vec<Recorded>> {
@@ -411,10 +624,10 @@ fn read_record(path: &Path) -> Result<Vec<Recorded>> {
 /// A compile that failed (even where the tree's wrapper caught it and fell back), or a trigger
 /// that failed before any compile: the first compiler error of the log, else the trigger's error.
 fn prebuild_failure(
+    job: &Job,
     runs: &[TriggerRun],
     recorded: &[Recorded],
     lines: &[String],
-    log_path: &Path,
 ) -> Option<BuildFailure> {
     let failed_compile = recorded.iter().find(|r| r.error.is_some());
     let failed_trigger = runs.iter().find(|r| !r.ok);
@@ -439,8 +652,8 @@ fn prebuild_failure(
     Some(BuildFailure {
         stage: "compile",
         message,
-        first_error: log::first_compiler_error(lines.iter().map(String::as_str)),
-        log: Some(log_path.to_path_buf()),
+        first_error: first_error(job, lines),
+        log: Some(job.log_path.clone()),
     })
 }
 

@@ -49,6 +49,21 @@ pub use scratch::scratch_root;
 pub use source::SourceSpec;
 pub use steps::run;
 
+/// What a build-ext run made: a wheel, or a JIT tree's prebuild.
+pub enum Built {
+    Wheel(Box<Outcome>),
+    Jit(Box<jit::Outcome>),
+}
+
+/// Builds `req.source`: a tree of JIT extensions is prebuilt ([`jit::applies`]), anything else
+/// built into a wheel.
+pub fn build(req: &Request) -> Result<Result<Built, BuildFailure>> {
+    if jit::applies(&req.source)? {
+        return Ok(jit::run(req)?.map(|o| Built::Jit(Box::new(o))));
+    }
+    Ok(run(req)?.map(|o| Built::Wheel(Box::new(o))))
+}
+
 /// What to build and how.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -71,6 +86,23 @@ pub struct Request {
     pub cpu_only: bool,
     /// Send compiles to an sccache-dist scheduler ([`dist`]); implies `--cache sccache`.
     pub dist: Option<crate::compiler_cache::dist::Dist>,
+    /// Build a directory whose git submodules are empty anyway ([`source::unfilled_submodules`]):
+    /// what includes them fails and is reported, the rest is built.
+    pub skip_missing_submodules: bool,
+}
+
+impl BuildFailure {
+    /// The failure with the empty submodules named, when the build went on without them: the
+    /// likely cause of a missing header.
+    pub fn with_submodules(mut self, skipped: Option<&crate::git_submodules::Unfilled>) -> Self {
+        if let Some(u) = skipped {
+            self.message += &format!(
+                " (built without the empty git submodules {}: --skip-missing-submodules)",
+                u.paths().join(" ")
+            );
+        }
+        self
+    }
 }
 
 /// A finished (or reused) build.
@@ -183,16 +215,7 @@ impl std::fmt::Display for BuildFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.message)?;
         if let Some(e) = &self.first_error {
-            let loc = match (&e.file, e.line) {
-                (Some(file), Some(line)) => format!("{file}:{line}: "),
-                (Some(file), None) => format!("{file}: "),
-                _ => String::new(),
-            };
-            write!(
-                f,
-                "\nfirst error: {loc}{} (log line {})",
-                e.message, e.log_line
-            )?;
+            write!(f, "\nfirst error: {e}")?;
         }
         if let Some(log) = &self.log {
             write!(f, "\nfull log: {}", log.display())?;

@@ -107,6 +107,50 @@ pub struct Resolved {
     pub hash: String,
 }
 
+/// A path in archsmith's private copy of the source (`copy`) as the user knows it: in their
+/// directory, or relative to the sdist's root. Other paths (torch's headers) are left alone.
+pub fn user_path(file: &mut String, copy: &Path, spec: &SourceSpec) {
+    let copy = copy.display().to_string();
+    if let Some(rel) = file.strip_prefix(&copy) {
+        let rel = rel.trim_start_matches('/');
+        *file = match spec {
+            SourceSpec::Dir(d) => d.join(rel).display().to_string(),
+            _ => rel.to_string(),
+        };
+    }
+}
+
+/// Before anything is prepared: a directory whose git submodules are empty (a clone without
+/// `--recursive`, a snapshot) stops here with what is missing and the command that fills it, not
+/// minutes into the compile at a missing header. With `go_on` (`--skip-missing-submodules`) they
+/// are returned instead, for the build to report. Sdists carry no submodules.
+pub fn unfilled_submodules(
+    spec: &SourceSpec,
+    go_on: bool,
+) -> Result<Option<crate::git_submodules::Unfilled>> {
+    let SourceSpec::Dir(dir) = spec else {
+        return Ok(None);
+    };
+    let Some(unfilled) = crate::git_submodules::unfilled_under(dir)
+        .with_context(|| format!("reading {}'s git submodules", dir.display()))?
+    else {
+        return Ok(None);
+    };
+    if go_on {
+        crate::errln!(
+            "archsmith: note: {}: the git submodules {} are empty: what includes them will not compile ({})",
+            dir.display(),
+            unfilled.paths().join(" "),
+            crate::git_submodules::GO_ON_FLAG
+        );
+        return Ok(Some(unfilled));
+    }
+    bail!(
+        "{}",
+        unfilled.advice(dir, crate::offline::reason().is_some())
+    )
+}
+
 /// Downloads (pypi), then hashes. Fast for everything already on disk.
 pub fn resolve(spec: &SourceSpec, python: &Path) -> Result<Resolved> {
     let path = match spec {

@@ -9,7 +9,7 @@ use super::jobs::{self, Parallelism};
 use super::scratch::Scratch;
 use super::{
     front_end, parse_extension_line, prepare, source, stamp_inputs, BuildFailure, EnvInfo,
-    LoadSummary, Outcome, Prepared, Request, SourceSpec,
+    LoadSummary, Outcome, Prepared, Request,
 };
 use crate::arch::spec::Plan;
 use crate::build_output::{log, progress};
@@ -35,6 +35,8 @@ pub struct Job<'r> {
     pub inputs: stamp_inputs::Inputs,
     /// The stamp: the hash of `inputs`.
     pub key: String,
+    /// Empty git submodules the build goes on without (`--skip-missing-submodules`).
+    pub submodules: Option<crate::git_submodules::Unfilled>,
 }
 
 /// Where a build runs and what it runs with: made by [`provision`].
@@ -94,9 +96,16 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
     let mut ws = provision(&job, scratch)?;
     let (compiled, import_check) = match compile(&job, &mut ws)? {
         Ok(c) => c,
-        Err(failure) => return Ok(Err(failure)),
+        Err(failure) => return Ok(Err(failure.with_submodules(job.submodules.as_ref()))),
     };
     let mut collected = collect(&job, &ws)?;
+    if let Some(u) = &job.submodules {
+        collected.warnings.push(format!(
+            "built without the empty git submodules {} ({})",
+            u.paths().join(" "),
+            crate::git_submodules::GO_ON_FLAG
+        ));
+    }
     let checked = check(
         &job,
         &ws,
@@ -115,6 +124,7 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
 /// source and its hash, the front end, and the stamp's inputs.
 pub fn resolve(req: &Request) -> Result<Job<'_>> {
     let started = Instant::now();
+    let submodules = source::unfilled_submodules(&req.source, req.skip_missing_submodules)?;
     let Prepared { env, tc, plan } = prepare(
         req.python.as_deref(),
         req.torch.as_ref(),
@@ -140,6 +150,7 @@ pub fn resolve(req: &Request) -> Result<Job<'_>> {
         builder,
         inputs,
         key,
+        submodules,
     })
 }
 
@@ -276,6 +287,7 @@ pub fn compile(
     let import_check = ImportCheck::start(&job.env.python, &ws.scratch.path.join("import"), &[])?;
     let build_started = Instant::now();
     let mut lines: Vec<String> = Vec::new();
+    let log_offset = log::lines_in(&ws.log_path);
     let status = progress::Progress::new(job.req.progress).stream_logged(
         &cmd,
         &mut ws.log_file,
@@ -283,7 +295,7 @@ pub fn compile(
         |line| lines.push(line.to_string()),
     )?;
     if status != Some(0) {
-        return Ok(Err(compile_failure(job, ws, &lines, status)));
+        return Ok(Err(compile_failure(job, ws, &lines, status, log_offset)));
     }
     let compiled = Compiled {
         lines,
@@ -299,17 +311,14 @@ fn compile_failure(
     ws: &Workspace,
     lines: &[String],
     status: Option<i32>,
+    log_offset: usize,
 ) -> BuildFailure {
     let label = job.src.spec.label();
-    let tree_str = ws.tree.display().to_string();
     let mut first = log::first_compiler_error(lines.iter().map(String::as_str));
-    if let Some(file) = first.as_mut().and_then(|e| e.file.as_mut()) {
-        if let Some(rel) = file.strip_prefix(&tree_str) {
-            let rel = rel.trim_start_matches('/');
-            *file = match &job.src.spec {
-                SourceSpec::Dir(d) => d.join(rel).display().to_string(),
-                _ => rel.to_string(),
-            };
+    if let Some(e) = first.as_mut() {
+        e.log_line += log_offset;
+        if let Some(file) = e.file.as_mut() {
+            source::user_path(file, &ws.tree, &job.src.spec);
         }
     }
     let message = match (

@@ -50,6 +50,18 @@ pub struct CompilerError {
     pub log_line: usize,
 }
 
+impl std::fmt::Display for CompilerError {
+    /// `file:line: message (log line N)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => write!(f, "{file}:{line}: ")?,
+            (Some(file), None) => write!(f, "{file}: ")?,
+            _ => {}
+        }
+        write!(f, "{} (log line {})", self.message, self.log_line)
+    }
+}
+
 fn patterns() -> &'static [Regex; 3] {
     static P: OnceLock<[Regex; 3]> = OnceLock::new();
     P.get_or_init(|| {
@@ -65,6 +77,12 @@ fn patterns() -> &'static [Regex; 3] {
                 .expect("tool error regex"),
         ]
     })
+}
+
+/// The lines a log file holds so far (its header, before a build's output is streamed into it):
+/// what an error found in the streamed lines adds to its `log_line`.
+pub fn lines_in(path: &std::path::Path) -> usize {
+    std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())
 }
 
 /// The first compiler error in `lines`, if any. Python tracebacks and pip's summary are not

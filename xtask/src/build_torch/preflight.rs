@@ -407,11 +407,7 @@ pub fn submodules(
 /// (or a recursive clone) for a tree that is not one.
 fn how_to_bring(tree: &TorchTree, missing: &[String]) -> String {
     if tree.git.is_some() {
-        format!(
-            "git -C {} submodule update --init --recursive {}",
-            tree.root.display(),
-            missing.join(" ")
-        )
+        crate::git_submodules::fill_command(&tree.root, missing)
     } else {
         format!(
             "this tree is not a git checkout (a source tarball without submodules): use pytorch's release tarball pytorch-v{v}.tar.gz from its GitHub release (it includes them) or `git clone --recursive --branch v{v} https://github.com/pytorch/pytorch`",

@@ -1,11 +1,12 @@
 //! `cargo xtask build-ext SOURCE --arch SPEC`: thin CLI over [`crate::build_ext`].
 
-use crate::build_ext::{self, CacheKind, Outcome, Request, SourceSpec};
+use crate::build_ext::{self, Built, CacheKind, Outcome, Request, SourceSpec};
 use crate::build_output::progress::Mode;
 use crate::output::{documents, print_json, Exit, Table};
 use crate::version::Version;
 use anyhow::Result;
 use clap::Args;
+use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -38,10 +39,14 @@ pub struct BuildExtArgs {
     /// by default every nvcc the build runs gets exactly --arch, and the wheel is audited for it.
     #[arg(long)]
     pub own_arch_flags: bool,
-    /// Build a package's extensions one after another, as setuptools does; by default as many
-    /// at once as there are cores (within memory), each in its own process.
+    /// Build a package's extensions (a JIT tree's triggers) one after another, as setuptools
+    /// does; by default as many at once as cores and memory allow, in one pool of job slots.
     #[arg(long)]
     pub serial_extensions: bool,
+    /// Build a directory whose git submodules are empty (a clone without --recursive) anyway;
+    /// what includes them fails and is reported. By default it stops first, naming the fix.
+    #[arg(long)]
+    pub skip_missing_submodules: bool,
     /// The build is meant to compile no GPU code (a package's own CPU-only switch set, e.g.
     /// FORCE_ONLY_CPU=1): FORCE_CUDA is not set, and the wheel must carry no device code.
     #[arg(long)]
@@ -71,6 +76,7 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         jobs: args.jobs,
         own_arch_flags: args.own_arch_flags,
         serial_extensions: args.serial_extensions,
+        skip_missing_submodules: args.skip_missing_submodules,
         cpu_only: args.cpu_only,
         dist: crate::compiler_cache::dist::Dist::from_flags(
             args.dist.as_deref(),
@@ -78,22 +84,10 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         )?,
         progress: Mode::Auto,
     };
-    let (doc, text) = if build_ext::jit::applies(&req.source)? {
-        match build_ext::jit::run(&req)? {
-            Ok(o) => (
-                serde_json::json!({ "ok": true, "jit": o }),
-                Ok(jit_summary(&o)),
-            ),
-            Err(f) => (serde_json::json!({ "ok": false, "failure": f }), Err(f)),
-        }
-    } else {
-        match build_ext::run(&req)? {
-            Ok(o) => (
-                serde_json::json!({ "ok": true, "result": o }),
-                Ok(summary(&o)),
-            ),
-            Err(f) => (serde_json::json!({ "ok": false, "failure": f }), Err(f)),
-        }
+    let (doc, text) = match build_ext::build(&req)? {
+        Ok(Built::Jit(o)) => (json!({ "ok": true, "jit": o }), Ok(jit_summary(&o))),
+        Ok(Built::Wheel(o)) => (json!({ "ok": true, "result": o }), Ok(summary(&o))),
+        Err(f) => (json!({ "ok": false, "failure": f }), Err(f)),
     };
     if args.json {
         print_json(documents::BUILD_EXT, &doc)?;

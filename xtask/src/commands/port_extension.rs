@@ -59,6 +59,11 @@ pub struct PortExtensionArgs {
     /// Let the extension's own nvcc arch flags through instead of --arch (the audit still checks --arch).
     #[arg(long)]
     pub own_arch_flags: bool,
+    /// Port and build a source whose git submodules are empty (a clone without --recursive)
+    /// anyway: what includes them fails and is reported. By default the port stops before
+    /// copying anything, naming them and the command that fills them.
+    #[arg(long)]
+    pub skip_missing_submodules: bool,
     /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -107,6 +112,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
         progress: progress::Mode::Auto,
         with_deps: args.with_deps,
         own_arch_flags: args.own_arch_flags,
+        skip_missing_submodules: args.skip_missing_submodules,
     };
     let out = match port_extension::run(&req)? {
         Ok(o) => o,

@@ -60,6 +60,8 @@ pub struct Request {
     pub with_deps: bool,
     /// Build with the extension's own nvcc arch flags (see `build_ext::arch_guard`).
     pub own_arch_flags: bool,
+    /// Port and build a source whose git submodules are empty anyway (build-ext's flag).
+    pub skip_missing_submodules: bool,
 }
 
 /// How a review item was dealt with.

@@ -146,6 +146,10 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
     let started = Instant::now();
     let r = &req.recipe;
     let (src_dir, source_label, source_pin) = fetch(r, req.src.as_deref())?;
+    // Before the work tree is made: a build would find empty submodules only at a missing header.
+    // A dry run or --check compiles nothing: it goes on and says so.
+    let go_on = req.skip_missing_submodules || req.mode != RunMode::Full;
+    build_ext::source::unfilled_submodules(&SourceSpec::Dir(src_dir.clone()), go_on)?;
     let base = port_dir(r, req.src.as_deref())?;
     fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let lock = crate::cache::lock(&base.join(".lock"), &mut || {
@@ -359,6 +363,7 @@ fn build_request(job: &Job, source: SourceSpec) -> build_ext::Request {
         serial_extensions: false,
         cpu_only: false,
         dist: None,
+        skip_missing_submodules: req.skip_missing_submodules,
     }
 }
 

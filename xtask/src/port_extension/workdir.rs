@@ -143,6 +143,22 @@ pub fn git_checkout(url: &str, commit: &str, cache: &Path) -> Result<PathBuf> {
         git(&dir)
             .args(["checkout", "-q", "--detach", "FETCH_HEAD"])
             .read()?;
+        // Submodules too, as `git clone --recursive` would: a checkout without them fails at a
+        // missing header. One that cannot be fetched (another host) stays empty, and the port
+        // says so before it builds (build_ext::source::unfilled_submodules).
+        if dir.join(".gitmodules").is_file() {
+            let update = git(&dir).args([
+                "submodule",
+                "update",
+                "--init",
+                "--recursive",
+                "--depth",
+                "1",
+            ]);
+            if let Err(e) = update.read() {
+                crate::errln!("archsmith: note: {url}'s submodules could not be fetched: {e:#}");
+            }
+        }
         Ok(())
     };
     if let Err(e) = fetch() {

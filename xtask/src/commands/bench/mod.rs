@@ -5,6 +5,7 @@ mod audit;
 mod build_ext;
 mod codemod;
 mod jit_hook;
+mod jit_prebuild;
 mod load_check;
 
 use crate::output::Exit;
@@ -34,6 +35,12 @@ pub enum BenchCommand {
     /// pass` in a throwaway venv without it, with it, and with the eager import of before.
     #[command(after_help = "Example:\n  archsmith bench jit-hook --runs 15")]
     JitHook(jit_hook::JitHookArgs),
+    /// A tree of JIT extensions prebuilt with its triggers in one pool of job slots (the
+    /// default) vs one at a time (`--serial-extensions`), each from an empty output dir.
+    #[command(
+        after_help = "Example:\n  archsmith bench jit-prebuild --arch 7.5,8.9,9.0 --rounds 2"
+    )]
+    JitPrebuild(jit_prebuild::JitPrebuildArgs),
     /// The load check's verdict for every compiled module (of an env, or of wheels unpacked
     /// beside it) vs importing each in a fresh interpreter after `import torch`: agreement, time.
     #[command(
@@ -48,6 +55,7 @@ pub fn run(args: BenchArgs) -> Result<Exit> {
         BenchCommand::BuildExt(a) => build_ext::build_ext(a),
         BenchCommand::Codemod(a) => codemod::codemod(a),
         BenchCommand::JitHook(a) => jit_hook::jit_hook(a),
+        BenchCommand::JitPrebuild(a) => jit_prebuild::jit_prebuild(a),
         BenchCommand::LoadCheck(a) => load_check::load_check(a),
     }
 }

@@ -1,0 +1,81 @@
+//! `bench jit-prebuild`: a JIT tree's triggers in one pool of job slots vs one at a time
+//! ([`crate::bench::jit_prebuild_pool`]).
+
+use crate::bench::jit_prebuild_pool::{
+    default_source, jit_prebuild_pool, JitPrebuildBenchRequest, JitPrebuildReport,
+};
+use crate::output::{documents, emit, Exit, Table};
+use crate::version::Version;
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct JitPrebuildArgs {
+    /// A tree of JIT extensions (default: the `jit-ext` test fixture, three triggers).
+    pub source: Option<PathBuf>,
+    /// Archs to build, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar).
+    #[arg(long, value_name = "SPEC", default_value = "7.5,8.9,9.0")]
+    pub arch: String,
+    /// torch release for archsmith's env (default: the newest known).
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
+    pub torch: Option<Version>,
+    /// Use this Python (with torch installed) instead of archsmith's env.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Where the prebuilds go (one folder per run).
+    #[arg(long, value_name = "DIR", default_value = "target/bench-jit-prebuild")]
+    pub out: PathBuf,
+    /// Runs of each side, the order alternating; the fastest of each is compared.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: u32,
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn jit_prebuild(args: JitPrebuildArgs) -> Result<Exit> {
+    let req = JitPrebuildBenchRequest {
+        source: match args.source {
+            Some(s) => s,
+            None => default_source()?,
+        },
+        arch: args.arch,
+        torch: args.torch,
+        python: args.python,
+        out: args.out,
+        rounds: args.rounds,
+    };
+    emit(
+        args.json,
+        documents::BENCH_JIT_PREBUILD,
+        &jit_prebuild_pool(&req)?,
+        render,
+    )?;
+    Ok(Exit::Success)
+}
+
+fn render(r: &JitPrebuildReport) -> String {
+    let mut t = Table::new(["prebuild", "at once", "runs (s)", "fastest", "CPU (s)"]);
+    for s in [&r.serial, &r.pooled] {
+        let runs: Vec<String> = s.seconds.iter().map(|x| format!("{x:.1}")).collect();
+        let cpu: Vec<String> = s.cpu_s.iter().map(|x| format!("{x:.0}")).collect();
+        t.row([
+            s.label.clone(),
+            s.triggers_at_once.to_string(),
+            runs.join(" "),
+            format!("{:.1} s", crate::bench::min(&s.seconds)),
+            cpu.join(" "),
+        ]);
+    }
+    format!(
+        "{}{} trigger(s) of {} for {}, {} cores, {:.0} GiB available: pooled {:.2}x serial\n",
+        t.render(),
+        r.triggers,
+        r.source,
+        r.torch_cuda_arch_list,
+        r.cores,
+        r.mem_available_gib,
+        r.speedup
+    )
+}
