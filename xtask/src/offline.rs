@@ -140,15 +140,24 @@ pub fn is_remote(url: &str) -> bool {
 /// Where downloads go: an HTTPS proxy when one is set (direct connections may be refused there),
 /// else the index URL uv or pip would use, else PyPI.
 fn index_endpoint() -> (String, u16) {
-    let from_env = |names: &[&str]| {
-        names
-            .iter()
-            .find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()))
-    };
-    let url = from_env(&["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"])
-        .or_else(|| from_env(&["UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"]))
-        .unwrap_or_else(|| "https://pypi.org/simple".into());
+    let url = first_set(&["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"])
+        .unwrap_or_else(package_index);
     host_port(&url).unwrap_or_else(|| ("pypi.org".into(), 443))
+}
+
+/// The package index archsmith reads and downloads from: uv's and pip's own settings
+/// (`UV_DEFAULT_INDEX`, `UV_INDEX_URL`, `PIP_INDEX_URL`; a mirror must speak the JSON Simple
+/// API, PEP 691), else PyPI. One answer for every reader: [`crate::pypi`], uv and pip.
+pub fn package_index() -> String {
+    first_set(&["UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"])
+        .map(|u| u.trim().trim_end_matches('/').to_string())
+        .unwrap_or_else(|| "https://pypi.org/simple".into())
+}
+
+fn first_set(names: &[&str]) -> Option<String> {
+    names
+        .iter()
+        .find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()))
 }
 
 /// `https://user@host:8443/path` → (`host`, 8443); the scheme's port when none is written.

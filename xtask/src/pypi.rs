@@ -8,7 +8,9 @@
 //! [`paths::downloads_dir`]`/pypi-files/FILE/` and a second check reads them from disk. The file
 //! list is asked for every time: it is what changes.
 //!
-//! Whole-wheel downloads (through pip, honouring its configuration) are [`crate::downloads`].
+//! The index is [`crate::offline::package_index`] (PyPI unless uv's or pip's index variables name
+//! a mirror). Sdists are downloaded whole here ([`Pypi::download`], sha256 checked); wheels to
+//! install go through uv or pip ([`crate::downloads`]), which read the same variables.
 
 use crate::paths;
 use anyhow::{anyhow, bail, Context, Result};
@@ -19,8 +21,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// PyPI's Simple API, which answers PEP 691 JSON when asked for it.
-const SIMPLE_INDEX: &str = "https://pypi.org/simple";
+/// The Simple API answers PEP 691 JSON when asked for it.
 const SIMPLE_JSON: &str = "application/vnd.pypi.simple.v1+json";
 /// The largest response read whole (torch's file list is ~3 MB).
 const MAX_BODY: u64 = 256 << 20;
@@ -40,6 +41,9 @@ pub struct IndexFile {
     /// PEP 658/714: whether `url + ".metadata"` serves the core metadata.
     #[serde(rename = "core-metadata", default)]
     pub core_metadata: serde_json::Value,
+    /// `sha256` → hex digest, as the index states it.
+    #[serde(default)]
+    pub hashes: HashMap<String, String>,
 }
 
 impl IndexFile {
@@ -95,11 +99,34 @@ impl Pypi {
 
     /// Every file of `project` the index lists, in its order.
     pub fn files(&self, project: &str) -> Result<Vec<IndexFile>> {
-        let url = format!("{SIMPLE_INDEX}/{project}/");
+        let url = format!(
+            "{}/{}/",
+            crate::offline::package_index(),
+            normalized_name(project)
+        );
         let body = self.get(&url, None, Some(SIMPLE_JSON))?;
         let page: ProjectPage = serde_json::from_slice(&body)
             .with_context(|| format!("{url} did not answer the JSON Simple API (PEP 691)"))?;
         Ok(page.files)
+    }
+
+    /// Downloads `file` whole into `dir` (written through a temporary name), its sha256 checked
+    /// against the index's; the path.
+    pub fn download(&self, file: &IndexFile, dir: &std::path::Path) -> Result<PathBuf> {
+        use sha2::Digest;
+        let bytes = self.get(&file.url, None, None)?;
+        if let Some(want) = file.hashes.get("sha256") {
+            let got = crate::stamp::hex(&sha2::Sha256::digest(&bytes));
+            if !got.eq_ignore_ascii_case(want) {
+                bail!(
+                    "sha256 mismatch for {}: the index says {want}, the download is {got}",
+                    file.filename
+                );
+            }
+        }
+        let path = dir.join(&file.filename);
+        store(&path, &bytes)?;
+        Ok(path)
     }
 
     /// The wheel's core metadata (`METADATA`): the index's PEP 658 copy, or the member itself.
@@ -221,6 +248,21 @@ impl Default for Pypi {
     }
 }
 
+/// PEP 503's normal form of a project name: lower case, runs of `-_.` as one `-`.
+pub fn normalized_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
 /// Writes `bytes` to `path` through a temporary name, so a kept file is never half written.
 fn store(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     let dir = path
@@ -288,5 +330,29 @@ impl Seek for RangeReader<'_> {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start")
         })?;
         Ok(self.pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_names_take_pep_503_s_normal_form() {
+        assert_eq!(normalized_name("Torch_Scatter"), "torch-scatter");
+        assert_eq!(normalized_name("zope.interface"), "zope-interface");
+        assert_eq!(normalized_name("a-_.b"), "a-b");
+        assert_eq!(normalized_name("torchsort"), "torchsort");
+    }
+
+    #[test]
+    fn an_index_file_keeps_its_stated_sha256() {
+        let f: IndexFile = serde_json::from_str(
+            r#"{"filename": "x-1.0.tar.gz", "url": "https://h/x-1.0.tar.gz", "size": 3,
+                "hashes": {"sha256": "ab12"}, "yanked": false}"#,
+        )
+        .unwrap();
+        assert_eq!(f.hashes.get("sha256").map(String::as_str), Some("ab12"));
+        assert!(!f.is_yanked());
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Each build starts from an empty output dir (so nothing is reused) and is the whole prebuild:
 //! the triggers, the audit, the manifest and the load with no compiler on PATH. Rounds alternate
-//! the order (pooled first in even rounds); the ratio uses each side's fastest run, the one least
+//! the order (serial first in even rounds); the ratio uses each side's fastest run, the one least
 //! disturbed by other work; every sample is reported. Both sides must build the same extensions
 //! with the same device code, or the benchmark fails.
 

@@ -191,10 +191,11 @@ fn has_elf_magic(p: &Path) -> std::io::Result<bool> {
     }
 }
 
-/// Maps a file read-only. The map is only read; a file truncated underneath us while mapped
-/// faults (SIGBUS) on the first page past its new end, which is the risk every mmap-based reader
-/// (and the CUDA loader) takes: [`report_truncation_on_sigbus`] turns that into a message.
-fn map(p: &Path) -> Result<memmap2::Mmap, FileError> {
+/// Maps a file read-only: the one place archsmith memory-maps a file it reads. The map is only
+/// read; a file truncated underneath us while mapped faults (SIGBUS) on the first page past its
+/// new end, which is the risk every mmap-based reader (and the CUDA loader) takes:
+/// [`report_truncation_on_sigbus`] turns that into a message.
+pub fn map(p: &Path) -> Result<memmap2::Mmap, FileError> {
     report_truncation_on_sigbus();
     let f = File::open(p).map_err(|e| FileError::Io(e.to_string()))?;
     // SAFETY: read-only private mapping of a regular file we opened; we never write through it.

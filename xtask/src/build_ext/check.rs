@@ -322,10 +322,8 @@ fn operator_libraries<'a>(
         .filter(|m| m.ends_with(".so"))
         .filter_map(|m| {
             let name = extension_modules([m]).pop()?;
-            let file = fs::File::open(root.join(m)).ok()?;
-            // SAFETY: a read-only map of a file this check just unpacked, dropped before the
-            // closure returns (an extension can be hundreds of MB; only its headers are read).
-            let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+            // Mapped, not read: an extension can be hundreds of MB; only its headers are read.
+            let map = crate::binary::input::map(&root.join(m)).ok()?;
             let info = crate::binary::dynamic::read(&map).ok()?;
             info.python_init().is_none().then_some(name)
         })

@@ -410,7 +410,7 @@ fn open(req: &Request) -> Result<Job> {
         req.cuda.as_ref(),
         &req.arch,
     )?;
-    let src = source::resolve(&req.source, &env.python)?;
+    let src = source::resolve(&req.source)?;
     let key = crate::stamp::key(&(
         "jit",
         &src.hash,

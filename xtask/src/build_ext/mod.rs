@@ -61,6 +61,14 @@ pub fn build(req: &Request) -> Result<Result<Built, BuildFailure>> {
     if jit::applies(&req.source)? {
         return Ok(jit::run(req)?.map(|o| Built::Jit(Box::new(o))));
     }
+    if let SourceSpec::Dir(p) = &req.source {
+        if !source::has_build_script(p) {
+            bail!(
+                "{} has neither setup.py nor pyproject.toml, and no Python file in it calls torch's load()/load_inline(): give the extension's root directory",
+                p.display()
+            );
+        }
+    }
     Ok(run(req)?.map(|o| Built::Wheel(Box::new(o))))
 }
 

@@ -46,14 +46,8 @@ impl SourceSpec {
         }
         let p = PathBuf::from(s);
         if p.is_dir() {
-            let script = p.join("setup.py").exists() || p.join("pyproject.toml").exists();
-            // A tree with no build script can still be one of JIT extensions (super::jit).
-            if !script && !super::jit::applies(&SourceSpec::Dir(p.clone()))? {
-                bail!(
-                    "{} has neither setup.py nor pyproject.toml, and no Python file in it calls torch's load()/load_inline(): give the extension's root directory",
-                    p.display()
-                );
-            }
+            // Whether it holds a build script or JIT calls is the build's to find
+            // (`build_ext::build`): parsing reads no file.
             return Ok(SourceSpec::Dir(p));
         }
         if p.is_file() {
@@ -78,6 +72,11 @@ impl SourceSpec {
             SourceSpec::Pypi { name, version } => format!("{name}-{version}"),
         }
     }
+}
+
+/// The directory has a `setup.py` or `pyproject.toml`.
+pub fn has_build_script(dir: &Path) -> bool {
+    dir.join("setup.py").exists() || dir.join("pyproject.toml").exists()
 }
 
 fn is_sdist_name(s: &str) -> bool {
@@ -152,10 +151,10 @@ pub fn unfilled_submodules(
 }
 
 /// Downloads (pypi), then hashes. Fast for everything already on disk.
-pub fn resolve(spec: &SourceSpec, python: &Path) -> Result<Resolved> {
+pub fn resolve(spec: &SourceSpec) -> Result<Resolved> {
     let path = match spec {
         SourceSpec::Dir(p) | SourceSpec::Sdist(p) => p.clone(),
-        SourceSpec::Pypi { name, version } => download_sdist(python, name, version)?,
+        SourceSpec::Pypi { name, version } => download_sdist(name, version)?,
     };
     let hash = match spec {
         SourceSpec::Dir(p) => hash_tree(p)?,
@@ -313,44 +312,9 @@ else:
         t.extractall(dest, filter="data")
 "#;
 
-/// Finds the sdist of NAME==VERSION in PyPI's simple index, downloads it into the cache and checks
-/// its sha256. The index URL honours `PIP_INDEX_URL` / `UV_INDEX_URL` (a mirror that speaks PEP 691).
-const FETCH_PY: &str = r#"
-import hashlib, json, os, re, sys, urllib.request
-name, version, dest_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-index = (os.environ.get("PIP_INDEX_URL") or os.environ.get("UV_INDEX_URL") or "https://pypi.org/simple").rstrip("/")
-norm = re.sub(r"[-_.]+", "-", name).lower()
-req = urllib.request.Request(f"{index}/{norm}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-try:
-    files = json.load(urllib.request.urlopen(req, timeout=60))["files"]
-except Exception as e:
-    sys.exit(f"could not read the index page for {name!r} at {index}/{norm}/: {e}")
-fname = re.sub(r"[-_.]+", "_", name).lower()
-def is_sdist(f):
-    fn = f["filename"]
-    stem = fn[:-7] if fn.endswith(".tar.gz") else fn[:-4] if fn.endswith(".zip") else None
-    if stem is None or f.get("yanked"):
-        return False
-    n, _, v = stem.rpartition("-")
-    return re.sub(r"[-_.]+", "_", n).lower() == fname and v == version
-hits = [f for f in files if is_sdist(f)]
-if not hits:
-    have = sorted({f["filename"] for f in files if f["filename"].endswith((".tar.gz", ".zip"))})[-5:]
-    sys.exit(f"PyPI has no sdist for {name}=={version} (latest sdists: {', '.join(have) or 'none'})")
-f = hits[0]
-data = urllib.request.urlopen(f["url"], timeout=300).read()
-want = f.get("hashes", {}).get("sha256")
-got = hashlib.sha256(data).hexdigest()
-if want and want != got:
-    sys.exit(f"sha256 mismatch for {f['filename']}: index says {want}, got {got}")
-tmp = os.path.join(dest_dir, f".partial-{os.getpid()}-{f['filename']}")
-with open(tmp, "wb") as out:
-    out.write(data)
-os.replace(tmp, os.path.join(dest_dir, f["filename"]))
-print(f["filename"])
-"#;
-
-pub fn download_sdist(python: &Path, name: &str, version: &str) -> Result<PathBuf> {
+/// The sdist of `name==version` from the package index ([`crate::pypi`]), downloaded once into
+/// the cache, its sha256 checked against the index's.
+pub fn download_sdist(name: &str, version: &str) -> Result<PathBuf> {
     let dir = paths::downloads_dir();
     if let Some(hit) = cached_sdist(&dir, name, version) {
         return Ok(hit);
@@ -359,17 +323,39 @@ pub fn download_sdist(python: &Path, name: &str, version: &str) -> Result<PathBu
         &format!("the sdist of {name}=={version}"),
         "Give the unpacked sdist as a directory instead (--src DIR)",
     )?;
+    let pypi = crate::pypi::Pypi::new();
+    let files = pypi
+        .files(name)
+        .with_context(|| format!("could not download the sdist of {name}=={version}"))?;
+    let is_ours = |f: &&crate::pypi::IndexFile| {
+        is_sdist_name(&f.filename)
+            && !f.is_yanked()
+            && sdist_stem(Path::new(&f.filename))
+                .rsplit_once('-')
+                .is_some_and(|(n, v)| normalize(n) == normalize(name) && v == version)
+    };
+    let Some(file) = files.iter().find(is_ours) else {
+        let mut have: Vec<&str> = files
+            .iter()
+            .map(|f| f.filename.as_str())
+            .filter(|f| is_sdist_name(f))
+            .collect();
+        have.sort_unstable();
+        let latest = have[have.len().saturating_sub(5)..].join(", ");
+        bail!(
+            "{} has no sdist for {name}=={version} (latest sdists: {})",
+            crate::offline::package_index(),
+            if latest.is_empty() { "none" } else { &latest }
+        );
+    };
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     crate::errln!(
-        "archsmith: downloading the sdist of {name}=={version} from PyPI into {}",
+        "archsmith: downloading the sdist of {name}=={version} from {} into {}",
+        crate::offline::package_index(),
         dir.display()
     );
-    let file = Cmd::new(python)
-        .args(["-c", FETCH_PY, name, version])
-        .arg(&dir)
-        .read()
-        .with_context(|| format!("could not download the sdist of {name}=={version}"))?;
-    Ok(dir.join(file.trim()))
+    pypi.download(file, &dir)
+        .with_context(|| format!("could not download the sdist of {name}=={version}"))
 }
 
 fn normalize(name: &str) -> String {

@@ -132,7 +132,7 @@ pub fn resolve(req: &Request) -> Result<Job<'_>> {
         &req.arch,
     )?;
     let arch_list = plan.torch_cuda_arch_list();
-    let src = source::resolve(&req.source, &env.python)?;
+    let src = source::resolve(&req.source)?;
     let builder = front_end(&env)?;
     let inputs = stamp_inputs::Inputs {
         own_arch_flags: req.own_arch_flags,

@@ -15,6 +15,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
+/// Counter key for the includes the engine adds on behalf of other rules.
+pub const ADD_INCLUDE: &str = "add-include";
+
 pub const BUILTIN_NAME: &str = "patches/rules/torch-legacy.toml";
 
 /// Headers a rule may add beside the files it rewrites (`bundle = NAME`): small compatibility
@@ -306,7 +309,7 @@ impl Catalogue {
             rewrite::IMPORTS => {
                 Some("imports renamed, dropped or added with the Python rewrites".into())
             }
-            super::engine::ADD_INCLUDE => Some("a header a rewrite needs".into()),
+            ADD_INCLUDE => Some("a header a rewrite needs".into()),
             _ => None,
         }
     }

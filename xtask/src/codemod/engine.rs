@@ -6,16 +6,13 @@
 //! alone (a `remove` whose variable is still used, a setup.py flag that is not a list element), so
 //! every line number refers to the rewritten file.
 
-use super::catalogue::{Action, Catalogue, Lang, Rule};
+use super::catalogue::{Action, Catalogue, Lang, Rule, ADD_INCLUDE};
 use super::lexer::{Kind, Token};
 use super::pattern::{expand, expand_with, Captures, Matcher, Pattern};
 use super::suppress::Suppressions;
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// Counter key for includes added on behalf of other rules.
-pub const ADD_INCLUDE: &str = "add-include";
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct ReviewItem {

@@ -1061,6 +1061,7 @@ mod tests {
             upload_time: None,
             yanked: serde_json::Value::Bool(false),
             core_metadata: serde_json::Value::Null,
+            hashes: Default::default(),
         };
         assert_eq!(
             cpython_minor(&f("torch-2.6.0-cp312-cp312-manylinux1_x86_64.whl"))

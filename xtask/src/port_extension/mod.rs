@@ -380,7 +380,7 @@ fn fetch(r: &Recipe, src: Option<&Path>) -> Result<(PathBuf, String, Option<Stri
             let (name, version) = spec.split_once("==").unwrap_or((&spec, ""));
             let torch = kb().releases.newest_torch.clone();
             let env = python::ensure_torch_env(&torch)?;
-            let sdist = build_ext::source::download_sdist(&env.python, name, version)?;
+            let sdist = build_ext::source::download_sdist(name, version)?;
             let got = crate::stamp::hash_file(&sdist)?;
             if !sha256.is_empty() && got != sha256 {
                 bail!(

@@ -160,11 +160,7 @@ impl Objects {
 }
 
 fn read_object(path: &Path) -> Result<Arc<Object>, ReadFailure> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| ReadFailure::Io(format!("{}: {e}", path.display())))?;
-    // SAFETY: the map is read-only and dropped before this function returns; a file truncated
-    // underneath it is the same hazard every ELF tool accepts.
-    let map = unsafe { memmap2::Mmap::map(&file) }
+    let map = crate::binary::input::map(path)
         .map_err(|e| ReadFailure::Io(format!("{}: {e}", path.display())))?;
     let info = dynamic::read(&map).map_err(ReadFailure::Elf)?;
     Ok(Arc::new(Object::from_info(path.to_path_buf(), &info)))
