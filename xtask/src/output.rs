@@ -253,6 +253,16 @@ pub mod documents {
     }
 }
 
+/// `--json`, declared once: every command flattens it into its arguments (`#[command(flatten)]`),
+/// as the linters flatten `lint::FindingsArgs`.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct JsonOutput {
+    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table; progress
+    /// and errors still go to stderr.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Prints a command's report: JSON for machines with `--json`, the rendered table otherwise.
 pub fn emit<T: Serialize>(
     json: bool,

@@ -32,9 +32,8 @@ pub struct ArchsArgs {
     /// The NVIDIA driver that would run the code (decides whether PTX can be JIT-compiled).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::driver_version)]
     pub driver: Option<Version>,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
     /// Print one value alone, for CI scripts: `torch-cuda-arch-list` (`7.5;8.9;9.0`), `nvcc-flags`…
     #[arg(long, value_enum, value_name = "VALUE", conflicts_with = "json")]
     pub print: Option<PlainValue>,
@@ -64,7 +63,7 @@ impl PlainValue {
 
 pub fn run(args: &ArchsArgs) -> Result<Exit> {
     if args.list_gpus {
-        return list_gpus(args.json);
+        return list_gpus(args.output.json);
     }
     let request = PlanRequest {
         arch: args.arch.clone().unwrap_or_default(),
@@ -76,7 +75,7 @@ pub fn run(args: &ArchsArgs) -> Result<Exit> {
     let report = plan_report(kb(), &request)?;
     match args.print {
         Some(value) => crate::outln!("{}", value.of(&report)),
-        None => emit(args.json, documents::ARCHS, &report, render)?,
+        None => emit(args.output.json, documents::ARCHS, &report, render)?,
     }
     Ok(Exit::Success)
 }

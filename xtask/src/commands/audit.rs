@@ -42,9 +42,8 @@ pub struct UpgradeArgs {
     /// With --installed: an env that has the target torch (default: archsmith provisions one).
     #[arg(long, value_name = "PYTHON", requires = "installed")]
     pub to_python: Option<PathBuf>,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
     #[command(flatten)]
     pub findings: crate::lint::FindingsArgs,
 }
@@ -62,7 +61,7 @@ pub fn run(args: AuditArgs) -> Result<Exit> {
                 selection: u.findings.selection(),
             };
             let report = audit(&request)?;
-            let format = u.findings.format(u.json, true);
+            let format = u.findings.format(u.output.json, true);
             let doc = documents::AUDIT_UPGRADE;
             let (table, findings) = (AuditReport::table, AuditReport::diagnostics);
             crate::lint::emit(format, "audit upgrade", doc, &report, table, findings)?;

@@ -59,9 +59,8 @@ pub struct BuildExtArgs {
     /// ARCHSMITH_DIST_TOKEN variable.
     #[arg(long, value_name = "FILE", requires = "dist")]
     pub dist_token_file: Option<PathBuf>,
-    /// Print the result as JSON on stdout (progress still goes to stderr).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn run(args: BuildExtArgs) -> Result<Exit> {
@@ -89,13 +88,13 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         Ok(Built::Wheel(o)) => (json!({ "ok": true, "result": o }), Ok(summary(&o))),
         Err(f) => (json!({ "ok": false, "failure": f }), Err(f)),
     };
-    if args.json {
+    if args.output.json {
         print_json(documents::BUILD_EXT, &doc)?;
     }
     let Ok(text) = text.map_err(|f| crate::errln!("error: {f}")) else {
         return Ok(Exit::Failed);
     };
-    if !args.json {
+    if !args.output.json {
         crate::out!("{text}");
     }
     Ok(Exit::Success)

@@ -73,9 +73,8 @@ pub struct BuildTorchArgs {
     /// a CPU-only wheel.
     #[arg(long, value_name = "WHEEL")]
     pub verify_wheel: Option<PathBuf>,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn run(args: BuildTorchArgs) -> Result<Exit> {
@@ -91,7 +90,7 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
                 python: args.python.clone(),
             },
         )?;
-        if args.json {
+        if args.output.json {
             print_json(documents::BUILD_TORCH_VERIFY_WHEEL, &r)?;
         } else {
             crate::out!("{}", r.table());
@@ -100,7 +99,7 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
     }
     // A dry run of a release not cloned yet needs no tree for its advice: nothing is fetched.
     if let Some(b) = build_torch::before_clone(kb(), &req)? {
-        match args.json {
+        match args.output.json {
             true => print_json(documents::BUILD_TORCH_BEFORE_CLONE, &b)?,
             false => crate::out!("{}", report::before_clone(&b)),
         }
@@ -111,7 +110,7 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
         });
     }
     let o = build_torch::run(kb(), &req)?;
-    if args.json {
+    if args.output.json {
         print_json(documents::BUILD_TORCH, &o)?;
     } else if req.dry_run || o.prepared.failed() {
         crate::out!(
@@ -151,6 +150,10 @@ fn request(args: &BuildTorchArgs) -> Result<Request> {
         sets: args.sets.clone(),
         dry_run: args.dry_run,
         stop_after_configure: args.stop_after == Some(Stage::Configure),
-        progress: if args.json { Mode::Plain } else { Mode::Auto },
+        progress: if args.output.json {
+            Mode::Plain
+        } else {
+            Mode::Auto
+        },
     })
 }

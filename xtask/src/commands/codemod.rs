@@ -38,9 +38,8 @@ pub struct CodemodArgs {
     /// The torch release to port to: which Python rows hold (default: the newest known).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<crate::version::Version>,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
     #[command(flatten)]
     pub findings: crate::lint::FindingsArgs,
 }
@@ -49,7 +48,7 @@ pub fn run(args: &CodemodArgs) -> Result<Exit> {
     let selection = args.findings.selection();
     let cat = Catalogue::chosen(args.rules.as_deref(), args.torch.as_ref(), &selection)?;
     if args.list_rules {
-        return list_rules(&cat, args.json);
+        return list_rules(&cat, args.output.json);
     }
     let apply = !args.dry_run && !args.check;
     let mode = if apply {
@@ -60,7 +59,9 @@ pub fn run(args: &CodemodArgs) -> Result<Exit> {
         Mode::DryRun
     };
     let report = codemod::run_on_paths(&cat, &args.paths, mode, args.force || args.fix)?;
-    let format = args.findings.format(args.json, args.check || args.fix);
+    let format = args
+        .findings
+        .format(args.output.json, args.check || args.fix);
     let table = |r: &Report| {
         let mut out = String::new();
         if args.dry_run {

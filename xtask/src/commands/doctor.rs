@@ -15,14 +15,13 @@ pub struct DoctorArgs {
     /// An NVIDIA driver version to plan for (e.g. 470.161.03), instead of or besides this machine's.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::driver_version)]
     pub driver: Option<Version>,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn run(args: &DoctorArgs) -> Result<Exit> {
     let report = diagnose(kb(), &args.gpus, args.driver.as_ref())?;
-    emit(args.json, documents::DOCTOR, &report, render)?;
+    emit(args.output.json, documents::DOCTOR, &report, render)?;
     Ok(Exit::Success)
 }
 

@@ -50,9 +50,8 @@ pub struct CheckArgs {
     /// With --gpus: read this pci.ids instead of Debian's package.
     #[arg(long, value_name = "FILE", requires = "gpus")]
     pub pci_ids: Option<std::path::PathBuf>,
-    /// Print one JSON document (every fact as the tool and the knowledge base have it) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn run(args: &KbArgs) -> Result<Exit> {
@@ -65,7 +64,7 @@ fn check(args: &CheckArgs) -> Result<Exit> {
     if args.gpus {
         let file = gpus::pci_ids_file(args.pci_ids.as_deref())?;
         let report = gpus::check_gpus(kb(), &file)?;
-        match args.json {
+        match args.output.json {
             true => print_json(documents::KB_CHECK_GPUS, &report)?,
             false => crate::out!("{}", report.table()),
         }
@@ -74,12 +73,12 @@ fn check(args: &CheckArgs) -> Result<Exit> {
     let nvcc = args.torch.is_none() || args.nvcc || !args.cuda.is_empty();
     let mut exit = Exit::Success;
     if let Some(filters) = &args.torch {
-        if nvcc && args.json {
+        if nvcc && args.output.json {
             bail!("--json prints one document: check torch (--torch) and nvcc (--nvcc, --cuda) in two runs");
         }
         let rows = rows_to_check(kb(), filters)?;
-        let report = check_torch(kb(), &Pypi::new(), &rows, args.libraries, !args.json)?;
-        if args.json {
+        let report = check_torch(kb(), &Pypi::new(), &rows, args.libraries, !args.output.json)?;
+        if args.output.json {
             print_json(documents::KB_CHECK_TORCH, &report)?;
         } else {
             crate::out!("{}", report.table());
@@ -91,8 +90,8 @@ fn check(args: &CheckArgs) -> Result<Exit> {
         crate::outln!();
     }
     let versions = releases_to_check(&args.cuda)?;
-    let report = check_versions(kb(), &versions, !args.json);
-    if args.json {
+    let report = check_versions(kb(), &versions, !args.output.json);
+    if args.output.json {
         print_json(documents::KB_CHECK, &report)?;
     } else {
         crate::out!("{}", report.table());

@@ -17,14 +17,13 @@ pub struct KernelsArgs {
     /// CUDA the knowledge base knows, installed from PyPI).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn run(args: &KernelsArgs) -> Result<Exit> {
     let report = run_kernels(kb(), &args.arch, args.cuda.as_ref())?;
-    emit(args.json, documents::KERNELS, &report, render)?;
+    emit(args.output.json, documents::KERNELS, &report, render)?;
     Ok(Exit::passed(report.ok))
 }
 

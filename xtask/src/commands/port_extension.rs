@@ -64,9 +64,8 @@ pub struct PortExtensionArgs {
     /// copying anything, naming them and the command that fills them.
     #[arg(long)]
     pub skip_missing_submodules: bool,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
@@ -117,7 +116,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
     let out = match port_extension::run(&req)? {
         Ok(o) => o,
         Err(f) => {
-            if args.json {
+            if args.output.json {
                 print_json(
                     documents::PORT_EXTENSION,
                     &serde_json::json!({ "ok": false, "failure": f }),
@@ -132,7 +131,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
             return Ok(Exit::Failed);
         }
     };
-    emit(args.json, documents::PORT_EXTENSION, &out, |o| {
+    emit(args.output.json, documents::PORT_EXTENSION, &out, |o| {
         let mut s = o.diff.clone().unwrap_or_default();
         s.push_str(&o.summary());
         s

@@ -26,9 +26,8 @@ pub enum ToolchainCommand {
     /// List archsmith's toolchains and any system CUDA found.
     #[command(after_help = "Example:\n  archsmith toolchain list")]
     List {
-        /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: crate::output::JsonOutput,
     },
 }
 
@@ -37,9 +36,8 @@ pub struct CudaArgs {
     /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
-    /// Machine-readable output on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 #[derive(Debug, Args)]
@@ -47,12 +45,12 @@ pub struct EnvArgs {
     /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
-    /// `shell`: exports to eval; `github`: append to the files $GITHUB_ENV and $GITHUB_PATH name; `json`.
-    #[arg(long, value_enum, default_value_t = EnvFormat::Shell)]
+    /// `shell`: exports to eval; `github`: append to the files $GITHUB_ENV and $GITHUB_PATH name;
+    /// `json` (as --json).
+    #[arg(long, value_enum, default_value_t = EnvFormat::Shell, conflicts_with = "json")]
     pub format: EnvFormat,
-    /// The same as --format json.
-    #[arg(long, conflicts_with = "format")]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -66,7 +64,7 @@ pub fn run(args: ToolchainArgs) -> Result<Exit> {
     match args.command {
         ToolchainCommand::Install(a) => install(&a),
         ToolchainCommand::Env(a) => env(&a),
-        ToolchainCommand::List { json } => list(json),
+        ToolchainCommand::List { output } => list(output.json),
     }
 }
 
@@ -78,7 +76,7 @@ fn install(args: &CudaArgs) -> Result<Exit> {
         Source::Pypi { .. } => Some(nvidia_wheels::read_lock(tc.cuda_home())?),
         Source::System { .. } => None,
     };
-    if args.json {
+    if args.output.json {
         let value = serde_json::json!({
             "toolchain": tc,
             "nvcc": tc.nvcc(),
@@ -122,7 +120,7 @@ fn install(args: &CudaArgs) -> Result<Exit> {
 }
 
 fn env(args: &EnvArgs) -> Result<Exit> {
-    let format = if args.json {
+    let format = if args.output.json {
         EnvFormat::Json
     } else {
         args.format

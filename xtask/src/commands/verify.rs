@@ -48,9 +48,8 @@ pub struct PinsArgs {
     /// interpreter's path; `--python VER` still works here).
     #[arg(long = "python-version", alias = "python", value_name = "VER")]
     pub python: Option<crate::version::Version>,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
     #[command(flatten)]
     pub findings: crate::lint::FindingsArgs,
 }
@@ -78,9 +77,8 @@ pub struct EnvArgs {
     /// Run a small computation on the GPU (skipped without one).
     #[arg(long)]
     pub gpu_smoke: bool,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
     /// Also write the checks as JUnit XML (for CI test reports).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
@@ -103,9 +101,8 @@ pub struct BinaryArgs {
     /// A compute capability to give a runs-on verdict for, e.g. 8.9 (repeatable).
     #[arg(long = "cc", value_name = "X.Y")]
     pub ccs: Vec<Cc>,
-    /// Print JSON (schema in docs/verify-binary.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
     /// Decompress and write every cubin/PTX under DIR (one folder per file).
     #[arg(long, value_name = "DIR")]
     pub extract: Option<PathBuf>,
@@ -130,7 +127,7 @@ fn pins(args: PinsArgs) -> Result<Exit> {
     let (path, gpus, python) = (args.path, args.gpus, args.python);
     let mut report = check_pins(kb(), &PinsRequest { path, gpus, python })?;
     report.select(&args.findings.selection())?;
-    report.print(args.findings.format(args.json, true))?;
+    report.print(args.findings.format(args.output.json, true))?;
     Ok(Exit::passed(report.findings.is_empty()))
 }
 
@@ -151,7 +148,9 @@ fn env(args: EnvArgs) -> Result<Exit> {
         let xml = crate::verify::checks::junit("verify env", &report.items)?;
         fs_err::write(path, xml)?;
     }
-    crate::output::emit(args.json, documents::VERIFY_ENV, &report, |r| r.table())?;
+    crate::output::emit(args.output.json, documents::VERIFY_ENV, &report, |r| {
+        r.table()
+    })?;
     Ok(Exit::passed(report.ok))
 }
 
@@ -179,7 +178,7 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
         &checks.devices,
     );
     let spec = request.expect_arch.as_deref();
-    if args.json {
+    if args.output.json {
         let mut doc = report.json(spec);
         load.as_ref().map(|l| l.add_to(&mut doc)).transpose()?;
         crate::output::print_json(documents::VERIFY_BINARY, &doc)?;

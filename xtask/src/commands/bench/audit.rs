@@ -21,9 +21,8 @@ pub struct AuditArgs {
     /// Threads for archsmith (default: all CPUs).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn audit(args: AuditArgs) -> Result<Exit> {
@@ -34,7 +33,7 @@ pub fn audit(args: AuditArgs) -> Result<Exit> {
         threads: args.threads,
     };
     emit(
-        args.json,
+        args.output.json,
         documents::BENCH_AUDIT,
         &run_audit(&request)?,
         render,

@@ -37,9 +37,8 @@ pub struct BuildExtBench {
     /// switch set in the environment, e.g. FORCE_ONLY_CPU=1.
     #[arg(long)]
     pub cpu_only: bool,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
@@ -69,7 +68,7 @@ pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
             cpu_only: a.cpu_only,
         })?);
     }
-    if a.json {
+    if a.output.json {
         match reports.as_slice() {
             [one] => print_json(documents::BENCH_BUILD_EXT, one)?,
             many => print_json(

@@ -13,9 +13,8 @@ pub struct CodemodArgs {
     /// Timed runs of each size; the fastest is reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn codemod(args: CodemodArgs) -> Result<Exit> {
@@ -23,7 +22,7 @@ pub fn codemod(args: CodemodArgs) -> Result<Exit> {
     lines.sort_unstable();
     lines.dedup();
     emit(
-        args.json,
+        args.output.json,
         documents::BENCH_CODEMOD,
         &codemod_scaling(&lines, args.runs)?,
         render,

@@ -15,9 +15,8 @@ pub struct JitHookArgs {
     /// Starts timed in each state; the median is reported.
     #[arg(long, default_value_t = 15)]
     pub runs: usize,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn jit_hook(args: JitHookArgs) -> Result<Exit> {
@@ -27,7 +26,7 @@ pub fn jit_hook(args: JitHookArgs) -> Result<Exit> {
             .ok_or_else(|| anyhow::anyhow!("no python3 on PATH: pass --python PATH"))?,
     };
     emit(
-        args.json,
+        args.output.json,
         documents::BENCH_JIT_HOOK,
         &jit_hook_startup(&python, args.runs)?,
         render,

@@ -29,9 +29,8 @@ pub struct JitPrebuildArgs {
     /// Runs of each side, the order alternating; the fastest of each is compared.
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 pub fn jit_prebuild(args: JitPrebuildArgs) -> Result<Exit> {
@@ -47,7 +46,7 @@ pub fn jit_prebuild(args: JitPrebuildArgs) -> Result<Exit> {
         rounds: args.rounds,
     };
     emit(
-        args.json,
+        args.output.json,
         documents::BENCH_JIT_PREBUILD,
         &jit_prebuild_pool(&req)?,
         render,

@@ -16,9 +16,8 @@ pub struct LoadCheckArgs {
     /// An extension wheel to check (repeatable); none: every compiled module of the env itself.
     #[arg(long = "wheel", value_name = "WHEEL")]
     pub wheels: Vec<PathBuf>,
-    /// Print one JSON document on stdout (schemas: docs/json.md) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::output::JsonOutput,
 }
 
 /// Exit 1 when a verdict disagrees with Python.
@@ -28,8 +27,11 @@ pub fn load_check(args: LoadCheckArgs) -> Result<Exit> {
         wheels: args.wheels,
     };
     let report = run(kb(), &request)?;
-    emit(args.json, documents::BENCH_LOAD_CHECK, &report, |r| {
-        r.table()
-    })?;
+    emit(
+        args.output.json,
+        documents::BENCH_LOAD_CHECK,
+        &report,
+        |r| r.table(),
+    )?;
     Ok(Exit::passed(report.modules_agree == report.modules))
 }
