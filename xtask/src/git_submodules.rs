@@ -407,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn a_checkout_gets_the_fill_command_with_the_pinned_commit_a_snapshot_gets_clone_advice() {
+    fn a_snapshot_gets_clone_advice_and_offline_what_to_copy() {
         let t = tree(GITMODULES, &["docs/theme"], &["csrc/dependencies/cutlass"]);
         let snapshot = unfilled_under(t.path()).unwrap().unwrap();
         let text = snapshot.advice(t.path(), false);
@@ -428,46 +428,7 @@ mod tests {
             ),
             "{offline}"
         );
-
-        // A real checkout whose index pins the submodule (a gitlink), never initialized.
-        let git = |args: &[&str]| {
-            let out = Cmd::new("git")
-                .arg("-C")
-                .arg(t.path())
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.success(), "git {args:?}: {}", out.stderr);
-        };
-        git(&["init", "-q"]);
-        let sha = "0123456789abcdef0123456789abcdef01234567";
-        git(&[
-            "update-index",
-            "--add",
-            "--cacheinfo",
-            &format!("160000,{sha},csrc/dependencies/cutlass"),
-        ]);
-        git(&[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "pin",
-        ]);
-        let checkout = unfilled_under(t.path()).unwrap().unwrap();
-        assert!(checkout.checkout);
-        assert_eq!(checkout.missing[0].commit.as_deref(), Some(sha));
-        let text = checkout.advice(t.path(), false);
-        let root = t.path().canonicalize().unwrap();
-        assert!(
-            text.contains(&format!(
-                "fill them: git -C {} submodule update --init --recursive -- csrc/dependencies/cutlass",
-                root.display()
-            )),
-            "{text}"
-        );
-        assert!(text.contains(&format!("cutlass.git at {sha}")), "{text}");
+        // A checkout (the commit it pins, the exact fill command) is the CLI test's:
+        // tests/wrong_inputs.rs, empty_git_submodules_stop_builds_and_ports_before_any_work.
     }
 }

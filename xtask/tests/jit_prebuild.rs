@@ -371,3 +371,62 @@ fn empty_submodules_stop_a_jit_prebuild_and_the_flag_builds_the_rest() {
     assert!(log.contains("lib/lib.h"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A JIT extension that does not compile fails the prebuild (exit 1) with the first compiler
+/// error in the user's file, even where the other trigger built: nothing is published as if whole.
+#[test]
+fn a_jit_extension_that_does_not_compile_fails_the_prebuild_with_its_first_error() {
+    let dir = support::scratch("jit-broken");
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("pkg")).unwrap();
+    std::fs::write(tree.join("pkg/__init__.py"), "").unwrap();
+    for (name, code) in [
+        ("good", "int good_answer() { return 42; }\n"),
+        ("broken", "int broken_answer() { return 42 }\n"),
+    ] {
+        std::fs::write(
+            tree.join(format!("pkg/{name}.py")),
+            format!(
+                "import os\nfrom torch.utils.cpp_extension import load\n\
+                 lib = load('jit_{name}', [os.path.join(os.path.dirname(os.path.abspath(__file__)), '{name}.cpp')], is_python_module=False)\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(tree.join(format!("pkg/{name}.cpp")), code).unwrap();
+    }
+    let out = dir.join("out");
+    let (code, stdout, stderr) = xtask(&[
+        "build-ext",
+        tree.to_str().unwrap(),
+        "--arch",
+        "8.9",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let f = &v["failure"];
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("building the JIT extension jit_broken failed"),
+        "{f}"
+    );
+    let first = &f["first_error"];
+    assert!(
+        first["file"].as_str().unwrap().ends_with("pkg/broken.cpp"),
+        "{f}"
+    );
+    assert!(
+        !first["file"].as_str().unwrap().contains("builds/ext"),
+        "{f}"
+    );
+    assert_eq!(first["line"], 1, "{f}");
+    assert!(!out
+        .join("torch-extensions")
+        .join("archsmith-jit.json")
+        .exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -272,9 +272,11 @@ fn settle(
     recorded: &[Recorded],
     lines: &[String],
 ) -> Result<Vec<NotBuilt>, Box<BuildFailure>> {
-    let failure = prebuild_failure(job, runs, recorded, lines);
-    let (Some(failure), Some(skipped)) = (failure, &job.submodules) else {
+    let Some(failure) = prebuild_failure(job, runs, recorded, lines) else {
         return Ok(Vec::new());
+    };
+    let Some(skipped) = &job.submodules else {
+        return Err(Box::new(failure));
     };
     let not_built = not_built(job, runs, recorded, lines);
     if recorded.iter().all(|r| r.module.is_none()) || not_built.is_empty() {
