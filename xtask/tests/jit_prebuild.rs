@@ -23,6 +23,29 @@ fn xtask(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `build-ext TREE --arch ARCH --out OUT --json EXTRA…`: its exit code, its document, stderr.
+fn build_ext_json(
+    tree: &Path,
+    arch: &str,
+    out: &Path,
+    extra: &[&str],
+) -> (i32, serde_json::Value, String) {
+    let mut args = vec![
+        "build-ext",
+        tree.to_str().unwrap(),
+        "--arch",
+        arch,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = xtask(&args);
+    let doc = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("no JSON document ({e}):\n{stdout}\n{stderr}"));
+    (code, doc, stderr)
+}
+
 /// Every file under `dir` with its size and modification time: a compile would change it.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
     let mut out = BTreeMap::new();
@@ -69,17 +92,8 @@ print(json.dumps({"scale": direct.scale(x, 2.5).tolist(), "add_one": inline.add_
 fn jit_extensions_prebuild_for_the_plan_and_load_with_no_compiler_on_path() {
     let out = support::scratch("jit-prebuild");
     let fixture = repo_root().join("xtask/tests/fixtures/jit-ext");
-    let (code, stdout, stderr) = xtask(&[
-        "build-ext",
-        fixture.to_str().unwrap(),
-        "--arch",
-        "7.5,8.9,9.0",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (code, v, stderr) = build_ext_json(&fixture, "7.5,8.9,9.0", &out, &[]);
+    assert_eq!(code, 0, "{v}\n{stderr}");
     let jit = &v["jit"];
     assert_eq!(jit["wrappers"], serde_json::json!(["get_plugin"]), "{jit}");
     let triggers: Vec<String> = jit["sites"]
@@ -291,27 +305,7 @@ fn empty_submodules_stop_a_jit_prebuild_and_the_flag_builds_the_rest() {
     )
     .unwrap();
     let out = dir.join("out");
-    let args = |extra: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = [
-            "build-ext",
-            tree.to_str().unwrap(),
-            "--arch",
-            "8.9",
-            "--out",
-            out.to_str().unwrap(),
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
-    };
-    let run = |a: Vec<String>| {
-        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-        xtask(&refs)
-    };
-    let (code, _, stderr) = run(args(&[]));
+    let (code, _, stderr) = build_ext_json(&tree, "8.9", &out, &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("1 git submodule it declares is empty")
@@ -323,9 +317,8 @@ fn empty_submodules_stop_a_jit_prebuild_and_the_flag_builds_the_rest() {
         "the prebuild started"
     );
 
-    let (code, stdout, stderr) = run(args(&["--skip-missing-submodules"]));
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (code, v, stderr) = build_ext_json(&tree, "8.9", &out, &["--skip-missing-submodules"]);
+    assert_eq!(code, 0, "{v}\n{stderr}");
     let jit = &v["jit"];
     let names: Vec<&str> = jit["extensions"]
         .as_array()
@@ -395,17 +388,8 @@ fn a_jit_extension_that_does_not_compile_fails_the_prebuild_with_its_first_error
         std::fs::write(tree.join(format!("pkg/{name}.cpp")), code).unwrap();
     }
     let out = dir.join("out");
-    let (code, stdout, stderr) = xtask(&[
-        "build-ext",
-        tree.to_str().unwrap(),
-        "--arch",
-        "8.9",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code, 1, "{stdout}\n{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (code, v, stderr) = build_ext_json(&tree, "8.9", &out, &[]);
+    assert_eq!(code, 1, "{v}\n{stderr}");
     let f = &v["failure"];
     assert!(
         f["message"]
