@@ -19,12 +19,6 @@ pub struct Position {
 }
 
 impl Position {
-    /// The position of byte `offset` of `text` (clamped to its end; a non-UTF-8 byte counts once).
-    /// For many offsets of one text, build a [`LineIndex`] once instead: this scans the text.
-    pub fn at(text: &[u8], offset: usize) -> Position {
-        LineIndex::new(text).position(offset)
-    }
-
     /// Line `line`, column 1.
     pub fn line(line: usize) -> Position {
         Position { line, column: 1 }
@@ -499,9 +493,10 @@ mod tests {
     fn positions_count_code_points_from_one() {
         let text = "ab\nçé AT_CHECK\n".as_bytes();
         let at = text.windows(8).position(|w| w == b"AT_CHECK").unwrap();
-        assert_eq!(Position::at(text, at), Position { line: 2, column: 4 });
-        assert_eq!(Position::at(text, 0), Position { line: 1, column: 1 });
-        assert_eq!(Position::at(text, 9999).line, 3);
+        let index = LineIndex::new(text);
+        assert_eq!(index.position(at), Position { line: 2, column: 4 });
+        assert_eq!(index.position(0), Position { line: 1, column: 1 });
+        assert_eq!(index.position(9999).line, 3);
     }
 
     #[test]

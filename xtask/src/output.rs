@@ -90,7 +90,7 @@ macro_rules! out {
     ($($arg:tt)*) => { $crate::output::write_stdout(format_args!($($arg)*)) };
 }
 
-/// `crate::outln!` that ends quietly on a closed pipe (see [`out!`]).
+/// `println!` that ends quietly on a closed pipe (see [`out!`]).
 #[macro_export]
 macro_rules! outln {
     () => { $crate::output::write_stdout(format_args!("\n")) };
@@ -103,7 +103,7 @@ macro_rules! errout {
     ($($arg:tt)*) => { $crate::output::write_stderr(format_args!($($arg)*)) };
 }
 
-/// `crate::errln!` that ends quietly on a closed pipe (see [`out!`]).
+/// `eprintln!` that never panics (see [`errout!`]).
 #[macro_export]
 macro_rules! errln {
     () => { $crate::output::write_stderr(format_args!("\n")) };

@@ -8,6 +8,8 @@
 
 mod support;
 
+use support::git;
+
 use archsmith::process::Cmd;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -340,18 +342,7 @@ fn preflight_fails_fast_with_the_fix() {
     // The same tree as a git checkout: the fix is the submodule command for exactly those.
     git(&sk, &["init", "-q"]);
     git(&sk, &["add", "."]);
-    git(
-        &sk,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "fixture",
-        ],
-    );
+    git(&sk, &["commit", "-qm", "fixture"]);
     let v = dry_run(s, "9.0", &[]);
     let fix = check(&v, "submodules")["fix"].as_str().unwrap().to_string();
     assert!(
@@ -408,15 +399,6 @@ fn preflight_fails_fast_with_the_fix() {
     for d in [sk, old] {
         let _ = std::fs::remove_dir_all(d.parent().unwrap());
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    Cmd::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .read()
-        .unwrap();
 }
 
 /// nvcc 11.8's ceiling is GCC 11 (crt/host_config.h): with Debian bookworm's real
@@ -922,18 +904,7 @@ fn version_clones_a_release_with_its_submodules() {
     std::fs::write(sub.join("LICENSE"), "fixture\n").unwrap();
     git(&sub, &["init", "-q"]);
     git(&sub, &["add", "."]);
-    git(
-        &sub,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "sub",
-        ],
-    );
+    git(&sub, &["commit", "-qm", "sub"]);
     let repo = scratch.join("pytorch");
     copy_dir(&fixture("torch-tree-scikit-build"), &repo);
     // A real release (versions are checked against the knowledge base); the clone of this
@@ -954,18 +925,7 @@ fn version_clones_a_release_with_its_submodules() {
         ],
     );
     git(&repo, &["add", "."]);
-    git(
-        &repo,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "release",
-        ],
-    );
+    git(&repo, &["commit", "-qm", "release"]);
     git(&repo, &["tag", &format!("v{version}")]);
     let url = format!("file://{}", repo.display());
     let env = [

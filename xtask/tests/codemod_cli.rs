@@ -1,8 +1,11 @@
 //! `cargo xtask codemod` end to end: dry-run diff, --check exit codes, the dirty-tree guard,
 //! atomic writes that keep permissions, the JSON report and error messages.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
+use support::git;
 
 fn xtask(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -15,18 +18,6 @@ fn xtask(dir: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-        .status
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 const LEGACY: &str = "#include <THC/THC.h>\n\

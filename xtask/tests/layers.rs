@@ -319,17 +319,17 @@ fn no_two_files_of_one_folder_import_each_other() {
     // A circle planted between two files of a folder is caught, through either path form.
     let copy = tempfile::tempdir().unwrap();
     copy_tree(&src_dir(), copy.path());
-    let source = copy.path().join("build_ext/source.rs");
-    let text = fs::read_to_string(&source).unwrap();
-    fs::write(&source, format!("use super::jit::applies;\n{text}")).unwrap();
-    let elf = copy.path().join("binary/elf.rs");
-    let text = fs::read_to_string(&elf).unwrap();
-    fs::write(&elf, format!("use crate::binary::fatbin::Fatbin;\n{text}")).unwrap();
-    let fatbin = copy.path().join("binary/fatbin.rs");
-    let text = fs::read_to_string(&fatbin).unwrap();
-    if !text.contains("super::elf") && !text.contains("crate::binary::elf") {
-        fs::write(&fatbin, format!("use super::elf::Elf;\n{text}")).unwrap();
-    }
+    plant(
+        copy.path(),
+        "build_ext/source.rs",
+        "use super::jit::applies;\n",
+    );
+    // fatbin.rs already uses `super::elf`: elf using it back closes the circle.
+    plant(
+        copy.path(),
+        "binary/elf.rs",
+        "use crate::binary::fatbin::Fatbin;\n",
+    );
     let problems = folder_cycles(copy.path());
     assert!(
         problems
@@ -379,9 +379,7 @@ fn a_wrong_import_is_caught() {
 
     let copy = tempfile::tempdir().unwrap();
     copy_tree(&src_dir(), copy.path());
-    let kb = copy.path().join("kb/mod.rs");
-    let text = fs::read_to_string(&kb).unwrap();
-    fs::write(&kb, format!("use crate::arch::spec::Plan;\n{text}")).unwrap();
+    plant(copy.path(), "kb/mod.rs", "use crate::arch::spec::Plan;\n");
     let problems = violations(copy.path());
     assert!(
         problems
@@ -396,9 +394,11 @@ fn a_wrong_import_is_caught() {
 fn an_unlisted_same_layer_import_and_a_stale_listed_edge_are_caught() {
     let copy = tempfile::tempdir().unwrap();
     copy_tree(&src_dir(), copy.path());
-    let doctor = copy.path().join("doctor.rs");
-    let text = fs::read_to_string(&doctor).unwrap();
-    fs::write(&doctor, format!("use crate::verify::checks::Item;\n{text}")).unwrap();
+    plant(
+        copy.path(),
+        "doctor.rs",
+        "use crate::verify::checks::Item;\n",
+    );
     let lib = copy.path().join("lib.rs");
     let text = fs::read_to_string(&lib).unwrap();
     let text = text.replace(
@@ -669,9 +669,11 @@ fn long_functions_outside_workflows_only_shrink() {
     let copy = tempfile::tempdir().unwrap();
     copy_tree(&src_dir(), copy.path());
     let body = "    let _ = 1;\n".repeat(MAX_WORKFLOW_FN_LINES);
-    let fatbin = copy.path().join("binary/fatbin.rs");
-    let text = fs::read_to_string(&fatbin).unwrap();
-    fs::write(&fatbin, format!("pub fn planted() {{\n{body}}}\n{text}")).unwrap();
+    plant(
+        copy.path(),
+        "binary/fatbin.rs",
+        &format!("pub fn planted() {{\n{body}}}\n"),
+    );
     let lexer = copy.path().join("codemod/lexer.rs");
     let text = fs::read_to_string(&lexer).unwrap();
     let grown = text.replacen("pub fn lex_c(", "pub fn lex_c(\n", 1);
@@ -698,11 +700,13 @@ fn workflow_functions_stay_short() {
     // A long function planted in a workflow is caught.
     let copy = tempfile::tempdir().unwrap();
     copy_tree(&src_dir(), copy.path());
-    let doctor = copy.path().join("doctor.rs");
-    let text = fs::read_to_string(&doctor).unwrap();
     let body = "    let _ = 1;\n".repeat(MAX_WORKFLOW_FN_LINES);
     // Before the file's `#[cfg(test)]` module, where the code is.
-    fs::write(&doctor, format!("pub fn planted() {{\n{body}}}\n{text}")).unwrap();
+    plant(
+        copy.path(),
+        "doctor.rs",
+        &format!("pub fn planted() {{\n{body}}}\n"),
+    );
     let problems = long_function_problems(copy.path());
     assert!(
         problems
@@ -745,6 +749,13 @@ fn commands_are_thin_and_never_import_each_other() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Puts `text` before the first line of `rel` in the copied tree `root`: a planted violation.
+fn plant(root: &Path, rel: &str, text: &str) {
+    let file = root.join(rel);
+    let old = fs::read_to_string(&file).unwrap();
+    fs::write(&file, format!("{text}{old}")).unwrap();
 }
 
 fn copy_tree(from: &Path, to: &Path) {

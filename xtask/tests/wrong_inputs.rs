@@ -2,6 +2,8 @@
 //! before any work, with a message that names the fix, and with `--json` prints the error document
 //! on stdout. Versions are checked against the knowledge base, so none is planned for silently.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -209,32 +211,11 @@ fn empty_git_submodules_stop_builds_and_ports_before_any_work() {
         );
     }
     // A checkout that pins the submodule: the exact command, and the commit it pins.
-    let git = |args: &[&str]| {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(s)
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "git {args:?}");
-    };
-    git(&["init", "-q"]);
+    support::git(s, &["init", "-q"]);
     let sha = "89abcdef0123456789abcdef0123456789abcdef";
-    git(&[
-        "update-index",
-        "--add",
-        "--cacheinfo",
-        &format!("160000,{sha},csrc/dependencies/cutlass"),
-    ]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@t",
-        "commit",
-        "-qm",
-        "pin",
-    ]);
+    let gitlink = format!("160000,{sha},csrc/dependencies/cutlass");
+    support::git(s, &["update-index", "--add", "--cacheinfo", &gitlink]);
+    support::git(s, &["commit", "-qm", "pin"]);
     let root = s.canonicalize().unwrap();
     let fill = format!(
         "fill them: git -C {} submodule update --init --recursive -- csrc/dependencies/cutlass",

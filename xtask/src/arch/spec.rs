@@ -21,6 +21,19 @@ pub struct Target {
     pub ptx: bool,
 }
 
+impl Target {
+    /// Its nvcc flags as `_get_cuda_arch_flags` writes them: `-gencode=arch=compute_XY,code=sm_XY`,
+    /// and `code=compute_XY` too for PTX.
+    pub fn gencode(&self) -> Vec<String> {
+        let n = self.arch.number();
+        let mut flags = vec![format!("-gencode=arch=compute_{n},code=sm_{n}")];
+        if self.ptx {
+            flags.push(format!("-gencode=arch=compute_{n},code=compute_{n}"));
+        }
+        flags
+    }
+}
+
 /// `9.0+PTX` or `7.5`: the element as TORCH_CUDA_ARCH_LIST writes it.
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -265,14 +278,7 @@ impl Plan {
     /// `-gencode=arch=compute_XY,code=sm_XY` (+ `code=compute_XY` for PTX), byte-wise sorted.
     /// `f` targets (which torch's Python rejects) are written in the same form.
     pub fn gencode(&self) -> Vec<String> {
-        let mut flags = Vec::new();
-        for t in &self.targets {
-            let n = t.arch.number();
-            flags.push(format!("-gencode=arch=compute_{n},code=sm_{n}"));
-            if t.ptx {
-                flags.push(format!("-gencode=arch=compute_{n},code=compute_{n}"));
-            }
-        }
+        let mut flags: Vec<String> = self.targets.iter().flat_map(Target::gencode).collect();
         flags.sort();
         flags.dedup();
         flags

@@ -12,7 +12,7 @@ use super::{cpu_s, load_1min, min};
 use crate::build_ext::{self, jit, Request, SourceSpec};
 use crate::build_output::progress::Mode;
 use crate::version::Version;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use fs_err as fs;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -161,10 +161,11 @@ fn request(
 /// `load` through the package's own wrapper).
 pub fn default_source() -> Result<PathBuf> {
     let dir = crate::paths::repo_root().join("xtask/tests/fixtures/jit-ext");
-    dir.is_dir().then_some(dir.clone()).with_context(|| {
-        format!(
+    if !dir.is_dir() {
+        bail!(
             "{} is missing: pass a tree of JIT extensions",
             dir.display()
-        )
-    })
+        );
+    }
+    Ok(dir)
 }

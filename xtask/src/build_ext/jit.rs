@@ -189,16 +189,25 @@ impl Outcome {
 
 /// Step 1: the call sites of `tree` and the triggers that reach them.
 pub fn find(tree: &Path) -> Result<jit_calls::Scan> {
+    Ok(find_among(tree, &source::tree_files(tree)?))
+}
+
+/// [`find`] over the files of `tree` already listed (`rels`, as [`source::tree_files`] gives them).
+fn find_among(tree: &Path, rels: &[PathBuf]) -> jit_calls::Scan {
     let mut files = Vec::new();
-    for rel in source::tree_files(tree)? {
-        if rel.extension().is_some_and(|e| e == "py") {
-            let Ok(text) = fs::read_to_string(tree.join(&rel)) else {
-                continue; // not UTF-8: not a module Python would import either
-            };
-            files.push(SourceFile { rel, text });
-        }
+    for rel in rels
+        .iter()
+        .filter(|r| r.extension().is_some_and(|e| e == "py"))
+    {
+        let Ok(text) = fs::read_to_string(tree.join(rel)) else {
+            continue; // not UTF-8: not a module Python would import either
+        };
+        files.push(SourceFile {
+            rel: rel.clone(),
+            text,
+        });
     }
-    Ok(jit_calls::scan(tree, &files))
+    jit_calls::scan(tree, &files)
 }
 
 /// Prebuilds every JIT extension of `req.source` into `req.out/torch-extensions`.
@@ -393,6 +402,8 @@ struct Job {
     /// archsmith's copy of the source, where the triggers run.
     tree: PathBuf,
     scan: jit_calls::Scan,
+    /// Translation units and `.cu` files in the copy ([`super::jobs::count_sources`]).
+    sources: (u32, u32),
     triggers: Vec<jit_calls::Trigger>,
     triggers_file: PathBuf,
     /// Empty git submodules the prebuild goes on without (`--skip-missing-submodules`).
@@ -421,7 +432,10 @@ fn open(req: &Request) -> Result<Job> {
     ));
     let scratch = Scratch::new(&key)?;
     let tree = source::materialize(&src, &scratch.path.join("src"), &env.python)?;
-    let scan = find(&tree)?;
+    // One walk of the copy: the calls, and the translation units the jobs model counts.
+    let files = source::tree_files(&tree)?;
+    let scan = find_among(&tree, &files);
+    let sources = super::jobs::count_sources(&files);
     let triggers = scan.triggers();
     if triggers.is_empty() {
         bail!(
@@ -446,6 +460,7 @@ fn open(req: &Request) -> Result<Job> {
         scratch,
         tree,
         scan,
+        sources,
         triggers,
         triggers_file,
         submodules,
@@ -468,7 +483,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     // stand before the load() hook's).
     let images = plan.sass().len() as u32;
     let (cores, mem) = (crate::host::cores(), crate::host::mem_available_gib());
-    let (units, cu_files) = super::jobs::count_sources(&source::tree_files(&job.tree)?);
+    let (units, cu_files) = job.sources;
     let mut par = super::jobs::parallelism(cores, mem, units, cu_files, images, req.jobs);
     let at_once = triggers_at_once(&par, job.triggers.len(), req.serial_extensions);
     par.extensions = 1;

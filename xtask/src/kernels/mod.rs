@@ -257,12 +257,12 @@ fn build_with_nvcc(b: &Build<'_>, built: &[&Selection]) -> Result<()> {
             )
         })
         .collect();
-    if let Some(a) = b.no_image_arch {
-        let n = a.number();
+    if let Some(arch) = b.no_image_arch {
+        let sass_only = Target { arch, ptx: false };
         jobs.push((
             "f32_elementwise_noimage".into(),
             "f32_elementwise",
-            vec![format!("-gencode=arch=compute_{n},code=sm_{n}")],
+            sass_only.gencode(),
         ));
     }
     for (name, source, gencode) in jobs {

@@ -136,3 +136,21 @@ pub fn run_air_gapped(home: &std::path::Path, args: &[&str]) -> AirGappedRun {
         wall: t.elapsed(),
     }
 }
+
+/// `git ARGS` in `dir`, as a test's fixture repository needs it: an identity of its own and no
+/// signing (the machine's git configuration may have neither), failing the test when git fails.
+pub fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
