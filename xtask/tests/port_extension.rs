@@ -221,10 +221,10 @@ fn the_smoke_test_fails_on_wrong_results_and_reports_real_numbers() {
 }
 
 /// The generic smoke test of recipe-less ports: typed functions are called on CPU tensors of a
-/// rank they accept, an op's own error is reported and not failed, and a module that does not
-/// import or a call that kills the interpreter fails it.
+/// rank they accept, an op's own error is reported and not failed, a call that crashes is contained
+/// and named, and a module that does not import fails it.
 #[test]
-fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
+fn the_generic_smoke_test_calls_typed_functions_and_contains_a_crash() {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
     let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -265,13 +265,22 @@ fn the_generic_smoke_test_calls_typed_functions_and_fails_on_a_crash() {
     assert_eq!(by("untyped")["status"], "skipped", "{calls:?}");
     let crash = module(
         "crashy",
-        "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
+        "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n\ndef fine(x):\n    \"\"\"fine(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return x * 2\n",
     );
+    // A crash on a guessed shape is contained in its own process and reported with its signal;
+    // the module's other functions still run, and the smoke test does not fail on it.
+    let r = port_extension::smoke(&env.python, &script, &crash, dir.path())
+        .unwrap()
+        .unwrap();
+    let calls = r["modules"]["crashy"]["calls"].as_array().unwrap().clone();
+    let boom = calls.iter().find(|c| c["name"] == "crashy.boom").unwrap();
+    assert_eq!(boom["status"], "crashed", "{calls:?}");
     assert!(
-        port_extension::smoke(&env.python, &script, &crash, dir.path())
-            .unwrap()
-            .is_err()
+        boom["detail"].as_str().unwrap().contains("SIGSEGV"),
+        "{calls:?}"
     );
+    let after = calls.iter().find(|c| c["name"] == "crashy.fine").unwrap();
+    assert_eq!(after["status"], "ran", "{calls:?}");
     // The same function in a module named for CUDA is not called: legacy CUDA functions seldom
     // check the device, and there is no GPU to give them.
     let cuda = module(

@@ -180,14 +180,27 @@ fn smoke_rows(sm: &serde_json::Value, t: &mut Table) {
             t.row([
                     format!("smoke {m}"),
                     format!(
-                        "imports; {} function(s), {} operator(s); {} ran on CPU inputs, {} raised, {} skipped",
+                        "imports; {} function(s), {} operator(s); {} ran on CPU inputs, {} raised, {} crashed on guessed inputs, {} skipped",
                         v["functions"].as_array().map_or(0, Vec::len),
                         v["operators"].as_array().map_or(0, Vec::len),
                         n("ran"),
                         n("raised"),
+                        n("crashed"),
                         n("skipped")
                     ),
                 ]);
+            // A crash on a guessed shape is the op's missing input checks, not the port's doing:
+            // named so the user knows which ops to call only with real inputs.
+            for c in calls.iter().filter(|c| c["status"] == "crashed") {
+                t.row([
+                    format!("smoke {m} warning"),
+                    format!(
+                        "{}: {}",
+                        c["name"].as_str().unwrap_or_default(),
+                        c["detail"].as_str().unwrap_or_default()
+                    ),
+                ]);
+            }
         }
     }
     for dev in ["cpu", "cuda"] {
