@@ -1,4 +1,5 @@
 use super::*;
+use crate::cuda_arch::{Arch, Cc, Variant};
 use std::collections::HashMap;
 
 fn v(s: &str) -> Version {
