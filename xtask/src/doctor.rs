@@ -6,7 +6,7 @@
 use crate::arch::advice::{describe_driver, torch_options, Driver, TorchOption};
 use crate::cuda_arch::Cc;
 use crate::host;
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::paths;
 use crate::process::which;
 use crate::python::{probe, Depth, PythonInfo};
@@ -90,18 +90,14 @@ pub struct RunsWith {
 
 /// This machine as a build host and runtime; with `gpus` or `driver`, which official torch builds
 /// would run there. It only looks; it installs nothing.
-pub fn diagnose(
-    kb: &KnowledgeBase,
-    gpus: &[String],
-    plan_driver: Option<&Version>,
-) -> Result<DoctorReport> {
+pub fn diagnose(gpus: &[String], plan_driver: Option<&Version>) -> Result<DoctorReport> {
     let mut notes = Vec::new();
     let (driver_version, driver_source, devices) = probe_driver();
-    let driver = driver_version.map(|v| describe_driver(kb, v, driver_source));
+    let driver = driver_version.map(|v| describe_driver(v, driver_source));
     if driver.is_none() {
         notes.push("no NVIDIA driver found (no nvidia-smi, no /proc/driver/nvidia/version): this machine can build CUDA code but not run it".into());
     }
-    let toolkits = find_toolkits(kb);
+    let toolkits = find_toolkits();
     let host_compilers = find_host_compilers(&toolkits);
     let pythons = find_pythons();
     let plan_for = if gpus.is_empty() && plan_driver.is_none() {
@@ -109,12 +105,12 @@ pub fn diagnose(
     } else {
         let gpus = gpus
             .iter()
-            .map(|g| kb.resolve_gpu(g))
+            .map(|g| kb().resolve_gpu(g))
             .collect::<Result<Vec<_>>>()?;
         let driver = plan_driver
             .cloned()
             .or_else(|| driver.as_ref().map(|d| d.version.clone()));
-        let torch = torch_options(kb, &gpus, driver.as_ref());
+        let torch = torch_options(&gpus, driver.as_ref());
         let runs_with = torch
             .iter()
             .rev()
@@ -139,7 +135,6 @@ pub fn diagnose(
         None => (Vec::new(), driver.as_ref().map(|d| d.version.clone())),
     };
     notes.extend(toolkit_notes(
-        kb,
         &toolkits,
         &pythons,
         &advice_gpus,
@@ -158,15 +153,14 @@ pub fn diagnose(
 
 /// The driver and GPUs: nvidia-smi first, else the kernel module's version (no devices then).
 fn probe_driver() -> (Option<Version>, String, Vec<Device>) {
-    let kb = crate::kb::kb();
     let pci = crate::kb::pci_ids::system_devices();
     if let Some(gpus) = host::nvidia_smi() {
         let driver = gpus.iter().find_map(|g| g.driver.clone());
         if driver.is_some() {
-            return (driver, "nvidia-smi".into(), smi_devices(kb, pci, gpus));
+            return (driver, "nvidia-smi".into(), smi_devices(pci, gpus));
         }
     }
-    let devices = pci_devices(kb, pci, &host::pci_gpus(Path::new("/sys")));
+    let devices = pci_devices(pci, &host::pci_gpus(Path::new("/sys")));
     match host::kernel_module_driver() {
         Some(v) => (Some(v), "/proc/driver/nvidia/version".into(), devices),
         None => (None, String::new(), devices),
@@ -175,16 +169,12 @@ fn probe_driver() -> (Option<Version>, String, Vec<Device>) {
 
 /// nvidia-smi's GPUs, with the CC from the device ID's chip where the driver prints none
 /// (drivers before 510 have no `compute_cap`).
-fn smi_devices(
-    kb: &KnowledgeBase,
-    pci: &[crate::kb::pci_ids::Device],
-    gpus: Vec<host::SmiGpu>,
-) -> Vec<Device> {
+fn smi_devices(pci: &[crate::kb::pci_ids::Device], gpus: Vec<host::SmiGpu>) -> Vec<Device> {
     gpus.into_iter()
         .map(|g| {
             let found = g
                 .device_id
-                .and_then(|id| crate::kb::pci_ids::by_device_id(kb, pci, id));
+                .and_then(|id| crate::kb::pci_ids::by_device_id(kb(), pci, id));
             Device {
                 name: g.name,
                 cc: g.cc.or(found.as_ref().map(|(_, cc)| *cc)),
@@ -196,10 +186,10 @@ fn smi_devices(
 }
 
 /// GPUs seen on the PCI bus with no driver to ask: named and placed by their device ID.
-fn pci_devices(kb: &KnowledgeBase, pci: &[crate::kb::pci_ids::Device], ids: &[u16]) -> Vec<Device> {
+fn pci_devices(pci: &[crate::kb::pci_ids::Device], ids: &[u16]) -> Vec<Device> {
     ids.iter()
         .map(|&id| {
-            let found = crate::kb::pci_ids::by_device_id(kb, pci, id);
+            let found = crate::kb::pci_ids::by_device_id(kb(), pci, id);
             Device {
                 name: found
                     .as_ref()
@@ -223,7 +213,7 @@ fn pci_name(d: &crate::kb::pci_ids::Device) -> String {
 
 /// Every toolkit `toolchain list` knows (archsmith's and the system's), with each release's
 /// host-compiler ceiling from the knowledge base.
-fn find_toolkits(kb: &KnowledgeBase) -> Vec<Toolkit> {
+fn find_toolkits() -> Vec<Toolkit> {
     let found = match crate::toolchain::discover() {
         Ok(f) => f,
         Err(e) => {
@@ -241,7 +231,7 @@ fn find_toolkits(kb: &KnowledgeBase) -> Vec<Toolkit> {
         .into_iter()
         .filter(|t| t.usable || t.cuda_home.join("bin/nvcc").exists())
         .map(|t| {
-            let row = t.cuda.as_ref().and_then(|r| kb.cuda_row(r));
+            let row = t.cuda.as_ref().and_then(|r| kb().cuda_row(r));
             let limits = t
                 .nvcc_version
                 .as_ref()
@@ -298,7 +288,6 @@ fn find_host_compilers(toolkits: &[Toolkit]) -> Vec<HostCompiler> {
 /// (from PyPI where NVIDIA ships nvcc there, else [`crate::arch::advice::toolkit_advice`]); with no
 /// torch found and no toolkit, the newest CUDA from PyPI.
 fn toolkit_notes(
-    kb: &KnowledgeBase,
     toolkits: &[Toolkit],
     pythons: &[PythonRuntime],
     gpus: &[(String, crate::cuda_arch::Cc)],
@@ -334,14 +323,14 @@ fn toolkit_notes(
                 "no CUDA {}.x toolkit for {}: {}",
                 cuda.major(),
                 python.display(),
-                crate::arch::advice::toolkit_advice(kb, torch, cuda, gpus, driver)
+                crate::arch::advice::toolkit_advice(torch, cuda, gpus, driver)
             )
         });
     }
     if toolkits.is_empty() && advised.is_empty() {
         notes.push(format!(
             "no CUDA toolkit found: `{program} toolchain install --cuda {}` provisions one from PyPI",
-            kb.releases.newest_cuda.major_minor()
+            kb().releases.newest_cuda.major_minor()
         ));
     }
     notes
@@ -385,7 +374,7 @@ mod tests {
 
     #[test]
     fn driver_470_runs_cuda_11_4_natively_and_11_x_by_minor_compat() {
-        let d = describe_driver(kb(), "470.161.03".parse().unwrap(), "test".into());
+        let d = describe_driver("470.161.03".parse().unwrap(), "test".into());
         assert_eq!(d.cuda_native_max.as_deref(), Some("11.4"));
         assert_eq!(d.cuda_minor_compat_majors, vec![11]);
     }
@@ -393,7 +382,7 @@ mod tests {
     #[test]
     fn rtx_5090_needs_torch_2_7_with_cu128_or_newer() {
         let gpus = vec![kb().resolve_gpu("RTX 5090").unwrap()];
-        let opts = torch_options(kb(), &gpus, Some(&"595.71.05".parse().unwrap()));
+        let opts = torch_options(&gpus, Some(&"595.71.05".parse().unwrap()));
         let running: Vec<&TorchOption> = opts.iter().filter(|o| o.runs).collect();
         assert!(!running.is_empty());
         for o in &running {
@@ -419,7 +408,7 @@ mod tests {
             ("L4", "470.161.03", "520.61.05"),
         ] {
             let gpus = vec![kb().resolve_gpu(gpu).unwrap()];
-            let opts = torch_options(kb(), &gpus, Some(&driver.parse().unwrap()));
+            let opts = torch_options(&gpus, Some(&driver.parse().unwrap()));
             assert!(opts.iter().all(|o| !o.runs), "{gpu} with {driver}");
             assert!(
                 opts.iter()
@@ -430,7 +419,7 @@ mod tests {
         }
         // At the floor, the architecture's own rules decide again.
         let gpus = vec![kb().resolve_gpu("L4").unwrap()];
-        let opts = torch_options(kb(), &gpus, Some(&"520.61.05".parse().unwrap()));
+        let opts = torch_options(&gpus, Some(&"520.61.05".parse().unwrap()));
         assert!(opts.iter().any(|o| o.runs && o.variant == "cu118"));
     }
 
@@ -444,12 +433,12 @@ mod tests {
         let smi = host::parse_nvidia_smi(
             "Tesla T4, [N/A], 470.161.03, 0x1EB810DE\nNVIDIA GeForce RTX 4090, 8.9, 550.54.14, 0x268410DE\n",
         );
-        let devices = smi_devices(kb(), &pci, smi);
+        let devices = smi_devices(&pci, smi);
         assert_eq!(devices[0].cc.map(|c| c.to_string()).as_deref(), Some("7.5"));
         assert_eq!(devices[0].device_id.as_deref(), Some("10de:1eb8"));
         assert_eq!(devices[0].pci_name.as_deref(), Some("TU104GL [Tesla T4]"));
         assert_eq!(devices[1].cc.map(|c| c.to_string()).as_deref(), Some("8.9"));
-        let devices = pci_devices(kb(), &pci, &[0x2684, 0x9999]);
+        let devices = pci_devices(&pci, &[0x2684, 0x9999]);
         assert_eq!(devices[0].name, "GeForce RTX 4090");
         assert_eq!(devices[0].cc.map(|c| c.to_string()).as_deref(), Some("8.9"));
         assert_eq!(devices[1].name, "NVIDIA device 10de:9999");
@@ -461,7 +450,7 @@ mod tests {
     #[test]
     fn a_cuda_10_build_needs_its_own_releases_driver() {
         let gpus = vec![kb().resolve_gpu("T4").unwrap()];
-        let opts = torch_options(kb(), &gpus, Some(&"418.67".parse().unwrap()));
+        let opts = torch_options(&gpus, Some(&"418.67".parse().unwrap()));
         assert!(opts.iter().all(|o| !o.runs));
         let cu102 = opts.iter().find(|o| o.variant == "cu102").unwrap();
         assert!(
@@ -471,7 +460,7 @@ mod tests {
             "{}",
             cu102.reason
         );
-        let opts = torch_options(kb(), &gpus, Some(&"440.33".parse().unwrap()));
+        let opts = torch_options(&gpus, Some(&"440.33".parse().unwrap()));
         assert!(opts.iter().any(|o| o.runs && o.variant == "cu102"));
         assert!(opts.iter().all(|o| o.variant == "cu102" || !o.runs));
     }
@@ -480,12 +469,7 @@ mod tests {
     /// PyPI default, else the variant's index.
     #[test]
     fn runs_with_lists_the_newest_release_first_with_its_install_command() {
-        let report = diagnose(
-            kb(),
-            &["RTX 5090".into()],
-            Some(&"570.86.16".parse().unwrap()),
-        )
-        .unwrap();
+        let report = diagnose(&["RTX 5090".into()], Some(&"570.86.16".parse().unwrap())).unwrap();
         let pf = report.plan_for.unwrap();
         let first = &pf.runs_with[0];
         assert_eq!(
@@ -502,10 +486,7 @@ mod tests {
             .map(|r| r.torch.parse().unwrap())
             .collect();
         assert!(versions.windows(2).all(|w| w[0] >= w[1]), "{versions:?}");
-        let t4 = diagnose(kb(), &["T4".into()], None)
-            .unwrap()
-            .plan_for
-            .unwrap();
+        let t4 = diagnose(&["T4".into()], None).unwrap().plan_for.unwrap();
         assert_eq!(
             t4.runs_with[0].install,
             "pip install torch==2.15.0 torchvision==0.29.2"
@@ -515,7 +496,7 @@ mod tests {
     #[test]
     fn old_driver_rules_out_cuda_12_and_13_builds() {
         let gpus = vec![kb().resolve_gpu("A100").unwrap()];
-        let opts = torch_options(kb(), &gpus, Some(&"470.161.03".parse().unwrap()));
+        let opts = torch_options(&gpus, Some(&"470.161.03".parse().unwrap()));
         assert!(opts
             .iter()
             .filter(|o| o.runs)

@@ -321,8 +321,7 @@ fn succeeds(cmd: &mut std::process::Command, context: &str) -> String {
 fn cxx(dir: &std::path::Path) -> std::process::Command {
     let tc = archsmith::toolchain::ensure(&"13.2".parse().unwrap()).unwrap();
     let purelib = torch_purelib();
-    let (wheel_includes, _) =
-        archsmith::build_ext::nvidia_wheel_dirs(archsmith::kb::kb(), purelib, 13);
+    let (wheel_includes, _) = archsmith::build_ext::nvidia_wheel_dirs(purelib, 13);
     let torch_inc = purelib.join("torch/include");
     let mut cmd = std::process::Command::new("c++");
     cmd.args(["-std=c++20", "-I"])

@@ -604,9 +604,9 @@ fn long_function_problems(src: &Path) -> Vec<String> {
 /// new long function fails, one that grew fails, and one that shrank or was split fails until its
 /// line here says so.
 const LONG_FUNCTION_ALLOWANCE: &[(&str, &str, usize)] = &[
-    ("arch/advice.rs", "torch_options", 114),
+    ("arch/advice.rs", "torch_options", 110),
     ("arch/spec.rs", "validate", 82),
-    ("arch/torch_flags.rs", "cmake_flags", 93),
+    ("arch/torch_flags.rs", "cmake_flags", 89),
     ("binary/dynamic.rs", "read_as", 99),
     ("binary/elf.rs", "parse", 114),
     ("codemod/catalogue.rs", "from_spec", 174),
@@ -623,7 +623,6 @@ const LONG_FUNCTION_ALLOWANCE: &[(&str, &str, usize)] = &[
     ("commands/doctor.rs", "render", 170),
     ("commands/kernels.rs", "render", 84),
     ("compiler_cache/dist.rs", "start", 84),
-    ("kb/mod.rs", "validate", 150),
     ("lint.rs", "sarif", 98),
 ];
 
@@ -805,4 +804,49 @@ fn printing_goes_through_the_output_macros() {
     )
     .unwrap();
     assert_eq!(std_print_sites(tmp.path()).len(), 1);
+}
+
+/// The knowledge base is reached one way: its queries through `kb::kb()`, the base compiled into
+/// the binary. A `&KnowledgeBase` travels only inside `kb/` and in `kb_check/`, where a knowledge
+/// base is itself the subject (`kb check` reads a planted copy back against the real artifacts).
+fn knowledge_base_parameters(src: &Path) -> Vec<String> {
+    let re = regex::Regex::new(r"(?:&'\w+\s*|&)(?:crate::kb::)?KnowledgeBase\b").unwrap();
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut out = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(src).unwrap_or(&f).display().to_string();
+        if rel.starts_with("kb/") || rel.starts_with("kb_check/") {
+            continue;
+        }
+        let text = fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if re.is_match(line.split("//").next().unwrap_or("")) {
+                out.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_knowledge_base_is_reached_one_way() {
+    let sites = knowledge_base_parameters(&src_dir());
+    assert!(
+        sites.is_empty(),
+        "a &KnowledgeBase outside kb/ and kb_check/ (ask crate::kb::kb() instead):\n{}",
+        sites.join("\n")
+    );
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(&src_dir(), copy.path());
+    plant(
+        copy.path(),
+        "arch/advice.rs",
+        "pub fn planted(kb: &crate::kb::KnowledgeBase) -> usize { kb.gpus.len() }\n",
+    );
+    let sites = knowledge_base_parameters(copy.path());
+    assert!(
+        sites.len() == 1 && sites[0].starts_with("arch/advice.rs:1: pub fn planted"),
+        "{sites:?}"
+    );
 }

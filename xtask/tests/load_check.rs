@@ -6,7 +6,6 @@
 //! on what a real system library needs and offers.
 
 use archsmith::binary::dynamic;
-use archsmith::kb::kb;
 use archsmith::process::Cmd;
 use archsmith::python::import_check::import_in_fresh_interpreter;
 use archsmith::verify::load_check::linker::Objects;
@@ -202,7 +201,7 @@ fn every_verdict_equals_what_python_does_with_the_file() {
     let files = fixtures(dir.path());
     let mut objects = Objects::default();
     let target = Target::from_python(&python(), &mut objects).unwrap();
-    let verdicts = check_paths(kb(), &target, &mut objects, &files).unwrap();
+    let verdicts = check_paths(&target, &mut objects, &files).unwrap();
     assert_eq!(verdicts.len(), files.len());
     let mut failures = BTreeSet::new();
     for (file, v) in files.iter().zip(&verdicts) {

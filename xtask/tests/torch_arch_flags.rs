@@ -6,7 +6,6 @@
 
 use archsmith::arch::spec::{Plan, PlanContext};
 use archsmith::arch::torch_flags::{cpp_extension_flags, TorchFlagsError};
-use archsmith::kb::kb;
 use archsmith::paths::repo_root;
 use archsmith::python::ensure_torch_env;
 use archsmith::version::Version;
@@ -133,7 +132,7 @@ fn compare(torch: &Version, probe: &ProbeOutput) -> (usize, usize) {
     let (mut accepted, mut rejected) = (0, 0);
     for (spec, real) in CORPUS.iter().zip(&probe.results) {
         assert_eq!(real.spec.as_deref(), *spec);
-        match (cpp_extension_flags(kb(), torch, *spec), real.ok) {
+        match (cpp_extension_flags(torch, *spec), real.ok) {
             (Ok(flags), true) => {
                 assert_eq!(
                     Some(&flags),
@@ -225,10 +224,10 @@ fn archsmith_reads_torch_cuda_arch_list_exactly_like_torch_2_15() {
 
     // The user-facing planner must give the same flags for anything torch accepts; its validation
     // may only add nvcc's limits (no single CUDA compiles both 3.5 and 11.0).
-    let ctx = PlanContext::new(kb(), Some(torch.clone()), Some("13.5".parse().unwrap()));
+    let ctx = PlanContext::new(Some(torch.clone()), Some("13.5".parse().unwrap()));
     for (spec, real) in CORPUS.iter().zip(&probe.results).filter(|(_, r)| r.ok) {
         let spec = spec.unwrap();
-        if let Err(e) = Plan::parse(kb(), &ctx, spec) {
+        if let Err(e) = Plan::parse(&ctx, spec) {
             let only_cuda = e
                 .to_string()
                 .lines()
@@ -238,7 +237,7 @@ fn archsmith_reads_torch_cuda_arch_list_exactly_like_torch_2_15() {
                 "{spec:?}: torch accepts it but the planner says {e}"
             );
         }
-        let plan = Plan::parse_unvalidated(kb(), &ctx, spec).unwrap();
+        let plan = Plan::parse_unvalidated(&ctx, spec).unwrap();
         assert_eq!(
             Some(plan.gencode()),
             real.flags,

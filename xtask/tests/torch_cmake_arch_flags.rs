@@ -6,7 +6,6 @@
 //! knowledge-base row, each ~1.5 MB of reads, kept under the download cache).
 
 use archsmith::arch::torch_flags::{cmake_flags, TorchFlagsError};
-use archsmith::kb::kb;
 use archsmith::paths::repo_root;
 use archsmith::pypi::Pypi;
 use archsmith::python::ensure_torch_env;
@@ -98,7 +97,7 @@ fn archsmith_reads_lists_like_each_older_torch_cmake() {
         std::fs::write(&module, text).unwrap();
         let (ok, err) = agree_with_real_cmake(&cmake, &module, &torch);
         assert!(ok >= 8, "torch {release}: {ok} accepted, {err} rejected");
-        if cmake_flags(kb(), &torch, "9.0a").is_err() {
+        if cmake_flags(&torch, "9.0a").is_err() {
             rejected_by_old += 1;
         }
     }
@@ -123,7 +122,7 @@ fn agree_with_real_cmake(cmake: &Path, module: &Path, torch: &Version) -> (usize
             .expect("run cmake");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let ours = cmake_flags(kb(), torch, spec);
+        let ours = cmake_flags(torch, spec);
         if out.status.success() {
             let flags_line = stdout
                 .lines()

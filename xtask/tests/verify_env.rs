@@ -365,13 +365,7 @@ fn torch_global_bridge(root: &Path, python: &Path) {
     assert!(ok.success());
     let mut objects = Objects::default();
     let target = Target::from_python(python, &mut objects).unwrap();
-    let v = &check_paths(
-        archsmith::kb::kb(),
-        &target,
-        &mut objects,
-        std::slice::from_ref(&file),
-    )
-    .unwrap()[0];
+    let v = &check_paths(&target, &mut objects, std::slice::from_ref(&file)).unwrap()[0];
     assert!(v.loads && v.needs_torch_global, "{v:?}");
     let preloads = v.preloads(&target);
     assert!(preloads[0].starts_with("RTLD_GLOBAL:"), "{preloads:?}");

@@ -6,7 +6,7 @@
 use super::compat::{runs_on, Image, PtxJit, Verdict};
 use super::spec::{consumer_reports, ConsumerReport, Plan, PlanContext};
 use crate::cuda_arch::{Arch, Cc};
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::version::Version;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -57,10 +57,10 @@ pub struct PlanRequest {
 
 /// Plans `args.arch` for the chosen (or newest known) torch and CUDA: every way the list is written
 /// and read, and, for each named GPU, whether the result runs there.
-pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport> {
+pub fn plan_report(args: &PlanRequest) -> Result<ArchsReport> {
     crate::kb::user_input::torch_and_cuda(args.torch.as_ref(), args.cuda.as_ref())?;
-    let ctx = PlanContext::new(kb, args.torch.clone(), args.cuda.clone());
-    let plan = match Plan::parse(kb, &ctx, &args.arch) {
+    let ctx = PlanContext::new(args.torch.clone(), args.cuda.clone());
+    let plan = match Plan::parse(&ctx, &args.arch) {
         Ok(p) => p,
         Err(e) => bail!(
             "invalid --arch `{}`:\n{e}",
@@ -104,13 +104,7 @@ pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport
     let gpus = if args.gpus.is_empty() {
         None
     } else {
-        Some(gpu_verdicts(
-            kb,
-            &ctx,
-            &plan,
-            &args.gpus,
-            args.driver.as_ref(),
-        )?)
+        Some(gpu_verdicts(&ctx, &plan, &args.gpus, args.driver.as_ref())?)
     };
     Ok(ArchsReport {
         input: crate::kb::user_input::echo(&args.arch),
@@ -129,7 +123,7 @@ pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport
         sass: plan.sass().iter().map(|a| a.sm()).collect(),
         ptx: plan.ptx().iter().map(|a| a.compute()).collect(),
         cmake_cuda_architectures: plan.cmake_cuda_architectures(),
-        consumers: consumer_reports(kb, &ctx, &args.arch, &plan),
+        consumers: consumer_reports(&ctx, &args.arch, &plan),
         notes,
         gpus,
     })
@@ -138,7 +132,6 @@ pub fn plan_report(kb: &KnowledgeBase, args: &PlanRequest) -> Result<ArchsReport
 /// Per GPU query: does the plan run there, through which image, and if not why (and whether the
 /// chosen CUDA could fix it at all).
 pub fn gpu_verdicts(
-    kb: &KnowledgeBase,
     ctx: &PlanContext,
     plan: &Plan,
     queries: &[String],
@@ -146,15 +139,15 @@ pub fn gpu_verdicts(
 ) -> Result<Vec<GpuVerdict>> {
     let jit = PtxJit {
         driver: driver.cloned(),
-        ptx_min_driver: kb.ptx_min_driver(&ctx.cuda),
+        ptx_min_driver: kb().ptx_min_driver(&ctx.cuda),
         ptx_cuda: Some(ctx.cuda.clone()),
     };
     let images = plan.images();
     queries
         .iter()
         .map(|q| {
-            let (name, newest_cc) = kb.resolve_gpu(q)?;
-            let cc = kb.gpu_cc_with_cuda(&name, newest_cc, &ctx.cuda);
+            let (name, newest_cc) = kb().resolve_gpu(q)?;
+            let cc = kb().gpu_cc_with_cuda(&name, newest_cc, &ctx.cuda);
             let Verdict {
                 mut runs,
                 via,
@@ -163,7 +156,7 @@ pub fn gpu_verdicts(
             if cc != newest_cc {
                 reason = format!("{reason} ({name} reports CC {cc} with CUDA {}, CC {newest_cc} from a later CUDA)", ctx.cuda);
             }
-            if let Some(problem) = below_gpu_floor(kb, &name, cc, driver) {
+            if let Some(problem) = below_gpu_floor(&name, cc, driver) {
                 reason = if runs {
                     problem
                 } else {
@@ -172,7 +165,7 @@ pub fn gpu_verdicts(
                 runs = false;
             }
             if !runs {
-                if let Some(limit) = cuda_limit(kb, &ctx.cuda, cc) {
+                if let Some(limit) = cuda_limit(&ctx.cuda, cc) {
                     reason = format!("{reason}. But {limit}");
                 }
             }
@@ -188,14 +181,9 @@ pub fn gpu_verdicts(
 }
 
 /// Why `driver` cannot run GPU `name` at all (older than the GPU's own floor), if so.
-pub fn below_gpu_floor(
-    kb: &KnowledgeBase,
-    name: &str,
-    cc: Cc,
-    driver: Option<&Version>,
-) -> Option<String> {
+pub fn below_gpu_floor(name: &str, cc: Cc, driver: Option<&Version>) -> Option<String> {
     let d = driver?;
-    let floor = kb.gpu_driver_floor(name, cc)?;
+    let floor = kb().gpu_driver_floor(name, cc)?;
     (*d < floor.driver).then(|| {
         format!(
             "driver {d} predates the {name}: it needs {} or newer ({}), whatever the CUDA",
@@ -206,12 +194,12 @@ pub fn below_gpu_floor(
 
 /// When the chosen CUDA cannot compile for `cc` at all, the usual fix ("add cc") is impossible;
 /// says which CUDA releases can.
-fn cuda_limit(kb: &KnowledgeBase, cuda: &Version, cc: Cc) -> Option<String> {
+fn cuda_limit(cuda: &Version, cc: Cc) -> Option<String> {
     let arch = Arch::plain(cc.major, cc.minor);
-    if kb.cuda_supports(cuda, arch) {
+    if kb().cuda_supports(cuda, arch) {
         return None;
     }
-    Some(match kb.target(arch) {
+    Some(match kb().target(arch) {
         Some(row) => match &row.last_cuda {
             Some(last) if *last < *cuda => format!(
                 "CUDA {cuda} cannot compile for CC {cc} (nvcc supports {} from CUDA {} through {last}): build with CUDA {last} or older",
@@ -241,14 +229,14 @@ pub struct Driver {
 
 /// What a driver runs: the newest CUDA whose GA minimum it meets, and the majors it runs through
 /// minor-version compatibility.
-pub fn describe_driver(kb: &KnowledgeBase, version: Version, source: String) -> Driver {
-    let native = kb
+pub fn describe_driver(version: Version, source: String) -> Driver {
+    let native = kb()
         .cuda
         .iter()
         .filter(|c| c.min_driver_linux.as_ref().is_some_and(|m| *m <= version))
         .max_by(|a, b| a.version.cmp(&b.version))
         .map(|c| c.version.to_string());
-    let compat = kb
+    let compat = kb()
         .cuda_majors
         .iter()
         .filter(|m| m.minor_compat_min_driver <= version)
@@ -281,22 +269,18 @@ pub struct TorchOption {
 
 /// For each torch release line (major.minor) and official CUDA variant: would it run on these GPUs
 /// with this driver?
-pub fn torch_options(
-    kb: &KnowledgeBase,
-    gpus: &[(String, Cc)],
-    driver: Option<&Version>,
-) -> Vec<TorchOption> {
-    let mut lines: Vec<Version> = kb.torch.iter().map(|t| t.version.major_minor()).collect();
+pub fn torch_options(gpus: &[(String, Cc)], driver: Option<&Version>) -> Vec<TorchOption> {
+    let mut lines: Vec<Version> = kb().torch.iter().map(|t| t.version.major_minor()).collect();
     lines.dedup();
     let mut out = Vec::new();
     for line in lines {
-        let patches: Vec<String> = kb
+        let patches: Vec<String> = kb()
             .torch
             .iter()
             .filter(|t| t.version.major_minor() == line)
             .map(|t| t.version.to_string())
             .collect();
-        let mut variants: Vec<_> = kb
+        let mut variants: Vec<_> = kb()
             .torch_variants
             .iter()
             .filter(|v| v.covers(&line))
@@ -304,7 +288,7 @@ pub fn torch_options(
         variants.sort_by(|a, b| a.cuda.cmp(&b.cuda));
         for variant in variants {
             let mut problems = Vec::new();
-            let floor = kb.driver_floor(&variant.cuda);
+            let floor = kb().driver_floor(&variant.cuda);
             if let (Some(d), Some((floor, why))) = (driver, &floor) {
                 if d < floor {
                     problems.push(format!("driver {d} < {floor}, {why}"));
@@ -313,10 +297,10 @@ pub fn torch_options(
             let images = variant_images(variant);
             let jit = PtxJit {
                 driver: driver.cloned(),
-                ptx_min_driver: kb.ptx_min_driver(&variant.cuda),
+                ptx_min_driver: kb().ptx_min_driver(&variant.cuda),
                 ptx_cuda: Some(variant.cuda.clone()),
             };
-            let newest_row = kb
+            let newest_row = kb()
                 .torch
                 .iter()
                 .filter(|t| t.version.major_minor() == line)
@@ -329,8 +313,8 @@ pub fn torch_options(
             });
             let mut partly = Vec::new();
             for (name, newest_cc) in gpus {
-                let cc = &kb.gpu_cc_with_cuda(name, *newest_cc, &variant.cuda);
-                if let Some(problem) = below_gpu_floor(kb, name, *cc, driver) {
+                let cc = &kb().gpu_cc_with_cuda(name, *newest_cc, &variant.cuda);
+                if let Some(problem) = below_gpu_floor(name, *cc, driver) {
                     problems.push(problem);
                     continue;
                 }
@@ -343,7 +327,7 @@ pub fn torch_options(
                         let origin = p
                             .origin
                             .as_deref()
-                            .and_then(|o| kb.kernel_origins.iter().find(|k| k.name == o));
+                            .and_then(|o| kb().kernel_origins.iter().find(|k| k.name == o));
                         partly.push(format!(
                             "{name}: {} {} carries {} in {} of {} containers{}",
                             row.version,
@@ -370,7 +354,7 @@ pub fn torch_options(
                     ));
                 }
             }
-            let newest = kb
+            let newest = kb()
                 .torch
                 .iter()
                 .filter(|t| t.version.major_minor() == line)
@@ -380,7 +364,7 @@ pub fn torch_options(
                 partly,
                 min_driver: floor.map(|(v, why)| format!("{v} ({why})")),
                 install: newest
-                    .map(|v| kb.install_command(v, variant))
+                    .map(|v| kb().install_command(v, variant))
                     .unwrap_or_default(),
                 torch: patches.join(", "),
                 variant: variant.tag(),
@@ -412,13 +396,9 @@ pub struct WheelAdvice {
 
 /// "Should you build at all?": for each target, the official wheels of `torch` that already run
 /// there (PyPI's default first) and what a from-source build adds. Advice, not a refusal.
-pub fn official_wheel_advice(
-    kb: &KnowledgeBase,
-    torch: &Version,
-    targets: &[(String, Cc)],
-) -> Vec<WheelAdvice> {
-    let pypi = kb.torch_row(torch).and_then(|r| r.pypi_cuda.clone());
-    let mut variants: Vec<_> = kb
+pub fn official_wheel_advice(torch: &Version, targets: &[(String, Cc)]) -> Vec<WheelAdvice> {
+    let pypi = kb().torch_row(torch).and_then(|r| r.pypi_cuda.clone());
+    let mut variants: Vec<_> = kb()
         .torch_variants
         .iter()
         .filter(|v| v.covers(torch))
@@ -449,7 +429,7 @@ pub fn official_wheel_advice(
             let native = Arch::plain(cc.major, cc.minor);
             let source_build_adds = match &via {
                 None => {
-                    let first = kb
+                    let first = kb()
                         .torch_variants
                         .iter()
                         .filter(|v| runs_on(&images(v), *cc, &jit(v)).runs)
@@ -496,7 +476,6 @@ pub fn official_wheel_advice(
 /// installers), or move to the newest torch built with a CUDA whose nvcc archsmith installs from
 /// PyPI and that runs on `gpus` with `driver` (both optional), as one pip command.
 pub fn toolkit_advice(
-    kb: &KnowledgeBase,
     torch: &Version,
     torch_cuda: &Version,
     gpus: &[(String, Cc)],
@@ -505,7 +484,7 @@ pub fn toolkit_advice(
     let program = crate::output::program();
     let major = torch_cuda.major();
     let mm = torch_cuda.major_minor();
-    let packages = kb.cuda_packages_for(major);
+    let packages = kb().cuda_packages_for(major);
     let mut s = format!(
         "torch {torch} was built with CUDA {torch_cuda}: its extensions compile only with a CUDA {major}.x nvcc, and PyPI has no nvcc for CUDA {major}.x.\n"
     );
@@ -517,15 +496,15 @@ pub fn toolkit_advice(
         "NVIDIA's installer for CUDA {mm} (https://developer.nvidia.com/cuda-toolkit-archive, or `apt install cuda-toolkit-{}` from NVIDIA's repository)\n",
         mm.to_string().replace('.', "-")
     );
-    let pypi_major = kb.first_pypi_nvcc_major().unwrap_or(u32::MAX);
-    let option = torch_options(kb, gpus, driver)
+    let pypi_major = kb().first_pypi_nvcc_major().unwrap_or(u32::MAX);
+    let option = torch_options(gpus, driver)
         .into_iter()
         .rev()
         .find(|o| o.runs && o.partly.is_empty() && variant_major(&o.variant) >= Some(pypi_major));
     match option {
         Some(o) => {
             let cuda = crate::kb::TorchVariantRow::cuda_of_tag(&o.variant)
-                .map_or_else(|| kb.releases.newest_cuda.clone(), |c| c.major_minor());
+                .map_or_else(|| kb().releases.newest_cuda.clone(), |c| c.major_minor());
             let runs = if gpus.is_empty() {
                 String::new()
             } else {

@@ -11,7 +11,7 @@
 
 use crate::arch::compat::Image;
 use crate::arch::{torch_flags, Arch, Variant};
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::version::Version;
 
 /// One planned target: SASS for `arch`, plus PTX for it when `ptx`.
@@ -57,20 +57,20 @@ impl PlanContext {
     /// `--torch`/`--cuda` if given. Without `--cuda`, a given torch release brings its CUDA: its
     /// `+cuXYZ` build's, else its default PyPI variant's; otherwise the newest releases the
     /// knowledge base knows are assumed.
-    pub fn new(kb: &KnowledgeBase, torch: Option<Version>, cuda: Option<Version>) -> PlanContext {
+    pub fn new(torch: Option<Version>, cuda: Option<Version>) -> PlanContext {
         let from_torch = match (&torch, &cuda) {
             (Some(t), None) => crate::kb::user_input::variant_cuda(t)
-                .or_else(|| kb.torch_row(t).and_then(|r| r.pypi_cuda.clone())),
+                .or_else(|| kb().torch_row(t).and_then(|r| r.pypi_cuda.clone())),
             _ => None,
         };
         PlanContext {
             torch_assumed: torch.is_none(),
             cuda_assumed: cuda.is_none() && from_torch.is_none(),
             cuda_from_torch: from_torch.is_some(),
-            torch: torch.unwrap_or_else(|| kb.releases.newest_torch.clone()),
+            torch: torch.unwrap_or_else(|| kb().releases.newest_torch.clone()),
             cuda: cuda
                 .or(from_torch)
-                .unwrap_or_else(|| kb.releases.newest_cuda.clone()),
+                .unwrap_or_else(|| kb().releases.newest_cuda.clone()),
         }
     }
 }
@@ -100,18 +100,14 @@ const FORMS: &str = "expected X.Y, X.Ya, X.Yf or sm_XY, optionally with +PTX, or
 
 impl Plan {
     /// Parses and validates `spec` against the chosen torch and CUDA.
-    pub fn parse(kb: &KnowledgeBase, ctx: &PlanContext, spec: &str) -> Result<Plan, SpecError> {
-        let plan = Plan::parse_unvalidated(kb, ctx, spec)?;
-        plan.validate(kb, ctx)?;
+    pub fn parse(ctx: &PlanContext, spec: &str) -> Result<Plan, SpecError> {
+        let plan = Plan::parse_unvalidated(ctx, spec)?;
+        plan.validate(ctx)?;
         Ok(plan)
     }
 
     /// Parses `spec` (names expanded for `ctx.torch`) without checking what torch and nvcc accept.
-    pub fn parse_unvalidated(
-        kb: &KnowledgeBase,
-        ctx: &PlanContext,
-        spec: &str,
-    ) -> Result<Plan, SpecError> {
+    pub fn parse_unvalidated(ctx: &PlanContext, spec: &str) -> Result<Plan, SpecError> {
         let tokens: Vec<&str> = spec
             .split(|c: char| c == ',' || c == ';' || c.is_whitespace())
             .filter(|t| !t.is_empty())
@@ -119,7 +115,7 @@ impl Plan {
         if tokens.is_empty() {
             return Err(SpecError::Empty);
         }
-        let names = kb
+        let names = kb()
             .torch_arch_list(&ctx.torch)
             .map(|r| r.named.as_slice())
             .unwrap_or(&[]);
@@ -182,12 +178,12 @@ impl Plan {
         Ok(Plan { targets, notes })
     }
 
-    fn validate(&self, kb: &KnowledgeBase, ctx: &PlanContext) -> Result<(), SpecError> {
+    fn validate(&self, ctx: &PlanContext) -> Result<(), SpecError> {
         let mut problems = Vec::new();
-        let torch_row = kb.torch_arch_list(&ctx.torch);
-        let cmake_row = kb.torch_cmake_arch_list(&ctx.torch);
+        let torch_row = kb().torch_arch_list(&ctx.torch);
+        let cmake_row = kb().torch_cmake_arch_list(&ctx.torch);
         if torch_row.is_none() {
-            let known: Vec<String> = kb
+            let known: Vec<String> = kb()
                 .torch_arch_lists
                 .iter()
                 .map(|r| format!("{}–{}", r.from, r.to))
@@ -205,7 +201,7 @@ impl Plan {
                 _ => torch_row.is_some_and(|r| r.supported.iter().any(|s| *s == a.to_string())),
             };
             if !by_torch {
-                let ranges = kb.torch_ranges_accepting(a);
+                let ranges = kb().torch_ranges_accepting(a);
                 let supported = if ranges.is_empty() {
                     match a.variant {
                         Variant::FamilySpecific => "no torch release's cpp_extension accepts `f` targets; torch's CMake accepts them from 2.9".to_string(),
@@ -227,8 +223,8 @@ impl Plan {
                 };
                 problems.push(format!("{a} is not accepted by torch {} ({supported}); choose a torch that accepts it with --torch, or drop {a}", ctx.torch));
             }
-            if !kb.cuda_supports(&ctx.cuda, a) {
-                let range = match kb.target(a) {
+            if !kb().cuda_supports(&ctx.cuda, a) {
+                let range = match kb().target(a) {
                     Some(row) => match &row.last_cuda {
                         Some(last) => format!(
                             "nvcc compiles {} from CUDA {} through {}",
@@ -240,7 +236,7 @@ impl Plan {
                     },
                     None => format!("no CUDA release compiles {}", a.sm()),
                 };
-                let fix = match kb.target(a) {
+                let fix = match kb().target(a) {
                     Some(row) if row.first_cuda > ctx.cuda => {
                         format!("use --cuda {} or newer", row.first_cuda)
                     }
@@ -337,15 +333,10 @@ pub struct ConsumerReport {
     pub exported_detail: String,
 }
 
-pub fn consumer_reports(
-    kb: &KnowledgeBase,
-    ctx: &PlanContext,
-    input: &str,
-    plan: &Plan,
-) -> Vec<ConsumerReport> {
+pub fn consumer_reports(ctx: &PlanContext, input: &str, plan: &Plan) -> Vec<ConsumerReport> {
     let exported = plan.torch_cuda_arch_list();
-    let py = |s: &str| torch_flags::cpp_extension_flags(kb, &ctx.torch, Some(s));
-    let cm = |s: &str| torch_flags::cmake_flags(kb, &ctx.torch, s);
+    let py = |s: &str| torch_flags::cpp_extension_flags(&ctx.torch, Some(s));
+    let cm = |s: &str| torch_flags::cmake_flags(&ctx.torch, s);
     let describe = |r: Result<Vec<String>, torch_flags::TorchFlagsError>| match r {
         Ok(f) => (true, f.join(" ")),
         Err(e) => (false, e.to_string()),
@@ -429,18 +420,13 @@ fn explain_unknown(body: &str, names: &[(String, String)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kb::kb;
 
     fn ctx(torch: &str, cuda: &str) -> PlanContext {
-        PlanContext::new(
-            kb(),
-            Some(torch.parse().unwrap()),
-            Some(cuda.parse().unwrap()),
-        )
+        PlanContext::new(Some(torch.parse().unwrap()), Some(cuda.parse().unwrap()))
     }
 
     fn plan(spec: &str) -> Plan {
-        Plan::parse(kb(), &ctx("2.15.0", "13.5"), spec).unwrap()
+        Plan::parse(&ctx("2.15.0", "13.5"), spec).unwrap()
     }
 
     #[test]
@@ -493,11 +479,9 @@ mod tests {
         ] {
             let p = plan(spec);
             let torch =
-                torch_flags::cpp_extension_flags(kb(), &"2.15.0".parse().unwrap(), Some(spec))
-                    .unwrap();
+                torch_flags::cpp_extension_flags(&"2.15.0".parse().unwrap(), Some(spec)).unwrap();
             assert_eq!(p.gencode(), torch, "{spec}");
             let exported = torch_flags::cpp_extension_flags(
-                kb(),
                 &"2.15.0".parse().unwrap(),
                 Some(&p.torch_cuda_arch_list()),
             )
@@ -507,7 +491,7 @@ mod tests {
     }
 
     fn err(torch: &str, cuda: &str, spec: &str) -> String {
-        Plan::parse(kb(), &ctx(torch, cuda), spec)
+        Plan::parse(&ctx(torch, cuda), spec)
             .unwrap_err()
             .to_string()
     }
@@ -557,7 +541,7 @@ mod tests {
             "9.0+P",
             "💥+PTX",
         ] {
-            let _ = Plan::parse(kb(), &ctx("2.15.0", "13.2"), s);
+            let _ = Plan::parse(&ctx("2.15.0", "13.2"), s);
         }
     }
 }
@@ -565,7 +549,6 @@ mod tests {
 #[cfg(test)]
 mod hostile_input {
     use super::*;
-    use crate::kb::kb;
 
     /// A small deterministic fuzz loop over fragments the grammar cares about: no input may panic,
     /// and whatever parses must round-trip through the exported list.
@@ -601,7 +584,7 @@ mod hostile_input {
             "compute_90",
             "native",
         ];
-        let ctx = PlanContext::new(kb(), None, None);
+        let ctx = PlanContext::new(None, None);
         let mut state: u64 = 0x2545_f491_4f6c_dd1d;
         let mut parsed = 0;
         let mut next = || {
@@ -615,9 +598,9 @@ mod hostile_input {
             let s: String = (0..len)
                 .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
                 .collect();
-            if let Ok(plan) = Plan::parse(kb(), &ctx, &s) {
-                let again = Plan::parse(kb(), &ctx, &plan.torch_cuda_arch_list())
-                    .expect("exported list parses");
+            if let Ok(plan) = Plan::parse(&ctx, &s) {
+                let again =
+                    Plan::parse(&ctx, &plan.torch_cuda_arch_list()).expect("exported list parses");
                 assert_eq!(again.targets, plan.targets, "{s:?}");
                 parsed += 1;
             }

@@ -12,7 +12,7 @@
 //! including its quirks (`Hopper+PTX` → `9.0+PTX+PTX` is rejected by Python), because users hit them.
 //! `xtask/tests/torch_arch_flags.rs` runs the real torch function beside this one.
 
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::version::Version;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,12 +46,11 @@ pub enum TorchFlagsError {
 /// `_get_cuda_arch_flags()` for `TORCH_CUDA_ARCH_LIST=list` under torch `torch`, on a machine with no
 /// GPU and no user `arch` flags in `extra_compile_args`.
 pub fn cpp_extension_flags(
-    kb: &KnowledgeBase,
     torch: &Version,
     list: Option<&str>,
 ) -> Result<Vec<String>, TorchFlagsError> {
-    let row = kb.torch_arch_list(torch).ok_or_else(|| {
-        let ranges = kb.torch_arch_lists.iter().map(|r| (&r.from, &r.to));
+    let row = kb().torch_arch_list(torch).ok_or_else(|| {
+        let ranges = kb().torch_arch_lists.iter().map(|r| (&r.from, &r.to));
         unknown_torch("cpp_extension", ranges, torch)
     })?;
     let list = match list {
@@ -109,13 +108,9 @@ pub struct CmakeFlags {
     pub readable: Vec<String>,
 }
 
-pub fn cmake_flags(
-    kb: &KnowledgeBase,
-    torch: &Version,
-    list: &str,
-) -> Result<CmakeFlags, TorchFlagsError> {
-    let row = kb.torch_cmake_arch_list(torch).ok_or_else(|| {
-        let ranges = kb.torch_cmake_arch_lists.iter().map(|r| (&r.from, &r.to));
+pub fn cmake_flags(torch: &Version, list: &str) -> Result<CmakeFlags, TorchFlagsError> {
+    let row = kb().torch_cmake_arch_list(torch).ok_or_else(|| {
+        let ranges = kb().torch_cmake_arch_lists.iter().map(|r| (&r.from, &r.to));
         unknown_torch("CMake", ranges, torch)
     })?;
     let trimmed = list;
@@ -233,10 +228,9 @@ fn unknown_torch<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kb::kb;
 
     fn py(torch: &str, list: &str) -> Result<Vec<String>, TorchFlagsError> {
-        cpp_extension_flags(kb(), &torch.parse().unwrap(), Some(list))
+        cpp_extension_flags(&torch.parse().unwrap(), Some(list))
     }
 
     fn gencode(pairs: &[(&str, &str)]) -> Vec<String> {
@@ -340,7 +334,7 @@ mod tests {
 
     #[test]
     fn unknown_torch_release_is_named() {
-        let e = cpp_extension_flags(kb(), &"1.4".parse().unwrap(), Some("7.5")).unwrap_err();
+        let e = cpp_extension_flags(&"1.4".parse().unwrap(), Some("7.5")).unwrap_err();
         assert!(
             e.to_string()
                 .contains("no cpp_extension table of TORCH_CUDA_ARCH_LIST for torch 1.4"),
@@ -349,9 +343,7 @@ mod tests {
     }
 
     fn cm(list: &str) -> Vec<String> {
-        cmake_flags(kb(), &"2.15".parse().unwrap(), list)
-            .unwrap()
-            .flags
+        cmake_flags(&"2.15".parse().unwrap(), list).unwrap().flags
     }
 
     #[test]
@@ -375,11 +367,11 @@ mod tests {
         );
         assert_eq!(cm("Ampere+PTX").len(), 4);
         assert!(matches!(
-            cmake_flags(kb(), &"2.15".parse().unwrap(), "Foo"),
+            cmake_flags(&"2.15".parse().unwrap(), "Foo"),
             Err(TorchFlagsError::CmakeUnknown { .. })
         ));
         assert!(matches!(
-            cmake_flags(kb(), &"2.15".parse().unwrap(), "Common"),
+            cmake_flags(&"2.15".parse().unwrap(), "Common"),
             Err(TorchFlagsError::CmakeKeyword { .. })
         ));
     }

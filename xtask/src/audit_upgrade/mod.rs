@@ -161,10 +161,7 @@ pub struct AuditRequest {
 const REPLACED_WITH_TORCH: &[&str] = &["torch", "functorch", "torchgen", "nvidia", "triton"];
 
 /// Every compiled module of `installed` that belongs to another package, against `to`'s torch.
-fn compiled_check(
-    kb: &crate::kb::KnowledgeBase,
-    req: &AuditRequest,
-) -> Result<Option<CompiledCheck>> {
+fn compiled_check(req: &AuditRequest) -> Result<Option<CompiledCheck>> {
     use crate::verify::load_check::{check_paths, compiled_modules, linker::Objects, Target};
     let Some(installed) = &req.installed else {
         return Ok(None);
@@ -189,7 +186,7 @@ fn compiled_check(
         })
         .collect();
     let target = Target::from_python(&target_python, &mut objects)?;
-    let verdicts = check_paths(kb, &target, &mut objects, &modules)?;
+    let verdicts = check_paths(&target, &mut objects, &modules)?;
     Ok(Some(CompiledCheck {
         installed: installed.clone(),
         target: target_python,
@@ -322,7 +319,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         python_files: files.len(),
         findings,
         native,
-        compiled: compiled_check(crate::kb::kb(), req)?,
+        compiled: compiled_check(req)?,
         rule_docs,
         native_diagnostics,
     })

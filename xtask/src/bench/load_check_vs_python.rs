@@ -5,7 +5,6 @@
 //! interpreter after `import torch`, one at a time, as a user would try each. Reports both times,
 //! their ratio, and every module where the two disagree.
 
-use crate::kb::KnowledgeBase;
 use crate::python::import_check::{import_in_fresh_interpreter, ImportOutcome};
 use crate::verify::load_check::linker::{file_name, Objects};
 use crate::verify::load_check::{check_paths, LoadVerdict, Target};
@@ -58,7 +57,7 @@ pub struct LoadBenchReport {
 }
 
 /// Runs the comparison.
-pub fn run(kb: &KnowledgeBase, req: &LoadBenchRequest) -> Result<LoadBenchReport> {
+pub fn run(req: &LoadBenchRequest) -> Result<LoadBenchReport> {
     let mut rows = Vec::new();
     let (mut ours, mut theirs) = (0.0, 0.0);
     let mut pairs = Vec::new();
@@ -74,7 +73,7 @@ pub fn run(kb: &KnowledgeBase, req: &LoadBenchRequest) -> Result<LoadBenchReport
             let started = Instant::now();
             let mut objects = Objects::default();
             let target = Target::from_python(python, &mut objects)?;
-            let verdicts = check_paths(kb, &target, &mut objects, files)?;
+            let verdicts = check_paths(&target, &mut objects, files)?;
             ours += started.elapsed().as_secs_f64();
             let started = Instant::now();
             let mut pair_rows = Vec::new();

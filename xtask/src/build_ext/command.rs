@@ -8,7 +8,6 @@ use super::{nvidia_wheel_dirs, EnvInfo};
 use crate::arch::spec::Plan;
 use crate::compiler_cache::shared_sources::SharedSourceCache;
 use crate::compiler_cache::CompilerCache;
-use crate::kb::kb;
 use crate::process::Cmd;
 use crate::python;
 use crate::toolchain::Toolchain;
@@ -110,7 +109,7 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
     // wheels lacks them, but the torch env holds NVIDIA's wheels of the very libraries torch loads
     // at run time, headers included. CPATH is searched after every -I, so CUDA_HOME still wins for
     // the toolkit's own headers.
-    let (inc, lib) = nvidia_wheel_dirs(kb(), &env.purelib, tc.cuda.major());
+    let (inc, lib) = nvidia_wheel_dirs(&env.purelib, tc.cuda.major());
     if !inc.is_empty() {
         vars.push(("CPATH".into(), append("CPATH", inc)));
     }

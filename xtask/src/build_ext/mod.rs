@@ -350,8 +350,8 @@ pub fn prepare(
     }
     check_env_pins(&env)?;
     let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), cuda)?;
-    let ctx = PlanContext::new(kb(), Some(base_version(&env.torch)), Some(cuda.clone()));
-    let plan = Plan::parse(kb(), &ctx, arch)
+    let ctx = PlanContext::new(Some(base_version(&env.torch)), Some(cuda.clone()));
+    let plan = Plan::parse(&ctx, arch)
         .with_context(|| format!("--arch {}", crate::kb::user_input::echo(arch)))?;
     let tc = toolchain::ensure(&cuda).or_else(|e| same_major_toolkit(&cuda).ok_or(e));
     let tc = tc.map_err(|e| {
@@ -364,7 +364,7 @@ pub fn prepare(
                 "no CUDA {} toolkit found. Looked at:{}\n{}",
                 none.cuda,
                 none.looked,
-                crate::arch::advice::toolkit_advice(kb(), &env.torch, torch_cuda, &[], None)
+                crate::arch::advice::toolkit_advice(&env.torch, torch_cuda, &[], None)
             ),
             _ => e,
         }
@@ -419,17 +419,13 @@ pub fn front_end(env: &EnvInfo) -> Result<&'static str> {
 /// (`nvidia/cu13`, the knowledge base's `wheel_prefix`) first, then the per-library ones (`cudnn`,
 /// `nccl`, …) in name order. Another major's directory (`nvidia/cu12` left by an older torch) is
 /// skipped: its headers would shadow this toolkit's.
-pub fn nvidia_wheel_dirs(
-    kb: &crate::kb::KnowledgeBase,
-    purelib: &Path,
-    cuda_major: u32,
-) -> (Vec<String>, Vec<String>) {
+pub fn nvidia_wheel_dirs(purelib: &Path, cuda_major: u32) -> (Vec<String>, Vec<String>) {
     let root = purelib.join("nvidia");
     let dir_of = |prefix: &str| prefix.strip_prefix("nvidia/").map(str::to_string);
-    let own = kb
+    let own = kb()
         .cuda_major(cuda_major)
         .and_then(|r| dir_of(&r.wheel_prefix));
-    let others: Vec<String> = kb
+    let others: Vec<String> = kb()
         .cuda_majors
         .iter()
         .filter_map(|r| dir_of(&r.wheel_prefix))
@@ -479,7 +475,7 @@ mod tests {
             fs::create_dir_all(site.path().join("nvidia").join(d).join("include")).unwrap();
         }
         let names = |major| {
-            nvidia_wheel_dirs(kb(), site.path(), major)
+            nvidia_wheel_dirs(site.path(), major)
                 .0
                 .iter()
                 .map(|p| {

@@ -445,11 +445,7 @@ pub fn check(
 /// What the load check says of the built wheel in the env it was built for; a check that cannot
 /// run is a warning, never a failed build.
 fn load_summary(python: &Path, wheel: &Path, warnings: &mut Vec<String>) -> Option<LoadSummary> {
-    match crate::verify::load_check::LoadReport::check(
-        crate::kb::kb(),
-        python,
-        &[wheel.to_path_buf()],
-    ) {
+    match crate::verify::load_check::LoadReport::check(python, &[wheel.to_path_buf()]) {
         Ok(report) => Some(LoadSummary {
             loads: report.loads,
             files: report.modules.len(),

@@ -24,7 +24,6 @@ pub use prepare::{before_clone, prepare, BeforeClone};
 use crate::arch::advice::WheelAdvice;
 use crate::build_output::progress::Mode;
 use crate::compiler_cache::CacheKind;
-use crate::kb::KnowledgeBase;
 use crate::verify::torch_wheel;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -343,9 +342,9 @@ fn stamp_inputs(p: &Prepared, plan: &BuildPlan) -> StampInputs {
 /// Runs build-torch: [`prepare`], and unless `--dry-run` or preflight failed, return the wheel of
 /// an unchanged stamp, or [`drive`](drive::drive) the build, deliver the wheel, [`verify`] it and
 /// record the stamp.
-pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
+pub fn run(req: &Request) -> Result<Outcome> {
     let root = source_tree(req)?;
-    let prepared = prepare(kb, req, &root)?;
+    let prepared = prepare(req, &root)?;
     let mut outcome = Outcome {
         wheel: None,
         reused: false,
@@ -406,7 +405,7 @@ pub fn run(kb: &KnowledgeBase, req: &Request) -> Result<Outcome> {
         return Ok(outcome);
     };
     let wheel = deliver(&plan, &built, ninja_log.as_deref(), &out)?;
-    let report = verify(kb, &plan, outcome.prepared.cuda.as_ref(), &wheel, &out)?;
+    let report = verify(&plan, outcome.prepared.cuda.as_ref(), &wheel, &out)?;
     crate::stamp::record(&out, &inputs, &wheel, &Some(&report))?;
     outcome.wheel = Some(wheel);
     outcome.verify = Some(report);
@@ -435,7 +434,6 @@ fn deliver(
 /// The delivered wheel's device code against the plan and, in a venv of the build Python, the
 /// live module: `verify env`'s check of a torch wheel ([`torch_wheel::check_wheel`]).
 fn verify(
-    kb: &KnowledgeBase,
     plan: &BuildPlan,
     cuda: Option<&Version>,
     wheel: &Path,
@@ -448,15 +446,12 @@ fn verify(
             None
         }
     };
-    torch_wheel::check_wheel(
-        kb,
-        &torch_wheel::Request {
-            wheel: wheel.to_path_buf(),
-            arch: plan.torch_cuda_arch_list.clone(),
-            cuda: cuda.cloned(),
-            python: venv_python,
-        },
-    )
+    torch_wheel::check_wheel(&torch_wheel::Request {
+        wheel: wheel.to_path_buf(),
+        arch: plan.torch_cuda_arch_list.clone(),
+        cuda: cuda.cloned(),
+        python: venv_python,
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use super::reads::{BuildFiles, Reader};
 use super::tree::{FrontEnd, TorchTree};
 use crate::arch::spec::Plan;
 use crate::host::HostCompiler;
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::toolchain::Toolchain;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -112,7 +112,6 @@ pub struct CudaInputs<'a> {
 
 /// Everything the plan is computed from.
 pub struct Inputs<'a> {
-    pub kb: &'a KnowledgeBase,
     pub tree: &'a TorchTree,
     pub cuda: Option<CudaInputs<'a>>,
     /// The C/C++ compilers.
@@ -252,7 +251,7 @@ pub fn compute(i: &Inputs, files: &BuildFiles, wheel_dir: &Path) -> BuildPlan {
             "the archs, explicit numbers both of torch's parsers read alike",
         );
     }
-    for row in i.kb.torch_switches(&i.tree.version) {
+    for row in kb().torch_switches(&i.tree.version) {
         // GPU-only switches mean nothing to a CPU-only build (CMake forces them off).
         if i.cuda.is_some() || !row.cuda_only {
             vars.build(&row.name, row.value.clone(), row.why.clone());
@@ -368,7 +367,7 @@ fn compiler_vars(vars: &mut Vars, i: &Inputs) {
 fn nvcc_flag_and_library_vars(vars: &mut Vars, i: &Inputs, c: &CudaInputs) {
     let mut nvcc_flags: Vec<String> = Vec::new();
     let mut why = Vec::new();
-    for o in i.kb.nvcc_options(&c.toolchain.cuda) {
+    for o in kb().nvcc_options(&c.toolchain.cuda) {
         nvcc_flags.extend(o.flags.iter().cloned());
         why.push(format!("{}: {}", o.flags.join(" "), o.why));
     }

@@ -5,7 +5,7 @@
 use super::plan::{is_on, BuildPlan};
 use super::tree::TorchTree;
 use crate::host::{CompilerFamily, HostCompiler};
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::python::probe::PythonInfo;
 use crate::toolchain::Toolchain;
 use crate::version::Version;
@@ -62,16 +62,16 @@ impl Check {
 
 /// The torch release supports building with this CUDA: at least the release's source-build floor,
 /// and no newer major than its newest official variant (torch 2.6 predates CUDA 13).
-pub fn torch_cuda(kb: &KnowledgeBase, torch: &Version, cuda: &Version) -> Check {
+pub fn torch_cuda(torch: &Version, cuda: &Version) -> Check {
     const NAME: &str = "torch vs CUDA";
-    let Some(row) = kb.torch_row(torch) else {
+    let Some(row) = kb().torch_row(torch) else {
         return Check::warn(
             NAME,
             format!("torch {torch} is not in the knowledge base: its CUDA range is unchecked"),
             "check the release notes of that torch for the CUDA releases it builds with",
         );
     };
-    if let Some((detail, fix)) = crate::kb::user_input::torch_cuda_refusal(kb, torch, cuda) {
+    if let Some((detail, fix)) = crate::kb::user_input::torch_cuda_refusal(kb(), torch, cuda) {
         return Check::fail(NAME, detail, fix);
     }
     let newest = row.cuda_variants.iter().chain(&row.pypi_cuda).max();
@@ -98,7 +98,6 @@ pub fn torch_cuda(kb: &KnowledgeBase, torch: &Version, cuda: &Version) -> Check 
 /// the compiler is at least the tree's own floor. `others` are the compilers on PATH, to name one
 /// that would work.
 pub fn host_compiler(
-    kb: &KnowledgeBase,
     tc: Option<&Toolchain>,
     tree: &TorchTree,
     host: &HostCompiler,
@@ -114,7 +113,7 @@ pub fn host_compiler(
         );
     };
     let limits = tc.and_then(|tc| {
-        kb.cuda_row(&tc.cuda)
+        kb().cuda_row(&tc.cuda)
             .map(|r| r.host_compiler_limits(&tc.nvcc_version))
     });
     let limit = limits.and_then(|l| match host.family {
@@ -264,12 +263,7 @@ pub fn python_modules(
 }
 
 /// The build Python: in the tree's range, and with the modules the front end needs.
-pub fn python(
-    kb: &KnowledgeBase,
-    tree: &TorchTree,
-    info: &PythonInfo,
-    modules: &[(&str, &str)],
-) -> Check {
+pub fn python(tree: &TorchTree, info: &PythonInfo, modules: &[(&str, &str)]) -> Check {
     const NAME: &str = "python";
     let py = info.interpreter.display();
     if let Some(min) = tree.python_min.as_ref().filter(|m| info.python < **m) {
@@ -308,7 +302,7 @@ pub fn python(
             ),
         );
     }
-    if let Some(max) = kb
+    if let Some(max) = kb()
         .torch_row(&tree.version)
         .map(|r| &r.python_max)
         .filter(|max| info.python.major_minor() > **max)
@@ -326,11 +320,7 @@ pub fn python(
 }
 
 /// The `third_party/` directories the enabled switches need, and which are missing.
-pub fn submodules(
-    kb: &KnowledgeBase,
-    tree: &TorchTree,
-    switches: &BTreeMap<String, String>,
-) -> (Check, Vec<String>) {
+pub fn submodules(tree: &TorchTree, switches: &BTreeMap<String, String>) -> (Check, Vec<String>) {
     const NAME: &str = "submodules";
     let on = |n: &str| switches.get(n).is_some_and(|v| is_on(v));
     let system_libs = on("USE_SYSTEM_LIBS");
@@ -338,7 +328,7 @@ pub fn submodules(
     let mut missing = Vec::new();
     let mut offs: Vec<String> = Vec::new();
     let mut debian: Vec<String> = Vec::new();
-    for row in kb.torch_submodules(&tree.version) {
+    for row in kb().torch_submodules(&tree.version) {
         if !row.needs.iter().all(|n| on(n)) {
             continue;
         }
@@ -656,7 +646,6 @@ mod tests {
         let (g12, g11) = (gxx("g++", "12.2.0"), gxx("g++-11", "11.3.0"));
         let all = [g12.clone(), gxx("g++-12", "12.2.0"), g11.clone()];
         let c = host_compiler(
-            kb(),
             Some(&toolchain("11.8.89")),
             &tree("2.6.0"),
             &g12,
@@ -674,7 +663,6 @@ mod tests {
         );
         // None installed that fits: how to get one.
         let c = host_compiler(
-            kb(),
             Some(&toolchain("11.8.89")),
             &tree("2.6.0"),
             &g12,
@@ -687,7 +675,6 @@ mod tests {
         );
         // nvcc's host compiler g++-11, torch's C++ g++ 12: fine.
         let c = host_compiler(
-            kb(),
             Some(&toolchain("11.8.89")),
             &tree("2.6.0"),
             &g11,
@@ -698,7 +685,6 @@ mod tests {
         // The tree's own floor.
         let old = gxx("g++-8", "8.5.0");
         let c = host_compiler(
-            kb(),
             Some(&toolchain("12.4.131")),
             &tree("2.6.0"),
             &old,
@@ -708,9 +694,9 @@ mod tests {
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("GCC ≥ 9.3"), "{}", c.detail);
         // CPU-only: no nvcc ceiling, the floor still holds.
-        let c = host_compiler(kb(), None, &tree("2.6.0"), &old, &old, &[]);
+        let c = host_compiler(None, &tree("2.6.0"), &old, &old, &[]);
         assert!(c.detail.contains("GCC ≥ 9.3"), "{}", c.detail);
-        let c = host_compiler(kb(), None, &tree("2.6.0"), &g12, &g12, &[]);
+        let c = host_compiler(None, &tree("2.6.0"), &g12, &g12, &[]);
         assert_eq!(c.status, Status::Ok, "{c:?}");
         assert!(c.detail.contains("CPU-only"), "{}", c.detail);
     }
@@ -722,11 +708,11 @@ mod tests {
             .iter()
             .map(|r| (r.name.clone(), r.value.clone()))
             .collect();
-        let (c, missing) = submodules(kb(), &tree("2.6.0"), &switches);
+        let (c, missing) = submodules(&tree("2.6.0"), &switches);
         assert_eq!(c.status, Status::Fail);
         assert!(missing.contains(&"third_party/cpuinfo".to_string()));
         switches.insert("USE_SYSTEM_LIBS".into(), "1".into());
-        let (c, missing) = submodules(kb(), &tree("2.6.0"), &switches);
+        let (c, missing) = submodules(&tree("2.6.0"), &switches);
         assert_eq!(c.status, Status::Warn);
         // 2.6.0's USE_SYSTEM_LIBS sets USE_SYSTEM_CPUINFO, BUILD_CUSTOM_PROTOBUF=OFF, … but not TensorPipe.
         for gone in [
@@ -738,33 +724,21 @@ mod tests {
         }
         assert!(missing.contains(&"third_party/tensorpipe".to_string()));
         switches.insert("USE_SYSTEM_TENSORPIPE".into(), "1".into());
-        let (_, missing) = submodules(kb(), &tree("2.6.0"), &switches);
+        let (_, missing) = submodules(&tree("2.6.0"), &switches);
         assert!(!missing.contains(&"third_party/tensorpipe".to_string()));
     }
 
     #[test]
     fn torch_and_cuda_ranges() {
         let v = |s: &str| s.parse::<Version>().unwrap();
-        assert_eq!(torch_cuda(kb(), &v("2.6.0"), &v("12.4")).status, Status::Ok);
-        let c = torch_cuda(kb(), &v("2.6.0"), &v("13.2"));
+        assert_eq!(torch_cuda(&v("2.6.0"), &v("12.4")).status, Status::Ok);
+        let c = torch_cuda(&v("2.6.0"), &v("13.2"));
         assert_eq!(c.status, Status::Fail);
         assert!(c.detail.contains("predates CUDA 13"));
-        assert_eq!(
-            torch_cuda(kb(), &v("2.6.0"), &v("12.8")).status,
-            Status::Warn
-        );
-        assert_eq!(
-            torch_cuda(kb(), &v("2.6.0"), &v("10.2")).status,
-            Status::Fail
-        );
-        assert_eq!(
-            torch_cuda(kb(), &v("2.15.0"), &v("13.2")).status,
-            Status::Ok
-        );
-        assert_eq!(
-            torch_cuda(kb(), &v("9.9.0"), &v("13.2")).status,
-            Status::Warn
-        );
+        assert_eq!(torch_cuda(&v("2.6.0"), &v("12.8")).status, Status::Warn);
+        assert_eq!(torch_cuda(&v("2.6.0"), &v("10.2")).status, Status::Fail);
+        assert_eq!(torch_cuda(&v("2.15.0"), &v("13.2")).status, Status::Ok);
+        assert_eq!(torch_cuda(&v("9.9.0"), &v("13.2")).status, Status::Warn);
     }
 
     #[test]

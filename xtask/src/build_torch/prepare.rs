@@ -15,7 +15,7 @@ use crate::arch::advice::{official_wheel_advice, WheelAdvice};
 use crate::arch::spec::{Plan, PlanContext};
 use crate::cuda_arch::Cc;
 use crate::host::{self, CompilerFamily, HostCompiler};
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::process::which;
 use crate::python::probe::{probe_with, Ask, Depth, PythonInfo};
 use crate::toolchain::{self, Toolchain};
@@ -71,26 +71,26 @@ fn cuda_inputs<'a>(
 }
 
 /// Tree, advice, toolchain, preflight and plan: everything before compiling.
-pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepared> {
+pub fn prepare(req: &Request, root: &Path) -> Result<Prepared> {
     let started = Instant::now();
     let arch = req.arch_spec()?;
     let tree = TorchTree::inspect(root)?;
     let mut checks = Vec::new();
     let side = match arch {
-        Some(arch) => Some(cuda_side(kb, &tree, req, arch, &mut checks)?),
+        Some(arch) => Some(cuda_side(&tree, req, arch, &mut checks)?),
         None => None,
     };
     let tc = side.as_ref().and_then(|s| s.toolkit.as_ref());
     let compilers = host::cxx_compilers();
     let (host_cxx, cxx) = chosen_compilers(&compilers);
-    if let Some(check) = host_compiler(kb, &tree, tc, side.is_some(), &host_cxx, &cxx, &compilers) {
+    if let Some(check) = host_compiler(&tree, tc, side.is_some(), &host_cxx, &cxx, &compilers) {
         checks.push(check);
     }
     let (cmake, ninja) = build_tools(&tree, &mut checks);
-    let switches = switches(kb, &tree, &req.sets, side.is_some());
+    let switches = switches(&tree, &req.sets, side.is_some());
     let on = |n: &str| switches.get(n).is_some_and(|v| plan::is_on(v));
-    let (python, py_info) = python(kb, &tree, req, on("USE_NUMPY"), &mut checks);
-    checks.push(preflight::submodules(kb, &tree, &switches).0);
+    let (python, py_info) = python(&tree, req, on("USE_NUMPY"), &mut checks);
+    checks.push(preflight::submodules(&tree, &switches).0);
     checks.push(generated_sources(&tree, req));
     checks.push(super::install_rpath::check(&tree.root));
     let arch_plan = side.as_ref().and_then(|s| s.arch_plan.as_ref());
@@ -118,7 +118,6 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
     let plan = match (cuda_inputs, &cxx) {
         (Some(cuda), Some(c)) => Some(self::plan(
             &plan::Inputs {
-                kb,
                 tree: &tree,
                 path_first: path_first(tc, &cmake, &ninja),
                 cuda,
@@ -151,16 +150,15 @@ pub fn prepare(kb: &KnowledgeBase, req: &Request, root: &Path) -> Result<Prepare
 
 /// The CUDA, the arch list, should-you-build, torch vs CUDA and the toolkit, in that order.
 fn cuda_side(
-    kb: &KnowledgeBase,
     tree: &TorchTree,
     req: &Request,
     arch: &str,
     checks: &mut Vec<Check>,
 ) -> Result<CudaSide> {
-    let (cuda, reason) = choose_cuda(kb, &tree.version, req.cuda.as_ref());
-    let arch_plan = arch_list(kb, &tree.version, &cuda, arch, checks);
-    let advice = official_wheels(kb, &tree.version, req, arch_plan.as_ref())?;
-    checks.push(preflight::torch_cuda(kb, &tree.version, &cuda));
+    let (cuda, reason) = choose_cuda(&tree.version, req.cuda.as_ref());
+    let arch_plan = arch_list(&tree.version, &cuda, arch, checks);
+    let advice = official_wheels(&tree.version, req, arch_plan.as_ref())?;
+    checks.push(preflight::torch_cuda(&tree.version, &cuda));
     let toolkit = toolkit(&cuda, checks);
     Ok(CudaSide {
         cuda,
@@ -189,13 +187,8 @@ fn generated_sources(tree: &TorchTree, req: &Request) -> Check {
 
 /// The switches as they will be set: the knowledge base's (no GPU-only ones for a CPU-only
 /// build), then `--set`.
-fn switches(
-    kb: &KnowledgeBase,
-    tree: &TorchTree,
-    sets: &[(String, String)],
-    cuda: bool,
-) -> BTreeMap<String, String> {
-    let mut switches: BTreeMap<String, String> = kb
+fn switches(tree: &TorchTree, sets: &[(String, String)], cuda: bool) -> BTreeMap<String, String> {
+    let mut switches: BTreeMap<String, String> = kb()
         .torch_switches(&tree.version)
         .iter()
         .filter(|r| cuda || !r.cuda_only)
@@ -259,7 +252,7 @@ impl BeforeClone {
 }
 
 /// [`BeforeClone`] for `--dry-run --torch VER` when VER is not cloned yet; None otherwise.
-pub fn before_clone(kb: &KnowledgeBase, req: &Request) -> Result<Option<BeforeClone>> {
+pub fn before_clone(req: &Request) -> Result<Option<BeforeClone>> {
     let (Some(torch), true, None) = (&req.version, req.dry_run, &req.src) else {
         return Ok(None);
     };
@@ -270,10 +263,10 @@ pub fn before_clone(kb: &KnowledgeBase, req: &Request) -> Result<Option<BeforeCl
     let mut checks = Vec::new();
     let (cuda, cuda_reason, advice, arch_plan) = match req.arch_spec()? {
         Some(arch) => {
-            let (cuda, reason) = choose_cuda(kb, torch, req.cuda.as_ref());
-            let arch_plan = arch_list(kb, torch, &cuda, arch, &mut checks);
-            let advice = official_wheels(kb, torch, req, arch_plan.as_ref())?;
-            checks.push(preflight::torch_cuda(kb, torch, &cuda));
+            let (cuda, reason) = choose_cuda(torch, req.cuda.as_ref());
+            let arch_plan = arch_list(torch, &cuda, arch, &mut checks);
+            let advice = official_wheels(torch, req, arch_plan.as_ref())?;
+            checks.push(preflight::torch_cuda(torch, &cuda));
             (Some(cuda), reason, advice, arch_plan)
         }
         None => (None, CPU_ONLY.to_string(), Vec::new(), None),
@@ -291,15 +284,9 @@ pub fn before_clone(kb: &KnowledgeBase, req: &Request) -> Result<Option<BeforeCl
 }
 
 /// The arch list, read the way this torch and this CUDA read it.
-fn arch_list(
-    kb: &KnowledgeBase,
-    torch: &Version,
-    cuda: &Version,
-    arch: &str,
-    checks: &mut Vec<Check>,
-) -> Option<Plan> {
-    let ctx = PlanContext::new(kb, Some(torch.clone()), Some(cuda.clone()));
-    match Plan::parse(kb, &ctx, arch) {
+fn arch_list(torch: &Version, cuda: &Version, arch: &str, checks: &mut Vec<Check>) -> Option<Plan> {
+    let ctx = PlanContext::new(Some(torch.clone()), Some(cuda.clone()));
+    match Plan::parse(&ctx, arch) {
         Ok(p) => {
             checks.push(Check::ok(
                 "arch list",
@@ -325,7 +312,6 @@ fn arch_list(
 /// Should you build at all: whether the release's official wheels already run on each `--gpu`,
 /// else on each planned arch.
 fn official_wheels(
-    kb: &KnowledgeBase,
     torch: &Version,
     req: &Request,
     arch_plan: Option<&Plan>,
@@ -342,10 +328,10 @@ fn official_wheels(
     } else {
         req.gpus
             .iter()
-            .map(|g| kb.resolve_gpu(g))
+            .map(|g| kb().resolve_gpu(g))
             .collect::<Result<_>>()?
     };
-    Ok(official_wheel_advice(kb, torch, &targets))
+    Ok(official_wheel_advice(torch, &targets))
 }
 
 /// The CUDA toolkit of that release: found on the machine, or from PyPI.
@@ -374,7 +360,6 @@ fn toolkit(cuda: &Version, checks: &mut Vec<Check>) -> Option<Toolchain> {
 /// The host compiler against nvcc's ceiling and the tree's floor; for a CUDA build with no
 /// toolkit there is no ceiling to ask, so nothing (the toolkit's check already failed).
 fn host_compiler(
-    kb: &KnowledgeBase,
     tree: &TorchTree,
     tc: Option<&Toolchain>,
     cuda_build: bool,
@@ -384,7 +369,7 @@ fn host_compiler(
 ) -> Option<Check> {
     match (host_cxx, cxx) {
         (Some(h), Some(c)) if tc.is_some() || !cuda_build => {
-            Some(preflight::host_compiler(kb, tc, tree, h, c, compilers))
+            Some(preflight::host_compiler(tc, tree, h, c, compilers))
         }
         (None, _) | (_, None) => Some(Check::fail(
             "host compiler",
@@ -417,7 +402,6 @@ fn build_tools(tree: &TorchTree, checks: &mut Vec<Check>) -> BuildTools {
 
 /// The Python the build runs (`--python`, else the host's) and the modules the front end needs.
 fn python(
-    kb: &KnowledgeBase,
     tree: &TorchTree,
     req: &Request,
     numpy: bool,
@@ -436,7 +420,7 @@ fn python(
     };
     match probe_with(&python, Depth::Files, &ask) {
         Ok(info) => {
-            checks.push(preflight::python(kb, tree, &info, &modules));
+            checks.push(preflight::python(tree, &info, &modules));
             (python, Some(info))
         }
         Err(e) => {
@@ -545,11 +529,11 @@ fn plan(
 
 /// The CUDA to build with: `--cuda`, else the newest toolkit on this machine the release
 /// supports, else the release's default PyPI CUDA.
-fn choose_cuda(kb: &KnowledgeBase, torch: &Version, given: Option<&Version>) -> (Version, String) {
+fn choose_cuda(torch: &Version, given: Option<&Version>) -> (Version, String) {
     if let Some(c) = given {
         return (c.clone(), "--cuda".into());
     }
-    let supported = |c: &Version| preflight::torch_cuda(kb, torch, c).status != Status::Fail;
+    let supported = |c: &Version| preflight::torch_cuda(torch, c).status != Status::Fail;
     let found = toolchain::discover().unwrap_or_default();
     if let Some(c) = found
         .iter()
@@ -563,7 +547,7 @@ fn choose_cuda(kb: &KnowledgeBase, torch: &Version, given: Option<&Version>) -> 
             format!("the newest CUDA toolkit on this machine that torch {torch} builds with; --cuda to choose"),
         );
     }
-    let row = kb.torch_row(torch);
+    let row = kb().torch_row(torch);
     let newest = row.and_then(|r| r.cuda_variants.iter().max().cloned());
     match row.and_then(|r| r.pypi_cuda.clone()).or(newest) {
         Some(c) => (
@@ -571,7 +555,7 @@ fn choose_cuda(kb: &KnowledgeBase, torch: &Version, given: Option<&Version>) -> 
             format!("torch {torch}'s default CUDA (no toolkit it supports is on this machine)"),
         ),
         None => (
-            kb.releases.newest_cuda.clone(),
+            kb().releases.newest_cuda.clone(),
             "the newest known CUDA".into(),
         ),
     }

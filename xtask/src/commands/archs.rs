@@ -72,7 +72,7 @@ pub fn run(args: &ArchsArgs) -> Result<Exit> {
         gpus: args.gpus.clone(),
         driver: args.driver.clone(),
     };
-    let report = plan_report(kb(), &request)?;
+    let report = plan_report(&request)?;
     match args.print {
         Some(value) => crate::outln!("{}", value.of(&report)),
         None => emit(args.output.json, documents::ARCHS, &report, render)?,

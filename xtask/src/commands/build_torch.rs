@@ -4,7 +4,6 @@
 use crate::build_output::progress::Mode;
 use crate::build_torch::{self, plan::parse_set, report, Request};
 use crate::compiler_cache::CacheKind;
-use crate::kb::kb;
 use crate::output::{documents, print_json, Exit};
 use crate::verify::torch_wheel;
 use crate::version::Version;
@@ -81,15 +80,12 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
     let req = request(&args)?;
     let arch = req.arch_spec()?.map(str::to_string);
     if let Some(wheel) = &args.verify_wheel {
-        let r = torch_wheel::check_wheel(
-            kb(),
-            &torch_wheel::Request {
-                wheel: wheel.clone(),
-                arch,
-                cuda: args.cuda.clone(),
-                python: args.python.clone(),
-            },
-        )?;
+        let r = torch_wheel::check_wheel(&torch_wheel::Request {
+            wheel: wheel.clone(),
+            arch,
+            cuda: args.cuda.clone(),
+            python: args.python.clone(),
+        })?;
         if args.output.json {
             print_json(documents::BUILD_TORCH_VERIFY_WHEEL, &r)?;
         } else {
@@ -98,7 +94,7 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
         return Ok(Exit::passed(r.ok));
     }
     // A dry run of a release not cloned yet needs no tree for its advice: nothing is fetched.
-    if let Some(b) = build_torch::before_clone(kb(), &req)? {
+    if let Some(b) = build_torch::before_clone(&req)? {
         match args.output.json {
             true => print_json(documents::BUILD_TORCH_BEFORE_CLONE, &b)?,
             false => crate::out!("{}", report::before_clone(&b)),
@@ -109,7 +105,7 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
             Exit::Success
         });
     }
-    let o = build_torch::run(kb(), &req)?;
+    let o = build_torch::run(&req)?;
     if args.output.json {
         print_json(documents::BUILD_TORCH, &o)?;
     } else if req.dry_run || o.prepared.failed() {

@@ -2,7 +2,6 @@
 //! you name — which torch releases and CUDA variants would run there ([`crate::doctor`]).
 
 use crate::doctor::{diagnose, DoctorReport};
-use crate::kb::kb;
 use crate::output::{documents, emit, Exit, Table};
 use crate::version::Version;
 use anyhow::Result;
@@ -20,7 +19,7 @@ pub struct DoctorArgs {
 }
 
 pub fn run(args: &DoctorArgs) -> Result<Exit> {
-    let report = diagnose(kb(), &args.gpus, args.driver.as_ref())?;
+    let report = diagnose(&args.gpus, args.driver.as_ref())?;
     emit(args.output.json, documents::DOCTOR, &report, render)?;
     Ok(Exit::Success)
 }

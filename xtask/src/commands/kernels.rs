@@ -2,7 +2,6 @@
 //! requested arch each supports, audit every binary against the plan, and run them when there is a
 //! GPU ([`crate::kernels::run`]).
 
-use crate::kb::kb;
 use crate::kernels::run::{run as run_kernels, KernelsReport};
 use crate::output::{documents, emit, Exit, Table};
 use crate::version::Version;
@@ -22,7 +21,7 @@ pub struct KernelsArgs {
 }
 
 pub fn run(args: &KernelsArgs) -> Result<Exit> {
-    let report = run_kernels(kb(), &args.arch, args.cuda.as_ref())?;
+    let report = run_kernels(&args.arch, args.cuda.as_ref())?;
     emit(args.output.json, documents::KERNELS, &report, render)?;
     Ok(Exit::passed(report.ok))
 }

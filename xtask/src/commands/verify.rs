@@ -2,7 +2,6 @@
 //! loads: docs/verify-binary.md), `verify env` (docs/verify-env.md), `verify pins`.
 
 use crate::cuda_arch::Cc;
-use crate::kb::kb;
 use crate::output::{documents, Exit};
 use crate::verify::binary_check::{audit, BinaryRequest, Report};
 use crate::verify::load_check::LoadReport;
@@ -125,7 +124,7 @@ pub fn run(args: VerifyArgs) -> Result<Exit> {
 fn pins(args: PinsArgs) -> Result<Exit> {
     use crate::verify::pins::{check_pins, PinsRequest};
     let (path, gpus, python) = (args.path, args.gpus, args.python);
-    let mut report = check_pins(kb(), &PinsRequest { path, gpus, python })?;
+    let mut report = check_pins(&PinsRequest { path, gpus, python })?;
     report.select(&args.findings.selection())?;
     report.print(args.findings.format(args.output.json, true))?;
     Ok(Exit::passed(report.findings.is_empty()))
@@ -143,7 +142,7 @@ fn env(args: EnvArgs) -> Result<Exit> {
         gpu_smoke: args.gpu_smoke,
     };
     validate(&req)?;
-    let report = check_env(kb(), &req)?;
+    let report = check_env(&req)?;
     if let Some(path) = &args.junit {
         let xml = crate::verify::checks::junit("verify env", &report.items)?;
         fs_err::write(path, xml)?;
@@ -167,11 +166,10 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
     let load = args
         .target
         .as_deref()
-        .map(|python| LoadReport::check(kb(), python, &request.paths))
+        .map(|python| LoadReport::check(python, &request.paths))
         .transpose()?;
-    let (files, checks) = audit(kb(), &request)?;
+    let (files, checks) = audit(&request)?;
     let report = Report::new(
-        kb(),
         &files,
         checks.expectation.as_ref(),
         checks.strict,

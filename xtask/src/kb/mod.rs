@@ -7,7 +7,7 @@
 
 //!
 //! One module per subject, each with its rows, its queries (methods of [`KnowledgeBase`]) and its
-//! checks: [`gpus`] (GPUs and chips), [`toolkits`] (CUDA releases and nvcc), [`drivers`],
+//! checks: [`gpu_models`] (GPUs and chips), [`toolkits`] (CUDA releases and nvcc), [`drivers`],
 //! [`torch_releases`] (torch releases and their pins), [`distributions`] (distributions'
 //! packages). Every query goes through [`kb()`], the base compiled into this binary; a
 //! `&KnowledgeBase` is passed only where a knowledge base is itself the subject (`kb check` reads
@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 pub mod distributions;
 pub mod drivers;
-pub mod gpus;
+pub mod gpu_models;
 pub mod pci_ids;
 #[cfg(test)]
 mod tests;
@@ -29,7 +29,7 @@ pub mod user_input;
 
 pub use distributions::*;
 pub use drivers::*;
-pub use gpus::*;
+pub use gpu_models::*;
 pub use toolkits::*;
 pub use torch_releases::*;
 
@@ -109,7 +109,7 @@ impl KnowledgeBase {
 
     fn validate(&self) -> Result<(), KbError> {
         toolkits::validate(self)?;
-        gpus::validate(self)?;
+        gpu_models::validate(self)?;
         torch_releases::validate(self)
     }
 }

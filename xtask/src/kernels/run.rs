@@ -8,7 +8,7 @@ use super::{
 use crate::arch::compat::{self, Image};
 use crate::arch::spec::{Plan, PlanContext};
 use crate::cuda_arch::Arch;
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::paths::{cache_dir, toolchains_dir};
 use crate::toolchain::{self, buildtools, nvidia_wheels, Toolchain};
 use crate::version::Version;
@@ -52,12 +52,12 @@ pub struct KernelsReport {
 /// Builds the test kernels for `spec` with CUDA `cuda` (default: the newest installed toolchain, else
 /// the newest CUDA the knowledge base knows), audits every binary against the plan, and runs them
 /// against their CPU references when there is a GPU. `report.ok` is the verdict.
-pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<KernelsReport> {
+pub fn run(spec: &str, cuda: Option<&Version>) -> Result<KernelsReport> {
     let cuda = match cuda {
         Some(c) => c.clone(),
-        None => default_cuda(kb)?,
+        None => default_cuda()?,
     };
-    let plan = plan_for(kb, &cuda, spec)?;
+    let plan = plan_for(&cuda, spec)?;
     let tc = toolchain::ensure(&cuda)?;
     let tools = build_tools();
     let source_dir = kernels_dir();
@@ -65,7 +65,7 @@ pub fn run(kb: &KnowledgeBase, spec: &str, cuda: Option<&Version>) -> Result<Ker
     let gpu = detect_gpu();
     let no_image_arch = gpu
         .as_ref()
-        .and_then(|g| arch_without_image_for(g.cc, &kb.cuda_targets(&cuda)));
+        .and_then(|g| arch_without_image_for(g.cc, &kb().cuda_targets(&cuda)));
 
     let mut build_dir = build_dir_for(&source_dir, &cuda, &plan);
     if tools.is_none() {
@@ -184,7 +184,7 @@ fn no_image_demo(
 /// The newest CUDA archsmith has installed, else the machine's own toolkit (CUDA_HOME,
 /// /usr/local/cuda*, nvcc on PATH: what an air-gapped host has), else the newest the knowledge
 /// base knows (installed from PyPI).
-fn default_cuda(kb: &KnowledgeBase) -> Result<Version> {
+fn default_cuda() -> Result<Version> {
     let installed = std::fs::read_dir(toolchains_dir())
         .into_iter()
         .flatten()
@@ -201,18 +201,18 @@ fn default_cuda(kb: &KnowledgeBase) -> Result<Version> {
     };
     Ok(installed
         .or_else(system)
-        .unwrap_or_else(|| kb.releases.newest_cuda.major_minor()))
+        .unwrap_or_else(|| kb().releases.newest_cuda.major_minor()))
 }
 
 /// Parses `spec` and checks every arch against what this CUDA's nvcc compiles (torch's own rules do not
 /// apply to the test kernels).
-fn plan_for(kb: &KnowledgeBase, cuda: &Version, spec: &str) -> Result<Plan> {
-    let ctx = PlanContext::new(kb, None, Some(cuda.clone()));
-    let plan = Plan::parse_unvalidated(kb, &ctx, spec)?;
+fn plan_for(cuda: &Version, spec: &str) -> Result<Plan> {
+    let ctx = PlanContext::new(None, Some(cuda.clone()));
+    let plan = Plan::parse_unvalidated(&ctx, spec)?;
     let unsupported: Vec<Arch> = plan
         .sass()
         .into_iter()
-        .filter(|a| !kb.cuda_supports(cuda, *a))
+        .filter(|a| !kb().cuda_supports(cuda, *a))
         .collect();
     if !unsupported.is_empty() {
         let names = unsupported
@@ -222,7 +222,7 @@ fn plan_for(kb: &KnowledgeBase, cuda: &Version, spec: &str) -> Result<Plan> {
             .join(", ");
         bail!(
             "CUDA {cuda}'s nvcc does not compile {names}; it compiles {}. Drop them, or choose another --cuda",
-            kb.cuda_targets(cuda).iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" ")
+            kb().cuda_targets(cuda).iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" ")
         );
     }
     Ok(plan)

@@ -225,8 +225,8 @@ fn validate(req: &Request) -> Result<()> {
         }
     }
     if !req.arch.is_empty() {
-        let ctx = crate::arch::spec::PlanContext::new(kb, req.torch.clone(), req.cuda.clone());
-        crate::arch::spec::Plan::parse(kb, &ctx, &req.arch).map_err(|e| {
+        let ctx = crate::arch::spec::PlanContext::new(req.torch.clone(), req.cuda.clone());
+        crate::arch::spec::Plan::parse(&ctx, &req.arch).map_err(|e| {
             anyhow::anyhow!("--arch {}: {e}", crate::kb::user_input::echo(&req.arch))
         })?;
     }

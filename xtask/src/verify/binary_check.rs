@@ -8,7 +8,7 @@ use crate::binary::expect::{check, Expectation, FileCheck};
 use crate::binary::input::{audit_paths, FileAudit, Options, Outcome};
 use crate::binary::{Compression, ElfAudit, ImageArch, Kind};
 use crate::cuda_arch::Cc;
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::output::Table;
 use anyhow::{Context, Result};
 use serde::ser::{SerializeMap, Serializer};
@@ -30,15 +30,15 @@ pub struct BinaryRequest {
 
 /// Audits the request's paths and checks them: the files' audits, then the report over them.
 /// Bad input (an unparsable spec, an unknown GPU) is an error; unreadable files are reported.
-pub fn audit(kb: &KnowledgeBase, req: &BinaryRequest) -> Result<(Vec<FileAudit>, Expectations)> {
+pub fn audit(req: &BinaryRequest) -> Result<(Vec<FileAudit>, Expectations)> {
     let expectation = req
         .expect_arch
         .as_deref()
-        .map(|spec| parse_expectation(kb, spec))
+        .map(parse_expectation)
         .transpose()?;
     let mut devices = Vec::new();
     for g in &req.gpus {
-        devices.push(kb.resolve_gpu(g)?);
+        devices.push(kb().resolve_gpu(g)?);
     }
     devices.extend(req.ccs.iter().map(|cc| (format!("CC {cc}"), *cc)));
     let opts = Options {
@@ -65,9 +65,9 @@ pub struct Expectations {
 
 /// `--expect-arch` uses the `archs --arch` grammar (names, `+PTX`, `sm_XY`…), parsed without the
 /// torch/nvcc acceptance checks: a binary may legitimately carry archs a given torch would refuse.
-fn parse_expectation(kb: &KnowledgeBase, spec: &str) -> Result<Expectation> {
-    let ctx = PlanContext::new(kb, None, None);
-    let plan = Plan::parse_unvalidated(kb, &ctx, spec).with_context(|| {
+fn parse_expectation(spec: &str) -> Result<Expectation> {
+    let ctx = PlanContext::new(None, None);
+    let plan = Plan::parse_unvalidated(&ctx, spec).with_context(|| {
         format!(
             "invalid --expect-arch `{}`",
             crate::kb::user_input::echo(spec)
@@ -148,13 +148,13 @@ impl Coverage {
 }
 
 /// Groups the kernels of `containers` (those without an image) by origin.
-fn at_risk(kb: &KnowledgeBase, audit: &ElfAudit, containers: &[usize]) -> Vec<AtRisk> {
+fn at_risk(audit: &ElfAudit, containers: &[usize]) -> Vec<AtRisk> {
     let mut groups: BTreeMap<String, AtRisk> = BTreeMap::new();
     for c in containers {
         let Some(kernels) = audit.kernels.get(c) else {
             continue;
         };
-        let origin = kb.kernel_origin(kernels.iter().map(String::as_str));
+        let origin = kb().kernel_origin(kernels.iter().map(String::as_str));
         let name = origin.map_or("unrecognised".to_string(), |o| o.name.clone());
         let group = groups.entry(name.clone()).or_insert_with(|| AtRisk {
             origin: name,
@@ -198,12 +198,7 @@ impl AtRisk {
 
 /// Applies the runs-on rules per container: a file runs only if every container (compilation
 /// unit) has an image for the device, since a kernel in a container without one cannot launch.
-pub fn file_verdict(
-    kb: &KnowledgeBase,
-    audit: &ElfAudit,
-    device: &str,
-    cc: Cc,
-) -> Option<DeviceVerdict> {
+pub fn file_verdict(audit: &ElfAudit, device: &str, cc: Cc) -> Option<DeviceVerdict> {
     let sec = audit.counted()?;
     let per = sec.container_images();
     if per.is_empty() {
@@ -248,7 +243,7 @@ pub fn file_verdict(
         containers: n,
         containers_running: running,
         at_risk: if running > 0 && running < n {
-            at_risk(kb, audit, &without)
+            at_risk(audit, &without)
         } else {
             Vec::new()
         },
@@ -257,7 +252,6 @@ pub fn file_verdict(
 
 impl<'a> Report<'a> {
     pub fn new(
-        kb: &KnowledgeBase,
         files: &'a [FileAudit],
         expect: Option<&Expectation>,
         strict: bool,
@@ -268,7 +262,7 @@ impl<'a> Report<'a> {
             .map(|f| match &f.outcome {
                 Outcome::Audited(a) => devices
                     .iter()
-                    .filter_map(|(name, cc)| file_verdict(kb, a, name, *cc))
+                    .filter_map(|(name, cc)| file_verdict(a, name, *cc))
                     .collect(),
                 Outcome::Failed(_) => Vec::new(),
             })

@@ -10,7 +10,7 @@ use super::checks::{all_ok, item, Item, Status};
 use super::torch_wheel::{arch_flags_item, audit_libraries, conda_item, cuda_item, gpu_smoke_item};
 use crate::arch::spec::{Plan, PlanContext};
 use crate::binary::expect::Expectation;
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::python::probe::{probe_with, Ask, Depth, PythonInfo};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -109,20 +109,16 @@ impl EnvReport {
 
 /// Runs every check the request asks for. Bad input (a Python that does not run, an unknown GPU,
 /// an unparsable spec) is an error; everything about the environment is an item.
-pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
+pub fn check_env(req: &EnvRequest) -> Result<EnvReport> {
     let python = match &req.python {
         Some(p) => p.clone(),
         None => crate::python::host_python()?,
     };
-    let plan = req
-        .expect_arch
-        .as_deref()
-        .map(|spec| expected_plan(kb, spec))
-        .transpose()?;
+    let plan = req.expect_arch.as_deref().map(expected_plan).transpose()?;
     let gpus = req
         .gpus
         .iter()
-        .map(|g| kb.resolve_gpu(g))
+        .map(|g| kb().resolve_gpu(g))
         .collect::<Result<Vec<_>>>()?;
     let info = probe_with(
         &python,
@@ -145,18 +141,18 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
         items.push(cuda_item(&info, req.expect_cuda.as_ref(), "expected"));
     }
     if let Some(t) = &torch {
-        items.extend(pairing_items(kb, t, &info));
+        items.extend(pairing_items(t, &info));
         items.extend(pin_items(t, &info, &python));
     }
     items.push(cudnn_item(&info));
     if info.imported {
-        items.extend(super::load_check::env_items(kb, &python, &info.purelib));
+        items.extend(super::load_check::env_items(&python, &info.purelib));
     }
 
     // What torch's own libraries carry: against --expect-arch, and for --gpu verdicts.
     let mut carried = None;
     if plan.is_some() || !gpus.is_empty() {
-        carried = library_items(kb, &info, plan.as_ref(), &gpus, &mut items);
+        carried = library_items(&info, plan.as_ref(), &gpus, &mut items);
     }
     if let Some(p) = &plan {
         if info.imported {
@@ -190,8 +186,8 @@ pub fn check_env(kb: &KnowledgeBase, req: &EnvRequest) -> Result<EnvReport> {
 
 /// `--expect-arch`, read as torch would read it (any torch, any CUDA: it is what the libraries
 /// must carry, not a list to build).
-fn expected_plan(kb: &KnowledgeBase, spec: &str) -> Result<Plan> {
-    Plan::parse_unvalidated(kb, &PlanContext::new(kb, None, None), spec).with_context(|| {
+fn expected_plan(spec: &str) -> Result<Plan> {
+    Plan::parse_unvalidated(&PlanContext::new(None, None), spec).with_context(|| {
         format!(
             "invalid --expect-arch `{}`",
             crate::kb::user_input::echo(spec)
@@ -225,7 +221,6 @@ fn torch_item(info: &PythonInfo, python: &std::path::Path) -> Item {
 /// at the CC it reports to this torch's CUDA (Jetson Thor: 10.1 before 13.0). Returns the SASS
 /// the main library carries, for the GPU smoke item.
 fn library_items(
-    kb: &KnowledgeBase,
     info: &PythonInfo,
     plan: Option<&Plan>,
     gpus: &[(String, crate::cuda_arch::Cc)],
@@ -250,7 +245,7 @@ fn library_items(
             let cc = info
                 .cuda
                 .as_ref()
-                .map_or(*newest, |cuda| kb.gpu_cc_with_cuda(name, *newest, cuda));
+                .map_or(*newest, |cuda| kb().gpu_cc_with_cuda(name, *newest, cuda));
             (name.clone(), cc)
         })
         .collect();
@@ -268,7 +263,7 @@ fn library_items(
         sass.join(" ")
     });
     for (name, cc) in &gpu_ccs {
-        items.push(gpu_item(kb, name, *cc, &libs));
+        items.push(gpu_item(name, *cc, &libs));
     }
     carried
 }
@@ -301,8 +296,8 @@ fn expectation_item(e: &Expect, info: &PythonInfo) -> Item {
 }
 
 /// torchvision and torchaudio built for this torch, from the knowledge base's torch rows.
-fn pairing_items(kb: &KnowledgeBase, torch: &Version, info: &PythonInfo) -> Vec<Item> {
-    let Some(row) = kb.torch_row(torch) else {
+fn pairing_items(torch: &Version, info: &PythonInfo) -> Vec<Item> {
+    let Some(row) = kb().torch_row(torch) else {
         return vec![item(
             "pairing",
             Status::Skipped,
@@ -346,7 +341,7 @@ fn pairing_items(kb: &KnowledgeBase, torch: &Version, info: &PythonInfo) -> Vec<
                 ),
             ));
         } else {
-            let theirs = kb
+            let theirs = kb()
                 .torch
                 .iter()
                 .filter(|t| {
@@ -442,12 +437,7 @@ fn cudnn_item(info: &PythonInfo) -> Item {
 /// Whether a GPU runs this torch, by [`super::binary_check::Coverage`] over its device libraries (the
 /// verdict `verify binary` gives the same files): every container of every library (ok), some
 /// containers of a library (fail: "partly", naming what cannot launch), or none of one (fail).
-fn gpu_item(
-    kb: &KnowledgeBase,
-    name: &str,
-    cc: crate::cuda_arch::Cc,
-    libs: &super::torch_wheel::LibraryAudit,
-) -> Item {
+fn gpu_item(name: &str, cc: crate::cuda_arch::Cc, libs: &super::torch_wheel::LibraryAudit) -> Item {
     use super::binary_check::{file_verdict, Coverage};
     use crate::binary::input::Outcome;
     let label = format!("runs on {name} (CC {cc})");
@@ -456,7 +446,7 @@ fn gpu_item(
         let Outcome::Audited(e) = &a.outcome else {
             continue;
         };
-        if let Some(v) = file_verdict(kb, e, name, cc) {
+        if let Some(v) = file_verdict(e, name, cc) {
             verdicts.push((super::torch_wheel::short(&a.path), v));
         }
     }

@@ -9,7 +9,7 @@
 //! `[project] dependencies`, `[project.optional-dependencies]` and `[dependency-groups]`.
 
 use crate::arch::advice::variant_runs_on;
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use crate::version::Version;
 use anyhow::{Context, Result};
 use pep440_rs::{Operator, VersionSpecifier, VersionSpecifiers};
@@ -409,7 +409,7 @@ fn range(p: &Pin) -> Ranges<pep440_rs::Version> {
 }
 
 /// Runs every check over the pins under `req.path`.
-pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
+pub fn check_pins(req: &PinsRequest) -> Result<PinsReport> {
     let files = find_files(&req.path)?;
     if files.is_empty() {
         anyhow::bail!(
@@ -419,7 +419,7 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
     }
     let mut gpus = Vec::new();
     for g in &req.gpus {
-        gpus.push(kb.resolve_gpu(g)?);
+        gpus.push(kb().resolve_gpu(g)?);
     }
     let (files, pins) = read_pins(&files)?;
     let mut findings = contradictions(&pins);
@@ -429,7 +429,7 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
         let Some(tv) = t.exact().as_ref().map(Version::from) else {
             continue;
         };
-        let Some(row) = kb.torch_row(&tv) else {
+        let Some(row) = kb().torch_row(&tv) else {
             continue;
         };
         findings.extend(pairings(&pins, t, &tv, row));
@@ -437,7 +437,7 @@ pub fn check_pins(kb: &KnowledgeBase, req: &PinsRequest) -> Result<PinsReport> {
             findings.extend(python_wheel(t, &tv, row, py));
         }
         for (name, cc) in &gpus {
-            findings.extend(gpu_image(kb, t, &tv, row, name, *cc));
+            findings.extend(gpu_image(t, &tv, row, name, *cc));
         }
     }
     Ok(PinsReport {
@@ -562,7 +562,6 @@ fn python_wheel(t: &Pin, tv: &Version, row: &crate::kb::TorchRow, py: &Version) 
 
 /// The torch pin's variant has no image for the GPU, and the release that would.
 fn gpu_image(
-    kb: &KnowledgeBase,
     t: &Pin,
     tv: &Version,
     row: &crate::kb::TorchRow,
@@ -573,14 +572,14 @@ fn gpu_image(
         .variant()
         .and_then(|v| crate::kb::TorchVariantRow::cuda_of_tag(&v))
         .or_else(|| row.pypi_cuda.clone());
-    let variant = kb
+    let variant = kb()
         .torch_variants
         .iter()
         .find(|v| v.covers(tv) && Some(&v.cuda) == variant_cuda.as_ref())?;
     if variant_runs_on(variant, cc).runs {
         return None;
     }
-    let would = kb
+    let would = kb()
         .torch_variants
         .iter()
         .filter(|v| variant_runs_on(v, cc).runs)

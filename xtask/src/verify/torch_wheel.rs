@@ -19,7 +19,6 @@ use crate::binary::expect::{check, Expectation};
 use crate::binary::input::FileAudit;
 use crate::binary::input::{audit_paths, Options, Outcome};
 use crate::binary::ElfAudit;
-use crate::kb::KnowledgeBase;
 use crate::python::probe::PythonInfo;
 use crate::python::probe::{probe_with, Ask, Depth};
 use crate::version::Version;
@@ -188,11 +187,11 @@ fn library_item(
 }
 
 /// Runs the check. Bad input (an unparsable spec, an unreadable wheel) is an error.
-pub fn check_wheel(kb: &KnowledgeBase, req: &Request) -> Result<Report> {
+pub fn check_wheel(req: &Request) -> Result<Report> {
     let plan = match &req.arch {
         Some(arch) => {
-            let ctx = PlanContext::new(kb, None, req.cuda.clone());
-            Some(Plan::parse_unvalidated(kb, &ctx, arch).with_context(|| {
+            let ctx = PlanContext::new(None, req.cuda.clone());
+            Some(Plan::parse_unvalidated(&ctx, arch).with_context(|| {
                 format!("invalid --arch `{}`", crate::kb::user_input::echo(arch))
             })?)
         }

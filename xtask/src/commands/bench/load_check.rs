@@ -2,7 +2,6 @@
 //! ([`crate::bench::load_check_vs_python`]).
 
 use crate::bench::load_check_vs_python::{run, LoadBenchRequest};
-use crate::kb::kb;
 use crate::output::{documents, emit, Exit};
 use anyhow::Result;
 use clap::Args;
@@ -26,7 +25,7 @@ pub fn load_check(args: LoadCheckArgs) -> Result<Exit> {
         pythons: args.pythons,
         wheels: args.wheels,
     };
-    let report = run(kb(), &request)?;
+    let report = run(&request)?;
     emit(
         args.output.json,
         documents::BENCH_LOAD_CHECK,

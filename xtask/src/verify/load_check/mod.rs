@@ -16,7 +16,7 @@ pub mod linker;
 pub mod target;
 
 use crate::binary::dynamic::{demangle, CxxAbi};
-use crate::kb::KnowledgeBase;
+use crate::kb::kb;
 use anyhow::{Context, Result};
 use linker::{file_name, LinkFailure, Objects};
 use serde::Serialize;
@@ -91,10 +91,10 @@ pub struct LoadReport {
 
 impl LoadReport {
     /// Checks `paths` against the env of `python`.
-    pub fn check(kb: &KnowledgeBase, python: &Path, paths: &[PathBuf]) -> Result<LoadReport> {
+    pub fn check(python: &Path, paths: &[PathBuf]) -> Result<LoadReport> {
         let mut objects = Objects::default();
         let target = Target::from_python(python, &mut objects)?;
-        let modules = check_paths(kb, &target, &mut objects, paths)?;
+        let modules = check_paths(&target, &mut objects, paths)?;
         Ok(LoadReport {
             python: target.python.clone(),
             python_version: target.python_version.to_string(),
@@ -203,18 +203,14 @@ pub fn vendored(dir: &Path, file: &Path) -> bool {
 /// load. Modules that have nothing to do with torch and would not load (an optional backend whose
 /// library is absent: numba's TBB layer, CuPy's cuTENSOR) are listed in one skipped item: they are
 /// not this env's torch's doing, and a big image carries several.
-pub fn env_items(
-    kb: &KnowledgeBase,
-    python: &Path,
-    site: &Path,
-) -> Vec<crate::verify::checks::Item> {
+pub fn env_items(python: &Path, site: &Path) -> Vec<crate::verify::checks::Item> {
     use crate::verify::checks::{item, Status};
     let name = "compiled modules load";
     let checked = (|| -> Result<Vec<(LoadVerdict, bool)>> {
         let mut objects = Objects::default();
         let target = Target::from_python(python, &mut objects)?;
         let modules = compiled_modules(site, &mut objects)?;
-        let verdicts = check_paths(kb, &target, &mut objects, &modules)?;
+        let verdicts = check_paths(&target, &mut objects, &modules)?;
         Ok(verdicts
             .into_iter()
             .map(|v| {
@@ -350,7 +346,6 @@ struct Candidate {
 /// Checks every ELF shared object under `paths` (files, directories walked, wheels unpacked to a
 /// temporary directory so that `$ORIGIN` works) against `target`.
 pub fn check_paths(
-    kb: &KnowledgeBase,
     target: &Target,
     objects: &mut Objects,
     paths: &[PathBuf],
@@ -399,7 +394,7 @@ pub fn check_paths(
             }]
         };
         for c in candidates {
-            if let Some(v) = check_file(kb, target, objects, &mut packages, &c)? {
+            if let Some(v) = check_file(target, objects, &mut packages, &c)? {
                 verdicts.push(v);
             }
         }
@@ -464,7 +459,6 @@ pub fn cpython_tag(name: &str) -> Option<(u64, u64)> {
 }
 
 fn check_file(
-    kb: &KnowledgeBase,
     target: &Target,
     objects: &mut Objects,
     packages: &mut PackageLibraries,
@@ -517,7 +511,7 @@ fn check_file(
         .map(|p| p.display().to_string())
         .collect();
     match link.failure {
-        Some(f) => explain(kb, target, &mut v, f),
+        Some(f) => explain(target, &mut v, f),
         None if is_module => {
             let module = name.split('.').next().unwrap_or("");
             let init = format!("PyInit_{module}");
@@ -611,7 +605,7 @@ impl LoadVerdict {
 }
 
 /// Turns the loader's failure into the reason a user reads and the fix.
-fn explain(kb: &KnowledgeBase, target: &Target, v: &mut LoadVerdict, f: LinkFailure) {
+fn explain(target: &Target, v: &mut LoadVerdict, f: LinkFailure) {
     let rebuild = format!(
         "or rebuild it against this torch: `{} build-ext SRC --python {}`",
         crate::output::program(),
@@ -658,7 +652,7 @@ fn explain(kb: &KnowledgeBase, target: &Target, v: &mut LoadVerdict, f: LinkFail
         LinkFailure::UndefinedSymbols {
             required_by,
             symbols,
-        } => undefined_symbols(kb, target, v, &required_by, &symbols, &rebuild),
+        } => undefined_symbols(target, v, &required_by, &symbols, &rebuild),
         LinkFailure::WrongMachine { machine, want } => v.fail(
             "wrong-machine",
             format!("built for ELF machine {machine}, the interpreter is machine {want}"),
@@ -677,7 +671,6 @@ fn torch_name(target: &Target) -> String {
 
 /// The first undefined symbols, demangled; for torch's, the C++ ABI and the torch it was built for.
 fn undefined_symbols(
-    kb: &KnowledgeBase,
     target: &Target,
     v: &mut LoadVerdict,
     required_by: &str,
@@ -713,7 +706,7 @@ fn undefined_symbols(
             .as_ref()
             .map(|b| format!(" (its metadata requires {b})"))
             .unwrap_or_default();
-        let pkg = package_fix(kb, target, &v.path);
+        let pkg = package_fix(target, &v.path);
         format!("it was built against another torch{built}: {pkg}{rebuild}")
     } else {
         format!("a library it needs is older than the one it was built against; {rebuild}")
@@ -723,8 +716,8 @@ fn undefined_symbols(
 }
 
 /// For the companions the knowledge base pairs with torch: the release built for this torch.
-fn package_fix(kb: &KnowledgeBase, target: &Target, path: &str) -> String {
-    let row = target.torch.as_ref().and_then(|t| kb.torch_row(t));
+fn package_fix(target: &Target, path: &str) -> String {
+    let row = target.torch.as_ref().and_then(|t| kb().torch_row(t));
     let pick = |name: &str, releases: Option<&Vec<crate::version::Version>>| -> Option<String> {
         let last = releases?.iter().max()?;
         let shown = path.replace('\\', "/");
