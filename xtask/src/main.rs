@@ -32,7 +32,21 @@ fn main() {
 /// clap's own handling (help, version, usage errors with exit 2), with the error document on
 /// stdout first under `--json`.
 fn usage_error(e: clap::Error, json: bool) -> ! {
-    use clap::error::ErrorKind;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    // clap repeats a refused value whole; a 100 KB `--arch` is quoted bounded, as every other
+    // error quotes input.
+    if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue) {
+        let bounded = archsmith::kb::user_input::echo(value);
+        if bounded != *value {
+            let text = e.render().to_string().replace(value.as_str(), &bounded);
+            archsmith::errout!("{text}");
+            if json {
+                let first = text.lines().next().unwrap_or_default();
+                archsmith::output::print_error_document(first.trim_start_matches("error: "));
+            }
+            std::process::exit(2);
+        }
+    }
     let shown = matches!(
         e.kind(),
         ErrorKind::DisplayHelp

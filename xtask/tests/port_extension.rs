@@ -381,7 +381,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
     let req = port_extension::Request {
         recipe,
         src: None,
-        arch: String::new(),
+        arch: None,
         torch: None,
         cuda: None,
         python: None,
@@ -600,7 +600,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
         port_extension::Request {
             recipe: Recipe::load(&rdir).unwrap(),
             src: None,
-            arch: String::new(),
+            arch: None,
             torch: None,
             cuda: None,
             python: None,

@@ -46,9 +46,9 @@ pub struct ArchsReport {
 }
 
 /// What `archs` asks for: a spec, optional releases, GPUs and driver to check the plan against.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PlanRequest {
-    pub arch: String,
+    pub arch: crate::arch::spec::ArchSpec,
     pub torch: Option<Version>,
     pub cuda: Option<Version>,
     pub gpus: Vec<String>,

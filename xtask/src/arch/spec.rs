@@ -41,6 +41,66 @@ impl std::fmt::Display for Target {
     }
 }
 
+/// An `--arch` value, checked for form where it is typed (clap's value parser, so a typo is an
+/// exit-2 usage error before any work): every element a number (`8.9`, `9.0a`, `sm_90`, each
+/// optionally `+PTX`) or a word that may name a family (`Hopper`). What a torch release and an
+/// nvcc accept, and what a name expands to, is decided by [`Plan::parse`] once they are known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchSpec(String);
+
+impl ArchSpec {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for ArchSpec {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ArchSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for ArchSpec {
+    type Err = SpecError;
+    fn from_str(spec: &str) -> Result<ArchSpec, SpecError> {
+        let tokens = spec_tokens(spec);
+        if tokens.is_empty() {
+            return Err(SpecError::Empty);
+        }
+        for token in tokens {
+            let (body, _) = split_ptx(token);
+            let bad = |why: String| SpecError::BadToken {
+                token: crate::kb::user_input::echo(token),
+                why,
+            };
+            match parse_number(body) {
+                Some(Err(why)) => return Err(bad(why)),
+                Some(Ok(_)) => {}
+                None if body.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && body
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '_')) => {}
+                None => return Err(bad(FORMS.to_string())),
+            }
+        }
+        Ok(ArchSpec(spec.to_string()))
+    }
+}
+
+/// The elements of a spec: `,`, `;` and whitespace all separate.
+fn spec_tokens(spec: &str) -> Vec<&str> {
+    spec.split(|c: char| c == ',' || c == ';' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
 /// The versions a plan is checked against, and whether the user chose them.
 #[derive(Clone, Debug)]
 pub struct PlanContext {
@@ -108,10 +168,7 @@ impl Plan {
 
     /// Parses `spec` (names expanded for `ctx.torch`) without checking what torch and nvcc accept.
     pub fn parse_unvalidated(ctx: &PlanContext, spec: &str) -> Result<Plan, SpecError> {
-        let tokens: Vec<&str> = spec
-            .split(|c: char| c == ',' || c == ';' || c.is_whitespace())
-            .filter(|t| !t.is_empty())
-            .collect();
+        let tokens = spec_tokens(spec);
         if tokens.is_empty() {
             return Err(SpecError::Empty);
         }
@@ -430,6 +487,33 @@ mod tests {
     }
 
     #[test]
+    fn an_arch_spec_is_checked_for_form_where_it_is_typed() {
+        for good in [
+            "7.5,8.9,9.0",
+            "8.0;9.0a+PTX",
+            "Hopper",
+            "sm_120",
+            " 8.9 ",
+            "Kepler+Tesla",
+        ] {
+            let spec: ArchSpec = good.parse().unwrap();
+            assert_eq!(spec.as_str(), good);
+        }
+        for (bad, says) in [
+            ("", "empty arch spec"),
+            (" ;, ", "empty arch spec"),
+            ("8,9", "`8` is not an arch"),
+            ("sm_9x", "`sm_9x` is not an arch"),
+            ("compute_90", "a PTX-only target"),
+            ("7.5,$(rm -rf)", "is not an arch"),
+            ("9.0,x.y", "`x.y` is not an arch"),
+        ] {
+            let e = bad.parse::<ArchSpec>().unwrap_err().to_string();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
     fn user_form_and_outputs() {
         let p = plan("7.5,8.9,9.0+PTX");
         assert_eq!(p.torch_cuda_arch_list(), "7.5;8.9;9.0+PTX");
@@ -598,6 +682,11 @@ mod hostile_input {
             let s: String = (0..len)
                 .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
                 .collect();
+            // The check at the edge never refuses what the plan would take.
+            let edge = s.parse::<ArchSpec>();
+            if Plan::parse_unvalidated(&ctx, &s).is_ok() {
+                assert!(edge.is_ok(), "{s:?}: {edge:?}");
+            }
             if let Ok(plan) = Plan::parse(&ctx, &s) {
                 let again =
                     Plan::parse(&ctx, &plan.torch_cuda_arch_list()).expect("exported list parses");

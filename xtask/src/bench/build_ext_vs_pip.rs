@@ -35,7 +35,7 @@ use std::time::Instant;
 #[derive(Debug, Clone)]
 pub struct BenchRequest {
     pub source: PathBuf,
-    pub arch: String,
+    pub arch: crate::arch::spec::ArchSpec,
     pub torch: Option<Version>,
     pub jobs: Option<u32>,
     pub out: PathBuf,

@@ -22,7 +22,7 @@ use std::time::Instant;
 pub struct JitPrebuildBenchRequest {
     /// A tree of JIT extensions (default: the `jit-ext` test fixture).
     pub source: PathBuf,
-    pub arch: String,
+    pub arch: crate::arch::spec::ArchSpec,
     pub torch: Option<Version>,
     pub python: Option<PathBuf>,
     pub out: PathBuf,

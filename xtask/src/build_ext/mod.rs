@@ -76,7 +76,7 @@ pub fn build(req: &Request) -> Result<Result<Built, BuildFailure>> {
 #[derive(Debug, Clone)]
 pub struct Request {
     pub source: SourceSpec,
-    pub arch: String,
+    pub arch: crate::arch::spec::ArchSpec,
     pub torch: Option<Version>,
     pub cuda: Option<Version>,
     pub python: Option<PathBuf>,

@@ -41,7 +41,7 @@ pub const DEFAULT_GIT_URL: &str = "https://github.com/pytorch/pytorch";
 #[derive(Debug, Clone)]
 pub struct Request {
     /// The archs (the `archs --arch` grammar); None for a CPU-only build (`--set USE_CUDA=0`).
-    pub arch: Option<String>,
+    pub arch: Option<crate::arch::spec::ArchSpec>,
     pub src: Option<PathBuf>,
     /// A release to clone (`2.6.0`), instead of `src`.
     pub version: Option<Version>,

@@ -5,17 +5,13 @@ use crate::arch::advice::{plan_report, ArchsReport, PlanRequest, ReleaseChoice};
 use crate::kb::kb;
 use crate::output::{documents, emit, Exit, Table};
 use crate::version::Version;
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 #[derive(Debug, clap::Args)]
 pub struct ArchsArgs {
     /// Archs to build: `7.5,8.9,9.0+PTX`, `8.0;8.6`, `Hopper`, `9.0a`, `sm_120` …
-    #[arg(
-        long = "arch",
-        value_name = "SPEC",
-        required_unless_present = "list_gpus"
-    )]
-    pub arch: Option<String>,
+    #[arg(long, value_name = "SPEC", required_unless_present = "list_gpus")]
+    pub arch: Option<crate::arch::spec::ArchSpec>,
     /// List the GPUs the knowledge base knows (name, compute capability, segment, other names)
     /// instead of planning.
     #[arg(long, conflicts_with_all = ["arch", "print"])]
@@ -65,8 +61,12 @@ pub fn run(args: &ArchsArgs) -> Result<Exit> {
     if args.list_gpus {
         return list_gpus(args.output.json);
     }
+    let arch = args
+        .arch
+        .clone()
+        .context("--arch SPEC is required (or --list-gpus)")?;
     let request = PlanRequest {
-        arch: args.arch.clone().unwrap_or_default(),
+        arch,
         torch: args.torch.clone(),
         cuda: args.cuda.clone(),
         gpus: args.gpus.clone(),

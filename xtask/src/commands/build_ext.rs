@@ -15,7 +15,7 @@ pub struct BuildExtArgs {
     pub source: String,
     /// Archs to build, e.g. `7.5,8.9,9.0` or `8.0,9.0+PTX` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC")]
-    pub arch: String,
+    pub arch: crate::arch::spec::ArchSpec,
     /// torch release for archsmith's env (default: the newest known). Ignored with --python
     /// except as a check.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]

@@ -21,7 +21,7 @@ pub struct BuildTorchArgs {
     /// Archs to build, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar); none with `--set
     /// USE_CUDA=0`, a CPU-only build.
     #[arg(long, value_name = "SPEC")]
-    pub arch: Option<String>,
+    pub arch: Option<crate::arch::spec::ArchSpec>,
     /// A PyTorch checkout or unpacked source tarball.
     #[arg(long, value_name = "DIR", conflicts_with = "version")]
     pub src: Option<PathBuf>,

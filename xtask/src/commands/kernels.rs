@@ -11,7 +11,7 @@ use anyhow::Result;
 pub struct KernelsArgs {
     /// Archs to build: `7.5,8.9,9.0+PTX`, `8.0;9.0a`, `Hopper` … (as `cargo xtask archs` reads them).
     #[arg(long = "arch", value_name = "SPEC")]
-    pub arch: String,
+    pub arch: crate::arch::spec::ArchSpec,
     /// CUDA release to compile with (default: the newest toolchain archsmith has installed, else the newest
     /// CUDA the knowledge base knows, installed from PyPI).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]

@@ -33,7 +33,7 @@ pub struct PortExtensionArgs {
     pub recipe: Option<String>,
     /// Archs to build and verify, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC", required_unless_present_any = ["dry_run", "check"])]
-    pub arch: Option<String>,
+    pub arch: Option<crate::arch::spec::ArchSpec>,
     /// The torch release to port to and build against (default: the newest known); its rule
     /// rows apply, and archsmith's env for it runs the build and the smoke test.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
@@ -103,7 +103,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
             args.src.as_ref().map(PathBuf::from)
         },
         recipe,
-        arch: args.arch.clone().unwrap_or_default(),
+        arch: args.arch.clone(),
         torch: args.torch.clone(),
         cuda: args.cuda.clone(),
         python: args.python.clone(),

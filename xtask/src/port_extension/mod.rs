@@ -47,7 +47,8 @@ pub struct Request {
     pub recipe: Recipe,
     /// Overrides the recipe's source.
     pub src: Option<PathBuf>,
-    pub arch: String,
+    /// None for a dry run or `--check`, which build nothing.
+    pub arch: Option<crate::arch::spec::ArchSpec>,
     pub torch: Option<Version>,
     pub cuda: Option<Version>,
     /// A Python with torch to build, import and smoke-test with instead of archsmith's env (an
@@ -224,11 +225,12 @@ fn validate(req: &Request) -> Result<()> {
             );
         }
     }
-    if !req.arch.is_empty() {
+    // The form was checked where it was typed; what this torch and CUDA accept is checked here,
+    // before the source is copied.
+    if let Some(arch) = &req.arch {
         let ctx = crate::arch::spec::PlanContext::new(req.torch.clone(), req.cuda.clone());
-        crate::arch::spec::Plan::parse(&ctx, &req.arch).map_err(|e| {
-            anyhow::anyhow!("--arch {}: {e}", crate::kb::user_input::echo(&req.arch))
-        })?;
+        crate::arch::spec::Plan::parse(&ctx, arch)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", crate::kb::user_input::echo(arch)))?;
     }
     Ok(())
 }

@@ -300,7 +300,7 @@ pub fn review(job: &mut Job, rules: &RulesApplied) -> Result<()> {
 /// against the plan and imports it); the recipe's module must be among what it built.
 pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> {
     let r = &job.req.recipe;
-    let build_req = build_request(job, SourceSpec::Dir(job.wt.root.join(&r.build.dir)));
+    let build_req = build_request(job, SourceSpec::Dir(job.wt.root.join(&r.build.dir)))?;
     let b = match build_ext::run(&build_req)? {
         Ok(b) => b,
         Err(f) => return Ok(Err(f)),
@@ -347,11 +347,14 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
 }
 
 /// The build-ext request of a port: its work tree's build dir, the port's archs and torch.
-fn build_request(job: &Job, source: SourceSpec) -> build_ext::Request {
+fn build_request(job: &Job, source: SourceSpec) -> Result<build_ext::Request> {
     let req = job.req;
-    build_ext::Request {
+    let Some(arch) = req.arch.clone() else {
+        bail!("--arch SPEC is required to build the port (e.g. --arch 7.5,8.9,9.0); --dry-run and --check build nothing")
+    };
+    Ok(build_ext::Request {
         source,
-        arch: req.arch.clone(),
+        arch,
         torch: req.torch.clone(),
         cuda: req.cuda.clone(),
         python: req.python.clone(),
@@ -364,14 +367,14 @@ fn build_request(job: &Job, source: SourceSpec) -> build_ext::Request {
         cpu_only: false,
         dist: None,
         skip_missing_submodules: req.skip_missing_submodules,
-    }
+    })
 }
 
 /// A tree of JIT extensions (torch's load(), no build script): build-ext's prebuild in place of
 /// the wheel, the import sweep and the smoke test (its own check loads every extension in a
 /// process that could not compile).
 fn prebuild_jit(mut job: Job, tree: SourceSpec) -> Result<Result<Outcome, PortFailure>> {
-    match build_ext::jit::run(&build_request(&job, tree))? {
+    match build_ext::jit::run(&build_request(&job, tree)?)? {
         Ok(o) => {
             crate::errln!(
                 "archsmith: prebuilt {} JIT extension(s) for {}, audited, loaded with no compiler on PATH; TORCH_EXTENSIONS_DIR={}",

@@ -16,7 +16,7 @@ pub struct BuildExtBench {
     pub source: Vec<PathBuf>,
     /// Archs both builds compile for (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC", default_value = "7.5,8.9,9.0")]
-    pub arch: String,
+    pub arch: crate::arch::spec::ArchSpec,
     /// The torch release of archsmith's env that both builds use (default: the newest known).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,

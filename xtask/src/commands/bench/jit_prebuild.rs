@@ -16,7 +16,7 @@ pub struct JitPrebuildArgs {
     pub source: Option<PathBuf>,
     /// Archs to build, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC", default_value = "7.5,8.9,9.0")]
-    pub arch: String,
+    pub arch: crate::arch::spec::ArchSpec,
     /// torch release for archsmith's env (default: the newest known).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,
