@@ -25,7 +25,7 @@ pub mod process;
 pub mod stamp;
 pub mod wheel;
 // Same-layer uses: build_output → process, data → cache, data → paths, data → stamp,
-// git_submodules → process, host → process, lint → output.
+// git_submodules → process, host → process, lint → output, process → offline.
 
 // Model: the knowledge base and the arch model planned with it.
 pub mod arch;

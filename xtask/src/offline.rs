@@ -60,17 +60,50 @@ impl Refused {
     }
 }
 
-/// True when `ARCHSMITH_OFFLINE` asks for offline mode (`1`, `true`, `yes`).
+/// What the command line said: `--offline` and `--find-links` (a directory, checked).
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub offline: bool,
+    pub find_links: Option<PathBuf>,
+}
+
+static FLAGS: OnceLock<Flags> = OnceLock::new();
+
+/// Records the command line's flags for this process, once, before any work. Every child process
+/// gets them as [`ENV`] and [`FIND_LINKS_ENV`] ([`child_env`], through `process::Cmd`), so the
+/// helpers a workflow starts (nvcc-guard, the build hooks, pip and uv) see them too; nothing is
+/// written into this process's own environment.
+pub fn configure(flags: Flags) {
+    // A second call (a test's) keeps the first: the flags are fixed for the process.
+    let _ = FLAGS.set(flags);
+}
+
+/// True when `--offline` or `ARCHSMITH_OFFLINE` asks for offline mode (`1`, `true`, `yes`).
 pub fn asked() -> bool {
-    std::env::var(ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"))
+    FLAGS.get().is_some_and(|f| f.offline)
+        || std::env::var(ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"))
 }
 
 /// The local wheel directory to install from, when one is set (`--find-links` checked that it
-/// is a directory).
+/// is a directory; else `ARCHSMITH_FIND_LINKS`).
 pub fn find_links() -> Option<PathBuf> {
-    std::env::var_os(FIND_LINKS_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    FLAGS.get().and_then(|f| f.find_links.clone()).or_else(|| {
+        std::env::var_os(FIND_LINKS_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
+/// The variables every child process starts with: the offline flags as the environment says them.
+pub fn child_env() -> Vec<(&'static str, std::ffi::OsString)> {
+    let mut env = Vec::new();
+    if asked() {
+        env.push((ENV, "1".into()));
+    }
+    if let Some(dir) = find_links() {
+        env.push((FIND_LINKS_ENV, dir.into_os_string()));
+    }
+    env
 }
 
 /// Why this process must not download, or None when it may. Asks the network once per process,

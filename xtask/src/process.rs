@@ -37,15 +37,13 @@ pub fn shell() -> Result<xshell::Shell> {
 impl From<xshell::Cmd<'_>> for Cmd {
     fn from(cmd: xshell::Cmd<'_>) -> Cmd {
         let std: std::process::Command = cmd.into();
-        Cmd {
-            program: std.get_program().to_owned(),
-            args: std.get_args().map(ToOwned::to_owned).collect(),
-            envs: std
-                .get_envs()
-                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
-                .collect(),
-            dir: std.get_current_dir().map(Path::to_path_buf),
-        }
+        let mut out = Cmd::new(std.get_program()).args(std.get_args());
+        out.envs.extend(
+            std.get_envs()
+                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned))),
+        );
+        out.dir = std.get_current_dir().map(Path::to_path_buf);
+        out
     }
 }
 
@@ -64,11 +62,16 @@ impl Output {
 }
 
 impl Cmd {
+    /// A command of `program`; it starts with the offline flags in its environment
+    /// ([`crate::offline::child_env`]), so no child misses `--offline`.
     pub fn new(program: impl AsRef<OsStr>) -> Cmd {
         Cmd {
             program: program.as_ref().to_owned(),
             args: Vec::new(),
-            envs: Vec::new(),
+            envs: crate::offline::child_env()
+                .into_iter()
+                .map(|(k, v)| (k.into(), Some(v)))
+                .collect(),
             dir: None,
         }
     }

@@ -231,3 +231,56 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// `--offline` and `--find-links` live in archsmith's process, not its environment, and reach
+/// every child through the process runner: the program a workflow starts (here the `--python` it
+/// probes, a stand-in that writes what it sees) finds `ARCHSMITH_OFFLINE=1` and the wheel
+/// directory; without the flags, nothing.
+#[test]
+fn the_offline_flags_reach_every_child_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let wheels = dir.path().join("wheels");
+    std::fs::create_dir(&wheels).unwrap();
+    let python = dir.path().join("python3");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\necho \"offline=$ARCHSMITH_OFFLINE links=$ARCHSMITH_FIND_LINKS\" >> {}\nexit 3\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |flags: &[&str]| {
+        let _ = std::fs::remove_file(&seen);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(flags)
+            .args(["verify", "env", "--python"])
+            .arg(&python)
+            .env_remove("ARCHSMITH_OFFLINE")
+            .env_remove("ARCHSMITH_FIND_LINKS")
+            .env("ARCHSMITH_HOME", dir.path().join("home"))
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(0));
+        std::fs::read_to_string(&seen).unwrap_or_default()
+    };
+    let links = wheels.canonicalize().unwrap();
+    let with = run(&["--offline", "--find-links", wheels.to_str().unwrap()]);
+    assert!(
+        with.lines()
+            .next()
+            .is_some_and(|l| l == format!("offline=1 links={}", links.display())),
+        "{with:?}"
+    );
+    let without = run(&[]);
+    assert!(
+        without
+            .lines()
+            .next()
+            .is_some_and(|l| l == "offline= links="),
+        "{without:?}"
+    );
+}

@@ -195,7 +195,11 @@ pub fn pip_env(env: &EnvInfo) -> Result<EnvInfo> {
 /// One run of the benchmark: each side built clean and rebuilt unchanged, `rounds` times in
 /// alternating order, both wheels audited against the plan; ratios of the best times.
 pub fn run(req: &BenchRequest) -> Result<BenchReport> {
-    let p = prepare(None, req.torch.as_ref(), None, &req.arch)?;
+    let target = crate::python::TargetEnv {
+        torch: req.torch.clone(),
+        ..Default::default()
+    };
+    let p = prepare(&target, &req.arch)?;
     let out = &req.out;
     let _ = fs::remove_dir_all(out);
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -309,9 +313,10 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
     let req_a = Request {
         source: SourceSpec::Dir(req.source.clone()),
         arch: req.arch.clone(),
-        torch: req.torch.clone(),
-        cuda: None,
-        python: None,
+        target: crate::python::TargetEnv {
+            torch: req.torch.clone(),
+            ..Default::default()
+        },
         out: out.join(format!("archsmith-{round}")),
         cache: None,
         jobs: req.jobs,

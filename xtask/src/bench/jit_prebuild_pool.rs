@@ -142,9 +142,11 @@ fn request(
     Request {
         source: source.clone(),
         arch: req.arch.clone(),
-        torch: req.torch.clone(),
-        cuda: None,
-        python: req.python.clone(),
+        target: crate::python::TargetEnv {
+            torch: req.torch.clone(),
+            cuda: None,
+            python: req.python.clone(),
+        },
         out,
         cache: None,
         jobs: None,

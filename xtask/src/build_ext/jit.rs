@@ -417,12 +417,7 @@ struct Job {
 fn open(req: &Request) -> Result<Job> {
     let started = Instant::now();
     let submodules = source::unfilled_submodules(&req.source, req.skip_missing_submodules)?;
-    let Prepared { env, tc, plan } = prepare(
-        req.python.as_deref(),
-        req.torch.as_ref(),
-        req.cuda.as_ref(),
-        &req.arch,
-    )?;
+    let Prepared { env, tc, plan } = prepare(&req.target, &req.arch)?;
     let src = source::resolve(&req.source)?;
     let key = crate::stamp::key(&(
         "jit",

@@ -77,9 +77,8 @@ pub fn build(req: &Request) -> Result<Result<Built, BuildFailure>> {
 pub struct Request {
     pub source: SourceSpec,
     pub arch: crate::arch::spec::ArchSpec,
-    pub torch: Option<Version>,
-    pub cuda: Option<Version>,
-    pub python: Option<PathBuf>,
+    /// `--torch`, `--cuda`, `--python`.
+    pub target: crate::python::TargetEnv,
     pub out: PathBuf,
     pub cache: Option<CacheKind>,
     pub jobs: Option<u32>,
@@ -322,12 +321,12 @@ pub struct Prepared {
 
 /// Resolves the env (archsmith's for `torch`, or `python`), the CUDA (checked against torch's
 /// major before the toolchain is touched) and the arch plan.
-pub fn prepare(
-    python: Option<&Path>,
-    torch: Option<&Version>,
-    cuda: Option<&Version>,
-    arch: &str,
-) -> Result<Prepared> {
+pub fn prepare(target: &crate::python::TargetEnv, arch: &str) -> Result<Prepared> {
+    let (python, torch, cuda) = (
+        target.python.as_deref(),
+        target.torch.as_ref(),
+        target.cuda.as_ref(),
+    );
     crate::kb::user_input::torch_and_cuda(torch, cuda)?;
     let python = match python {
         Some(p) => p.to_path_buf(),

@@ -3,7 +3,6 @@
 use crate::build_ext::{self, Built, CacheKind, Outcome, Request, SourceSpec};
 use crate::build_output::progress::Mode;
 use crate::output::{documents, print_json, Exit, Table};
-use crate::version::Version;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
@@ -16,16 +15,8 @@ pub struct BuildExtArgs {
     /// Archs to build, e.g. `7.5,8.9,9.0` or `8.0,9.0+PTX` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC")]
     pub arch: crate::arch::spec::ArchSpec,
-    /// torch release for archsmith's env (default: the newest known). Ignored with --python
-    /// except as a check.
-    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
-    pub torch: Option<Version>,
-    /// CUDA release to compile with (default: the one torch was built with; must share its major).
-    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
-    pub cuda: Option<Version>,
-    /// Use this Python (with torch installed) instead of archsmith's env.
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: crate::python::TargetEnv,
     /// Where the wheel, its record and the build log go.
     #[arg(long, value_name = "DIR", default_value = "dist")]
     pub out: PathBuf,
@@ -67,9 +58,7 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
     let req = Request {
         source: SourceSpec::parse(&args.source)?,
         arch: args.arch.clone(),
-        torch: args.torch.clone(),
-        cuda: args.cuda.clone(),
-        python: args.python.clone(),
+        target: args.target.clone(),
         out: args.out.clone(),
         cache: args.cache,
         jobs: args.jobs,

@@ -122,22 +122,21 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     }
 }
 
-/// `--offline` and `--find-links` become the variables [`crate::offline`] reads, so the
-/// archsmith processes a workflow starts (nvcc-guard, build hooks) see them too.
+/// `--offline` and `--find-links` given to [`crate::offline`], which every child process's
+/// environment carries (the archsmith processes a workflow starts: nvcc-guard, build hooks).
 fn set_network_mode(cli: &Cli) -> anyhow::Result<()> {
-    if cli.offline {
-        std::env::set_var(crate::offline::ENV, "1");
-    }
-    if let Some(dir) = &cli.find_links {
-        if !dir.is_dir() {
-            anyhow::bail!(
-                "--find-links {}: no such directory (give a directory of .whl files)",
-                dir.display()
-            );
-        }
-        let dir = dir.canonicalize()?;
-        std::env::set_var(crate::offline::FIND_LINKS_ENV, dir);
-    }
+    let find_links = match &cli.find_links {
+        Some(dir) if !dir.is_dir() => anyhow::bail!(
+            "--find-links {}: no such directory (give a directory of .whl files)",
+            dir.display()
+        ),
+        Some(dir) => Some(dir.canonicalize()?),
+        None => None,
+    };
+    crate::offline::configure(crate::offline::Flags {
+        offline: cli.offline,
+        find_links,
+    });
     Ok(())
 }
 

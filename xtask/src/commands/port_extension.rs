@@ -9,7 +9,6 @@
 use crate::build_output::progress;
 use crate::output::{documents, emit, print_json, Exit};
 use crate::port_extension::{self, recipe::Recipe, PortFailure, Request, RunMode};
-use crate::version::Version;
 use anyhow::{bail, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -34,19 +33,8 @@ pub struct PortExtensionArgs {
     /// Archs to build and verify, e.g. `7.5,8.9,9.0` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC", required_unless_present_any = ["dry_run", "check"])]
     pub arch: Option<crate::arch::spec::ArchSpec>,
-    /// The torch release to port to and build against (default: the newest known); its rule
-    /// rows apply, and archsmith's env for it runs the build and the smoke test.
-    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
-    pub torch: Option<Version>,
-    /// The CUDA release to compile with (default: the one torch was built with; must share its
-    /// major).
-    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
-    pub cuda: Option<Version>,
-    /// A Python with torch (and torchvision for the recipes' smoke tests) to build and verify
-    /// with instead of archsmith's env: an air-gapped host's or a GPU image's. Its torch is the
-    /// target unless --torch is given.
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: crate::python::TargetEnv,
     /// Print the diff of rules + patches and the review items; build nothing.
     #[arg(long, conflicts_with = "check")]
     pub dry_run: bool,
@@ -104,9 +92,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
         },
         recipe,
         arch: args.arch.clone(),
-        torch: args.torch.clone(),
-        cuda: args.cuda.clone(),
-        python: args.python.clone(),
+        target: args.target.clone(),
         mode,
         progress: progress::Mode::Auto,
         with_deps: args.with_deps,

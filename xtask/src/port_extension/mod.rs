@@ -49,11 +49,9 @@ pub struct Request {
     pub src: Option<PathBuf>,
     /// None for a dry run or `--check`, which build nothing.
     pub arch: Option<crate::arch::spec::ArchSpec>,
-    pub torch: Option<Version>,
-    pub cuda: Option<Version>,
-    /// A Python with torch to build, import and smoke-test with instead of archsmith's env (an
-    /// air-gapped host's, a GPU image's); its torch is the target unless `torch` is given.
-    pub python: Option<PathBuf>,
+    /// `--torch`, `--cuda`, `--python`: with a Python given, its torch is the target unless
+    /// `--torch` is given too.
+    pub target: crate::python::TargetEnv,
     pub mode: RunMode,
     pub progress: progress::Mode,
     /// Also install the source's `requirements.txt` beside the env for the import sweep (the
@@ -199,7 +197,7 @@ impl BuildSummary {
 /// and an arch list the chosen releases cannot build stop here, naming the argument.
 fn validate(req: &Request) -> Result<()> {
     let kb = kb();
-    crate::kb::user_input::torch_and_cuda(req.torch.as_ref(), req.cuda.as_ref())?;
+    crate::kb::user_input::torch_and_cuda(req.target.torch.as_ref(), req.target.cuda.as_ref())?;
     let known = |mut v: Vec<&Version>| {
         v.sort();
         v.dedup();
@@ -209,7 +207,7 @@ fn validate(req: &Request) -> Result<()> {
             v.last().map_or(String::new(), |x| x.to_string())
         )
     };
-    if let Some(t) = &req.torch {
+    if let Some(t) = &req.target.torch {
         if kb.torch_row(t).is_none() {
             bail!(
                 "--torch {t}: unknown torch release; archsmith knows torch {}",
@@ -217,7 +215,7 @@ fn validate(req: &Request) -> Result<()> {
             );
         }
     }
-    if let Some(c) = &req.cuda {
+    if let Some(c) = &req.target.cuda {
         if kb.cuda_row(c).is_none() {
             bail!(
                 "--cuda {c}: unknown CUDA release; archsmith knows CUDA {}",
@@ -228,7 +226,8 @@ fn validate(req: &Request) -> Result<()> {
     // The form was checked where it was typed; what this torch and CUDA accept is checked here,
     // before the source is copied.
     if let Some(arch) = &req.arch {
-        let ctx = crate::arch::spec::PlanContext::new(req.torch.clone(), req.cuda.clone());
+        let ctx =
+            crate::arch::spec::PlanContext::new(req.target.torch.clone(), req.target.cuda.clone());
         crate::arch::spec::Plan::parse(&ctx, arch)
             .map_err(|e| anyhow::anyhow!("--arch {}: {e}", crate::kb::user_input::echo(arch)))?;
     }

@@ -43,10 +43,12 @@ pub struct RulesApplied {
 /// explained, a smoke test whose numbers are wrong); `Err(_)`: it could not run.
 pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
     let with_env_torch;
-    let req = match (&req.python, &req.torch) {
+    let req = match (&req.target.python, &req.target.torch) {
         (Some(python), None) => {
+            let mut target = req.target.clone();
+            target.torch = Some(env_torch(python)?);
             with_env_torch = Request {
-                torch: Some(env_torch(python)?),
+                target,
                 ..req.clone()
             };
             &with_env_torch
@@ -83,7 +85,7 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         Ok(b) => b,
         Err(f) => return Ok(Err(PortFailure::Build(f))),
     };
-    let env_python = match &req.python {
+    let env_python = match &req.target.python {
         Some(p) => p.clone(),
         None => python::ensure_torch_env(&target_torch(req))?.python,
     };
@@ -110,7 +112,8 @@ fn env_torch(python: &std::path::Path) -> Result<crate::version::Version> {
 
 /// The torch the port targets: `--torch`, else the newest the knowledge base knows.
 fn target_torch(req: &Request) -> crate::version::Version {
-    req.torch
+    req.target
+        .torch
         .clone()
         .unwrap_or_else(|| kb().releases.newest_torch.clone())
 }
@@ -355,9 +358,7 @@ fn build_request(job: &Job, source: SourceSpec) -> Result<build_ext::Request> {
     Ok(build_ext::Request {
         source,
         arch,
-        torch: req.torch.clone(),
-        cuda: req.cuda.clone(),
-        python: req.python.clone(),
+        target: req.target.clone(),
         out: job.base.join("dist"),
         cache: None,
         jobs: None,

@@ -5,14 +5,17 @@
 //!   ground truth of the load check).
 //! * [`installer`]: "uv or pip", the one way packages are installed (envs, toolchains, tools).
 //! * [`torch_env`]: archsmith's own envs with a pinned torch from PyPI, made once and shared.
+//! * [`target_env`]: `--torch`/`--cuda`/`--python`, the one declaration of which env a command uses.
 
 pub mod import_check;
 pub mod installer;
 pub mod probe;
 pub mod requirements;
+pub mod target_env;
 pub mod torch_env;
 
 pub use probe::{probe, Depth, PythonInfo};
+pub use target_env::TargetEnv;
 pub use torch_env::{ensure_torch_env, TorchEnv};
 
 use crate::process::which;
