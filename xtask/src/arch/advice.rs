@@ -7,6 +7,7 @@ use super::compat::{runs_on, Image, PtxJit, Verdict};
 use super::spec::{consumer_reports, ConsumerReport, Plan, PlanContext};
 use crate::cuda_arch::{Arch, Cc};
 use crate::kb::kb;
+use crate::output::Table;
 use crate::version::Version;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -560,4 +561,102 @@ pub fn variant_runs_on(v: &crate::kb::TorchVariantRow, cc: Cc) -> Verdict {
         ptx_cuda: Some(v.cuda.clone()),
     };
     runs_on(&variant_images(v), cc, &jit)
+}
+
+impl ArchsReport {
+    /// The aligned table people read (`--json` prints the report itself).
+    pub fn table(&self) -> String {
+        let r = self;
+        let mut out = String::new();
+        let assumed = |c: &ReleaseChoice| match (c.assumed, c.from_torch) {
+            (true, _) => " (newest known)",
+            (_, true) => " (its PyPI default)",
+            _ => "",
+        };
+        out.push_str(&format!(
+            "archs {}  for torch {}{}, CUDA {}{}\n\n",
+            r.input,
+            r.torch.version,
+            assumed(&r.torch),
+            r.cuda.version,
+            assumed(&r.cuda)
+        ));
+        let mut t = Table::headerless();
+        t.row(["TORCH_CUDA_ARCH_LIST", r.torch_cuda_arch_list.as_str()]);
+        t.row(["SASS".to_string(), r.sass.join(" ")]);
+        t.row([
+            "PTX".to_string(),
+            if r.ptx.is_empty() {
+                "none".to_string()
+            } else {
+                r.ptx.join(" ")
+            },
+        ]);
+        t.row([
+            "CMAKE_CUDA_ARCHITECTURES",
+            r.cmake_cuda_architectures.as_str(),
+        ]);
+        for (i, g) in r.gencode.iter().enumerate() {
+            t.row([if i == 0 { "nvcc flags" } else { "" }, g.as_str()]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+        r.consumer_and_gpu_lines(&mut out);
+        if !r.notes.is_empty() {
+            out.push('\n');
+            for n in &r.notes {
+                out.push_str(&format!("note: {n}\n"));
+            }
+        }
+        out
+    }
+
+    /// Whether each consumer of the list (torch's two parsers, nvcc) takes it, and where GPUs
+    /// were named, whether the plan runs on each.
+    fn consumer_and_gpu_lines(&self, out: &mut String) {
+        let r = self;
+        let mut c = Table::new(["consumer", "input as written", "exported list"]);
+        for rep in &r.consumers {
+            c.row([
+                rep.consumer,
+                if rep.accepts_input {
+                    "accepted"
+                } else {
+                    "rejected"
+                },
+                if rep.accepts_exported {
+                    "accepted"
+                } else {
+                    "rejected"
+                },
+            ]);
+        }
+        out.push_str(&c.render());
+        for rep in r
+            .consumers
+            .iter()
+            .filter(|c| !c.accepts_input || !c.accepts_exported)
+        {
+            let detail = if rep.accepts_input {
+                &rep.exported_detail
+            } else {
+                &rep.input_detail
+            };
+            out.push_str(&format!("  {}: {}\n", rep.consumer, detail));
+        }
+        if let Some(gpus) = &r.gpus {
+            out.push('\n');
+            let mut g = Table::new(["GPU", "CC", "runs", "via", "why"]);
+            for v in gpus {
+                g.row([
+                    v.name.clone(),
+                    v.cc.to_string(),
+                    if v.runs { "yes" } else { "NO" }.to_string(),
+                    v.via.clone().unwrap_or_else(|| "-".into()),
+                    v.reason.clone(),
+                ]);
+            }
+            out.push_str(&g.render());
+        }
+    }
 }

@@ -168,3 +168,23 @@ pub fn audit(args: &AuditRequest) -> Result<AuditReport> {
         cubins_cuobjdump: their_cubins,
     })
 }
+
+impl AuditReport {
+    /// The aligned table people read (`--json` prints the report itself).
+    pub fn table(&self) -> String {
+        let r = self;
+        format!(
+            "wheel: {}\narchsmith verify binary:        {:>7.2} s  ({} threads, median of {})\nunzip + cuobjdump --list-elf:   {:>7.2} s  (unzip {:.2} s + cuobjdump {:.2} s)\nratio: {:.1}x   cubins: archsmith {}, cuobjdump {}\n",
+            r.wheel,
+            r.archsmith_s,
+            r.threads,
+            r.runs,
+            r.usual_s,
+            r.unzip_s,
+            r.cuobjdump_s,
+            r.ratio,
+            r.cubins_archsmith,
+            r.cubins_cuobjdump
+        )
+    }
+}

@@ -24,6 +24,7 @@ use crate::build_ext::{
     jobs, prepare, probe_env, source, EnvInfo, Prepared, Request, SourceSpec,
 };
 use crate::build_output::progress::Mode;
+use crate::output::Table;
 use crate::paths;
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -403,4 +404,107 @@ fn plain_round(
     b.clean_cpu_s.push(clean_cpu);
     b.noop_s.push(noop);
     Ok(())
+}
+
+impl BenchReport {
+    /// One package's table, audits and conditions.
+    pub fn table(&self) -> String {
+        use std::fmt::Write;
+        let r = self;
+        let mut out = String::new();
+        let secs = |v: &[f64], digits: usize| {
+            v.iter()
+                .map(|x| format!("{x:.digits$}"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        let mut t = Table::new([
+            "build",
+            "clean (s, per round)",
+            "CPU-s",
+            "no-op (s, per round)",
+            "clean ratio",
+            "no-op ratio",
+        ]);
+        for b in &r.plain {
+            t.row([
+                format!("plain {}", b.label),
+                secs(&b.clean_s, 1),
+                secs(&b.clean_cpu_s, 0),
+                secs(&b.noop_s, 2),
+                format!("{:.2}x", b.clean_speedup),
+                format!("{:.0}x", b.noop_speedup),
+            ]);
+        }
+        t.row([
+            format!(
+                "archsmith build-ext ({}, MAX_JOBS={}, nvcc --threads={})",
+                r.front_end, r.max_jobs, r.nvcc_threads
+            ),
+            secs(&r.archsmith_clean_s, 1),
+            secs(&r.archsmith_clean_cpu_s, 0),
+            secs(&r.archsmith_noop_s, 2),
+            "1.00x".to_string(),
+            "1x".to_string(),
+        ]);
+        out.push_str(&t.render());
+        let mut audit_line = |who: &str, a: &Option<WheelAudit>| {
+            if let Some(a) = a {
+                let _ = writeln!(
+                    out,
+                    "{who} wheel: {} {}",
+                    if a.ok { "ok" } else { "NOT AS PLANNED" },
+                    a.files.join("; ")
+                );
+            }
+        };
+        for b in &r.plain {
+            audit_line(&format!("plain {}", b.label), &b.audit);
+        }
+        audit_line("archsmith", &r.archsmith_audit);
+        if r.extensions_at_once > 1 {
+            let _ = writeln!(
+                out,
+                "archsmith built {} extensions at once",
+                r.extensions_at_once
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{} for {}; {} cores, {:.1} GiB available; ratio = plain / archsmith: fastest clean of each, fastest plain no-op over the slowest archsmith one",
+            r.source, r.torch_cuda_arch_list, r.cores, r.mem_available_gib
+        );
+        let loads: Vec<String> = r
+            .load_1min
+            .iter()
+            .map(|(who, l)| format!("{who} {l:.1}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "1-minute load average before each clean build: {}",
+            loads.join(", ")
+        );
+        out
+    }
+}
+
+/// Several packages benchmarked in one run: each plain build against archsmith's, fastest clean
+/// build of each.
+pub fn packages_table(reports: &[BenchReport]) -> String {
+    let mut t = Table::new(["package", "plain clean (s)", "archsmith clean (s)", "ratio"]);
+    let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    for r in reports {
+        for b in &r.plain {
+            t.row([
+                format!("{} ({})", r.source, b.label),
+                format!("{:.1}", fastest(&b.clean_s)),
+                format!("{:.1}", fastest(&r.archsmith_clean_s)),
+                format!("{:.2}x", b.clean_speedup),
+            ]);
+        }
+    }
+    format!(
+        "\neach package, plain / archsmith (fastest clean of each):\n{}",
+        t.render()
+    )
 }

@@ -4,6 +4,7 @@
 //! report gives each size's fastest time and the growth factor from the size before.
 
 use crate::codemod::{self, catalogue, catalogue::Catalogue, Mode};
+use crate::output::Table;
 use anyhow::Result;
 use serde::Serialize;
 use std::path::Path;
@@ -74,6 +75,28 @@ pub fn codemod_scaling(lines: &[usize], runs: usize) -> Result<CodemodScalingRep
         });
     }
     Ok(CodemodScalingReport { runs, sizes })
+}
+
+impl CodemodScalingReport {
+    /// The aligned table people read (`--json` prints the report itself).
+    pub fn table(&self) -> String {
+        let r = self;
+        let mut t = Table::new(["lines", "rewrites", "codemod --check", "growth vs linear"]);
+        for s in &r.sizes {
+            t.row([
+                s.lines.to_string(),
+                s.rewrites.to_string(),
+                format!("{:.2} s", s.fastest_s),
+                s.growth_vs_linear
+                    .map_or("-".to_string(), |g| format!("{g:.2}x")),
+            ]);
+        }
+        format!(
+            "{}fastest of {} runs each; growth 1.00x is linear, 2.00x per doubling is quadratic\n",
+            t.render(),
+            r.runs
+        )
+    }
 }
 
 #[cfg(test)]

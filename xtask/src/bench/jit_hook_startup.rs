@@ -5,6 +5,7 @@
 //! run; and the modules a start imports in each state.
 
 use crate::build_ext::jit::install_hook;
+use crate::output::Table;
 use crate::process::Cmd;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -117,6 +118,39 @@ pub fn jit_hook_startup(python: &Path, runs: usize) -> Result<JitHookStartupRepo
         inert_extra_modules: extra(&inert_mods),
         eager_extra_modules: extra(&eager_mods),
     })
+}
+
+impl JitHookStartupReport {
+    /// The aligned table people read (`--json` prints the report itself).
+    pub fn table(&self) -> String {
+        let r = self;
+        let mut t = Table::new(["python -c pass", "median", "modules beyond no hook"]);
+        let list = |m: &[String]| match m.len() {
+            0 => "none".to_string(),
+            n => format!("{n}: {}", m.join(" ")),
+        };
+        t.row([
+            "no hook".into(),
+            format!("{:.1} ms", r.without_hook_ms),
+            "-".into(),
+        ]);
+        t.row([
+            "hook installed, inert".into(),
+            format!("{:.1} ms", r.inert_hook_ms),
+            list(&r.inert_extra_modules),
+        ]);
+        t.row([
+            "hook imported eagerly (before issue 50)".into(),
+            format!("{:.1} ms", r.eager_hook_ms),
+            list(&r.eager_extra_modules),
+        ]);
+        format!(
+            "{}{}, median of {} starts each\n",
+            t.render(),
+            r.python,
+            r.runs
+        )
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 use super::{cpu_s, load_1min, min};
 use crate::build_ext::{self, jit, Request, SourceSpec};
 use crate::build_output::progress::Mode;
+use crate::output::Table;
 use crate::version::Version;
 use anyhow::{bail, Result};
 use fs_err as fs;
@@ -170,4 +171,33 @@ pub fn default_source() -> Result<PathBuf> {
         );
     }
     Ok(dir)
+}
+
+impl JitPrebuildReport {
+    /// The aligned table people read (`--json` prints the report itself).
+    pub fn table(&self) -> String {
+        let r = self;
+        let mut t = Table::new(["prebuild", "at once", "runs (s)", "fastest", "CPU (s)"]);
+        for s in [&r.serial, &r.pooled] {
+            let runs: Vec<String> = s.seconds.iter().map(|x| format!("{x:.1}")).collect();
+            let cpu: Vec<String> = s.cpu_s.iter().map(|x| format!("{x:.0}")).collect();
+            t.row([
+                s.label.clone(),
+                s.triggers_at_once.to_string(),
+                runs.join(" "),
+                format!("{:.1} s", crate::bench::min(&s.seconds)),
+                cpu.join(" "),
+            ]);
+        }
+        format!(
+            "{}{} trigger(s) of {} for {}, {} cores, {:.0} GiB available: pooled {:.2}x serial\n",
+            t.render(),
+            r.triggers,
+            r.source,
+            r.torch_cuda_arch_list,
+            r.cores,
+            r.mem_available_gib,
+            r.speedup
+        )
+    }
 }

@@ -28,6 +28,7 @@ use super::scratch::Scratch;
 use super::{prepare, source, BuildFailure, Prepared, Request, SourceSpec};
 use crate::build_output::{log, progress};
 use crate::codemod::python_source::jit_calls::{self, CallSite, SourceFile};
+use crate::output::Table;
 use crate::process::Cmd;
 use anyhow::{bail, Context, Result};
 use fs_err as fs;
@@ -807,6 +808,34 @@ fn check_offline_load(
         bail!("the offline load check printed nothing: {}", out.stderr);
     }
     Ok(runs)
+}
+
+impl Outcome {
+    /// A JIT prebuild's result: what was built, where, and what to set.
+    pub fn table(&self) -> String {
+        let o = self;
+        let mut t = Table::new(["extension", "sources", "device code", "dir"]);
+        for e in &o.extensions {
+            let code = [e.sass.clone(), e.ptx.clone()].concat().join(" ");
+            let code = if e.with_cuda {
+                code
+            } else {
+                "none (C++ only)".into()
+            };
+            t.row([e.name.clone(), e.sources.join(" "), code, e.dir.clone()]);
+        }
+        let mut text = t.render();
+        for line in o.notes() {
+            text += &format!("{line}\n");
+        }
+        let n = o.loaded_offline.len();
+        text += &format!("loaded with no compiler on PATH: {n} trigger(s)\n");
+        text += &format!(
+            "at run time: TORCH_EXTENSIONS_DIR={}\n",
+            o.extensions_dir.display()
+        );
+        text + &format!("load() hook: {}\n", o.hook.display())
+    }
 }
 
 #[cfg(test)]

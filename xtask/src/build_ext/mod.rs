@@ -37,6 +37,7 @@ pub mod steps;
 use crate::arch::spec::{Plan, PlanContext};
 use crate::build_output::{log, progress};
 use crate::kb::kb;
+use crate::output::Table;
 use crate::python;
 use crate::toolchain::{self, Toolchain};
 use crate::version::Version;
@@ -448,6 +449,76 @@ pub fn nvidia_wheel_dirs(purelib: &Path, cuda_major: u32) -> (Vec<String>, Vec<S
             .collect::<Vec<_>>()
     };
     (pick("include"), pick("lib"))
+}
+
+impl Outcome {
+    /// The aligned summary people read.
+    pub fn table(&self) -> String {
+        let o = self;
+        let mut t = Table::headerless();
+        let verdict = if o.reused {
+            format!(
+                "up to date (stamp {}), {:.2} s",
+                &o.stamp[..12],
+                o.total_seconds
+            )
+        } else {
+            format!(
+                "built in {:.0} s (compile {:.0} s)",
+                o.total_seconds, o.build_seconds
+            )
+        };
+        t.row(["wheel".to_string(), o.wheel.display().to_string()]);
+        t.row(["result".to_string(), verdict]);
+        t.row(["source".to_string(), o.source.clone()]);
+        t.row([
+            "torch / CUDA".to_string(),
+            format!("{} / nvcc {}", o.torch, o.nvcc),
+        ]);
+        t.row([
+            "TORCH_CUDA_ARCH_LIST".to_string(),
+            o.torch_cuda_arch_list.clone(),
+        ]);
+        t.row([
+            "jobs".to_string(),
+            format!(
+                "MAX_JOBS={}, nvcc --threads={} ({})",
+                o.jobs, o.nvcc_threads, o.builder
+            ),
+        ]);
+        for (what, detail) in o.audit.rows() {
+            t.row([what.to_string(), detail]);
+        }
+        let imports: Vec<String> = o
+            .imported
+            .iter()
+            .map(|m| match o.operator_libraries.contains(m) {
+                true => format!("{m} (operator library)"),
+                false => m.clone(),
+            })
+            .collect();
+        t.row(["imports".to_string(), imports.join(", ")]);
+        if let Some(l) = &o.load {
+            let verdict = match l.loads {
+                true => format!("all {} shared objects load after import torch", l.files),
+                false => l.problems.join("; "),
+            };
+            t.row(["load check".to_string(), verdict]);
+        }
+        if let Some(s) = &o.cache_stats {
+            t.row(["compiler cache".to_string(), s.clone()]);
+        }
+        if let Some(s) = &o.shared_sources {
+            t.row(["shared files".to_string(), s.to_string()]);
+        }
+        if let Some(l) = &o.log {
+            t.row(["log".to_string(), l.display().to_string()]);
+        }
+        for w in &o.warnings {
+            t.row(["warning".to_string(), w.clone()]);
+        }
+        t.render()
+    }
 }
 
 #[cfg(test)]

@@ -637,3 +637,29 @@ fn check_template(pat: &Pattern, template: &str, once: bool) -> Result<(), Strin
     }
     Ok(())
 }
+
+impl Catalogue {
+    /// `codemod --list-rules`: each rule, its kind, the release it broke in and the one whose
+    /// replacement it uses.
+    pub fn rules_table(&self) -> String {
+        let v = |v: &Option<crate::version::Version>| v.as_ref().map(ToString::to_string);
+        let mut t = crate::output::Table::new(["RULE", "KIND", "BROKE IN", "REPLACEMENT SINCE"]);
+        for r in &self.rules {
+            t.row([
+                r.id.to_string(),
+                kind_name(r.kind),
+                v(&r.broke_in).unwrap_or_else(|| "never (warns)".into()),
+                v(&r.replacement_since).unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        format!("{}{} rules [{}]\n", t.render(), self.rules.len(), self.name)
+    }
+}
+
+/// The kind as the catalogue spells it (`py-string`).
+fn kind_name(kind: RuleKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}

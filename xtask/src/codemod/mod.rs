@@ -5,7 +5,8 @@
 //!   literals and non-UTF-8 files are handled, not refused.
 //! * [`pattern`] matches token patterns with balanced-parenthesis holes.
 //! * [`catalogue`] loads and validates the rules; [`engine`] applies them to one file.
-//! * This module walks paths, computes diffs and writes files atomically; `commands::codemod` is
+//! * This module walks paths, computes diffs and writes files atomically, and renders its [`Report`]
+//!   as a table; `commands::codemod` is
 //!   the CLI over it, and `port-extension` calls [`run`] directly.
 
 pub mod catalogue;
@@ -21,6 +22,7 @@ pub use catalogue::{builtin, Catalogue, Lang, Rule};
 pub use engine::{Outcome, ReviewItem};
 
 use crate::lint::{LineIndex, Position};
+use crate::output::Table;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -530,6 +532,51 @@ pub fn ensure_clean(files: &[&Path]) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+impl Report {
+    /// The aligned table people read (`--json` prints the report itself).
+    pub fn table(&self, applied: bool) -> String {
+        let report = self;
+        let mut out = String::new();
+        let verb = if applied { "changed" } else { "would change" };
+        out.push_str(&format!(
+            "{} file(s) scanned, {} {verb}, {} rewrite(s), {} review item(s) [{}]\n",
+            report.files_scanned,
+            report.files_changed,
+            report.total_rewrites(),
+            report.review_items,
+            report.catalogue
+        ));
+        if !report.rewrites.is_empty() {
+            let mut t = Table::new(["RULE", "REWRITES"]);
+            for (rule, n) in &report.rewrites {
+                t.row([rule.clone(), n.to_string()]);
+            }
+            out.push('\n');
+            out.push_str(&t.render());
+        }
+        let items: Vec<_> = report
+            .files
+            .iter()
+            .flat_map(|f| f.review.iter().map(move |r| (f, r)))
+            .collect();
+        if !items.is_empty() {
+            out.push_str("\nreview (not changed; line numbers are those of the rewritten file):\n");
+            for (f, r) in items {
+                out.push_str(&format!(
+                    "{}:{}: [{}] {}\n    {}\n    suggestion: {}\n",
+                    f.path.display(),
+                    r.line,
+                    r.rule,
+                    r.message,
+                    r.code,
+                    r.suggestion
+                ));
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! `cargo xtask archs`: plan an arch list — what to export, which nvcc flags torch will pass, what
 //! CMake wants, and whether named GPUs will run the result ([`crate::arch::advice::plan_report`]).
 
-use crate::arch::advice::{plan_report, ArchsReport, PlanRequest, ReleaseChoice};
+use crate::arch::advice::{plan_report, ArchsReport, PlanRequest};
 use crate::kb::kb;
-use crate::output::{documents, emit, Exit, Table};
+use crate::output::{documents, emit, Exit};
 use crate::version::Version;
 use anyhow::{Context, Result};
 
@@ -75,7 +75,12 @@ pub fn run(args: &ArchsArgs) -> Result<Exit> {
     let report = plan_report(&request)?;
     match args.print {
         Some(value) => crate::outln!("{}", value.of(&report)),
-        None => emit(args.output.json, documents::ARCHS, &report, render)?,
+        None => emit(
+            args.output.json,
+            documents::ARCHS,
+            &report,
+            ArchsReport::table,
+        )?,
     }
     Ok(Exit::Success)
 }
@@ -95,105 +100,7 @@ fn list_gpus(json: bool) -> Result<Exit> {
         json,
         documents::GPUS,
         &serde_json::json!({ "gpus": gpus }),
-        |_| {
-            let mut t = Table::new(["GPU", "CC", "SEGMENT", "ALSO"]);
-            for g in &kb().gpus {
-                t.row([
-                    g.name.clone(),
-                    g.cc.clone(),
-                    g.segment.clone(),
-                    g.aliases.join(", "),
-                ]);
-            }
-            t.render()
-        },
+        |_| crate::kb::gpu_models::gpu_table(),
     )?;
     Ok(Exit::Success)
-}
-
-pub fn render(r: &ArchsReport) -> String {
-    let mut out = String::new();
-    let assumed = |c: &ReleaseChoice| match (c.assumed, c.from_torch) {
-        (true, _) => " (newest known)",
-        (_, true) => " (its PyPI default)",
-        _ => "",
-    };
-    out.push_str(&format!(
-        "archs {}  for torch {}{}, CUDA {}{}\n\n",
-        r.input,
-        r.torch.version,
-        assumed(&r.torch),
-        r.cuda.version,
-        assumed(&r.cuda)
-    ));
-    let mut t = Table::headerless();
-    t.row(["TORCH_CUDA_ARCH_LIST", r.torch_cuda_arch_list.as_str()]);
-    t.row(["SASS".to_string(), r.sass.join(" ")]);
-    t.row([
-        "PTX".to_string(),
-        if r.ptx.is_empty() {
-            "none".to_string()
-        } else {
-            r.ptx.join(" ")
-        },
-    ]);
-    t.row([
-        "CMAKE_CUDA_ARCHITECTURES",
-        r.cmake_cuda_architectures.as_str(),
-    ]);
-    for (i, g) in r.gencode.iter().enumerate() {
-        t.row([if i == 0 { "nvcc flags" } else { "" }, g.as_str()]);
-    }
-    out.push_str(&t.render());
-    out.push('\n');
-    let mut c = Table::new(["consumer", "input as written", "exported list"]);
-    for rep in &r.consumers {
-        c.row([
-            rep.consumer,
-            if rep.accepts_input {
-                "accepted"
-            } else {
-                "rejected"
-            },
-            if rep.accepts_exported {
-                "accepted"
-            } else {
-                "rejected"
-            },
-        ]);
-    }
-    out.push_str(&c.render());
-    for rep in r
-        .consumers
-        .iter()
-        .filter(|c| !c.accepts_input || !c.accepts_exported)
-    {
-        let detail = if rep.accepts_input {
-            &rep.exported_detail
-        } else {
-            &rep.input_detail
-        };
-        out.push_str(&format!("  {}: {}\n", rep.consumer, detail));
-    }
-    if let Some(gpus) = &r.gpus {
-        out.push('\n');
-        let mut g = Table::new(["GPU", "CC", "runs", "via", "why"]);
-        for v in gpus {
-            g.row([
-                v.name.clone(),
-                v.cc.to_string(),
-                if v.runs { "yes" } else { "NO" }.to_string(),
-                v.via.clone().unwrap_or_else(|| "-".into()),
-                v.reason.clone(),
-            ]);
-        }
-        out.push_str(&g.render());
-    }
-    if !r.notes.is_empty() {
-        out.push('\n');
-        for n in &r.notes {
-            out.push_str(&format!("note: {n}\n"));
-        }
-    }
-    out
 }

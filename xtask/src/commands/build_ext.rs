@@ -1,8 +1,8 @@
 //! `cargo xtask build-ext SOURCE --arch SPEC`: thin CLI over [`crate::build_ext`].
 
-use crate::build_ext::{self, Built, CacheKind, Outcome, Request, SourceSpec};
+use crate::build_ext::{self, Built, CacheKind, Request, SourceSpec};
 use crate::build_output::progress::Mode;
-use crate::output::{documents, print_json, Exit, Table};
+use crate::output::{documents, print_json, Exit};
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
@@ -73,8 +73,8 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         progress: Mode::Auto,
     };
     let (doc, text) = match build_ext::build(&req)? {
-        Ok(Built::Jit(o)) => (json!({ "ok": true, "jit": o }), Ok(jit_summary(&o))),
-        Ok(Built::Wheel(o)) => (json!({ "ok": true, "result": o }), Ok(summary(&o))),
+        Ok(Built::Jit(o)) => (json!({ "ok": true, "jit": o }), Ok(o.table())),
+        Ok(Built::Wheel(o)) => (json!({ "ok": true, "result": o }), Ok(o.table())),
         Err(f) => (json!({ "ok": false, "failure": f }), Err(f)),
     };
     if args.output.json {
@@ -87,96 +87,4 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         crate::out!("{text}");
     }
     Ok(Exit::Success)
-}
-
-/// The aligned summary people read.
-pub fn summary(o: &Outcome) -> String {
-    let mut t = Table::headerless();
-    let verdict = if o.reused {
-        format!(
-            "up to date (stamp {}), {:.2} s",
-            &o.stamp[..12],
-            o.total_seconds
-        )
-    } else {
-        format!(
-            "built in {:.0} s (compile {:.0} s)",
-            o.total_seconds, o.build_seconds
-        )
-    };
-    t.row(["wheel".to_string(), o.wheel.display().to_string()]);
-    t.row(["result".to_string(), verdict]);
-    t.row(["source".to_string(), o.source.clone()]);
-    t.row([
-        "torch / CUDA".to_string(),
-        format!("{} / nvcc {}", o.torch, o.nvcc),
-    ]);
-    t.row([
-        "TORCH_CUDA_ARCH_LIST".to_string(),
-        o.torch_cuda_arch_list.clone(),
-    ]);
-    t.row([
-        "jobs".to_string(),
-        format!(
-            "MAX_JOBS={}, nvcc --threads={} ({})",
-            o.jobs, o.nvcc_threads, o.builder
-        ),
-    ]);
-    for (what, detail) in o.audit.rows() {
-        t.row([what.to_string(), detail]);
-    }
-    let imports: Vec<String> = o
-        .imported
-        .iter()
-        .map(|m| match o.operator_libraries.contains(m) {
-            true => format!("{m} (operator library)"),
-            false => m.clone(),
-        })
-        .collect();
-    t.row(["imports".to_string(), imports.join(", ")]);
-    if let Some(l) = &o.load {
-        let verdict = match l.loads {
-            true => format!("all {} shared objects load after import torch", l.files),
-            false => l.problems.join("; "),
-        };
-        t.row(["load check".to_string(), verdict]);
-    }
-    if let Some(s) = &o.cache_stats {
-        t.row(["compiler cache".to_string(), s.clone()]);
-    }
-    if let Some(s) = &o.shared_sources {
-        t.row(["shared files".to_string(), s.to_string()]);
-    }
-    if let Some(l) = &o.log {
-        t.row(["log".to_string(), l.display().to_string()]);
-    }
-    for w in &o.warnings {
-        t.row(["warning".to_string(), w.clone()]);
-    }
-    t.render()
-}
-
-/// A JIT prebuild's result: what was built, where, and what to set.
-fn jit_summary(o: &build_ext::jit::Outcome) -> String {
-    let mut t = Table::new(["extension", "sources", "device code", "dir"]);
-    for e in &o.extensions {
-        let code = [e.sass.clone(), e.ptx.clone()].concat().join(" ");
-        let code = if e.with_cuda {
-            code
-        } else {
-            "none (C++ only)".into()
-        };
-        t.row([e.name.clone(), e.sources.join(" "), code, e.dir.clone()]);
-    }
-    let mut text = t.render();
-    for line in o.notes() {
-        text += &format!("{line}\n");
-    }
-    let n = o.loaded_offline.len();
-    text += &format!("loaded with no compiler on PATH: {n} trigger(s)\n");
-    text += &format!(
-        "at run time: TORCH_EXTENSIONS_DIR={}\n",
-        o.extensions_dir.display()
-    );
-    text + &format!("load() hook: {}\n", o.hook.display())
 }

@@ -6,7 +6,7 @@
 
 use crate::codemod::catalogue::RuleKind;
 use crate::codemod::{self, Catalogue, Lang, Mode, Report};
-use crate::output::{documents, emit, Exit, Table};
+use crate::output::{documents, emit, Exit};
 use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -69,13 +69,14 @@ pub fn run(args: &CodemodArgs) -> Result<Exit> {
                 out.push_str(d);
             }
         }
-        out.push_str(&render(r, apply));
+        out.push_str(&r.table(apply));
         out
     };
     let findings = |r: &Report| {
         // Once written, what is left is the review items.
         let diags = r.diagnostics(&cat, !apply);
-        let summary = render(r, apply)
+        let summary = r
+            .table(apply)
             .lines()
             .next()
             .unwrap_or_default()
@@ -132,67 +133,6 @@ fn list_rules(cat: &Catalogue, json: bool) -> Result<Exit> {
         catalogue: &cat.name,
         rules: rows,
     };
-    emit(json, documents::CODEMOD_RULES, &doc, |doc| {
-        let rows = &doc.rules;
-        let mut t = Table::new(["RULE", "KIND", "BROKE IN", "REPLACEMENT SINCE"]);
-        for r in rows {
-            t.row([
-                r.id.to_string(),
-                kind_name(r.kind),
-                r.broke_in.clone().unwrap_or_else(|| "never (warns)".into()),
-                r.replacement_since.clone().unwrap_or_else(|| "-".into()),
-            ]);
-        }
-        format!("{}{} rules [{}]\n", t.render(), rows.len(), cat.name)
-    })?;
+    emit(json, documents::CODEMOD_RULES, &doc, |_| cat.rules_table())?;
     Ok(Exit::Success)
-}
-
-/// The kind as the catalogue spells it (`py-string`).
-fn kind_name(kind: RuleKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-pub fn render(report: &Report, applied: bool) -> String {
-    let mut out = String::new();
-    let verb = if applied { "changed" } else { "would change" };
-    out.push_str(&format!(
-        "{} file(s) scanned, {} {verb}, {} rewrite(s), {} review item(s) [{}]\n",
-        report.files_scanned,
-        report.files_changed,
-        report.total_rewrites(),
-        report.review_items,
-        report.catalogue
-    ));
-    if !report.rewrites.is_empty() {
-        let mut t = Table::new(["RULE", "REWRITES"]);
-        for (rule, n) in &report.rewrites {
-            t.row([rule.clone(), n.to_string()]);
-        }
-        out.push('\n');
-        out.push_str(&t.render());
-    }
-    let items: Vec<_> = report
-        .files
-        .iter()
-        .flat_map(|f| f.review.iter().map(move |r| (f, r)))
-        .collect();
-    if !items.is_empty() {
-        out.push_str("\nreview (not changed; line numbers are those of the rewritten file):\n");
-        for (f, r) in items {
-            out.push_str(&format!(
-                "{}:{}: [{}] {}\n    {}\n    suggestion: {}\n",
-                f.path.display(),
-                r.line,
-                r.rule,
-                r.message,
-                r.code,
-                r.suggestion
-            ));
-        }
-    }
-    out
 }

@@ -1,6 +1,6 @@
 //! `cargo xtask toolchain install|env|list`: CUDA toolchains from PyPI (13.x) or the system (11.x/12.x).
 
-use crate::output::{documents, print_json, Exit, Table};
+use crate::output::{documents, print_json, Exit};
 use crate::paths::toolchains_dir;
 use crate::toolchain::{self, discover, nvidia_wheels, Source};
 use crate::version::Version;
@@ -86,34 +86,9 @@ fn install(args: &CudaArgs) -> Result<Exit> {
         });
         print_json(documents::TOOLCHAIN_INSTALL, &value)?;
     } else {
-        crate::outln!(
-            "CUDA {} (nvcc {}) at {}",
-            tc.cuda,
-            tc.nvcc_version,
-            tc.cuda_home.display()
-        );
-        match (&tc.source, &lock) {
-            (Source::Pypi { lock: path }, Some(lock)) => {
-                crate::outln!(
-                    "  from PyPI via {}; lock file {}",
-                    lock.installer,
-                    path.display()
-                );
-                let mut t = Table::headerless();
-                for p in &lock.packages {
-                    t.row([format!("  {}", p.name), p.version.clone()]);
-                }
-                crate::out!("{}", t.render());
-            }
-            (Source::System { found_via }, _) => {
-                crate::outln!("  system toolkit found via {found_via}")
-            }
-            _ => {}
-        }
-        crate::outln!(
-            "  ({seconds:.2}s)  use it with: eval \"$({} toolchain env --cuda {})\"",
-            crate::output::program(),
-            args.cuda
+        crate::out!(
+            "{}",
+            toolchain::install_table(&tc, lock.as_ref(), seconds, &args.cuda)
         );
     }
     Ok(Exit::Success)
@@ -165,25 +140,6 @@ fn list(json: bool) -> Result<Exit> {
         )?;
         return Ok(Exit::Success);
     }
-    if rows.is_empty() {
-        crate::outln!(
-            "no CUDA toolchains: none installed under {} and no system CUDA found",
-            dir.display()
-        );
-        crate::outln!("install one with: cargo xtask toolchain install --cuda 13.2");
-        return Ok(Exit::Success);
-    }
-    let opt = |v: &Option<Version>| v.as_ref().map_or("-".to_string(), |v| v.to_string());
-    let mut t = Table::new(["SOURCE", "CUDA", "NVCC", "CUDA_HOME", "NOTE"]);
-    for r in &rows {
-        t.row([
-            r.source.into(),
-            opt(&r.cuda),
-            opt(&r.nvcc_version),
-            r.cuda_home.display().to_string(),
-            r.note.clone(),
-        ]);
-    }
-    crate::out!("{}", t.render());
+    crate::out!("{}", toolchain::listing_table(&rows, &dir));
     Ok(Exit::Success)
 }

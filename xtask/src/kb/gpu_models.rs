@@ -238,3 +238,17 @@ pub(super) fn validate(kb: &KnowledgeBase) -> Result<(), KbError> {
     }
     Ok(())
 }
+
+/// `archs --list-gpus`: every GPU row, its compute capability, segment and other names.
+pub fn gpu_table() -> String {
+    let mut t = crate::output::Table::new(["GPU", "CC", "SEGMENT", "ALSO"]);
+    for g in &super::kb().gpus {
+        t.row([
+            g.name.clone(),
+            g.cc.clone(),
+            g.segment.clone(),
+            g.aliases.join(", "),
+        ]);
+    }
+    t.render()
+}

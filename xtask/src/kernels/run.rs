@@ -9,6 +9,7 @@ use crate::arch::compat::{self, Image};
 use crate::arch::spec::{Plan, PlanContext};
 use crate::cuda_arch::Arch;
 use crate::kb::kb;
+use crate::output::Table;
 use crate::paths::{cache_dir, toolchains_dir};
 use crate::toolchain::{self, buildtools, nvidia_wheels, Toolchain};
 use crate::version::Version;
@@ -300,4 +301,98 @@ fn audit(
         return Ok((found, Err(format!("missing {}", uneven.join(", ")))));
     }
     Ok((found, Ok(())))
+}
+
+impl KernelsReport {
+    /// The aligned table people read (`--json` prints the report itself).
+    pub fn table(&self) -> String {
+        let r = self;
+        let mut out = format!(
+            "CUDA {} (nvcc {}) at {}\n{}; CMAKE_CUDA_ARCHITECTURES={}\nbuild: {}\n",
+            r.cuda,
+            r.nvcc_version,
+            r.cuda_home.display(),
+            r.cmake,
+            r.cmake_cuda_architectures,
+            r.build_dir.display()
+        );
+        match &r.gpu {
+            Some(g) => out.push_str(&format!(
+                "GPU: {} (compute capability {}, driver {})\n",
+                g.name, g.cc, g.driver
+            )),
+            None => out.push_str(
+                "GPU: none (nvidia-smi found no GPU): kernels are built and audited, not run\n",
+            ),
+        }
+        out.push('\n');
+        let mut t = Table::new([
+            "KERNEL",
+            "BUILT FOR",
+            "IMAGES (read from the fatbin)",
+            "AUDIT",
+            "RUN",
+        ]);
+        for k in &r.kernels {
+            t.row([
+                k.name.clone(),
+                if k.built_for.is_empty() {
+                    "-".into()
+                } else {
+                    k.built_for.join(" ")
+                },
+                if k.found.is_empty() {
+                    "-".into()
+                } else {
+                    k.found.join(" ")
+                },
+                k.audit.clone(),
+                k.run.clone(),
+            ]);
+        }
+        out.push_str(&t.render());
+        r.skipped_lines(&mut out);
+        if let Some(d) = &r.no_image_demo {
+            out.push_str(&format!(
+                "\nno-image check (f32_elementwise built without an image for this GPU): {} — {}\n",
+                if d.passed {
+                    "caught and explained"
+                } else {
+                    "NOT caught as expected"
+                },
+                d.line
+            ));
+        }
+        out.push_str(if r.ok {
+            "\nall built kernels carry exactly the planned images\n"
+        } else {
+            "\nFAILED: see AUDIT/RUN above\n"
+        });
+        out
+    }
+
+    /// One line per kernel and reason a build skipped: the archs that share it together.
+    fn skipped_lines(&self, out: &mut String) {
+        let r = self;
+        let mut skips: Vec<(&str, Vec<String>, &str)> = Vec::new();
+        for k in &r.kernels {
+            for s in &k.skipped {
+                match skips
+                    .iter_mut()
+                    .find(|(n, _, why)| *n == k.name && *why == s.reason)
+                {
+                    Some((_, archs, _)) => archs.push(s.arch.to_string()),
+                    None => skips.push((&k.name, vec![s.arch.to_string()], &s.reason)),
+                }
+            }
+        }
+        if !skips.is_empty() {
+            out.push_str("\nskipped:\n");
+            let mut t = Table::headerless();
+            for (name, archs, why) in skips {
+                t.row([format!("  {name}"), archs.join(" "), why.to_string()]);
+            }
+            out.push_str(&t.render());
+        }
+    }
 }

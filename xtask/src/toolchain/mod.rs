@@ -400,6 +400,68 @@ pub fn discover() -> Result<Vec<Listed>> {
     Ok(rows)
 }
 
+/// `toolchain install` for people: the toolkit, where it came from (a PyPI one's locked
+/// packages) and how to use it.
+pub fn install_table(
+    tc: &Toolchain,
+    lock: Option<&nvidia_wheels::LockFile>,
+    seconds: f64,
+    asked: &Version,
+) -> String {
+    let mut out = format!(
+        "CUDA {} (nvcc {}) at {}\n",
+        tc.cuda,
+        tc.nvcc_version,
+        tc.cuda_home.display()
+    );
+    match (&tc.source, lock) {
+        (Source::Pypi { lock: path }, Some(lock)) => {
+            out.push_str(&format!(
+                "  from PyPI via {}; lock file {}\n",
+                lock.installer,
+                path.display()
+            ));
+            let mut t = crate::output::Table::headerless();
+            for p in &lock.packages {
+                t.row([format!("  {}", p.name), p.version.clone()]);
+            }
+            out.push_str(&t.render());
+        }
+        (Source::System { found_via }, _) => {
+            out.push_str(&format!("  system toolkit found via {found_via}\n"))
+        }
+        _ => {}
+    }
+    out.push_str(&format!(
+        "  ({seconds:.2}s)  use it with: eval \"$({} toolchain env --cuda {asked})\"\n",
+        crate::output::program()
+    ));
+    out
+}
+
+/// `toolchain list` for people: every toolkit [`discover`] found, or how to get one.
+pub fn listing_table(rows: &[Listed], dir: &Path) -> String {
+    if rows.is_empty() {
+        return format!(
+            "no CUDA toolchains: none installed under {} and no system CUDA found\ninstall one with: {} toolchain install --cuda 13.2\n",
+            dir.display(),
+            crate::output::program()
+        );
+    }
+    let opt = |v: &Option<Version>| v.as_ref().map_or("-".to_string(), |v| v.to_string());
+    let mut t = crate::output::Table::new(["SOURCE", "CUDA", "NVCC", "CUDA_HOME", "NOTE"]);
+    for r in rows {
+        t.row([
+            r.source.into(),
+            opt(&r.cuda),
+            opt(&r.nvcc_version),
+            r.cuda_home.display().to_string(),
+            r.note.clone(),
+        ]);
+    }
+    t.render()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

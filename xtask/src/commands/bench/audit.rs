@@ -36,23 +36,7 @@ pub fn audit(args: AuditArgs) -> Result<Exit> {
         args.output.json,
         documents::BENCH_AUDIT,
         &run_audit(&request)?,
-        render,
+        AuditReport::table,
     )?;
     Ok(Exit::Success)
-}
-
-fn render(r: &AuditReport) -> String {
-    format!(
-        "wheel: {}\narchsmith verify binary:        {:>7.2} s  ({} threads, median of {})\nunzip + cuobjdump --list-elf:   {:>7.2} s  (unzip {:.2} s + cuobjdump {:.2} s)\nratio: {:.1}x   cubins: archsmith {}, cuobjdump {}\n",
-        r.wheel,
-        r.archsmith_s,
-        r.threads,
-        r.runs,
-        r.usual_s,
-        r.unzip_s,
-        r.cuobjdump_s,
-        r.ratio,
-        r.cubins_archsmith,
-        r.cubins_cuobjdump
-    )
 }

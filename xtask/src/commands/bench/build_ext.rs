@@ -2,7 +2,7 @@
 //! no-op rebuild of each.
 
 use crate::bench::build_ext_vs_pip::{self as bench, BenchRequest};
-use crate::output::{documents, print_json, Exit, Table};
+use crate::output::{documents, print_json, Exit};
 use crate::version::Version;
 use anyhow::Result;
 use clap::Args;
@@ -79,23 +79,10 @@ pub fn build_ext(a: BuildExtBench) -> Result<Exit> {
         return Ok(Exit::Success);
     }
     for r in &reports {
-        print_report(r);
+        crate::out!("{}", r.table());
     }
     if reports.len() > 1 {
-        crate::outln!("\neach package, plain / archsmith (fastest clean of each):");
-        let mut t = Table::new(["package", "plain clean (s)", "archsmith clean (s)", "ratio"]);
-        for r in &reports {
-            let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-            for b in &r.plain {
-                t.row([
-                    format!("{} ({})", r.source, b.label),
-                    format!("{:.1}", fastest(&b.clean_s)),
-                    format!("{:.1}", fastest(&r.archsmith_clean_s)),
-                    format!("{:.2}x", b.clean_speedup),
-                ]);
-            }
-        }
-        crate::out!("{}", t.render());
+        crate::out!("{}", bench::packages_table(&reports));
     }
     Ok(Exit::Success)
 }
@@ -106,76 +93,4 @@ fn dir_name(source: &std::path::Path) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "source".into())
-}
-
-/// One package's table, audits and conditions.
-fn print_report(r: &bench::BenchReport) {
-    let secs = |v: &[f64], digits: usize| {
-        v.iter()
-            .map(|x| format!("{x:.digits$}"))
-            .collect::<Vec<_>>()
-            .join(" / ")
-    };
-    let mut t = Table::new([
-        "build",
-        "clean (s, per round)",
-        "CPU-s",
-        "no-op (s, per round)",
-        "clean ratio",
-        "no-op ratio",
-    ]);
-    for b in &r.plain {
-        t.row([
-            format!("plain {}", b.label),
-            secs(&b.clean_s, 1),
-            secs(&b.clean_cpu_s, 0),
-            secs(&b.noop_s, 2),
-            format!("{:.2}x", b.clean_speedup),
-            format!("{:.0}x", b.noop_speedup),
-        ]);
-    }
-    t.row([
-        format!(
-            "archsmith build-ext ({}, MAX_JOBS={}, nvcc --threads={})",
-            r.front_end, r.max_jobs, r.nvcc_threads
-        ),
-        secs(&r.archsmith_clean_s, 1),
-        secs(&r.archsmith_clean_cpu_s, 0),
-        secs(&r.archsmith_noop_s, 2),
-        "1.00x".to_string(),
-        "1x".to_string(),
-    ]);
-    crate::out!("{}", t.render());
-    let audit_line = |who: &str, a: &Option<bench::WheelAudit>| {
-        if let Some(a) = a {
-            crate::outln!(
-                "{who} wheel: {} {}",
-                if a.ok { "ok" } else { "NOT AS PLANNED" },
-                a.files.join("; ")
-            );
-        }
-    };
-    for b in &r.plain {
-        audit_line(&format!("plain {}", b.label), &b.audit);
-    }
-    audit_line("archsmith", &r.archsmith_audit);
-    if r.extensions_at_once > 1 {
-        crate::outln!(
-            "archsmith built {} extensions at once",
-            r.extensions_at_once
-        );
-    }
-    crate::outln!(
-        "{} for {}; {} cores, {:.1} GiB available; ratio = plain / archsmith: fastest clean of each, fastest plain no-op over the slowest archsmith one",
-        r.source, r.torch_cuda_arch_list, r.cores, r.mem_available_gib
-    );
-    let loads: Vec<String> = r
-        .load_1min
-        .iter()
-        .map(|(who, l)| format!("{who} {l:.1}"))
-        .collect();
-    crate::outln!(
-        "1-minute load average before each clean build: {}",
-        loads.join(", ")
-    );
 }

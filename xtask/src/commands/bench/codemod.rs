@@ -1,7 +1,7 @@
 //! `bench codemod`: how `codemod --check` grows with a file's size ([`crate::bench::codemod_scaling`]).
 
 use crate::bench::codemod_scaling::{codemod_scaling, CodemodScalingReport};
-use crate::output::{documents, emit, Exit, Table};
+use crate::output::{documents, emit, Exit};
 use anyhow::Result;
 use clap::Args;
 
@@ -25,25 +25,7 @@ pub fn codemod(args: CodemodArgs) -> Result<Exit> {
         args.output.json,
         documents::BENCH_CODEMOD,
         &codemod_scaling(&lines, args.runs)?,
-        render,
+        CodemodScalingReport::table,
     )?;
     Ok(Exit::Success)
-}
-
-fn render(r: &CodemodScalingReport) -> String {
-    let mut t = Table::new(["lines", "rewrites", "codemod --check", "growth vs linear"]);
-    for s in &r.sizes {
-        t.row([
-            s.lines.to_string(),
-            s.rewrites.to_string(),
-            format!("{:.2} s", s.fastest_s),
-            s.growth_vs_linear
-                .map_or("-".to_string(), |g| format!("{g:.2}x")),
-        ]);
-    }
-    format!(
-        "{}fastest of {} runs each; growth 1.00x is linear, 2.00x per doubling is quadratic\n",
-        t.render(),
-        r.runs
-    )
 }

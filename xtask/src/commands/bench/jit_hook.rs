@@ -2,7 +2,7 @@
 //! ([`crate::bench::jit_hook_startup`]).
 
 use crate::bench::jit_hook_startup::{jit_hook_startup, JitHookStartupReport};
-use crate::output::{documents, emit, Exit, Table};
+use crate::output::{documents, emit, Exit};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -29,36 +29,7 @@ pub fn jit_hook(args: JitHookArgs) -> Result<Exit> {
         args.output.json,
         documents::BENCH_JIT_HOOK,
         &jit_hook_startup(&python, args.runs)?,
-        render,
+        JitHookStartupReport::table,
     )?;
     Ok(Exit::Success)
-}
-
-fn render(r: &JitHookStartupReport) -> String {
-    let mut t = Table::new(["python -c pass", "median", "modules beyond no hook"]);
-    let list = |m: &[String]| match m.len() {
-        0 => "none".to_string(),
-        n => format!("{n}: {}", m.join(" ")),
-    };
-    t.row([
-        "no hook".into(),
-        format!("{:.1} ms", r.without_hook_ms),
-        "-".into(),
-    ]);
-    t.row([
-        "hook installed, inert".into(),
-        format!("{:.1} ms", r.inert_hook_ms),
-        list(&r.inert_extra_modules),
-    ]);
-    t.row([
-        "hook imported eagerly (before issue 50)".into(),
-        format!("{:.1} ms", r.eager_hook_ms),
-        list(&r.eager_extra_modules),
-    ]);
-    format!(
-        "{}{}, median of {} starts each\n",
-        t.render(),
-        r.python,
-        r.runs
-    )
 }

@@ -4,7 +4,7 @@
 use crate::bench::jit_prebuild_pool::{
     default_source, jit_prebuild_pool, JitPrebuildBenchRequest, JitPrebuildReport,
 };
-use crate::output::{documents, emit, Exit, Table};
+use crate::output::{documents, emit, Exit};
 use crate::version::Version;
 use anyhow::Result;
 use clap::Args;
@@ -49,32 +49,7 @@ pub fn jit_prebuild(args: JitPrebuildArgs) -> Result<Exit> {
         args.output.json,
         documents::BENCH_JIT_PREBUILD,
         &jit_prebuild_pool(&req)?,
-        render,
+        JitPrebuildReport::table,
     )?;
     Ok(Exit::Success)
-}
-
-fn render(r: &JitPrebuildReport) -> String {
-    let mut t = Table::new(["prebuild", "at once", "runs (s)", "fastest", "CPU (s)"]);
-    for s in [&r.serial, &r.pooled] {
-        let runs: Vec<String> = s.seconds.iter().map(|x| format!("{x:.1}")).collect();
-        let cpu: Vec<String> = s.cpu_s.iter().map(|x| format!("{x:.0}")).collect();
-        t.row([
-            s.label.clone(),
-            s.triggers_at_once.to_string(),
-            runs.join(" "),
-            format!("{:.1} s", crate::bench::min(&s.seconds)),
-            cpu.join(" "),
-        ]);
-    }
-    format!(
-        "{}{} trigger(s) of {} for {}, {} cores, {:.0} GiB available: pooled {:.2}x serial\n",
-        t.render(),
-        r.triggers,
-        r.source,
-        r.torch_cuda_arch_list,
-        r.cores,
-        r.mem_available_gib,
-        r.speedup
-    )
 }
