@@ -356,3 +356,95 @@ fn the_reader_agrees_with_readelf_on_a_system_library() {
     let needs: Vec<&str> = info.version_needs.iter().map(|n| n.file).collect();
     assert!(needs.contains(&"libc.so.6"), "{needs:?}");
 }
+
+/// What an extension needs from torch, read against torch 2.15's real libraries (the env the
+/// heavy tests share): a library binding only two stable-ABI C shims is `stable`; one binding a
+/// `c10::` symbol is tied to this torch, named demangled; one binding a shim this torch does not
+/// export (a later release's) lists it as missing and does not load; one needing nothing of
+/// torch's has no verdict. Each load verdict equals what Python does after `import torch`.
+#[test]
+fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
+    let torch = archsmith::kb::kb().releases.newest_torch.clone();
+    let env = archsmith::python::ensure_torch_env(&torch).unwrap();
+    let lib = archsmith::python::probe(&env.python, archsmith::python::Depth::Files)
+        .unwrap()
+        .torch_dir
+        .unwrap()
+        .join("lib");
+    let dir = tempfile::tempdir().unwrap();
+    let link = [
+        format!("-L{}", lib.display()),
+        "-ltorch_cpu".into(),
+        "-lc10".into(),
+    ];
+    let link: Vec<&str> = link.iter().map(String::as_str).collect();
+    let stable = cc(
+        dir.path(),
+        "libstable.so",
+        "extern int aoti_torch_get_numel(void *, long *);\nextern int aoti_torch_get_dim(void *, long *);\nlong n(void *t) { long a = 0, b = 0; aoti_torch_get_numel(t, &a); aoti_torch_get_dim(t, &b); return a + b; }\n",
+        &link,
+    );
+    let tied = cc(
+        dir.path(),
+        "libtied.so",
+        "extern char _ZN3c1019UndefinedTensorImpl10_singletonE[];\nvoid *undefined_tensor(void) { return _ZN3c1019UndefinedTensorImpl10_singletonE; }\n",
+        &link,
+    );
+    let future = cc(
+        dir.path(),
+        "libfuture.so",
+        "extern int aoti_torch_get_numel(void *, long *);\nextern int aoti_torch_from_a_later_release(void *);\nint f(void *t) { long a; aoti_torch_get_numel(t, &a); return aoti_torch_from_a_later_release(t); }\n",
+        &link,
+    );
+    let plain = cc(
+        dir.path(),
+        "libplain.so",
+        "#include <string.h>\nvoid copy(char *d, const char *s) { memcpy(d, s, 4); }\n",
+        &[],
+    );
+    let files = vec![stable, tied, future, plain];
+    let mut objects = Objects::default();
+    let target = Target::from_python(&env.python, &mut objects).unwrap();
+    let verdicts = check_paths(&target, &mut objects, &files).unwrap();
+    for (file, v) in files.iter().zip(&verdicts) {
+        let truth =
+            import_in_fresh_interpreter(&env.python, file, v.kind, "x", &v.preloads(&target))
+                .unwrap();
+        assert_eq!(
+            v.loads,
+            truth.loads,
+            "{}: {v:?} / {truth:?}",
+            file.display()
+        );
+    }
+    let abi = |i: usize| verdicts[i].torch_abi.clone();
+    let s = abi(0).expect("a verdict for the stable library");
+    assert_eq!(
+        (s.kind, s.stable_shims, s.unstable_cxx),
+        ("stable", 2, 0),
+        "{s:?}"
+    );
+    assert!(
+        s.verdict.starts_with("stable ABI: 2 C shim(s)"),
+        "{}",
+        s.verdict
+    );
+    assert!(s.verdict.contains("exports all of them"), "{}", s.verdict);
+    let t = abi(1).expect("a verdict for the tied library");
+    assert_eq!((t.kind, t.unstable_cxx), ("tied", 1), "{t:?}");
+    assert_eq!(t.unstable, ["c10::UndefinedTensorImpl::_singleton"]);
+    assert!(
+        t.verdict.starts_with(&format!("tied to torch {torch}")),
+        "{}",
+        t.verdict
+    );
+    let f = abi(2).expect("a verdict for the later-release library");
+    assert_eq!(
+        f.missing_shims,
+        ["aoti_torch_from_a_later_release"],
+        "{f:?}"
+    );
+    assert!(!verdicts[2].loads);
+    assert!(f.verdict.contains("lacks 1 of them"), "{}", f.verdict);
+    assert_eq!(abi(3), None, "{:?}", verdicts[3]);
+}

@@ -172,6 +172,9 @@ pub struct LoadSummary {
     pub loads: bool,
     pub files: usize,
     pub problems: Vec<String>,
+    /// Per shared object that needs torch: `FILE: stable ABI: …` or `FILE: tied to torch …`.
+    #[serde(default)]
+    pub torch_abi: Vec<String>,
 }
 
 fn one() -> u32 {
@@ -504,6 +507,9 @@ impl Outcome {
                 false => l.problems.join("; "),
             };
             t.row(["load check".to_string(), verdict]);
+            for line in &l.torch_abi {
+                t.row(["torch ABI".to_string(), line.clone()]);
+            }
         }
         if let Some(s) = &o.cache_stats {
             t.row(["compiler cache".to_string(), s.clone()]);

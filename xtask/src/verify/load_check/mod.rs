@@ -14,6 +14,7 @@
 
 pub mod linker;
 pub mod target;
+pub mod torch_abi;
 
 use crate::binary::dynamic::{demangle, CxxAbi};
 use crate::kb::kb;
@@ -62,6 +63,11 @@ pub struct LoadVerdict {
     /// cuda.core does for its tensor bridge): counted as loading, and said.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub needs_torch_global: bool,
+    /// What it needs from torch, classified against this env's torch libraries: the stable ABI's
+    /// C shims alone, or unstable symbols that tie it to this release. None where it needs
+    /// nothing from torch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_abi: Option<torch_abi::TorchAbi>,
 }
 
 impl LoadVerdict {
@@ -140,6 +146,11 @@ impl LoadReport {
                 m.path,
                 m.reason.as_deref().unwrap_or("")
             );
+        }
+        for m in &self.modules {
+            if let Some(abi) = &m.torch_abi {
+                let _ = writeln!(out, "\n{}: {}", m.path, abi.verdict);
+            }
         }
         for m in self.modules.iter().filter(|m| !m.loads) {
             let _ = writeln!(
@@ -290,10 +301,23 @@ fn all_load_item(
         0 => String::new(),
         n => format!("; {n} bind torch's symbols without linking it and load once their package makes torch._C global (RTLD_GLOBAL)"),
     };
+    // Which of them survive the next torch: the stable ABI's alone, or tied to this release.
+    let abi: Vec<_> = verdicts
+        .iter()
+        .filter_map(|v| v.torch_abi.as_ref())
+        .collect();
+    let tied = abi.iter().filter(|a| a.kind == "tied").count();
+    let abi = match abi.len() {
+        0 => String::new(),
+        n => format!(
+            "; of the {n} that need torch's symbols, {} use only its stable ABI and {tied} are tied to this torch",
+            n - tied
+        ),
+    };
     item(
         name,
         Status::Ok,
-        format!("all {} compiled modules of {} packages load after import torch (read from their ELF files){global}", verdicts.len(), packages.len()),
+        format!("all {} compiled modules of {} packages load after import torch (read from their ELF files){global}{abi}", verdicts.len(), packages.len()),
     )
 }
 
@@ -491,6 +515,10 @@ fn check_file(
         built_for: c.site.as_deref().and_then(|s| torch_pin(s, &c.file)),
         package_preloads: Vec::new(),
         needs_torch_global: false,
+        torch_abi: target
+            .torch
+            .as_ref()
+            .and_then(|t| torch_abi::read(&object, &target.torch_libs, &t.to_string())),
     };
     if is_module && python_tag_refused(target, &name, &mut v) {
         return Ok(Some(v));

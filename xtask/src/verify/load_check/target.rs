@@ -28,6 +28,9 @@ pub struct Target {
     /// tensor bridge, which binds torch's C shim `aoti_torch_*` without linking libtorch), and
     /// `torch._C`'s path.
     pub torch_global: Option<(Process, PathBuf)>,
+    /// torch's shared libraries (`torch/lib/*.so*`), whose exports classify what an extension
+    /// needs ([`super::torch_abi`]).
+    pub torch_libs: Vec<std::sync::Arc<super::linker::Object>>,
 }
 
 impl Target {
@@ -90,6 +93,11 @@ impl Target {
                 torch_abi = c10.abi_offered;
             }
         }
+        let torch_libs = info
+            .torch_dir
+            .as_deref()
+            .map(|d| super::torch_abi::torch_libraries(d, objects))
+            .unwrap_or_default();
         Ok(Target {
             python: python.to_path_buf(),
             python_version: info.python,
@@ -101,6 +109,7 @@ impl Target {
             torch_abi,
             process,
             torch_global,
+            torch_libs,
         })
     }
 }

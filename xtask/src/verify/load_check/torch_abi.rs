@@ -1,0 +1,245 @@
+//! Why a compiled extension is tied to one torch, or is not: every symbol it needs from torch,
+//! classified against the real exports of the target env's torch libraries.
+//!
+//! torch's stable ABI (torch ≥ 2.10: `torch/csrc/stable`, `torch/headeronly`) reaches libtorch only
+//! through C shims (`aoti_torch_*`, `torch_*` in `torch/csrc/inductor/aoti_torch/c/shim.h` and
+//! `torch/csrc/stable/c/shim.h`) that later releases keep exporting; header-only code needs no
+//! symbol at all. Anything else an extension binds in torch's libraries — mangled `c10::`, `at::`,
+//! `torch::` functions, or `libtorch_python`'s bindings — is renamed or dropped by some later
+//! release, which is the `undefined symbol: _ZN3c10…` users meet after an upgrade. Which library
+//! exports a symbol is read, not guessed from its name: a name no torch library exports in this
+//! env is classified by its form and listed as missing.
+
+use super::linker::{Object, Objects};
+use crate::binary::dynamic::demangle;
+use serde::Serialize;
+use std::path::Path;
+
+/// How many unstable symbols a verdict names.
+const SHOWN: usize = 5;
+
+/// What one needed symbol is, as far as torch's ABI promises go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SymbolClass {
+    /// A C shim of the stable ABI (`aoti_torch_get_numel`): kept by later releases.
+    StableShim,
+    /// torch's C++ API (`c10::`, `at::`, `torch::`) or another non-shim symbol of its libraries.
+    UnstableCxx,
+    /// Exported by `libtorch_python`: torch's own Python bindings, tied to the release.
+    TorchPython,
+}
+
+/// The torch side of one extension's needs, read against one env's torch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TorchAbi {
+    /// The torch of the env the symbols were read against.
+    pub torch: String,
+    pub stable_shims: usize,
+    pub unstable_cxx: usize,
+    pub torch_python: usize,
+    /// Stable shims this torch does not export (a newer release's), by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_shims: Vec<String>,
+    /// The first unstable symbols, demangled, each with `(not in this torch)` when it is missing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unstable: Vec<String>,
+    /// `stable` (shims and header-only code alone) or `tied`.
+    pub kind: &'static str,
+    /// One sentence: which torches it can load on, and why.
+    pub verdict: String,
+}
+
+/// The class of `name` given the file name of the torch library that exports it (None: no torch
+/// library here does); None when the symbol is not torch's. A C++ name counts as torch's only in
+/// torch's namespaces: torch's libraries also export instantiations of `std::` templates (bound
+/// from libstdc++ just as well), and torch's `lib/` ships other libraries (libgomp, CUDA's).
+pub fn classify(name: &str, exporter: Option<&str>) -> Option<SymbolClass> {
+    let mangled = name.starts_with("_Z");
+    if !mangled && is_shim_name(name) {
+        return Some(SymbolClass::StableShim);
+    }
+    let torch_lib = exporter.filter(|lib| lib.starts_with("libtorch") || lib.starts_with("libc10"));
+    let torch_symbol = if mangled {
+        torch_namespace(name)
+    } else {
+        // A C function of torch's own libraries that is not a shim (`THPVariable_Wrap`).
+        torch_lib.is_some()
+    };
+    if !torch_symbol {
+        return None;
+    }
+    Some(match torch_lib {
+        Some(lib) if lib.starts_with("libtorch_python") => SymbolClass::TorchPython,
+        _ => SymbolClass::UnstableCxx,
+    })
+}
+
+/// The C shims' names: `aoti_torch_*` (the AOTInductor shim the stable ABI builds on) and
+/// `torch_*` (the stable ABI's own, `torch_call_dispatcher`).
+fn is_shim_name(name: &str) -> bool {
+    name.starts_with("aoti_torch_") || name.starts_with("torch_")
+}
+
+/// A mangled name in one of torch's C++ namespaces (`c10`, `at`, `torch`, `caffe2`).
+fn torch_namespace(name: &str) -> bool {
+    demangle(name).is_some_and(|d| {
+        let d = d
+            .trim_start_matches("typeinfo for ")
+            .trim_start_matches("vtable for ");
+        ["c10::", "at::", "torch::", "caffe2::"]
+            .iter()
+            .any(|ns| d.starts_with(ns))
+    })
+}
+
+/// The shared libraries of the torch in `torch_dir` (`torch/lib/*.so*`), read once through
+/// `objects`.
+pub fn torch_libraries(torch_dir: &Path, objects: &mut Objects) -> Vec<std::sync::Arc<Object>> {
+    let Ok(entries) = std::fs::read_dir(torch_dir.join("lib")) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("lib") && n.contains(".so"))
+        })
+        .collect();
+    paths.sort();
+    paths.iter().filter_map(|p| objects.get(p).ok()).collect()
+}
+
+/// The verdict for `object` against the torch whose libraries are `libs`; None when it needs
+/// nothing from torch (a plain C++ or CUDA library, or header-only code alone).
+pub fn read(object: &Object, libs: &[std::sync::Arc<Object>], torch: &str) -> Option<TorchAbi> {
+    let mut abi = TorchAbi {
+        torch: torch.to_string(),
+        stable_shims: 0,
+        unstable_cxx: 0,
+        torch_python: 0,
+        missing_shims: Vec::new(),
+        unstable: Vec::new(),
+        kind: "stable",
+        verdict: String::new(),
+    };
+    for need in object.undefined.iter().filter(|n| !n.weak) {
+        let exporter = libs
+            .iter()
+            .find(|l| l.exports(&need.name))
+            .map(|l| l.name().to_string());
+        let Some(class) = classify(&need.name, exporter.as_deref()) else {
+            continue;
+        };
+        match class {
+            SymbolClass::StableShim => {
+                abi.stable_shims += 1;
+                if exporter.is_none() {
+                    abi.missing_shims.push(need.name.to_string());
+                }
+            }
+            SymbolClass::UnstableCxx | SymbolClass::TorchPython => {
+                if class == SymbolClass::TorchPython {
+                    abi.torch_python += 1;
+                } else {
+                    abi.unstable_cxx += 1;
+                }
+                if abi.unstable.len() < SHOWN {
+                    let shown = demangle(&need.name).unwrap_or_else(|| need.name.to_string());
+                    let missing = if exporter.is_none() {
+                        " (not in this torch)"
+                    } else {
+                        ""
+                    };
+                    abi.unstable.push(format!("{shown}{missing}"));
+                }
+            }
+        }
+    }
+    if abi.stable_shims + abi.unstable_cxx + abi.torch_python == 0 {
+        return None;
+    }
+    abi.verdict = verdict(&abi);
+    if abi.unstable_cxx + abi.torch_python > 0 {
+        abi.kind = "tied";
+    }
+    Some(abi)
+}
+
+fn verdict(a: &TorchAbi) -> String {
+    let unstable = a.unstable_cxx + a.torch_python;
+    if unstable == 0 {
+        let here = match a.missing_shims.len() {
+            0 => format!("torch {} exports all of them", a.torch),
+            n => format!(
+                "torch {} lacks {n} of them (a newer release's: {})",
+                a.torch,
+                a.missing_shims.join(", ")
+            ),
+        };
+        return format!(
+            "stable ABI: {} C shim(s) and header-only code, no unstable C++ symbol: loads on every torch that exports those shims; {here}",
+            a.stable_shims
+        );
+    }
+    let python = if a.torch_python > 0 {
+        format!(" ({} of them torch's Python bindings)", a.torch_python)
+    } else {
+        String::new()
+    };
+    format!(
+        "tied to torch {}: {unstable} unstable symbol(s) of torch's libraries{python}, which other releases rename or drop; first: {}",
+        a.torch,
+        a.unstable.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbols_are_classified_by_who_exports_them_and_by_their_form() {
+        // `c10::Error::Error(c10::SourceLocation, std::string)`, as torch 2.x mangles it.
+        let c10 = "_ZN3c105ErrorC1ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE";
+        assert_eq!(
+            classify(c10, Some("libc10.so")),
+            Some(SymbolClass::UnstableCxx)
+        );
+        // Gone from the env's torch: still torch's, by its namespace.
+        assert_eq!(classify(c10, None), Some(SymbolClass::UnstableCxx));
+        assert_eq!(
+            classify("aoti_torch_get_numel", Some("libtorch_cpu.so")),
+            Some(SymbolClass::StableShim)
+        );
+        // A shim this torch does not export yet is still a shim (and is listed as missing).
+        assert_eq!(
+            classify("torch_call_dispatcher", None),
+            Some(SymbolClass::StableShim)
+        );
+        assert_eq!(
+            classify("THPVariable_Wrap", Some("libtorch_python.so")),
+            Some(SymbolClass::TorchPython)
+        );
+        // A C function of torch's that is not a shim binds an unstable interface too.
+        assert_eq!(
+            classify("c10_cuda_check_implementation", Some("libc10_cuda.so")),
+            Some(SymbolClass::UnstableCxx)
+        );
+        // Not torch's: libc, libstdc++, CPython, the libgomp torch ships, and a `std::`
+        // instantiation torch's libraries happen to export too.
+        for (other, from) in [
+            ("memcpy", None),
+            ("_ZNSt6thread6_StateD2Ev", None),
+            ("PyLong_FromLong", None),
+            ("GOMP_parallel", Some("libgomp-a34b3233.so.1")),
+            (
+                "_ZNSt7__cxx1119basic_ostringstreamIcSt11char_traitsIcESaIcEEC1Ev",
+                Some("libtorch_cpu.so"),
+            ),
+        ] {
+            assert_eq!(classify(other, from), None, "{other}");
+        }
+    }
+}
