@@ -496,3 +496,117 @@ int main() {
     let stdout = succeeds(&mut std::process::Command::new(&exe), "");
     assert!(stdout.contains("291 cases, 0 failures"), "{stdout}");
 }
+
+/// The macros `c10-check-op` renames, each as c10's logging header defined it.
+const C10_CHECK_OPS: [&str; 13] = [
+    "CHECK_EQ",
+    "CHECK_NE",
+    "CHECK_LE",
+    "CHECK_LT",
+    "CHECK_GE",
+    "CHECK_GT",
+    "DCHECK_EQ",
+    "DCHECK_NE",
+    "DCHECK_LE",
+    "DCHECK_LT",
+    "DCHECK_GE",
+    "DCHECK_GT",
+    "CHECK_NOTNULL",
+];
+
+/// The rule's release is read, not remembered: c10's logging header in the wheel of the last
+/// torch before the rule's `broke_in` (from the knowledge base, read from PyPI by range) defines
+/// every renamed macro, and the wheel of `broke_in` defines none of them but each `TORCH_` one.
+#[test]
+fn the_c10_check_rename_happened_in_the_release_the_rule_names() {
+    const HEADER: &str = "torch/include/c10/util/logging_is_not_google_glog.h";
+    let rule = builtin()
+        .rules
+        .iter()
+        .find(|r| r.id == "c10-check-op")
+        .unwrap();
+    let broke = rule.broke_in.clone().unwrap();
+    let mut releases: Vec<_> = archsmith::kb::kb()
+        .torch
+        .iter()
+        .map(|r| r.version.clone())
+        .collect();
+    releases.sort();
+    let before = releases
+        .iter()
+        .rfind(|v| v.major_minor() < broke)
+        .expect("a release before the rule's");
+    let first = releases
+        .iter()
+        .find(|v| v.major_minor() == broke)
+        .expect("a release of the rule's broke_in");
+    let pypi = archsmith::pypi::Pypi::new();
+    let files = pypi.files("torch").unwrap();
+    let header = |v: &archsmith::version::Version| {
+        let wheel = archsmith::kb_check::torch::linux_wheel(&files, v).unwrap();
+        let bytes = pypi.members(wheel, &[HEADER]).unwrap().remove(0);
+        String::from_utf8(bytes.unwrap_or_else(|| panic!("{} has no {HEADER}", wheel.filename)))
+            .unwrap()
+    };
+    let (old, new) = (header(before), header(first));
+    let defines = |text: &str, name: &str| {
+        text.lines().any(|l| {
+            l.trim_start()
+                .strip_prefix('#')
+                .map(str::trim_start)
+                .and_then(|l| l.strip_prefix("define"))
+                .is_some_and(|l| l.trim_start().starts_with(&format!("{name}(")))
+        })
+    };
+    for name in C10_CHECK_OPS {
+        assert!(defines(&old, name), "torch {before} does not define {name}");
+        assert!(!defines(&new, name), "torch {first} still defines {name}");
+        assert!(
+            defines(&new, &format!("TORCH_{name}")),
+            "torch {first} lacks TORCH_{name}"
+        );
+    }
+}
+
+/// A legacy file using c10's check macros does not compile against torch 2.15's headers
+/// (`'CHECK_EQ' was not declared`, what users meet) and does once the rule has run.
+#[test]
+fn c10_check_macros_compile_against_real_headers_once_renamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let body: String = C10_CHECK_OPS
+        .iter()
+        .map(|m| match *m {
+            "CHECK_NOTNULL" => "  CHECK_NOTNULL(p);\n".to_string(),
+            m => format!("  {m}(a, b);\n"),
+        })
+        .collect();
+    let legacy =
+        format!("#include <c10/util/Logging.h>\nvoid checks(int a, int b, int *p) {{\n{body}}}\n");
+    let compile = |text: &str| {
+        std::fs::write(dir.path().join("checks.cpp"), text).unwrap();
+        cxx(dir.path())
+            .args(["-fsyntax-only"])
+            .arg(dir.path().join("checks.cpp"))
+            .output()
+            .unwrap()
+    };
+    let before = compile(&legacy);
+    assert!(!before.status.success());
+    // gcc quotes the name with the locale's marks.
+    let said = String::from_utf8_lossy(&before.stderr);
+    assert!(
+        said.lines()
+            .any(|l| l.contains("CHECK_EQ") && l.contains("was not declared")),
+        "{said}"
+    );
+    let rules = builtin().rules.iter().filter(|r| r.id == "c10-check-op");
+    let out = apply_rules(rules, archsmith::codemod::Lang::Cpp, legacy.as_bytes()).unwrap();
+    let ported = String::from_utf8(out.output.clone()).unwrap();
+    assert_eq!(out.counts.values().sum::<usize>(), C10_CHECK_OPS.len());
+    let after = compile(&ported);
+    assert!(
+        after.status.success(),
+        "{ported}\n{}",
+        String::from_utf8_lossy(&after.stderr)
+    );
+}

@@ -146,6 +146,9 @@ struct RuleSpec {
     /// The rule applies only inside the body of a `#define NAME` whose NAME matches this regex
     /// (a `CHECK_*` macro checks its caller's input).
     in_define: Option<String>,
+    /// The rule skips files whose bytes match this regex (a file that includes glog, or defines
+    /// its own `CHECK_EQ`, keeps the names that are not c10's there).
+    unless_file_matches: Option<String>,
     /// Rewrite rules only: a [`BUNDLED`] header the rewrite calls into; it is written beside the
     /// file and included as `#include "NAME"`.
     bundle: Option<String>,
@@ -246,6 +249,8 @@ pub struct Rule {
     pub secondary: bool,
     /// Files the rule applies to (all when None).
     pub file_matches: Option<Regex>,
+    /// Files the rule leaves alone.
+    pub unless_file_matches: Option<Regex>,
     /// Only inside the body of a `#define` whose macro name matches.
     pub in_define: Option<Regex>,
     /// The bundled header the rewrite needs beside the file.
@@ -264,6 +269,29 @@ pub struct Catalogue {
     pub torch: Option<Version>,
     /// Whether the build-script edit runs (`arch-list-override`; off under `--ignore` of it).
     pub build_script: bool,
+}
+
+impl Rule {
+    /// Whether the rule runs on a file of these bytes (`file_matches`, `unless_file_matches`).
+    pub fn applies_to(&self, src: &[u8]) -> bool {
+        self.file_matches.as_ref().is_none_or(|re| re.is_match(src))
+            && !self
+                .unless_file_matches
+                .as_ref()
+                .is_some_and(|re| re.is_match(src))
+    }
+}
+
+/// A rule's optional regex over a file's bytes, compiled; a bad one is an error naming the field.
+fn file_regex(
+    text: &Option<String>,
+    field: &str,
+    err: &dyn Fn(&str) -> anyhow::Error,
+) -> Result<Option<Regex>> {
+    text.as_deref()
+        .map(Regex::new)
+        .transpose()
+        .map_err(|e| err(&format!("{field}: bad regex: {e}")))
 }
 
 /// The built-in catalogue (parsed once): the token rules of `torch-legacy.toml` and the Python
@@ -589,12 +617,8 @@ impl Rule {
             action,
             wheres,
             secondary: r.secondary,
-            file_matches: r
-                .file_matches
-                .as_deref()
-                .map(Regex::new)
-                .transpose()
-                .map_err(|e| err(&format!("file_matches: bad regex: {e}")))?,
+            file_matches: file_regex(&r.file_matches, "file_matches", &err)?,
+            unless_file_matches: file_regex(&r.unless_file_matches, "unless_file_matches", &err)?,
             bundle: match &r.bundle {
                 None => None,
                 Some(b) if bundled(b).is_none() => {

@@ -109,11 +109,7 @@ pub fn apply_rules<'r>(
     // Comments are never rewritten: a file without a suppression comment never gains one.
     let suppressing = Suppressions::any_in(src);
     for rule in rules.clone() {
-        if rule
-            .file_matches
-            .as_ref()
-            .is_some_and(|re| !re.is_match(src))
-        {
+        if !rule.applies_to(src) {
             continue;
         }
         // A rule's output may expose another match of the same rule (nested calls); a few rounds

@@ -503,12 +503,8 @@ fn check_release(
         .collect();
     let (py_min, py_max) = python_range(&linux)
         .ok_or_else(|| anyhow!("PyPI lists no Linux x86_64 CPython wheel of torch {version}"))?;
-    // The newest CPython's wheel: any would do, each holds the same Python sources.
-    let wheel = linux
-        .iter()
-        .find(|f| cpython_minor(f).is_some_and(|m| m == py_max))
-        .copied()
-        .ok_or_else(|| anyhow!("no wheel of torch {version} for CPython {py_max}"))?;
+    let wheel = linux_wheel(files, &row.version)
+        .ok_or_else(|| anyhow!("no Linux x86_64 CPython wheel of torch {version}"))?;
     let facts = WheelFacts::read(pypi, wheel)?;
     let companions = |name: &str, kb_list: &[Version]| {
         let found: Vec<String> = pairs
@@ -682,6 +678,20 @@ fn read_partial_sass(
 }
 
 /// A wheel for Linux on x86_64 (`manylinux1_x86_64`, `manylinux_2_28_x86_64`, …).
+/// The Linux x86_64 wheel of torch `version` for the newest CPython it publishes: any would do
+/// for what is read from it (headers, Python sources, the libraries' facts), each holds the same.
+pub fn linux_wheel<'f>(files: &'f [IndexFile], version: &Version) -> Option<&'f IndexFile> {
+    let version = version.to_string();
+    let linux: Vec<&IndexFile> = files
+        .iter()
+        .filter(|f| f.wheel_version() == Some(version.as_str()) && is_linux_x86_64(f))
+        .collect();
+    let (_, py_max) = python_range(&linux)?;
+    linux
+        .into_iter()
+        .find(|f| cpython_minor(f).is_some_and(|m| m == py_max))
+}
+
 fn is_linux_x86_64(f: &IndexFile) -> bool {
     f.wheel_tags().is_some_and(|(_, _, plat)| {
         plat.split('.')
