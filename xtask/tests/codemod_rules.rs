@@ -610,3 +610,49 @@ fn c10_check_macros_compile_against_real_headers_once_renamed() {
         String::from_utf8_lossy(&after.stderr)
     );
 }
+
+/// A package's own test helpers from the 1.x days (torch.testing's dtype getters and random
+/// aliases, removed in 2.0) are rewritten by the Python rows and then run on torch 2.15: every
+/// getter returns the dtypes, and `make_non_contiguous` is a review item with its replacement.
+#[test]
+fn removed_torch_testing_helpers_are_rewritten_and_run_on_a_current_torch() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("helpers.py");
+    std::fs::write(
+        &file,
+        "import torch\nfrom torch.testing import get_all_dtypes, get_all_int_dtypes\nimport torch.testing as tt\n\n\ndef dtypes():\n    return (get_all_dtypes(include_bool=False), get_all_int_dtypes(), tt.get_all_fp_dtypes(),\n            torch.testing.get_all_complex_dtypes(), torch.testing.get_all_math_dtypes('cpu'))\n\n\ndef noise():\n    return tt.rand(3), torch.testing.randn(2, 2)\n\n\ndef shuffled(t):\n    return torch.testing.make_non_contiguous(t)\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["codemod", "--force", "--json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let review = doc.to_string();
+    assert!(
+        review.contains("torch.testing.make_non_contiguous")
+            && review.contains("noncontiguous=True"),
+        "{review}"
+    );
+    let ported = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !ported.contains("tt.get_all") && !ported.contains("tt.rand"),
+        "{ported}"
+    );
+    // Run the ported helpers (all but the review item) on torch 2.15.
+    let env = archsmith::python::ensure_torch_env(&"2.15.0".parse().unwrap()).unwrap();
+    let run = std::process::Command::new(&env.python)
+        .current_dir(dir.path())
+        .args([
+            "-c",
+            "import helpers, torch\nd = helpers.dtypes()\nassert torch.float32 in d[0] and torch.bool not in d[0], d[0]\nassert torch.int64 in d[1] and torch.float64 in d[2] and torch.complex64 in d[3] and torch.float64 in d[4]\nassert tuple(helpers.noise()[0].shape) == (3,)\nprint('ok', len(d[0]))\n",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success() && String::from_utf8_lossy(&run.stdout).starts_with("ok"),
+        "{ported}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
