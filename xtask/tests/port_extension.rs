@@ -388,6 +388,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         with_deps: false,
         own_arch_flags: false,
         skip_missing_submodules: false,
+        run_tests: true,
     };
     let e = format!("{:#}", port_extension::run(&req).unwrap_err());
     assert!(
@@ -605,6 +606,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             with_deps: false,
             own_arch_flags: false,
             skip_missing_submodules: false,
+            run_tests: true,
         }
     };
     let e = format!(
@@ -1123,5 +1125,75 @@ print("ok")
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// The package's own test suite (issue 49): a legacy package with a small pytest suite (pytest
+/// functions, a unittest class with a skipped test, a helper module beside the tests, one test
+/// that wants a GPU) is ported, built, and its tests run against the built wheel: counted, the
+/// GPU test apart when there is no GPU. A test that fails fails the port with its name and first
+/// error; `--no-tests` skips the suite.
+#[test]
+fn the_packages_own_tests_run_against_the_ported_wheel_and_a_failing_one_fails_the_port() {
+    let home = private_home("package-tests");
+    let port = |src: &str, extra: &[&str]| {
+        let mut args = vec!["port-extension", "--src", src, "--arch", "9.0", "--json"];
+        args.extend(extra);
+        let r = xtask(&args, Some(&home));
+        let v: serde_json::Value = serde_json::from_str(&r.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
+        (r, v)
+    };
+    let (r, v) = port(&fixture("legacy-tested"), &[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(v["rewrites"]["at-check"], 2, "{}", v["rewrites"]);
+    let t = &v["tests"];
+    assert_eq!(t["files"], serde_json::json!(["tests/test_ops.py"]), "{t}");
+    let gpu = t["gpu"].as_bool().unwrap();
+    // Four pass anywhere; the GPU test passes only where there is one, and is counted apart here.
+    assert_eq!(t["passed"], if gpu { 5 } else { 4 }, "{t}");
+    assert_eq!(t["needs_gpu"], if gpu { 0 } else { 1 }, "{t}");
+    assert_eq!(
+        (t["skipped"].as_u64(), t["failed"].as_u64()),
+        (Some(1), Some(0)),
+        "{t}"
+    );
+    assert!(
+        r.stderr.contains("archsmith: 4 passed") || gpu,
+        "{}",
+        r.stderr
+    );
+
+    // One wrong expectation in the suite fails the port, naming the test and its error.
+    let tree = tempfile::tempdir().unwrap();
+    let copy = tree.path().join("legacy-tested");
+    let status = Command::new("cp")
+        .args(["-r", &fixture("legacy-tested")])
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let test = copy.join("tests/test_ops.py");
+    let text = std::fs::read_to_string(&test).unwrap();
+    std::fs::write(
+        &test,
+        text.replace("x.double() * 2)", "x.double() * 2 + 1)"),
+    )
+    .unwrap();
+    let src = copy.display().to_string();
+    let (r, v) = port(&src, &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let f = &v["failure"];
+    assert_eq!(f["stage"], "tests", "{v}");
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains("1 failed") && message.contains("test_scale_matches_torch"),
+        "{message}"
+    );
+    assert!(message.contains("--no-tests"), "{message}");
+    // --no-tests: the same tree ports, with no test report.
+    let (r, v) = port(&src, &["--no-tests"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(v.get("tests").is_none(), "{v}");
     let _ = std::fs::remove_dir_all(&home);
 }

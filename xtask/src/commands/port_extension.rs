@@ -52,6 +52,9 @@ pub struct PortExtensionArgs {
     /// copying anything, naming them and the command that fills them.
     #[arg(long)]
     pub skip_missing_submodules: bool,
+    /// Do not run the package's own tests (test_*.py, *_test.py) against the built wheel.
+    #[arg(long)]
+    pub no_tests: bool,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
 }
@@ -98,6 +101,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
         with_deps: args.with_deps,
         own_arch_flags: args.own_arch_flags,
         skip_missing_submodules: args.skip_missing_submodules,
+        run_tests: !args.no_tests,
     };
     let out = match port_extension::run(&req)? {
         Ok(o) => o,

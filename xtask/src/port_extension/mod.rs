@@ -8,6 +8,7 @@
 //! (`<cache>/port/<key>/<name>`, [`steps::port_dir`]), which is a git repository whose one commit is the unported
 //! source, so `git diff` there shows the port.
 
+pub mod package_tests;
 pub mod recipe;
 pub mod steps;
 mod summary;
@@ -61,6 +62,8 @@ pub struct Request {
     pub own_arch_flags: bool,
     /// Port and build a source whose git submodules are empty anyway (build-ext's flag).
     pub skip_missing_submodules: bool,
+    /// Run the package's own test suite against the built wheel (`--no-tests` turns it off).
+    pub run_tests: bool,
 }
 
 /// How a review item was dealt with.
@@ -131,6 +134,9 @@ pub struct Outcome {
     pub jit: Option<build_ext::jit::Outcome>,
     /// The smoke test's own report (`ARCHSMITH_SMOKE` line).
     pub smoke: Option<serde_json::Value>,
+    /// The package's own test suite run against the wheel, where the source ships one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests: Option<package_tests::TestsReport>,
     pub seconds: f64,
 }
 

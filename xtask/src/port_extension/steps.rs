@@ -3,6 +3,7 @@
 //! → [`build`] → [`import_sweep`] → [`smoke_test`]. [`run`] calls them in that order; a dry run
 //! or `--check` stops after [`review`].
 
+use super::package_tests;
 use super::workdir::{Applied, WorkTree};
 use super::{
     fetch, rel, resolve_review, review_items, smoke, sweep_summary, validate, BuildSummary, Item,
@@ -95,6 +96,14 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
     if let Err(f) = smoke_test(&mut job, &env_python, &built.imported)? {
         return Ok(Err(PortFailure::Verify(f)));
     }
+    if req.run_tests {
+        let site = job.base.join("smoke-site");
+        match package_tests::run(&job.wt.root, &env_python, &site, &job.base)? {
+            Some(Ok(report)) => job.out.tests = Some(report),
+            Some(Err(f)) => return Ok(Err(PortFailure::Verify(f))),
+            None => {}
+        }
+    }
     Ok(Ok(finish(job)))
 }
 
@@ -182,6 +191,7 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
         import_sweep: None,
         jit: None,
         smoke: None,
+        tests: None,
         seconds: 0.0,
     };
     Ok(Job {

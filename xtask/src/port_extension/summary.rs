@@ -27,6 +27,17 @@ impl Outcome {
         if let Some(sm) = &o.smoke {
             smoke_rows(sm, &mut t);
         }
+        if let Some(tests) = &o.tests {
+            t.row([
+                "package tests".to_string(),
+                format!(
+                    "{} ({} file(s), {:.0} s)",
+                    tests.summary(),
+                    tests.files.len(),
+                    tests.seconds
+                ),
+            ]);
+        }
         t.row(["time".to_string(), format!("{:.0} s", o.seconds)]);
         let mut s = t.render();
         if !o.changes.is_empty() {

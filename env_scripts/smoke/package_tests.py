@@ -1,0 +1,94 @@
+"""A ported package's own test suite, run against the built wheel: the strongest smoke test there is.
+
+usage: package_tests.py DIR
+
+Runs pytest (which also runs unittest test cases) over the test files copied into DIR, with the
+wheel installed on PYTHONPATH, not the source tree: what is tested is what was built. A test that
+fails only because this host has no GPU (torch not compiled with CUDA, no driver, no device) is
+counted as `needs-gpu`, not as a failure; a test the suite itself skips is `skipped`.
+
+Prints, last, `ARCHSMITH_TESTS {json}`: `passed`, `failed`, `skipped`, `needs_gpu`, `errors`
+(collection errors), `failures` (the first ten: `{test, error}`), `gpu` (whether torch sees one).
+Exit 0 when it ran (the report says how it went); 2 when pytest is missing.
+"""
+
+import json
+import re
+import sys
+
+try:
+    import pytest
+except ImportError:
+    print("ARCHSMITH_TESTS " + json.dumps({"error": "pytest is not installed in this env"}))
+    sys.exit(2)
+
+# What torch and the driver say when a test wants a GPU the host does not have.
+NO_GPU = re.compile(
+    r"Torch not compiled with CUDA enabled"
+    r"|Found no NVIDIA driver"
+    r"|No CUDA GPUs are available"
+    r"|no CUDA-capable device is detected"
+    r"|CUDA driver initialization failed"
+    r"|CUDA driver version is insufficient"
+    r"|Cannot access accelerator device when none is available"
+)
+
+
+def first_error(report):
+    """The exception line of a failure (pytest's `E   ...` lines), else its last line."""
+    text = getattr(report, "longreprtext", "") or str(report.longrepr or "")
+    errors = [l[1:].strip() for l in text.splitlines() if l.startswith("E ")]
+    line = errors[0] if errors else (text.strip().splitlines() or [""])[-1]
+    return line[:300], text
+
+
+class Collect:
+    def __init__(self, gpu):
+        self.gpu = gpu
+        self.counts = {"passed": 0, "failed": 0, "skipped": 0, "needs_gpu": 0, "errors": 0}
+        self.failures = []
+
+    def pytest_runtest_logreport(self, report):
+        # One verdict per test: its call, or its setup when that did not pass.
+        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+            return
+        if report.outcome == "passed":
+            self.counts["passed"] += 1
+        elif report.outcome == "skipped":
+            self.counts["skipped"] += 1
+        else:
+            line, text = first_error(report)
+            if not self.gpu and NO_GPU.search(text):
+                self.counts["needs_gpu"] += 1
+            else:
+                self.counts["failed"] += 1
+                if len(self.failures) < 10:
+                    self.failures.append({"test": report.nodeid, "error": line})
+
+    def pytest_collectreport(self, report):
+        if report.outcome == "failed":
+            self.counts["errors"] += 1
+            line, _ = first_error(report)
+            if len(self.failures) < 10:
+                self.failures.append({"test": report.nodeid or "collection", "error": line})
+
+
+def main():
+    directory = sys.argv[1]
+    try:
+        import torch
+
+        gpu = bool(torch.cuda.is_available())
+    except Exception:
+        gpu = False
+    collect = Collect(gpu)
+    # append: the wheel on PYTHONPATH comes before any copy of the package beside the tests.
+    args = ["-q", "-p", "no:cacheprovider", "--import-mode=append", "--rootdir", directory, directory]
+    code = pytest.main(args, plugins=[collect])
+    report = dict(collect.counts, failures=collect.failures, gpu=gpu, pytest_exit=int(code))
+    print("ARCHSMITH_TESTS " + json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
