@@ -803,22 +803,20 @@ fn printing_goes_through_the_output_macros() {
     assert_eq!(std_print_sites(tmp.path()).len(), 1);
 }
 
-/// The knowledge base is reached one way: its queries through `kb::kb()`, the base compiled into
-/// the binary. A `&KnowledgeBase` travels only inside `kb/` and in `kb_check/`, where a knowledge
-/// base is itself the subject (`kb check` reads a planted copy back against the real artifacts).
-fn knowledge_base_parameters(src: &Path) -> Vec<String> {
-    let re = regex::Regex::new(r"(?:&'\w+\s*|&)(?:crate::kb::)?KnowledgeBase\b").unwrap();
+/// Each line of code (what precedes a `//`) of the files under `src` that `keep` accepts (by their
+/// path relative to `src`) for which `hit` holds, as `FILE:LINE: text`.
+fn code_lines(src: &Path, keep: impl Fn(&str) -> bool, hit: impl Fn(&str) -> bool) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let mut out = Vec::new();
     for f in files {
         let rel = f.strip_prefix(src).unwrap_or(&f).display().to_string();
-        if rel.starts_with("kb/") || rel.starts_with("kb_check/") {
+        if !keep(&rel) {
             continue;
         }
         let text = fs::read_to_string(&f).unwrap();
         for (i, line) in text.lines().enumerate() {
-            if re.is_match(line.split("//").next().unwrap_or("")) {
+            if hit(line.split("//").next().unwrap_or("")) {
                 out.push(format!("{rel}:{}: {}", i + 1, line.trim()));
             }
         }
@@ -826,25 +824,40 @@ fn knowledge_base_parameters(src: &Path) -> Vec<String> {
     out
 }
 
-#[test]
-fn the_knowledge_base_is_reached_one_way() {
-    let sites = knowledge_base_parameters(&src_dir());
-    assert!(
-        sites.is_empty(),
-        "a &KnowledgeBase outside kb/ and kb_check/ (ask crate::kb::kb() instead):\n{}",
-        sites.join("\n")
-    );
+/// A rule's finder holds on the tree (`why` says what to do otherwise) and catches the one
+/// violation planted at the top of `rel` in a copy of it.
+fn holds_and_catches(find: fn(&Path) -> Vec<String>, why: &str, rel: &str, planted: &str) {
+    let sites = find(&src_dir());
+    assert!(sites.is_empty(), "{why}:\n{}", sites.join("\n"));
     let copy = tempfile::tempdir().unwrap();
     copy_tree(&src_dir(), copy.path());
-    plant(
-        copy.path(),
+    plant(copy.path(), rel, planted);
+    let sites = find(copy.path());
+    assert!(
+        sites.len() == 1 && sites[0].starts_with(&format!("{rel}:1:")),
+        "{sites:?}"
+    );
+}
+
+/// The knowledge base is reached one way: its queries through `kb::kb()`, the base compiled into
+/// the binary. A `&KnowledgeBase` travels only inside `kb/` and in `kb_check/`, where a knowledge
+/// base is itself the subject (`kb check` reads a planted copy back against the real artifacts).
+fn knowledge_base_parameters(src: &Path) -> Vec<String> {
+    let re = regex::Regex::new(r"(?:&'\w+\s*|&)(?:crate::kb::)?KnowledgeBase\b").unwrap();
+    code_lines(
+        src,
+        |rel| !rel.starts_with("kb/") && !rel.starts_with("kb_check/"),
+        |code| re.is_match(code),
+    )
+}
+
+#[test]
+fn the_knowledge_base_is_reached_one_way() {
+    holds_and_catches(
+        knowledge_base_parameters,
+        "a &KnowledgeBase outside kb/ and kb_check/ (ask crate::kb::kb() instead)",
         "arch/advice.rs",
         "pub fn planted(kb: &crate::kb::KnowledgeBase) -> usize { kb.gpus.len() }\n",
-    );
-    let sites = knowledge_base_parameters(copy.path());
-    assert!(
-        sites.len() == 1 && sites[0].starts_with("arch/advice.rs:1: pub fn planted"),
-        "{sites:?}"
     );
 }
 
@@ -852,40 +865,19 @@ fn the_knowledge_base_is_reached_one_way() {
 /// beside the report it shows (`DoctorReport::table`, `toolchain::listing_table`), so tests and
 /// other callers render exactly what the CLI prints. A command builds no `Table` of its own.
 fn tables_in_commands(src: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    rust_files(&src.join("commands"), &mut files);
-    let mut out = Vec::new();
-    for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
-        let text = fs::read_to_string(f).unwrap();
-        for (i, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            if code.contains("Table::") || code.contains("Table,") || code.contains("Table}") {
-                let rel = f.strip_prefix(src).unwrap_or(f).display().to_string();
-                out.push(format!("{rel}:{}: {}", i + 1, line.trim()));
-            }
-        }
-    }
-    out
+    code_lines(
+        src,
+        |rel| rel.starts_with("commands/") && !rel.ends_with("tests.rs"),
+        |code| code.contains("Table::") || code.contains("Table,") || code.contains("Table}"),
+    )
 }
 
 #[test]
 fn commands_render_through_the_library() {
-    let sites = tables_in_commands(&src_dir());
-    assert!(
-        sites.is_empty(),
-        "a command renders its own table (give the report a table() in the library):\n{}",
-        sites.join("\n")
-    );
-    let copy = tempfile::tempdir().unwrap();
-    copy_tree(&src_dir(), copy.path());
-    plant(
-        copy.path(),
+    holds_and_catches(
+        tables_in_commands,
+        "a command renders its own table (give the report a table() in the library)",
         "commands/doctor.rs",
         "fn planted() -> String { crate::output::Table::headerless().render() }\n",
-    );
-    let sites = tables_in_commands(copy.path());
-    assert!(
-        sites.len() == 1 && sites[0].starts_with("commands/doctor.rs:1:"),
-        "{sites:?}"
     );
 }

@@ -1131,8 +1131,8 @@ print("ok")
 /// The package's own test suite (issue 49): a legacy package with a small pytest suite (pytest
 /// functions, a unittest class with a skipped test, a helper module beside the tests, one test
 /// that wants a GPU) is ported, built, and its tests run against the built wheel: counted, the
-/// GPU test apart when there is no GPU. A test that fails fails the port with its name and first
-/// error; `--no-tests` skips the suite.
+/// GPU test apart when there is no GPU. A test that fails fails the step with its name and first
+/// error (run again over the same wheel, so no second build); `--no-tests` skips the suite.
 #[test]
 fn the_packages_own_tests_run_against_the_ported_wheel_and_a_failing_one_fails_the_port() {
     let home = private_home("package-tests");
@@ -1164,35 +1164,45 @@ fn the_packages_own_tests_run_against_the_ported_wheel_and_a_failing_one_fails_t
         r.stderr
     );
 
-    // One wrong expectation in the suite fails the port, naming the test and its error.
+    // One wrong expectation in the suite fails the step, naming the test and its error: the
+    // suite run again over the same built wheel (the port's smoke site), no second build.
+    let work_tree = PathBuf::from(v["work_tree"].as_str().unwrap());
+    let site = work_tree.parent().unwrap().join("smoke-site");
     let tree = tempfile::tempdir().unwrap();
-    let copy = tree.path().join("legacy-tested");
     let status = Command::new("cp")
         .args(["-r", &fixture("legacy-tested")])
-        .arg(&copy)
+        .arg(tree.path().join("src"))
         .status()
         .unwrap();
     assert!(status.success());
-    let test = copy.join("tests/test_ops.py");
+    let test = tree.path().join("src/tests/test_ops.py");
     let text = std::fs::read_to_string(&test).unwrap();
     std::fs::write(
         &test,
         text.replace("x.double() * 2)", "x.double() * 2 + 1)"),
     )
     .unwrap();
-    let src = copy.display().to_string();
-    let (r, v) = port(&src, &[]);
-    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    let f = &v["failure"];
-    assert_eq!(f["stage"], "tests", "{v}");
-    let message = f["message"].as_str().unwrap();
+    let python = archsmith::python::ensure_torch_env(&archsmith::kb::kb().releases.newest_torch)
+        .unwrap()
+        .python;
+    let failed = archsmith::port_extension::package_tests::run(
+        &tree.path().join("src"),
+        &python,
+        &site,
+        tree.path(),
+    )
+    .unwrap()
+    .expect("the suite is found")
+    .expect_err("a wrong expectation fails");
+    assert_eq!(failed.stage, "tests");
     assert!(
-        message.contains("1 failed") && message.contains("test_scale_matches_torch"),
-        "{message}"
+        failed.message.contains("1 failed") && failed.message.contains("test_scale_matches_torch"),
+        "{}",
+        failed.message
     );
-    assert!(message.contains("--no-tests"), "{message}");
-    // --no-tests: the same tree ports, with no test report.
-    let (r, v) = port(&src, &["--no-tests"]);
+    assert!(failed.message.contains("--no-tests"), "{}", failed.message);
+    // --no-tests: the port (its build reused) with no test report.
+    let (r, v) = port(&fixture("legacy-tested"), &["--no-tests"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(v.get("tests").is_none(), "{v}");
     let _ = std::fs::remove_dir_all(&home);
