@@ -823,15 +823,8 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
             drop,
             suggest,
         } => {
-            // One item per line: `'-gencode', 'arch=compute_50,code=sm_50'` is one flag to
-            // review, though both of its strings match.
-            let mut last_line = None;
             for t in toks {
                 if t.kind == Kind::Str && regex.is_match(py_content(t.text(text))) {
-                    let line = index.line(t.start);
-                    if last_line.replace(line) == Some(line) {
-                        continue;
-                    }
                     let why = if *drop {
                         format!("{} Not removed: it is not a plain list element.", rule.why)
                     } else {
