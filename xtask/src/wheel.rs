@@ -66,6 +66,12 @@ impl<R: Read + Seek> Wheel<R> {
     }
 }
 
+/// The member part of a file as reports name it (`WHEEL!torch/lib/x.so` gives
+/// `torch/lib/x.so`); any other path unchanged.
+pub fn member_part(shown: &str) -> &str {
+    shown.rsplit_once('!').map_or(shown, |(_, member)| member)
+}
+
 /// One member of `wheel`.
 pub fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>> {
     Wheel::open(wheel)?.read(member)

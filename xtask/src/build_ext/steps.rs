@@ -439,11 +439,6 @@ pub fn check(
 
 /// What the load check says of the built wheel in the env it was built for; a check that cannot
 /// run is a warning, never a failed build.
-/// A wheel member as `WHEEL!member` shortened to the member.
-fn short(path: &str) -> &str {
-    path.rsplit_once('!').map_or(path, |(_, member)| member)
-}
-
 fn load_summary(python: &Path, wheel: &Path, warnings: &mut Vec<String>) -> Option<LoadSummary> {
     match crate::verify::load_check::LoadReport::check(python, &[wheel.to_path_buf()]) {
         Ok(report) => Some(LoadSummary {
@@ -461,7 +456,7 @@ fn load_summary(python: &Path, wheel: &Path, warnings: &mut Vec<String>) -> Opti
                 .filter_map(|m| {
                     Some(format!(
                         "{}: {}",
-                        short(&m.path),
+                        crate::wheel::member_part(&m.path),
                         m.torch_abi.as_ref()?.verdict
                     ))
                 })

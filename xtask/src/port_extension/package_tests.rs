@@ -77,6 +77,13 @@ fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path) -> Result<()> {
     let mut dirs: Vec<&Path> = files.iter().filter_map(|f| f.parent()).collect();
     dirs.sort();
     dirs.dedup();
+    // A directory inside one copied whole (`tests/unit` under `tests`) is already there.
+    let whole: Vec<&Path> = dirs
+        .iter()
+        .copied()
+        .filter(|d| !d.as_os_str().is_empty())
+        .collect();
+    dirs.retain(|d| !whole.iter().any(|w| w != d && d.starts_with(w)));
     for dir in dirs {
         if dir.as_os_str().is_empty() {
             for f in files.iter().filter(|f| f.parent() == Some(dir)) {
@@ -128,9 +135,7 @@ pub fn run(
         .context("installing pytest beside the env to run the package's tests")?;
     let mut path = vec![site.to_path_buf()];
     path.extend(beside.map(|(d, _)| d));
-    let script = crate::data::data_root()
-        .unwrap_or_else(|_| crate::paths::repo_root())
-        .join("env_scripts/smoke/package_tests.py");
+    let script = super::recipe::data_root().join("env_scripts/smoke/package_tests.py");
     crate::errln!(
         "archsmith: the package's tests: {} file(s), against the built wheel",
         files.len()

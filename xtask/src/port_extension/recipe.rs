@@ -7,8 +7,9 @@ use serde::Deserialize;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Where `patches/` is: this repository, or the copy an installed binary carries.
-fn data_root() -> PathBuf {
+/// Where `patches/` and `env_scripts/` are: this repository, or the copy an installed binary
+/// carries.
+pub(crate) fn data_root() -> PathBuf {
     crate::data::data_root().unwrap_or_else(|_| crate::paths::repo_root())
 }
 

@@ -32,6 +32,14 @@ pub struct Job<'r> {
     pub out: Outcome,
 }
 
+impl Job<'_> {
+    /// Where the built wheel is installed for the import sweep, the smoke test and the package's
+    /// own tests.
+    pub fn smoke_site(&self) -> PathBuf {
+        self.base.join("smoke-site")
+    }
+}
+
 /// What [`apply_rules`] leaves for [`review`]: the files and catalogues it ran, and the review
 /// items the rules found before the patches.
 pub struct RulesApplied {
@@ -97,8 +105,7 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         return Ok(Err(PortFailure::Verify(f)));
     }
     if req.run_tests {
-        let site = job.base.join("smoke-site");
-        match package_tests::run(&job.wt.root, &env_python, &site, &job.base)? {
+        match package_tests::run(&job.wt.root, &env_python, &job.smoke_site(), &job.base)? {
             Some(Ok(report)) => job.out.tests = Some(report),
             Some(Err(f)) => return Ok(Err(PortFailure::Verify(f))),
             None => {}
@@ -427,7 +434,7 @@ pub fn import_sweep(
             None
         });
     let extra: Vec<PathBuf> = beside.iter().map(|(dir, _)| dir.clone()).collect();
-    let site = job.base.join("smoke-site");
+    let site = job.smoke_site();
     let sweep =
         build_ext::check::ImportCheck::start(python, &site, &extra)?.run(&built.wheel, true)?;
     crate::errln!("archsmith: {}", sweep_summary(&sweep));
@@ -467,7 +474,7 @@ pub fn smoke_test(
             args.extend(["--module".to_string(), m.clone()]);
         }
     }
-    let site = job.base.join("smoke-site");
+    let site = job.smoke_site();
     Ok(
         smoke(python, &r.smoke_script(), &args, &site)?.map(|report| {
             job.out.smoke = Some(report);

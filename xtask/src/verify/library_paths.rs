@@ -25,11 +25,7 @@ const NAME: &str = "library paths";
 /// Where an audited file lies: a wheel member's path inside the wheel (`WHEEL!torch/lib/x.so`
 /// gives `torch/lib/x.so`), else the path as walked.
 fn location(audit_path: &str) -> PathBuf {
-    PathBuf::from(
-        audit_path
-            .rsplit_once('!')
-            .map_or(audit_path, |(_, member)| member),
-    )
+    PathBuf::from(crate::wheel::member_part(audit_path))
 }
 
 /// `p` with `.` and `..` resolved by name (no file system: wheel members are not files).

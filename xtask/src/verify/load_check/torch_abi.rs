@@ -128,33 +128,26 @@ pub fn read(object: &Object, libs: &[std::sync::Arc<Object>], torch: &str) -> Op
         let exporter = libs
             .iter()
             .find(|l| l.exports(&need.name))
-            .map(|l| l.name().to_string());
-        let Some(class) = classify(&need.name, exporter.as_deref()) else {
+            .map(|l| l.name());
+        let Some(class) = classify(&need.name, exporter) else {
             continue;
         };
+        let missing = exporter.is_none();
         match class {
             SymbolClass::StableShim => {
                 abi.stable_shims += 1;
-                if exporter.is_none() {
+                if missing {
                     abi.missing_shims.push(need.name.to_string());
                 }
+                continue;
             }
-            SymbolClass::UnstableCxx | SymbolClass::TorchPython => {
-                if class == SymbolClass::TorchPython {
-                    abi.torch_python += 1;
-                } else {
-                    abi.unstable_cxx += 1;
-                }
-                if abi.unstable.len() < SHOWN {
-                    let shown = demangle(&need.name).unwrap_or_else(|| need.name.to_string());
-                    let missing = if exporter.is_none() {
-                        " (not in this torch)"
-                    } else {
-                        ""
-                    };
-                    abi.unstable.push(format!("{shown}{missing}"));
-                }
-            }
+            SymbolClass::UnstableCxx => abi.unstable_cxx += 1,
+            SymbolClass::TorchPython => abi.torch_python += 1,
+        }
+        if abi.unstable.len() < SHOWN {
+            let shown = demangle(&need.name).unwrap_or_else(|| need.name.to_string());
+            let note = if missing { " (not in this torch)" } else { "" };
+            abi.unstable.push(format!("{shown}{note}"));
         }
     }
     if abi.stable_shims + abi.unstable_cxx + abi.torch_python == 0 {
