@@ -51,6 +51,7 @@ fn every_rule_passes_its_before_after_tests_and_is_idempotent() {
                 | Action::Remove { .. }
                 | Action::Include { review: false, .. }
                 | Action::PyString { drop: true, .. }
+                | Action::NeedsHeader { .. }
         );
         if changes && !changed_once {
             failures.push(format!("rule `{}`: no test shows a change", rule.id));
@@ -655,4 +656,57 @@ fn removed_torch_testing_helpers_are_rewritten_and_run_on_a_current_torch() {
         "{ported}\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
+}
+
+/// A file that used `std::unique_ptr` after `<random>` and `<set>` (torch-points-kernels'
+/// `neighbors.cpp`) does not compile with this host's g++ — the compiler itself names `<memory>` —
+/// and compiles once `std-memory-header` has run; a second run adds nothing.
+#[test]
+fn a_standard_header_the_host_compiler_no_longer_pulls_in_is_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let legacy = "#include <chrono>\n#include <random>\n#include <set>\n\n\
+                  struct Tree { explicit Tree(int) {} };\n\
+                  int build() {\n  std::unique_ptr<Tree> index(new Tree(3));\n  \
+                  return index ? 1 : 0;\n}\n";
+    let compile = |text: &str| {
+        std::fs::write(dir.path().join("neighbors.cpp"), text).unwrap();
+        std::process::Command::new("c++")
+            .args(["-std=c++17", "-fsyntax-only"])
+            .arg(dir.path().join("neighbors.cpp"))
+            .output()
+            .unwrap()
+    };
+    let before = compile(legacy);
+    assert!(
+        !before.status.success(),
+        "this host's libstdc++ pulls in <memory>"
+    );
+    let said = String::from_utf8_lossy(&before.stderr);
+    assert!(said.contains("<memory>"), "{said}");
+    let rules = builtin().rules.iter().filter(|r| r.id.starts_with("std-"));
+    let out = apply_rules(
+        rules.clone(),
+        archsmith::codemod::Lang::Cpp,
+        legacy.as_bytes(),
+    )
+    .unwrap();
+    let ported = String::from_utf8(out.output.clone()).unwrap();
+    assert_eq!(
+        out.counts.get("std-memory-header"),
+        Some(&1),
+        "{:?}",
+        out.counts
+    );
+    assert!(
+        ported.contains("#include <set>\n#include <memory>\n"),
+        "{ported}"
+    );
+    let after = compile(&ported);
+    assert!(
+        after.status.success(),
+        "{ported}\n{}",
+        String::from_utf8_lossy(&after.stderr)
+    );
+    let again = apply_rules(rules, archsmith::codemod::Lang::Cpp, &out.output).unwrap();
+    assert!(again.counts.is_empty() && again.output == out.output);
 }

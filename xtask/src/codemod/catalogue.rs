@@ -106,6 +106,10 @@ pub enum RuleKind {
     /// A string literal in setup.py whose content matches `regex`: `drop` it from its list, or
     /// `review` it.
     PyString,
+    /// A file that uses a name (`match`) without including the header that declares it
+    /// (`include`) gains the `#include`: code that compiled only because an older standard
+    /// library pulled the header in through another one.
+    NeedsHeader,
 }
 
 #[derive(Debug, Deserialize)]
@@ -117,6 +121,9 @@ struct RuleSpec {
     lang: Lang,
     /// torch release where the old form stopped compiling (or working), or "never".
     broke_in: String,
+    /// What else broke it when torch did not (`"GCC 11 (libstdc++)"`): shown in place of
+    /// `broke_in`, which is then "never".
+    broke_with: Option<String>,
     deprecated_in: Option<String>,
     /// Oldest torch that has the replacement.
     replacement_since: Option<String>,
@@ -197,6 +204,10 @@ pub enum Action {
         drop: bool,
         suggest: String,
     },
+    NeedsHeader {
+        pat: Pattern,
+        header: String,
+    },
 }
 
 /// What a rewrite can do to a hole's text besides copying it.
@@ -239,6 +250,8 @@ pub struct Rule {
     pub kind: RuleKind,
     pub lang: Lang,
     pub broke_in: Option<Version>,
+    /// What broke the old form when torch did not (a compiler, a standard library).
+    pub broke_with: Option<String>,
     pub deprecated_in: Option<Version>,
     pub replacement_since: Option<Version>,
     pub why: String,
@@ -478,6 +491,11 @@ impl Rule {
         } else {
             version_field(origin, id, "broke_in", &Some(r.broke_in.clone()))?
         };
+        if r.broke_with.is_some() && broke_in.is_some() {
+            return Err(err(
+                "`broke_with` needs broke_in = \"never\" (torch did not break it)",
+            ));
+        }
         let lex = r.lang.lexer();
         let pattern = |p: &Option<String>| -> Result<Pattern> {
             let p = p
@@ -564,6 +582,13 @@ impl Rule {
                     suggest: r.suggest.clone().unwrap_or_default(),
                 }
             }
+            RuleKind::NeedsHeader => Action::NeedsHeader {
+                pat: pattern(&r.pattern)?,
+                header: r
+                    .include
+                    .clone()
+                    .ok_or_else(|| err("expected `include = \"HEADER\"`"))?,
+            },
             RuleKind::PyString => {
                 if r.lang != Lang::Python {
                     return Err(err("py-string rules need lang = \"python\""));
@@ -590,7 +615,8 @@ impl Rule {
             let pat = match &action {
                 Action::Rewrite { pat, .. }
                 | Action::Remove { pat, .. }
-                | Action::Review { pat, .. } => pat,
+                | Action::Review { pat, .. }
+                | Action::NeedsHeader { pat, .. } => pat,
                 _ => return Err(err("`where` applies only to pattern rules")),
             };
             if !pat.holes().any(|h| h == hole) {
@@ -606,6 +632,7 @@ impl Rule {
             kind: r.kind,
             lang: r.lang,
             broke_in,
+            broke_with: r.broke_with.clone(),
             deprecated_in: version_field(origin, id, "deprecated_in", &r.deprecated_in)?,
             replacement_since: version_field(
                 origin,
@@ -672,7 +699,9 @@ impl Catalogue {
             t.row([
                 r.id.to_string(),
                 kind_name(r.kind),
-                v(&r.broke_in).unwrap_or_else(|| "never (warns)".into()),
+                v(&r.broke_in)
+                    .or_else(|| r.broke_with.clone())
+                    .unwrap_or_else(|| "never (warns)".into()),
                 v(&r.replacement_since).unwrap_or_else(|| "-".into()),
             ]);
         }

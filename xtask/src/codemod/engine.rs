@@ -112,6 +112,16 @@ pub fn apply_rules<'r>(
         if !rule.applies_to(src) {
             continue;
         }
+        if let Action::NeedsHeader { pat, header } = &rule.action {
+            if lang == Lang::Cpp && uses_name(rule, pat, &text, lex, suppressing)? {
+                if let Some(t) = ensure_include(&text, header) {
+                    trace.changed(&text, &t);
+                    text = t;
+                    *counts.entry(rule.id.clone()).or_default() += 1;
+                }
+            }
+            continue;
+        }
         // A rule's output may expose another match of the same rule (nested calls); a few rounds
         // reach the fixed point. Rules are tested to be idempotent, so this never loops.
         for _round in 0..8 {
@@ -446,6 +456,29 @@ fn change_edits(rule: &Rule, text: &[u8], toks: &[Token]) -> Result<Vec<Edit>> {
         _ => {}
     }
     Ok(edits)
+}
+
+/// Whether a `needs-header` rule's name is used in code (never in a comment or literal, nor on a
+/// line that suppresses the rule).
+fn uses_name(
+    rule: &Rule,
+    pat: &Pattern,
+    text: &[u8],
+    lex: fn(&[u8]) -> Vec<Token>,
+    suppressing: bool,
+) -> Result<bool> {
+    let toks = lex(text);
+    let m = Matcher::new(text, &toks);
+    let mut at: Vec<usize> = pattern_matches(rule, pat, &m)
+        .iter()
+        .map(|(a, _, _)| toks[*a].start)
+        .collect();
+    if suppressing {
+        let kept_off = Suppressions::read(text, &toks);
+        let lines = crate::lint::LineIndex::new(text);
+        at.retain(|s| !kept_off.covers(lines.line(*s), &rule.id));
+    }
+    Ok(!at.is_empty())
 }
 
 /// Narrows the replacement of `span` (tokens `orig`) by `rep` to the tokens that differ, so
@@ -834,7 +867,7 @@ fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewIt
                 }
             }
         }
-        Action::Rewrite { .. } | Action::Include { .. } => {}
+        Action::Rewrite { .. } | Action::Include { .. } | Action::NeedsHeader { .. } => {}
     }
     Ok(())
 }
