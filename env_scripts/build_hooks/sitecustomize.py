@@ -196,10 +196,45 @@ def _patch_cpp_extension(module):
             except Exception:
                 return
             self.use_ninja = True
+            self._archsmith_forced_ninja = True
             _say("ninja turned back on (the package set use_ninja=False)")
 
+    build_extensions = cls.build_extensions
+
+    def build_extensions_from_any_directory(self):
+        # ninja compiles from build/temp.*, not from the package's directory as distutils did:
+        # a relative include directory ("cuda/include") that the package's own build found
+        # would no longer be found, so they are made absolute first (against setup.py's
+        # directory, the working directory setuptools runs in).
+        if getattr(self, "_archsmith_forced_ninja", False):
+            for ext in self.extensions:
+                ext.include_dirs = [_absolute(d) for d in ext.include_dirs]
+                args = ext.extra_compile_args
+                if isinstance(args, dict):
+                    ext.extra_compile_args = {k: _absolute_includes(v) for k, v in args.items()}
+                elif isinstance(args, list):
+                    ext.extra_compile_args = _absolute_includes(args)
+        return build_extensions(self)
+
     cls.__init__ = __init__
+    cls.build_extensions = build_extensions_from_any_directory
     cls._archsmith_ninja = True
+
+
+def _absolute(path):
+    return path if os.path.isabs(path) else os.path.abspath(path)
+
+
+def _absolute_includes(args):
+    """`-Irel` and `-I rel` made absolute; every other flag as it was."""
+    out = []
+    for i, a in enumerate(args):
+        if a.startswith("-I") and len(a) > 2:
+            a = "-I" + _absolute(a[2:])
+        elif i > 0 and args[i - 1] == "-I":
+            a = _absolute(a)
+        out.append(a)
+    return out
 
 
 class _Finder(importlib.abc.MetaPathFinder):
