@@ -198,7 +198,7 @@ fn the_smoke_test_fails_on_wrong_results_and_reports_real_numbers() {
         std::fs::write(dir.path().join(format!("{module}.py")), code).unwrap();
         let args: Vec<String> = vec!["--module".into(), module, "--roi-align-aligned-arg".into()];
         // Ok(Err(_)): the smoke test ran and reported a failure (not a failure to run it).
-        port_extension::smoke(&env.python, &script, &args, dir.path()).unwrap()
+        port_extension::smoke(&env.python, &script, &args, dir.path(), &[]).unwrap()
     };
     let ok = smoke("exact").unwrap();
     assert_eq!(ok["cpu"]["nms"]["mismatches"], 0);
@@ -238,7 +238,7 @@ fn the_generic_smoke_test_calls_typed_functions_and_contains_a_crash() {
         "typed",
         "import torch\n\ndef rows(x, k):\n    \"\"\"rows(arg0: torch.Tensor, arg1: int) -> torch.Tensor\"\"\"\n    if x.dim() != 4:\n        raise RuntimeError('rows: expected NCHW')\n    return x[:, :k]\n\ndef picky(x):\n    \"\"\"picky(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    raise ValueError('needs boxes of shape Nx5')\n\ndef untyped(a, b):\n    return a\n",
     );
-    let r = port_extension::smoke(&env.python, &script, &ok, dir.path())
+    let r = port_extension::smoke(&env.python, &script, &ok, dir.path(), &[])
         .unwrap()
         .unwrap();
     let calls = r["modules"]["typed"]["calls"].as_array().unwrap().clone();
@@ -269,7 +269,7 @@ fn the_generic_smoke_test_calls_typed_functions_and_contains_a_crash() {
     );
     // A crash on a guessed shape is contained in its own process and reported with its signal;
     // the module's other functions still run, and the smoke test does not fail on it.
-    let r = port_extension::smoke(&env.python, &script, &crash, dir.path())
+    let r = port_extension::smoke(&env.python, &script, &crash, dir.path(), &[])
         .unwrap()
         .unwrap();
     let calls = r["modules"]["crashy"]["calls"].as_array().unwrap().clone();
@@ -287,7 +287,7 @@ fn the_generic_smoke_test_calls_typed_functions_and_contains_a_crash() {
         "ops_cuda",
         "import ctypes\n\ndef boom(x):\n    \"\"\"boom(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    return ctypes.string_at(0)\n",
     );
-    let r = port_extension::smoke(&env.python, &script, &cuda, dir.path())
+    let r = port_extension::smoke(&env.python, &script, &cuda, dir.path(), &[])
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -297,7 +297,7 @@ fn the_generic_smoke_test_calls_typed_functions_and_contains_a_crash() {
     let broken = module("broken", "import no_such_module_anywhere\n");
     let e = format!(
         "{:#}",
-        port_extension::smoke(&env.python, &script, &broken, dir.path())
+        port_extension::smoke(&env.python, &script, &broken, dir.path(), &[])
             .unwrap()
             .unwrap_err()
     );
@@ -1132,7 +1132,9 @@ print("ok")
 /// functions, a unittest class with a skipped test, a helper module beside the tests, one test
 /// that wants a GPU) is ported, built, and its tests run against the built wheel: counted, the
 /// GPU test apart when there is no GPU. A test that fails fails the step with its name and first
-/// error (run again over the same wheel, so no second build); `--no-tests` skips the suite.
+/// error (run again over the same wheel, so no second build); `--no-tests` skips the suite. The
+/// package imports a declared requirement the env lacks (`six`): the port installs it beside the
+/// env, and the smoke test and the suite import the package with it.
 #[test]
 fn the_packages_own_tests_run_against_the_ported_wheel_and_a_failing_one_fails_the_port() {
     let home = private_home("package-tests");
@@ -1185,10 +1187,18 @@ fn the_packages_own_tests_run_against_the_ported_wheel_and_a_failing_one_fails_t
     let python = archsmith::python::ensure_torch_env(&archsmith::kb::kb().releases.newest_torch)
         .unwrap()
         .python;
+    // The package imports `six`, a declared requirement the env lacks, as the port found.
+    let six: pep508_rs::Requirement = "six".parse().unwrap();
+    let beside: Vec<PathBuf> = archsmith::python::requirements::install_beside(&python, &[six])
+        .unwrap()
+        .map(|(dir, _)| dir)
+        .into_iter()
+        .collect();
     let failed = archsmith::port_extension::package_tests::run(
         &tree.path().join("src"),
         &python,
         &site,
+        &beside,
         tree.path(),
     )
     .unwrap()

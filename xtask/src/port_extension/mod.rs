@@ -511,19 +511,23 @@ fn resolve_review(
     rows
 }
 
-/// Runs the smoke script with the unpacked wheel first on PYTHONPATH; returns its report, or the
+/// Runs the smoke script with the unpacked wheel first on PYTHONPATH, then `beside` (the
+/// wheel's requirements the import sweep installed beside the env); returns its report, or the
 /// failure it reported (`Ok(Err(_))`).
 pub fn smoke(
     python: &Path,
     script: &Path,
     args: &[String],
     site: &Path,
+    beside: &[PathBuf],
 ) -> Result<Result<serde_json::Value, VerifyFailure>> {
     let t = Instant::now();
+    let path =
+        std::env::join_paths(std::iter::once(site).chain(beside.iter().map(PathBuf::as_path)))?;
     let out = Cmd::new(python)
         .arg(script)
         .args(args)
-        .env("PYTHONPATH", site)
+        .env("PYTHONPATH", path)
         .env_remove("CUDA_HOME")
         .env_remove("CUDA_PATH")
         .env_remove("LD_LIBRARY_PATH")

@@ -121,6 +121,7 @@ pub fn run(
     root: &Path,
     python: &Path,
     site: &Path,
+    beside: &[PathBuf],
     scratch: &Path,
 ) -> Result<Option<std::result::Result<TestsReport, VerifyFailure>>> {
     let files = find(root);
@@ -131,10 +132,11 @@ pub fn run(
     let dir = scratch.join("package-tests");
     copy_tests(root, &files, &dir)?;
     let pytest: pep508_rs::Requirement = "pytest".parse().context("parsing `pytest`")?;
-    let beside = crate::python::requirements::install_beside(python, &[pytest])
+    let pytest_dir = crate::python::requirements::install_beside(python, &[pytest])
         .context("installing pytest beside the env to run the package's tests")?;
     let mut path = vec![site.to_path_buf()];
-    path.extend(beside.map(|(d, _)| d));
+    path.extend(beside.iter().cloned());
+    path.extend(pytest_dir.map(|(d, _)| d));
     let script = super::recipe::data_root().join("env_scripts/smoke/package_tests.py");
     crate::errln!(
         "archsmith: the package's tests: {} file(s), against the built wheel",

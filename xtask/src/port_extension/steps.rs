@@ -30,6 +30,9 @@ pub struct Job<'r> {
     pub wt: WorkTree,
     _lock: crate::cache::Lock,
     pub out: Outcome,
+    /// Directories of the wheel's requirements installed beside the env for the import sweep:
+    /// on the smoke test's and the package tests' path too.
+    pub beside: Vec<PathBuf>,
 }
 
 impl Job<'_> {
@@ -105,7 +108,8 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         return Ok(Err(PortFailure::Verify(f)));
     }
     if req.run_tests {
-        match package_tests::run(&job.wt.root, &env_python, &job.smoke_site(), &job.base)? {
+        let site = job.smoke_site();
+        match package_tests::run(&job.wt.root, &env_python, &site, &job.beside, &job.base)? {
             Some(Ok(report)) => job.out.tests = Some(report),
             Some(Err(f)) => return Ok(Err(PortFailure::Verify(f))),
             None => {}
@@ -208,6 +212,7 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
         wt,
         _lock: lock,
         out,
+        beside: Vec::new(),
     })
 }
 
@@ -433,10 +438,10 @@ pub fn import_sweep(
             );
             None
         });
-    let extra: Vec<PathBuf> = beside.iter().map(|(dir, _)| dir.clone()).collect();
+    job.beside = beside.iter().map(|(dir, _)| dir.clone()).collect();
     let site = job.smoke_site();
-    let sweep =
-        build_ext::check::ImportCheck::start(python, &site, &extra)?.run(&built.wheel, true)?;
+    let sweep = build_ext::check::ImportCheck::start(python, &site, &job.beside)?
+        .run(&built.wheel, true)?;
     crate::errln!("archsmith: {}", sweep_summary(&sweep));
     let removed: Vec<String> = sweep
         .failures
@@ -476,7 +481,7 @@ pub fn smoke_test(
     }
     let site = job.smoke_site();
     Ok(
-        smoke(python, &r.smoke_script(), &args, &site)?.map(|report| {
+        smoke(python, &r.smoke_script(), &args, &site, &job.beside)?.map(|report| {
             job.out.smoke = Some(report);
         }),
     )
