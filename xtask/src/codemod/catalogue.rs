@@ -554,34 +554,7 @@ impl Rule {
                 check_template(&pat, &suggest, false).map_err(|e| err(&e))?;
                 Action::Review { pat, suggest }
             }
-            RuleKind::Include => {
-                let h = r.header.clone().ok_or_else(|| err("expected `header`"))?;
-                let (header, glob) = match h.strip_suffix('*') {
-                    Some(p) => (p.to_string(), true),
-                    None => (h, false),
-                };
-                let review = match r.action.as_deref() {
-                    None | Some("rewrite") => false,
-                    Some("review") => true,
-                    Some(a) => {
-                        return Err(err(&format!(
-                            "action = {a:?}: expected \"rewrite\" or \"review\""
-                        )))
-                    }
-                };
-                if glob && !review {
-                    return Err(err(
-                        "a header glob can only be reviewed (action = \"review\")",
-                    ));
-                }
-                Action::Include {
-                    header,
-                    glob,
-                    to: r.to.clone(),
-                    review,
-                    suggest: r.suggest.clone().unwrap_or_default(),
-                }
-            }
+            RuleKind::Include => include_action(&r, &err)?,
             RuleKind::NeedsHeader => Action::NeedsHeader {
                 pat: pattern(&r.pattern)?,
                 header: r
@@ -589,23 +562,7 @@ impl Rule {
                     .clone()
                     .ok_or_else(|| err("expected `include = \"HEADER\"`"))?,
             },
-            RuleKind::PyString => {
-                if r.lang != Lang::Python {
-                    return Err(err("py-string rules need lang = \"python\""));
-                }
-                let re = r.regex.as_deref().ok_or_else(|| err("expected `regex`"))?;
-                let regex = Regex::new(re).map_err(|e| err(&format!("bad regex: {e}")))?;
-                let drop = match r.action.as_deref() {
-                    Some("drop") => true,
-                    Some("review") => false,
-                    _ => return Err(err("expected action = \"drop\" or \"review\"")),
-                };
-                Action::PyString {
-                    regex,
-                    drop,
-                    suggest: r.suggest.clone().unwrap_or_default(),
-                }
-            }
+            RuleKind::PyString => py_string_action(&r, &err)?,
         };
         if r.secondary && r.kind != RuleKind::Review {
             return Err(err("`secondary` applies only to review rules"));
@@ -667,6 +624,55 @@ impl Rule {
             tests: r.test,
         })
     }
+}
+
+/// An `include` rule's action: swap or drop a header, or report it.
+fn include_action(r: &RuleSpec, err: &dyn Fn(&str) -> anyhow::Error) -> Result<Action> {
+    let h = r.header.clone().ok_or_else(|| err("expected `header`"))?;
+    let (header, glob) = match h.strip_suffix('*') {
+        Some(p) => (p.to_string(), true),
+        None => (h, false),
+    };
+    let review = match r.action.as_deref() {
+        None | Some("rewrite") => false,
+        Some("review") => true,
+        Some(a) => {
+            return Err(err(&format!(
+                "action = {a:?}: expected \"rewrite\" or \"review\""
+            )))
+        }
+    };
+    if glob && !review {
+        return Err(err(
+            "a header glob can only be reviewed (action = \"review\")",
+        ));
+    }
+    Ok(Action::Include {
+        header,
+        glob,
+        to: r.to.clone(),
+        review,
+        suggest: r.suggest.clone().unwrap_or_default(),
+    })
+}
+
+/// A `py-string` rule's action: drop the matching string from its list, or report it.
+fn py_string_action(r: &RuleSpec, err: &dyn Fn(&str) -> anyhow::Error) -> Result<Action> {
+    if r.lang != Lang::Python {
+        return Err(err("py-string rules need lang = \"python\""));
+    }
+    let re = r.regex.as_deref().ok_or_else(|| err("expected `regex`"))?;
+    let regex = Regex::new(re).map_err(|e| err(&format!("bad regex: {e}")))?;
+    let drop = match r.action.as_deref() {
+        Some("drop") => true,
+        Some("review") => false,
+        _ => return Err(err("expected action = \"drop\" or \"review\"")),
+    };
+    Ok(Action::PyString {
+        regex,
+        drop,
+        suggest: r.suggest.clone().unwrap_or_default(),
+    })
 }
 
 /// Every `$NAME` in `template` must be a hole of `pat`; with `once`, used at most once.

@@ -101,68 +101,36 @@ pub fn apply_rules<'r>(
     src: &[u8],
 ) -> Result<Outcome> {
     let lex = lang.lexer();
-    let mut text = src.to_vec();
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    let mut includes: Vec<String> = Vec::new();
-    let mut bundles: Vec<String> = Vec::new();
-    let mut trace = super::trace::Trace::default();
     // Comments are never rewritten: a file without a suppression comment never gains one.
     let suppressing = Suppressions::any_in(src);
-    for rule in rules.clone() {
-        if !rule.applies_to(src) {
-            continue;
-        }
-        if let Action::NeedsHeader { pat, header } = &rule.action {
-            if lang == Lang::Cpp && uses_name(rule, pat, &text, lex, suppressing)? {
-                if let Some(t) = ensure_include(&text, header) {
-                    trace.changed(&text, &t);
-                    text = t;
-                    *counts.entry(rule.id.clone()).or_default() += 1;
-                }
+    let mut p = Changes {
+        text: src.to_vec(),
+        counts: BTreeMap::new(),
+        includes: Vec::new(),
+        bundles: Vec::new(),
+        trace: super::trace::Trace::default(),
+        lex,
+        suppressing,
+    };
+    for rule in rules.clone().filter(|r| r.applies_to(src)) {
+        match &rule.action {
+            Action::NeedsHeader { pat, header } if lang == Lang::Cpp => {
+                p.add_needed_header(rule, pat, header)?
             }
-            continue;
-        }
-        // A rule's output may expose another match of the same rule (nested calls); a few rounds
-        // reach the fixed point. Rules are tested to be idempotent, so this never loops.
-        for _round in 0..8 {
-            let toks = lex(&text);
-            let mut edits = change_edits(rule, &text, &toks)?;
-            edits.retain(|(s, e, rep)| keeps_boundaries(&text, *s, *e, rep));
-            if suppressing {
-                let kept_off = Suppressions::read(&text, &toks);
-                let lines = crate::lint::LineIndex::new(&text);
-                edits.retain(|(s, _, _)| !kept_off.covers(lines.line(*s), &rule.id));
-            }
-            if edits.is_empty() {
-                break;
-            }
-            trace.rewrites(&rule.id, &text, &edits);
-            *counts.entry(rule.id.clone()).or_default() += edits.len();
-            if let Action::Rewrite {
-                include: Some(h), ..
-            } = &rule.action
-            {
-                if !includes.contains(h) {
-                    includes.push(h.clone());
-                }
-            }
-            if let Some(b) = &rule.bundle {
-                if !bundles.contains(b) {
-                    bundles.push(b.clone());
-                }
-            }
-            text = splice(&text, edits);
+            Action::NeedsHeader { .. } => {}
+            _ => p.rewrite(rule)?,
         }
     }
     if lang == Lang::Cpp {
-        for h in &includes {
-            if let Some(t) = ensure_include_as(&text, h, bundles.contains(h)) {
-                trace.changed(&text, &t);
-                text = t;
-                *counts.entry(ADD_INCLUDE.to_string()).or_default() += 1;
-            }
-        }
+        p.add_includes();
     }
+    let Changes {
+        text,
+        counts,
+        bundles,
+        trace,
+        ..
+    } = p;
     let toks = lex(&text);
     let mut review = Vec::new();
     for rule in rules.clone() {
@@ -195,6 +163,80 @@ pub fn apply_rules<'r>(
         bundles,
         trace,
     })
+}
+
+/// Phase 1's text as the rules change it, and what it has done so far.
+struct Changes {
+    text: Vec<u8>,
+    counts: BTreeMap<String, usize>,
+    /// Headers the rewrites that fired need (added once, at the end).
+    includes: Vec<String>,
+    bundles: Vec<String>,
+    trace: super::trace::Trace,
+    lex: fn(&[u8]) -> Vec<Token>,
+    suppressing: bool,
+}
+
+impl Changes {
+    /// One rewrite/remove/include rule to its fixed point: a rule's output may expose another
+    /// match of the same rule (nested calls); a few rounds reach it. Rules are tested to be
+    /// idempotent, so this never loops.
+    fn rewrite(&mut self, rule: &Rule) -> Result<()> {
+        for _round in 0..8 {
+            let toks = (self.lex)(&self.text);
+            let mut edits = change_edits(rule, &self.text, &toks)?;
+            edits.retain(|(s, e, rep)| keeps_boundaries(&self.text, *s, *e, rep));
+            if self.suppressing {
+                let kept_off = Suppressions::read(&self.text, &toks);
+                let lines = crate::lint::LineIndex::new(&self.text);
+                edits.retain(|(s, _, _)| !kept_off.covers(lines.line(*s), &rule.id));
+            }
+            if edits.is_empty() {
+                break;
+            }
+            self.trace.rewrites(&rule.id, &self.text, &edits);
+            *self.counts.entry(rule.id.clone()).or_default() += edits.len();
+            if let Action::Rewrite {
+                include: Some(h), ..
+            } = &rule.action
+            {
+                if !self.includes.contains(h) {
+                    self.includes.push(h.clone());
+                }
+            }
+            if let Some(b) = &rule.bundle {
+                if !self.bundles.contains(b) {
+                    self.bundles.push(b.clone());
+                }
+            }
+            self.text = splice(&self.text, edits);
+        }
+        Ok(())
+    }
+
+    /// A `needs-header` rule: the header added when the name is used in code and the file does
+    /// not include it itself.
+    fn add_needed_header(&mut self, rule: &Rule, pat: &Pattern, header: &str) -> Result<()> {
+        if uses_name(rule, pat, &self.text, self.lex, self.suppressing)? {
+            if let Some(t) = ensure_include(&self.text, header) {
+                self.trace.changed(&self.text, &t);
+                self.text = t;
+                *self.counts.entry(rule.id.clone()).or_default() += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The headers the rewrites that fired need, each once (a bundled one as `"NAME"`).
+    fn add_includes(&mut self) {
+        for h in &self.includes {
+            if let Some(t) = ensure_include_as(&self.text, h, self.bundles.contains(h)) {
+                self.trace.changed(&self.text, &t);
+                self.text = t;
+                *self.counts.entry(ADD_INCLUDE.to_string()).or_default() += 1;
+            }
+        }
+    }
 }
 
 /// Whether replacing `[s, e)` by `rep` keeps every token boundary it touches: an edit must not
