@@ -201,6 +201,68 @@ impl Pypi {
         wheel.read(name).map(Some)
     }
 
+    /// The member names of a wheel, read from its zip directory by range.
+    pub fn wheel_names(&self, file: &IndexFile) -> Result<Vec<String>> {
+        Ok(self.open_wheel(file)?.names().map(str::to_string).collect())
+    }
+
+    /// One member of a wheel inflated into `dest` from a single ranged download, never held in
+    /// memory (torch's libraries are hundreds of MB), its size and CRC-32 checked against the zip
+    /// directory and written through a temporary name; false when the wheel has no such member.
+    pub fn member_to_file(
+        &self,
+        file: &IndexFile,
+        name: &str,
+        dest: &std::path::Path,
+    ) -> Result<bool> {
+        let Some(span) = self.open_wheel(file)?.span(name)? else {
+            return Ok(false);
+        };
+        let dir = dest
+            .parent()
+            .ok_or_else(|| anyhow!("{} has no parent directory", dest.display()))?;
+        fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .with_context(|| format!("creating a file in {}", dir.display()))?;
+        let mut written = Checked::default();
+        if span.compressed_size > 0 {
+            let range = (span.data_start, span.data_start + span.compressed_size - 1);
+            let body = self
+                .call(&file.url, Some(range), None)?
+                .into_body()
+                .into_reader();
+            let mut inflated: Box<dyn Read> = match span.deflated {
+                true => Box::new(flate2::read::DeflateDecoder::new(body)),
+                false => Box::new(body),
+            };
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = inflated
+                    .read(&mut buf)
+                    .with_context(|| format!("inflating {name} from {}", file.url))?;
+                if n == 0 {
+                    break;
+                }
+                written.update(&buf[..n]);
+                std::io::Write::write_all(&mut tmp, &buf[..n])
+                    .with_context(|| format!("writing {}", tmp.path().display()))?;
+            }
+        }
+        if written.size != span.size || written.crc.clone().finalize() != span.crc32 {
+            bail!(
+                "{name} from {} inflated to {} bytes with CRC-32 {:08x}; its zip directory says {} bytes, {:08x}",
+                file.url,
+                written.size,
+                written.crc.finalize(),
+                span.size,
+                span.crc32
+            );
+        }
+        tmp.persist(dest)
+            .with_context(|| format!("writing {}", dest.display()))?;
+        Ok(true)
+    }
+
     fn open_wheel(&self, file: &IndexFile) -> Result<crate::wheel::Wheel<RangeReader<'_>>> {
         let reader = RangeReader {
             pypi: self,
@@ -215,6 +277,21 @@ impl Pypi {
     /// GET `url` (the bytes of `range` when given), whole body; a status other than 200/206 is an
     /// error naming the URL.
     fn get(&self, url: &str, range: Option<(u64, u64)>, accept: Option<&str>) -> Result<Vec<u8>> {
+        let mut resp = self.call(url, range, accept)?;
+        resp.body_mut()
+            .with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .with_context(|| format!("reading the answer of {url}"))
+    }
+
+    /// The response to GET `url` (of `range` when given), its body unread.
+    fn call(
+        &self,
+        url: &str,
+        range: Option<(u64, u64)>,
+        accept: Option<&str>,
+    ) -> Result<ureq::http::Response<ureq::Body>> {
         crate::offline::require(
             url,
             "Give a local file or directory instead of a PyPI release",
@@ -226,7 +303,7 @@ impl Pypi {
         if let Some((start, end)) = range {
             req = req.header("Range", format!("bytes={start}-{end}"));
         }
-        let mut resp = req.call().map_err(|e| {
+        let resp = req.call().map_err(|e| {
             anyhow!("could not reach {url}: {e}; archsmith reads PyPI directly here (check the network, HTTPS_PROXY and the system's certificate store)")
         })?;
         let status = resp.status().as_u16();
@@ -234,17 +311,71 @@ impl Pypi {
         if status != wanted {
             bail!("{url} answered HTTP {status} (expected {wanted})");
         }
-        resp.body_mut()
-            .with_config()
-            .limit(MAX_BODY)
-            .read_to_vec()
-            .with_context(|| format!("reading the answer of {url}"))
+        Ok(resp)
     }
 }
 
 impl Default for Pypi {
     fn default() -> Self {
         Pypi::new()
+    }
+}
+
+/// The Linux x86_64 wheel of torch `version` for the newest CPython it publishes: any would do
+/// for what is read from it (headers, Python sources, the libraries' facts), each holds the same.
+pub fn linux_wheel<'f>(
+    files: &'f [IndexFile],
+    version: &crate::version::Version,
+) -> Option<&'f IndexFile> {
+    let version = version.to_string();
+    let linux: Vec<&IndexFile> = files
+        .iter()
+        .filter(|f| f.wheel_version() == Some(version.as_str()) && is_linux_x86_64(f))
+        .collect();
+    let (_, py_max) = python_range(&linux)?;
+    linux
+        .into_iter()
+        .find(|f| cpython_minor(f).is_some_and(|m| m == py_max))
+}
+
+/// A wheel for Linux on x86_64 (`manylinux1_x86_64`, `manylinux_2_28_x86_64`, …).
+pub fn is_linux_x86_64(f: &IndexFile) -> bool {
+    f.wheel_tags().is_some_and(|(_, _, plat)| {
+        plat.split('.')
+            .any(|p| p.contains("linux") && p.ends_with("x86_64"))
+    })
+}
+
+/// `3.12` for a `cp312-cp312` wheel; None for free-threaded (`cp313t`) and non-CPython tags.
+pub fn cpython_minor(f: &IndexFile) -> Option<crate::version::Version> {
+    let (py, abi, _) = f.wheel_tags()?;
+    let digits = py.strip_prefix("cp")?;
+    if abi.ends_with('t') || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() < 2 {
+        return None;
+    }
+    format!("{}.{}", &digits[..1], &digits[1..]).parse().ok()
+}
+
+/// The lowest and highest CPython minor among `files`.
+pub fn python_range(
+    files: &[&IndexFile],
+) -> Option<(crate::version::Version, crate::version::Version)> {
+    let minors: Vec<crate::version::Version> =
+        files.iter().filter_map(|f| cpython_minor(f)).collect();
+    Some((minors.iter().min()?.clone(), minors.iter().max()?.clone()))
+}
+
+/// The size and CRC-32 of the bytes written so far.
+#[derive(Default)]
+struct Checked {
+    size: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl Checked {
+    fn update(&mut self, bytes: &[u8]) {
+        self.size += bytes.len() as u64;
+        self.crc.update(bytes);
     }
 }
 
@@ -336,6 +467,38 @@ impl Seek for RangeReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpython_tags() {
+        let f = |name: &str| IndexFile {
+            filename: name.into(),
+            url: String::new(),
+            size: 0,
+            upload_time: None,
+            yanked: serde_json::Value::Bool(false),
+            core_metadata: serde_json::Value::Null,
+            hashes: Default::default(),
+        };
+        assert_eq!(
+            cpython_minor(&f("torch-2.6.0-cp312-cp312-manylinux1_x86_64.whl"))
+                .unwrap()
+                .to_string(),
+            "3.12"
+        );
+        assert_eq!(
+            cpython_minor(&f("torch-2.6.0-cp313-cp313t-manylinux1_x86_64.whl")),
+            None
+        );
+        assert!(is_linux_x86_64(&f(
+            "torch-2.9.0-cp310-cp310-manylinux_2_28_x86_64.whl"
+        )));
+        assert!(!is_linux_x86_64(&f(
+            "torch-2.9.0-cp310-cp310-manylinux_2_28_aarch64.whl"
+        )));
+        assert!(!is_linux_x86_64(&f(
+            "torch-2.9.0-cp310-none-macosx_11_0_arm64.whl"
+        )));
+    }
 
     #[test]
     fn project_names_take_pep_503_s_normal_form() {

@@ -58,12 +58,53 @@ impl<R: Read + Seek> Wheel<R> {
         Ok(buf)
     }
 
+    /// Where `member`'s bytes lie in the archive (None when the wheel has no such member): what
+    /// reading it without the archive needs, as one ranged download of a remote wheel does.
+    pub fn span(&mut self, member: &str) -> Result<Option<MemberSpan>> {
+        let Some(index) = self.zip.index_for_name(member) else {
+            return Ok(None);
+        };
+        let name = &self.name;
+        let entry = self
+            .zip
+            .by_index_raw(index)
+            .with_context(|| format!("reading the header of {member} in {name}"))?;
+        let deflated = match entry.compression() {
+            zip::CompressionMethod::Stored => false,
+            zip::CompressionMethod::Deflated => true,
+            other => anyhow::bail!("{member} in {name} is compressed with {other:?}, which archsmith does not read (wheels use deflate)"),
+        };
+        let data_start = entry
+            .data_start()
+            .with_context(|| format!("{member} in {name}: no data offset after its header"))?;
+        Ok(Some(MemberSpan {
+            data_start,
+            compressed_size: entry.compressed_size(),
+            size: entry.size(),
+            crc32: entry.crc32(),
+            deflated,
+        }))
+    }
+
     /// Unpacks every member under `dir` (the zip crate refuses members that would land outside it).
     pub fn extract_all(&mut self, dir: &Path) -> Result<()> {
         self.zip
             .extract(dir)
             .with_context(|| format!("unpacking {} into {}", self.name, dir.display()))
     }
+}
+
+/// Where one member's bytes lie in its archive, and how to check them once read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberSpan {
+    /// Offset of the member's (compressed) data in the archive.
+    pub data_start: u64,
+    pub compressed_size: u64,
+    /// Size once inflated.
+    pub size: u64,
+    pub crc32: u32,
+    /// Raw deflate (else stored).
+    pub deflated: bool,
 }
 
 /// The member part of a file as reports name it (`WHEEL!torch/lib/x.so` gives

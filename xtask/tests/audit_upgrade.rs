@@ -125,7 +125,7 @@ fn the_change_table_holds_against_the_real_wheels() {
     let pypi = archsmith::pypi::Pypi::new();
     let files = pypi.files("torch").unwrap();
     let wheel_for = |v: &archsmith::version::Version, member: &str| {
-        let wheel = archsmith::kb_check::torch::linux_wheel(&files, v)
+        let wheel = archsmith::pypi::linux_wheel(&files, v)
             .ok_or_else(|| anyhow::anyhow!("no Linux wheel of torch {v} on PyPI"))?;
         Ok(pypi.members(wheel, &[member])?.remove(0))
     };

@@ -544,7 +544,7 @@ fn the_c10_check_rename_happened_in_the_release_the_rule_names() {
     let pypi = archsmith::pypi::Pypi::new();
     let files = pypi.files("torch").unwrap();
     let header = |v: &archsmith::version::Version| {
-        let wheel = archsmith::kb_check::torch::linux_wheel(&files, v).unwrap();
+        let wheel = archsmith::pypi::linux_wheel(&files, v).unwrap();
         let bytes = pypi.members(wheel, &[HEADER]).unwrap().remove(0);
         String::from_utf8(bytes.unwrap_or_else(|| panic!("{} has no {HEADER}", wheel.filename)))
             .unwrap()

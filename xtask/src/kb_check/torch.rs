@@ -27,7 +27,7 @@
 use super::{CheckFailure, Compared};
 use crate::kb::{KnowledgeBase, PartialSassRow, PinEvidence, TorchCmakeArchListRow, TorchRow};
 use crate::output::Table;
-use crate::pypi::{IndexFile, Pypi};
+use crate::pypi::{is_linux_x86_64, linux_wheel, python_range, IndexFile, Pypi};
 use crate::version::Version;
 use anyhow::{anyhow, bail, Context, Result};
 use regex::Regex;
@@ -677,43 +677,6 @@ fn read_partial_sass(
     Ok(out)
 }
 
-/// A wheel for Linux on x86_64 (`manylinux1_x86_64`, `manylinux_2_28_x86_64`, …).
-/// The Linux x86_64 wheel of torch `version` for the newest CPython it publishes: any would do
-/// for what is read from it (headers, Python sources, the libraries' facts), each holds the same.
-pub fn linux_wheel<'f>(files: &'f [IndexFile], version: &Version) -> Option<&'f IndexFile> {
-    let version = version.to_string();
-    let linux: Vec<&IndexFile> = files
-        .iter()
-        .filter(|f| f.wheel_version() == Some(version.as_str()) && is_linux_x86_64(f))
-        .collect();
-    let (_, py_max) = python_range(&linux)?;
-    linux
-        .into_iter()
-        .find(|f| cpython_minor(f).is_some_and(|m| m == py_max))
-}
-
-fn is_linux_x86_64(f: &IndexFile) -> bool {
-    f.wheel_tags().is_some_and(|(_, _, plat)| {
-        plat.split('.')
-            .any(|p| p.contains("linux") && p.ends_with("x86_64"))
-    })
-}
-
-/// `3.12` for a `cp312-cp312` wheel; None for free-threaded (`cp313t`) and non-CPython tags.
-fn cpython_minor(f: &IndexFile) -> Option<Version> {
-    let (py, abi, _) = f.wheel_tags()?;
-    let digits = py.strip_prefix("cp")?;
-    if abi.ends_with('t') || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() < 2 {
-        return None;
-    }
-    format!("{}.{}", &digits[..1], &digits[1..]).parse().ok()
-}
-
-fn python_range(files: &[&IndexFile]) -> Option<(Version, Version)> {
-    let minors: Vec<Version> = files.iter().filter_map(|f| cpython_minor(f)).collect();
-    Some((minors.iter().min()?.clone(), minors.iter().max()?.clone()))
-}
-
 /// Each torch release and the time its first file was uploaded (RFC 3339, sorts as text).
 struct Releases(BTreeMap<Version, String>);
 
@@ -1060,37 +1023,5 @@ mod tests {
         );
         assert_eq!(numpy_c_api(b"\0numpy.core._multiarray_umath\0"), Some(1));
         assert_eq!(numpy_c_api(b"no numpy here"), None);
-    }
-
-    #[test]
-    fn cpython_tags() {
-        let f = |name: &str| IndexFile {
-            filename: name.into(),
-            url: String::new(),
-            size: 0,
-            upload_time: None,
-            yanked: serde_json::Value::Bool(false),
-            core_metadata: serde_json::Value::Null,
-            hashes: Default::default(),
-        };
-        assert_eq!(
-            cpython_minor(&f("torch-2.6.0-cp312-cp312-manylinux1_x86_64.whl"))
-                .unwrap()
-                .to_string(),
-            "3.12"
-        );
-        assert_eq!(
-            cpython_minor(&f("torch-2.6.0-cp313-cp313t-manylinux1_x86_64.whl")),
-            None
-        );
-        assert!(is_linux_x86_64(&f(
-            "torch-2.9.0-cp310-cp310-manylinux_2_28_x86_64.whl"
-        )));
-        assert!(!is_linux_x86_64(&f(
-            "torch-2.9.0-cp310-cp310-manylinux_2_28_aarch64.whl"
-        )));
-        assert!(!is_linux_x86_64(&f(
-            "torch-2.9.0-cp310-none-macosx_11_0_arm64.whl"
-        )));
     }
 }
