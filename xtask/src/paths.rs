@@ -70,6 +70,12 @@ pub fn downloads_dir() -> PathBuf {
     cache_dir().join("downloads")
 }
 
+/// What each torch release's libraries export, one list per release read from its PyPI wheel
+/// (`verify binary --target 'torch>=2.11,<2.16'`).
+pub fn torch_exports_dir() -> PathBuf {
+    cache_dir().join("torch-exports")
+}
+
 /// Python environments with a pinned torch, one per (torch, python) pair.
 pub fn envs_dir() -> PathBuf {
     cache_dir().join("envs")

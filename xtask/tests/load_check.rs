@@ -448,3 +448,134 @@ fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
     assert!(f.verdict.contains("lacks 1 of them"), "{}", f.verdict);
     assert_eq!(abi(3), None, "{:?}", verdicts[3]);
 }
+
+/// `verify binary --target 'torch>=…'`: each release's real exports, read from its PyPI wheel
+/// once. The exports read that way for torch 2.15.0 equal those of the same release installed in
+/// the heavy tests' env, library by library (libtorch_python, which binds CPython, within 1%: the
+/// list is the newest CPython's wheel's, the env another Python's — 8 of 2,441 names differ). Over 2.12.1–2.13.0: a library binding two shims every
+/// release has loads on both; one binding `torch_exception_get_what` (first exported by 2.13.0)
+/// loads on 2.13.0 only, "needs shims up to 2.13.0", 2.12.1 named as lacking it; one binding a
+/// `c10::` symbol is tied; one linked against CUDA 12's runtime loads on neither (both wheels
+/// bring CUDA 13); one needing nothing of torch's has no verdict.
+#[test]
+fn the_range_verdict_reads_each_releases_real_exports() {
+    use archsmith::verify::load_check::release_exports::ReleaseExports;
+    use archsmith::verify::load_check::release_range::RangeReport;
+    let torch = archsmith::kb::kb().releases.newest_torch.clone();
+    let env = archsmith::python::ensure_torch_env(&torch).unwrap();
+    let lib = archsmith::python::probe(&env.python, archsmith::python::Depth::Files)
+        .unwrap()
+        .torch_dir
+        .unwrap()
+        .join("lib");
+    let read = ReleaseExports::of(&torch, &|l| eprintln!("{l}")).unwrap();
+    let mut libraries: Vec<&str> = read.libraries().collect();
+    libraries.sort();
+    assert!(libraries.contains(&"libtorch_cpu.so"), "{libraries:?}");
+    for name in libraries {
+        let bytes = std::fs::read(lib.join(name)).unwrap();
+        let info = dynamic::read(&bytes).unwrap();
+        let installed: BTreeSet<&str> = info
+            .defined()
+            .filter(|s| !s.hidden)
+            .map(|s| s.name)
+            .collect();
+        let from_pypi: BTreeSet<&str> = read.names(name).unwrap().iter().map(|n| &**n).collect();
+        let only_pypi: Vec<&&str> = from_pypi.difference(&installed).take(5).collect();
+        let only_env: Vec<&&str> = installed.difference(&from_pypi).take(5).collect();
+        eprintln!(
+            "{name}: {} exported; only in the PyPI list {}, only installed {}",
+            installed.len(),
+            from_pypi.difference(&installed).count(),
+            installed.difference(&from_pypi).count()
+        );
+        // libtorch_python binds CPython and differs between the wheels of two Pythons (the list
+        // is read from the newest CPython's wheel, the env has another); every other library is
+        // the same file in each.
+        let differ = from_pypi.symmetric_difference(&installed).count();
+        let allowed = if name == "libtorch_python.so" {
+            installed.len() / 100
+        } else {
+            0
+        };
+        assert!(differ <= allowed, "{name}: {only_pypi:?} / {only_env:?}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let cudart = cc(
+        dir.path(),
+        "libcudart.so.12",
+        "int cudaGetDeviceCount(int *n) { *n = 0; return 0; }\n",
+        &["-Wl,-soname,libcudart.so.12"],
+    );
+    let old = cc(
+        dir.path(),
+        "libold.so",
+        "extern int aoti_torch_get_numel(void *, long *);\nextern int aoti_torch_get_dim(void *, long *);\nlong n(void *t) { long a = 0, b = 0; aoti_torch_get_numel(t, &a); aoti_torch_get_dim(t, &b); return a + b; }\n",
+        &[],
+    );
+    let new = cc(
+        dir.path(),
+        "libnew.so",
+        "extern const char *torch_exception_get_what(void *);\nconst char *what(void *e) { return torch_exception_get_what(e); }\n",
+        &[],
+    );
+    let tied = cc(
+        dir.path(),
+        "libtied.so",
+        "extern char _ZN3c1019UndefinedTensorImpl10_singletonE[];\nvoid *undefined_tensor(void) { return _ZN3c1019UndefinedTensorImpl10_singletonE; }\n",
+        &[],
+    );
+    let cuda12 = cc(
+        dir.path(),
+        "libcuda12.so",
+        "extern int aoti_torch_get_numel(void *, long *);\nextern int cudaGetDeviceCount(int *);\nlong n(void *t) { long a = 0; int d = 0; cudaGetDeviceCount(&d); aoti_torch_get_numel(t, &a); return a + d; }\n",
+        &[cudart.to_str().unwrap()],
+    );
+    let plain = cc(
+        dir.path(),
+        "libplain.so",
+        "#include <string.h>\nvoid copy(char *d, const char *s) { memcpy(d, s, 4); }\n",
+        &[],
+    );
+    let files = vec![old, new, tied, cuda12, plain];
+    let report = RangeReport::check("torch>=2.12.1,<2.14", &files).unwrap();
+    let checked: Vec<&str> = report.releases.iter().map(|r| r.torch.as_str()).collect();
+    assert_eq!(checked, ["2.12.1", "2.13.0"]);
+    let fit = |i: usize| report.files[i].torch.clone();
+    let o = fit(0).expect("a verdict for the old-shim library");
+    assert_eq!((o.kind, o.loads_on.len()), ("stable", 2), "{o:?}");
+    let n = fit(1).expect("a verdict for the new-shim library");
+    assert_eq!(n.loads_on, ["2.13.0"], "{n:?}");
+    assert_eq!(n.shims_up_to.as_deref(), Some("2.13.0"));
+    assert_eq!(n.releases[0].first_missing, ["torch_exception_get_what"]);
+    assert!(
+        n.verdict
+            .starts_with("stable: loads on torch 2.13.0 (PyPI's CUDA 13.0 wheel) of 2.12.1–2.13.0 checked; needs shims up to 2.13.0"),
+        "{}",
+        n.verdict
+    );
+    let t = fit(2).expect("a verdict for the tied library");
+    assert_eq!((t.kind, t.unstable_cxx), ("tied", 1), "{t:?}");
+    assert!(
+        t.verdict.starts_with("tied to torch's C++ ABI"),
+        "{}",
+        t.verdict
+    );
+    let c = fit(3).expect("a verdict for the CUDA 12 library");
+    assert!(c.loads_on.is_empty(), "{c:?}");
+    assert!(
+        c.releases[0]
+            .cuda_mismatch
+            .as_deref()
+            .is_some_and(|m| m.contains("libcudart.so.12") && m.contains("CUDA 13.0")),
+        "{c:?}"
+    );
+    assert!(fit(4).is_none());
+    assert!(!report.loads_everywhere);
+    let table = report.table();
+    assert!(
+        table.contains("libnew.so") && table.contains("NO"),
+        "{table}"
+    );
+}

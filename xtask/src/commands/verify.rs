@@ -4,7 +4,6 @@
 use crate::cuda_arch::Cc;
 use crate::output::{documents, Exit};
 use crate::verify::binary_check::{audit, BinaryRequest, Report};
-use crate::verify::load_check::LoadReport;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -108,9 +107,11 @@ pub struct BinaryArgs {
     /// Threads for inflating wheel members (default: all CPUs).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-    /// Also say whether each file loads into this Python env after `import torch` (exit 1 if not).
-    #[arg(long, value_name = "PYTHON")]
-    pub target: Option<PathBuf>,
+    /// Also say whether each file loads: into this Python env after `import torch`, or on each
+    /// torch release of a range by their real exports (`'torch>=2.11,<2.16'`); exit 1 if not.
+    /// Give an env, a range, or one of each.
+    #[arg(long = "target", value_name = "PYTHON|'torch>=A,<B'", value_parser = crate::verify::load_check::LoadTarget::parse)]
+    pub targets: Vec<crate::verify::load_check::LoadTarget>,
 }
 
 pub fn run(args: VerifyArgs) -> Result<Exit> {
@@ -163,11 +164,7 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
         extract: args.extract,
         threads: args.threads,
     };
-    let load = args
-        .target
-        .as_deref()
-        .map(|python| LoadReport::check(python, &request.paths))
-        .transpose()?;
+    let (load, range) = crate::verify::load_check::check_targets(&args.targets, &request.paths)?;
     let (files, checks) = audit(&request)?;
     let report = Report::new(
         &files,
@@ -179,14 +176,19 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
     if args.output.json {
         let mut doc = report.json(spec);
         load.as_ref().map(|l| l.add_to(&mut doc)).transpose()?;
+        range.as_ref().map(|r| r.add_to(&mut doc)).transpose()?;
         crate::output::print_json(documents::VERIFY_BINARY, &doc)?;
     } else {
         crate::out!("{}", report.table(spec));
         if let Some(load) = &load {
             crate::out!("\n{}", load.table());
         }
+        if let Some(range) = &range {
+            crate::out!("\n{}", range.table());
+        }
     }
     crate::verify::binary_check::print_read_errors(&files);
-    let loads = load.as_ref().is_none_or(|l| l.loads);
+    let loads =
+        load.as_ref().is_none_or(|l| l.loads) && range.as_ref().is_none_or(|r| r.loads_everywhere);
     Ok(Exit::from_code(report.exit_code.max(i32::from(!loads))))
 }

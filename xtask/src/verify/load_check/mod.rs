@@ -13,6 +13,8 @@
 //! [`target`] reads what `import torch` leaves loaded.
 
 pub mod linker;
+pub mod release_exports;
+pub mod release_range;
 pub mod target;
 pub mod torch_abi;
 
@@ -24,6 +26,77 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 pub use target::Target;
+
+/// What `verify binary --target` checks files against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadTarget {
+    /// A Python env (its interpreter), after `import torch`.
+    Env(PathBuf),
+    /// The torch releases a range admits (`torch>=2.11,<2.16`), by their real exports.
+    Releases(String),
+}
+
+impl LoadTarget {
+    /// A value starting `torch` and a comparison (`torch>=2.11`, `torch ==2.15.*`) is a range;
+    /// anything else the path of a Python.
+    pub fn parse(value: &str) -> Result<LoadTarget, String> {
+        let rest = value.trim_start();
+        if let Some(after) = rest.strip_prefix("torch") {
+            if after.trim_start().starts_with(['<', '>', '=', '!', '~']) {
+                release_exports::releases_in(value).map_err(|e| format!("{e:#}"))?;
+                return Ok(LoadTarget::Releases(value.to_string()));
+            }
+        }
+        if value.is_empty() {
+            return Err(
+                "expected a Python (an env's bin/python) or a range such as 'torch>=2.11,<2.16'"
+                    .into(),
+            );
+        }
+        Ok(LoadTarget::Env(PathBuf::from(value)))
+    }
+
+    /// The env and the range among `targets`: at most one of each.
+    pub fn split(targets: &[LoadTarget]) -> Result<(Option<&Path>, Option<&str>)> {
+        let envs: Vec<&Path> = targets
+            .iter()
+            .filter_map(|t| match t {
+                LoadTarget::Env(p) => Some(p.as_path()),
+                LoadTarget::Releases(_) => None,
+            })
+            .collect();
+        let ranges: Vec<&str> = targets
+            .iter()
+            .filter_map(|t| match t {
+                LoadTarget::Releases(r) => Some(r.as_str()),
+                LoadTarget::Env(_) => None,
+            })
+            .collect();
+        if envs.len() > 1 || ranges.len() > 1 {
+            anyhow::bail!(
+                "--target: give one Python env and/or one torch range (got {} env(s), {} range(s)); for several releases write one range, e.g. 'torch>=2.11,<2.16'",
+                envs.len(),
+                ranges.len()
+            );
+        }
+        Ok((envs.first().copied(), ranges.first().copied()))
+    }
+}
+
+/// `verify binary --target`: `paths` against the env and/or the range among `targets`.
+pub fn check_targets(
+    targets: &[LoadTarget],
+    paths: &[PathBuf],
+) -> Result<(Option<LoadReport>, Option<release_range::RangeReport>)> {
+    let (python, range) = LoadTarget::split(targets)?;
+    let load = python
+        .map(|python| LoadReport::check(python, paths))
+        .transpose()?;
+    let range = range
+        .map(|spec| release_range::RangeReport::check(spec, paths))
+        .transpose()?;
+    Ok((load, range))
+}
 
 /// How many undefined symbols a verdict lists.
 const SHOWN_SYMBOLS: usize = 5;
@@ -374,36 +447,43 @@ pub fn check_paths(
     objects: &mut Objects,
     paths: &[PathBuf],
 ) -> Result<Vec<LoadVerdict>> {
+    let (candidates, _unpacked) = candidates(paths)?;
     let mut verdicts = Vec::new();
-    let mut unpacked = Vec::new();
     let mut packages = PackageLibraries::default();
+    for c in &candidates {
+        if let Some(v) = check_file(target, objects, &mut packages, c)? {
+            verdicts.push(v);
+        }
+    }
+    Ok(verdicts)
+}
+
+/// Every ELF shared object under `paths`: files, directories walked, wheels unpacked to a
+/// temporary directory (returned with them, alive as long as the caller needs the files) so
+/// that `$ORIGIN` works.
+fn candidates(paths: &[PathBuf]) -> Result<(Vec<Candidate>, Vec<tempfile::TempDir>)> {
+    let mut out = Vec::new();
+    let mut unpacked = Vec::new();
     for path in paths {
-        let candidates = if path.extension().is_some_and(|e| e == "whl") {
+        if path.extension().is_some_and(|e| e == "whl") {
             let dir = tempfile::tempdir().context("creating a directory to unpack the wheel")?;
             crate::wheel::Wheel::open(path)?.extract_all(dir.path())?;
-            let found = shared_objects(dir.path())?
-                .into_iter()
-                .map(|f| Candidate {
-                    shown: format!(
-                        "{}!{}",
-                        path.display(),
-                        f.strip_prefix(dir.path()).unwrap_or(&f).display()
-                    ),
-                    file: f,
-                    site: Some(dir.path().to_path_buf()),
-                })
-                .collect();
+            out.extend(shared_objects(dir.path())?.into_iter().map(|f| Candidate {
+                shown: format!(
+                    "{}!{}",
+                    path.display(),
+                    f.strip_prefix(dir.path()).unwrap_or(&f).display()
+                ),
+                file: f,
+                site: Some(dir.path().to_path_buf()),
+            }));
             unpacked.push(dir);
-            found
         } else if path.is_dir() {
-            shared_objects(path)?
-                .into_iter()
-                .map(|f| Candidate {
-                    shown: f.display().to_string(),
-                    site: site_of(&f),
-                    file: f,
-                })
-                .collect()
+            out.extend(shared_objects(path)?.into_iter().map(|f| Candidate {
+                shown: f.display().to_string(),
+                site: site_of(&f),
+                file: f,
+            }));
         } else {
             if !path.is_file() {
                 anyhow::bail!(
@@ -411,19 +491,14 @@ pub fn check_paths(
                     path.display()
                 );
             }
-            vec![Candidate {
+            out.push(Candidate {
                 shown: path.display().to_string(),
                 site: site_of(path),
                 file: path.clone(),
-            }]
-        };
-        for c in candidates {
-            if let Some(v) = check_file(target, objects, &mut packages, &c)? {
-                verdicts.push(v);
-            }
+            });
         }
     }
-    Ok(verdicts)
+    Ok((out, unpacked))
 }
 
 /// Every file under `dir` that is an ELF shared object (by its header), sorted.

@@ -114,6 +114,17 @@ pub fn torch_libraries(torch_dir: &Path, objects: &mut Objects) -> Vec<std::sync
 /// The verdict for `object` against the torch whose libraries are `libs`; None when it needs
 /// nothing from torch (a plain C++ or CUDA library, or header-only code alone).
 pub fn read(object: &Object, libs: &[std::sync::Arc<Object>], torch: &str) -> Option<TorchAbi> {
+    let exporter = |name: &str| libs.iter().find(|l| l.exports(name)).map(|l| l.name());
+    read_with(object, &exporter, torch)
+}
+
+/// [`read`] with the exports of one torch given as a lookup (an env's libraries, or a release's
+/// kept list: [`super::release_exports`]).
+fn read_with<'l>(
+    object: &Object,
+    exporter: &dyn Fn(&str) -> Option<&'l str>,
+    torch: &str,
+) -> Option<TorchAbi> {
     let mut abi = TorchAbi {
         torch: torch.to_string(),
         stable_shims: 0,
@@ -125,10 +136,7 @@ pub fn read(object: &Object, libs: &[std::sync::Arc<Object>], torch: &str) -> Op
         verdict: String::new(),
     };
     for need in object.undefined.iter().filter(|n| !n.weak) {
-        let exporter = libs
-            .iter()
-            .find(|l| l.exports(&need.name))
-            .map(|l| l.name());
+        let exporter = exporter(&need.name);
         let Some(class) = classify(&need.name, exporter) else {
             continue;
         };
@@ -185,6 +193,201 @@ fn verdict(a: &TorchAbi) -> String {
         "tied to torch {}: {unstable} unstable symbol(s) of torch's libraries{python}, which other releases rename or drop; first: {}",
         a.torch,
         a.unstable.join("; ")
+    )
+}
+
+/// One release of a range, as far as `object` goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseFit {
+    pub torch: String,
+    /// CUDA of the release's PyPI wheel.
+    pub cuda: Option<String>,
+    pub loads: bool,
+    /// torch symbols this release does not export, how many and the first few (demangled).
+    pub missing: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub first_missing: Vec<String>,
+    /// Why the CUDA runtime it was built against is not this release's, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_mismatch: Option<String>,
+}
+
+/// Which releases of a range one binary loads on, by their real exports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TorchRange {
+    /// The releases checked, oldest first.
+    pub checked: Vec<String>,
+    /// `stable` (C shims and header-only code alone) or `tied` (unstable C++ or torch_python).
+    pub kind: &'static str,
+    pub stable_shims: usize,
+    pub unstable_cxx: usize,
+    pub torch_python: usize,
+    /// The first unstable symbols, demangled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unstable: Vec<String>,
+    /// The newest of the releases in which a shim it uses first appears (within the range):
+    /// it needs shims up to this release.
+    pub shims_up_to: Option<String>,
+    pub loads_on: Vec<String>,
+    pub releases: Vec<ReleaseFit>,
+    /// One sentence.
+    pub verdict: String,
+}
+
+/// The verdict for `object` over `releases` (oldest first); `cuda_major` is the CUDA runtime it
+/// links (`libcudart.so.N`), which a release's wheel must bring. None when it needs nothing from
+/// torch.
+pub fn over_releases(
+    object: &Object,
+    releases: &[super::release_exports::ReleaseExports],
+    cuda_major: Option<u32>,
+) -> Option<TorchRange> {
+    // Each torch symbol, classified by the newest release that exports it (or by its form).
+    let mut needs: Vec<(&str, SymbolClass)> = Vec::new();
+    for need in object.undefined.iter().filter(|n| !n.weak) {
+        let exporter = releases.iter().rev().find_map(|r| r.exporter(&need.name));
+        if let Some(class) = classify(&need.name, exporter) {
+            needs.push((&need.name, class));
+        }
+    }
+    if needs.is_empty() {
+        return None;
+    }
+    let count = |c: SymbolClass| needs.iter().filter(|(_, k)| *k == c).count();
+    let shown = |name: &str| demangle(name).unwrap_or_else(|| name.to_string());
+    let mut range = TorchRange {
+        checked: releases.iter().map(|r| r.torch.to_string()).collect(),
+        kind: "stable",
+        stable_shims: count(SymbolClass::StableShim),
+        unstable_cxx: count(SymbolClass::UnstableCxx),
+        torch_python: count(SymbolClass::TorchPython),
+        unstable: needs
+            .iter()
+            .filter(|(_, k)| *k != SymbolClass::StableShim)
+            .take(SHOWN)
+            .map(|(n, _)| shown(n))
+            .collect(),
+        shims_up_to: None,
+        loads_on: Vec::new(),
+        releases: Vec::new(),
+        verdict: String::new(),
+    };
+    if range.unstable_cxx + range.torch_python > 0 {
+        range.kind = "tied";
+    }
+    // The release each shim first appears in, within the range.
+    range.shims_up_to = needs
+        .iter()
+        .filter(|(_, k)| *k == SymbolClass::StableShim)
+        .filter_map(|(n, _)| releases.iter().position(|r| r.exporter(n).is_some()))
+        .max()
+        .map(|i| releases[i].torch.to_string());
+    for r in releases {
+        let missing: Vec<&str> = needs
+            .iter()
+            .filter(|(n, _)| r.exporter(n).is_none())
+            .map(|(n, _)| *n)
+            .collect();
+        let cuda_mismatch = match (cuda_major, &r.cuda) {
+            (Some(want), Some(has)) if want != has.major() => Some(format!(
+                "built against CUDA {want}'s runtime (libcudart.so.{want}); torch {}'s PyPI wheel brings CUDA {has}",
+                r.torch
+            )),
+            (Some(want), None) => Some(format!(
+                "built against CUDA {want}'s runtime; torch {}'s PyPI wheel is CPU-only",
+                r.torch
+            )),
+            _ => None,
+        };
+        let loads = missing.is_empty() && cuda_mismatch.is_none();
+        if loads {
+            range.loads_on.push(r.torch.to_string());
+        }
+        range.releases.push(ReleaseFit {
+            torch: r.torch.to_string(),
+            cuda: r.cuda.as_ref().map(ToString::to_string),
+            loads,
+            missing: missing.len(),
+            first_missing: missing.iter().take(SHOWN).map(|n| shown(n)).collect(),
+            cuda_mismatch,
+        });
+    }
+    range.verdict = range_verdict(&range, releases);
+    Some(range)
+}
+
+/// `2.11.0–2.15.0` when `some` are a run of `all`, else a list.
+fn span(some: &[String], all: &[String]) -> String {
+    let (Some(first), Some(last)) = (some.first(), some.last()) else {
+        return "none".into();
+    };
+    let start = all.iter().position(|v| v == first);
+    let run = start.is_some_and(|s| all.get(s..s + some.len()) == Some(some));
+    match (some.len(), run) {
+        (1, _) => first.clone(),
+        (_, true) => format!("{first}–{last}"),
+        _ => some.join(", "),
+    }
+}
+
+fn range_verdict(r: &TorchRange, releases: &[super::release_exports::ReleaseExports]) -> String {
+    let mut cudas: Vec<&crate::version::Version> = releases
+        .iter()
+        .filter(|x| r.loads_on.contains(&x.torch.to_string()))
+        .filter_map(|x| x.cuda.as_ref())
+        .collect();
+    cudas.sort();
+    cudas.dedup();
+    let cuda = match (cudas.first(), cudas.last()) {
+        (Some(a), Some(b)) if a == b => format!(" (PyPI's CUDA {a} wheel)"),
+        (Some(a), Some(b)) => format!(" (PyPI's CUDA {a}–{b} wheels)"),
+        _ => String::new(),
+    };
+    let not: Vec<String> = r
+        .releases
+        .iter()
+        .filter(|f| !f.loads)
+        .map(|f| match (&f.cuda_mismatch, f.missing) {
+            (Some(m), _) => format!("not on {}: {m}", f.torch),
+            (None, n) => format!(
+                "not on {}: {n} symbol(s) it needs are not exported there (first: {})",
+                f.torch,
+                f.first_missing.join(", ")
+            ),
+        })
+        .collect();
+    let checked = span(&r.checked, &r.checked);
+    let loads = span(&r.loads_on, &r.checked);
+    if r.kind == "stable" {
+        let shims = match &r.shims_up_to {
+            Some(v) => format!("; needs shims up to {v}"),
+            None => String::new(),
+        };
+        let mut s = format!(
+            "stable: loads on torch {loads}{cuda} of {checked} checked{shims} ({} C shim(s), header-only code otherwise)",
+            r.stable_shims
+        );
+        for n in &not {
+            s.push_str("; ");
+            s.push_str(n);
+        }
+        return s;
+    }
+    let python = if r.torch_python > 0 {
+        format!(", {} of them torch's Python bindings", r.torch_python)
+    } else {
+        String::new()
+    };
+    let resolve = match r.loads_on.len() {
+        0 => format!("no release of {checked} exports them all"),
+        _ => format!(
+            "they resolve on torch {loads}{cuda} of {checked} checked, and only the release it was built with keeps their meaning"
+        ),
+    };
+    format!(
+        "tied to torch's C++ ABI: {} unstable symbol(s){python} (first: {}); {resolve}",
+        r.unstable_cxx + r.torch_python,
+        r.unstable.join("; ")
     )
 }
 

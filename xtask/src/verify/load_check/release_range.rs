@@ -1,0 +1,134 @@
+//! `verify binary --target 'torch>=2.11,<2.16'`: which releases of a range each file loads on,
+//! read against each release's real exports ([`super::release_exports`]) with no env of any of
+//! them — the verdict an upgrade needs before it happens ([`super::torch_abi::over_releases`]).
+
+use super::linker::Objects;
+use super::release_exports::{releases_in, ReleaseExports};
+use super::torch_abi::{over_releases, TorchRange};
+use anyhow::Result;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// One release checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checked {
+    pub torch: String,
+    pub cuda: Option<String>,
+    /// The PyPI wheel its exports were read from.
+    pub wheel: String,
+}
+
+/// One file's fit over the range; `torch` is None for a file that needs nothing from torch.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileFit {
+    pub path: String,
+    pub torch: Option<TorchRange>,
+}
+
+/// Every file's fit over the releases a range admits.
+#[derive(Debug, Clone, Serialize)]
+pub struct RangeReport {
+    /// The range as given.
+    pub range: String,
+    pub releases: Vec<Checked>,
+    pub files: Vec<FileFit>,
+    /// Every file that needs torch loads on every release checked.
+    pub loads_everywhere: bool,
+}
+
+impl RangeReport {
+    /// Reads each release's exports (kept after the first read) and checks `paths` over them.
+    pub fn check(spec: &str, paths: &[PathBuf]) -> Result<RangeReport> {
+        let versions = releases_in(spec)?;
+        // The files first: a wrong path fails before any download.
+        let (candidates, _unpacked) = super::candidates(paths)?;
+        let say = |line: &str| crate::errln!("{line}");
+        let releases = versions
+            .iter()
+            .map(|v| ReleaseExports::of(v, &say))
+            .collect::<Result<Vec<_>>>()?;
+        let mut objects = Objects::default();
+        let mut files = Vec::new();
+        for c in &candidates {
+            let Ok(object) = objects.get(&c.file) else {
+                continue;
+            };
+            let cuda = super::cuda_major(&object.needed);
+            files.push(FileFit {
+                path: c.shown.clone(),
+                torch: over_releases(&object, &releases, cuda),
+            });
+        }
+        Ok(RangeReport {
+            range: spec.to_string(),
+            releases: releases
+                .iter()
+                .map(|r| Checked {
+                    torch: r.torch.to_string(),
+                    cuda: r.cuda.as_ref().map(ToString::to_string),
+                    wheel: r.wheel.clone(),
+                })
+                .collect(),
+            loads_everywhere: files
+                .iter()
+                .filter_map(|f| f.torch.as_ref())
+                .all(|t| t.loads_on.len() == t.checked.len()),
+            files,
+        })
+    }
+
+    /// The verify-binary document with this report under `releases`.
+    pub fn add_to(&self, doc: &mut serde_json::Value) -> Result<()> {
+        if let Some(map) = doc.as_object_mut() {
+            map.insert("torch_range".into(), serde_json::to_value(self)?);
+        }
+        Ok(())
+    }
+
+    /// One row per file and release (`loads` / `no`), then each file's sentence.
+    pub fn table(&self) -> String {
+        use std::fmt::Write;
+        let mut out = format!(
+            "torch releases {} ({}): each file against each release's exports\n",
+            self.range,
+            self.releases
+                .iter()
+                .map(|r| match &r.cuda {
+                    Some(c) => format!("{} with CUDA {c}", r.torch),
+                    None => format!("{} CPU-only", r.torch),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut head = vec!["file".to_string(), "ABI".to_string()];
+        head.extend(self.releases.iter().map(|r| r.torch.clone()));
+        let mut t = crate::output::Table::new(head);
+        for f in &self.files {
+            let mut row = vec![f.path.clone()];
+            match &f.torch {
+                None => {
+                    row.push("-".into());
+                    row.extend(self.releases.iter().map(|_| "needs no torch".to_string()));
+                }
+                Some(r) => {
+                    row.push(r.kind.to_string());
+                    row.extend(r.releases.iter().map(|x| {
+                        if x.loads {
+                            "loads".to_string()
+                        } else {
+                            "NO".to_string()
+                        }
+                    }));
+                }
+            }
+            t.row(row);
+        }
+        out.push_str(&t.render());
+        for f in &self.files {
+            if let Some(r) = &f.torch {
+                let _ = writeln!(out, "\n{}: {}", f.path, r.verdict);
+            }
+        }
+        out
+    }
+}
