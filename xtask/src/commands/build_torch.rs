@@ -38,7 +38,7 @@ pub struct BuildTorchArgs {
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<Version>,
     /// The Python to build with (default: python3 on PATH).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::python::interpreter_arg)]
     pub python: Option<PathBuf>,
     /// GPUs to advise for (does an official wheel already run there?).
     #[arg(long = "gpu", value_name = "NAME")]

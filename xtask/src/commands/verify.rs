@@ -55,7 +55,7 @@ pub struct PinsArgs {
 #[derive(Debug, Args)]
 pub struct EnvArgs {
     /// The Python to check (default: python3 on PATH, or ARCHSMITH_PYTHON).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::python::interpreter_arg)]
     pub python: Option<PathBuf>,
     /// A version an installed distribution must have, e.g. torch==2.6.0 (repeatable).
     #[arg(long = "expect", value_name = "NAME==VER", value_parser = crate::verify::env::parse_expect)]

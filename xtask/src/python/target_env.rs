@@ -19,6 +19,6 @@ pub struct TargetEnv {
     pub cuda: Option<Version>,
     /// A Python with torch installed (and torchvision, for the recipes' smoke tests) to build
     /// and verify with instead of archsmith's env: an air-gapped host's or a GPU image's.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::python::interpreter_arg)]
     pub python: Option<PathBuf>,
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct JitHookArgs {
     /// The Python whose throwaway venv is timed (default: python3 on PATH).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::python::interpreter_arg)]
     pub python: Option<PathBuf>,
     /// Starts timed in each state; the median is reported.
     #[arg(long, default_value_t = 15)]

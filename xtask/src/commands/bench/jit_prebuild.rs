@@ -21,7 +21,7 @@ pub struct JitPrebuildArgs {
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<Version>,
     /// Use this Python (with torch installed) instead of archsmith's env.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::python::interpreter_arg)]
     pub python: Option<PathBuf>,
     /// Where the prebuilds go (one folder per run).
     #[arg(long, value_name = "DIR", default_value = "target/bench-jit-prebuild")]

@@ -53,7 +53,7 @@ impl LoadTarget {
                     .into(),
             );
         }
-        Ok(LoadTarget::Env(PathBuf::from(value)))
+        crate::python::interpreter_arg(value).map(LoadTarget::Env)
     }
 
     /// The env and the range among `targets`: at most one of each.
