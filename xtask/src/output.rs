@@ -224,6 +224,7 @@ pub mod documents {
         AUDIT_UPGRADE = "audit-upgrade", 1;
         BENCH_AUDIT = "bench-audit", 1;
         BENCH_LOAD_CHECK = "bench-load-check", 1;
+        BENCH_TORCH_RANGE = "bench-torch-range", 1;
         BENCH_BUILD_EXT = "bench-build-ext", 1;
         BENCH_BUILD_EXT_PACKAGES = "bench-build-ext-packages", 1;
         BENCH_CODEMOD = "bench-codemod", 1;

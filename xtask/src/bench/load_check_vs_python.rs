@@ -105,11 +105,11 @@ pub fn run(req: &LoadBenchRequest) -> Result<LoadBenchReport> {
     })
 }
 
-type ModuleSet = (Option<String>, PathBuf, Vec<PathBuf>);
+pub(crate) type ModuleSet = (Option<String>, PathBuf, Vec<PathBuf>);
 
 /// For each wheel, its compiled modules unpacked under a directory kept for the run; without
 /// wheels, the env's own site-packages.
-fn module_sets(python: &Path, wheels: &[PathBuf]) -> Result<Vec<ModuleSet>> {
+pub(crate) fn module_sets(python: &Path, wheels: &[PathBuf]) -> Result<Vec<ModuleSet>> {
     if wheels.is_empty() {
         let info = crate::python::probe(python, crate::python::Depth::Files)?;
         let files =
@@ -138,7 +138,7 @@ fn module_sets(python: &Path, wheels: &[PathBuf]) -> Result<Vec<ModuleSet>> {
 }
 
 /// `torchvision/_C.so` → `torchvision._C`.
-fn module_name(site: &Path, file: &Path) -> String {
+pub(crate) fn module_name(site: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(site).unwrap_or(file);
     let mut parts: Vec<String> = rel
         .components()

@@ -16,6 +16,7 @@ pub mod codemod_scaling;
 pub mod jit_hook_startup;
 pub mod jit_prebuild_pool;
 pub mod load_check_vs_python;
+pub mod torch_range_vs_imports;
 
 /// The 1-minute load average: other work on the machine makes timings noisy.
 pub fn load_1min() -> f64 {

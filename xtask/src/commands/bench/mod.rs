@@ -7,6 +7,7 @@ mod codemod;
 mod jit_hook;
 mod jit_prebuild;
 mod load_check;
+mod torch_range;
 
 use crate::output::Exit;
 use anyhow::Result;
@@ -47,6 +48,12 @@ pub enum BenchCommand {
         after_help = "Example:\n  archsmith bench load-check --python .venv/bin/python --wheel torchvision-0.21.0-cp311-cp311-manylinux1_x86_64.whl"
     )]
     LoadCheck(load_check::LoadCheckArgs),
+    /// The range verdict (`verify binary --target 'torch>=A,<B'`) for every shared object of some
+    /// wheels vs importing each in an env of every release: agreement, time.
+    #[command(
+        after_help = "Example:\n  archsmith bench torch-range --python envs/torch-2.11/bin/python --python envs/torch-2.15/bin/python --wheel torchvision-0.29.2-cp311-cp311-manylinux_2_28_x86_64.whl"
+    )]
+    TorchRange(torch_range::TorchRangeArgs),
 }
 
 pub fn run(args: BenchArgs) -> Result<Exit> {
@@ -57,5 +64,6 @@ pub fn run(args: BenchArgs) -> Result<Exit> {
         BenchCommand::JitHook(a) => jit_hook::jit_hook(a),
         BenchCommand::JitPrebuild(a) => jit_prebuild::jit_prebuild(a),
         BenchCommand::LoadCheck(a) => load_check::load_check(a),
+        BenchCommand::TorchRange(a) => torch_range::torch_range(a),
     }
 }

@@ -833,7 +833,7 @@ fn package_fix(target: &Target, path: &str) -> String {
 }
 
 /// The CUDA major a CUDA runtime library's soname carries.
-fn cuda_major(needed: &[String]) -> Option<u32> {
+pub fn cuda_major(needed: &[String]) -> Option<u32> {
     needed.iter().find_map(|n| {
         let (stem, major) = n.split_once(".so.")?;
         ["libcudart", "libcublas", "libcublasLt", "libnvrtc"]
