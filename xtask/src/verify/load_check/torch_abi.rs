@@ -61,7 +61,12 @@ pub fn classify(name: &str, exporter: Option<&str>) -> Option<SymbolClass> {
     }
     let torch_lib = exporter.filter(|lib| lib.starts_with("libtorch") || lib.starts_with("libc10"));
     let torch_symbol = if mangled {
-        torch_namespace(name)
+        // In torch's namespaces, or any C++ symbol only torch's libraries define: pybind11's
+        // `type_caster<at::Tensor>::load` lives in libtorch_python (a module built against one
+        // release failed to load on another for it, while the namespace test called it not
+        // torch's). Not the `std::` instantiations torch's libraries happen to export, which
+        // libstdc++ binds as well.
+        torch_namespace(name) || (torch_lib.is_some() && !std_instantiation(name))
     } else {
         // A C function of torch's own libraries that is not a shim (`THPVariable_Wrap`).
         torch_lib.is_some()
@@ -79,6 +84,18 @@ pub fn classify(name: &str, exporter: Option<&str>) -> Option<SymbolClass> {
 /// `torch_*` (the stable ABI's own, `torch_call_dispatcher`).
 fn is_shim_name(name: &str) -> bool {
     name.starts_with("aoti_torch_") || name.starts_with("torch_")
+}
+
+/// A mangled name of the C++ standard library's (`std::`, `__gnu_cxx::`), including the vtables
+/// and type infos of its templates.
+fn std_instantiation(name: &str) -> bool {
+    demangle(name).is_some_and(|d| {
+        let d = d
+            .trim_start_matches("typeinfo for ")
+            .trim_start_matches("typeinfo name for ")
+            .trim_start_matches("vtable for ");
+        d.starts_with("std::") || d.starts_with("__gnu_cxx::")
+    })
 }
 
 /// A mangled name in one of torch's C++ namespaces (`c10`, `at`, `torch`, `caffe2`).
@@ -422,6 +439,14 @@ mod tests {
         assert_eq!(
             classify("c10_cuda_check_implementation", Some("libc10_cuda.so")),
             Some(SymbolClass::UnstableCxx)
+        );
+        // pybind11's caster for torch's tensors: only libtorch_python defines it.
+        assert_eq!(
+            classify(
+                "_ZN8pybind116detail11type_casterIN2at6TensorEvE4loadENS_6handleEb",
+                Some("libtorch_python.so")
+            ),
+            Some(SymbolClass::TorchPython)
         );
         // Not torch's: libc, libstdc++, CPython, the libgomp torch ships, and a `std::`
         // instantiation torch's libraries happen to export too.
