@@ -7,9 +7,10 @@ use archsmith::codemod::{builtin, Catalogue};
 
 #[test]
 fn every_rule_passes_its_before_after_tests_and_is_idempotent() {
-    let cat = builtin();
     let mut failures = Vec::new();
-    for rule in &cat.rules {
+    // The legacy catalogue and the stable-ABI one (`codemod --stable-abi`).
+    let stable = archsmith::codemod::catalogue::stable();
+    for rule in builtin().rules.iter().chain(&stable.rules) {
         assert!(
             !rule.tests.is_empty(),
             "rule `{}` has no [[rule.test]]",

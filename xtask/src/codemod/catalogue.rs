@@ -42,6 +42,11 @@ pub fn bundled(name: &str) -> Option<&'static str> {
     BUNDLED.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
 const BUILTIN: &str = include_str!("../../../patches/rules/torch-legacy.toml");
+pub const STABLE_NAME: &str = "patches/rules/torch-stable.toml";
+/// The id reports give the `--stable-abi` bindings step ([`super::stable_bindings`]).
+pub const STABLE_BINDINGS: &str = "stable-bindings";
+pub const STABLE_BINDINGS_WHY: &str = "pybind11 bindings tie a module to libtorch_python and one CPython; the stable ABI registers each function as an operator (STABLE_TORCH_LIBRARY, TORCH_BOX), called as torch.ops.NAMESPACE.name.";
+const STABLE: &str = include_str!("../../../patches/rules/torch-stable.toml");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -282,6 +287,11 @@ pub struct Catalogue {
     pub torch: Option<Version>,
     /// Whether the build-script edit runs (`arch-list-override`; off under `--ignore` of it).
     pub build_script: bool,
+    /// Whether the stable-ABI rules ([`stable`]) follow the legacy ones (`--stable-abi`).
+    pub stable_abi: bool,
+    /// With `--stable-abi`: the operator namespace pybind11 bindings become
+    /// ([`super::stable_bindings`]).
+    pub stable_namespace: Option<String>,
 }
 
 impl Rule {
@@ -319,6 +329,13 @@ pub fn builtin() -> &'static Catalogue {
     })
 }
 
+/// The stable-ABI catalogue (`torch-stable.toml`, parsed once): rules that move torch 2.x
+/// extension code onto torch/csrc/stable and torch/headeronly.
+pub fn stable() -> &'static Catalogue {
+    static CAT: OnceLock<Catalogue> = OnceLock::new();
+    CAT.get_or_init(|| Catalogue::parse(STABLE_NAME, STABLE).unwrap_or_else(|e| panic!("{e:#}")))
+}
+
 fn version_field(
     origin: &str,
     id: &str,
@@ -351,6 +368,7 @@ impl Catalogue {
                 Some("imports renamed, dropped or added with the Python rewrites".into())
             }
             ADD_INCLUDE => Some("a header a rewrite needs".into()),
+            STABLE_BINDINGS => Some(STABLE_BINDINGS_WHY.into()),
             _ => None,
         }
     }
@@ -390,6 +408,8 @@ impl Catalogue {
             python,
             torch: None,
             build_script: true,
+            stable_abi: false,
+            stable_namespace: None,
         })
     }
 
@@ -398,6 +418,7 @@ impl Catalogue {
     pub fn chosen(
         rules: Option<&Path>,
         torch: Option<&Version>,
+        stable_abi: Option<&str>,
         selection: &crate::lint::Selection,
     ) -> Result<std::borrow::Cow<'static, Catalogue>> {
         use std::borrow::Cow;
@@ -405,6 +426,9 @@ impl Catalogue {
             Some(p) => Cow::Owned(Catalogue::load(p)?),
             None => Cow::Borrowed(builtin()),
         };
+        if let Some(ns) = stable_abi {
+            cat = Cow::Owned(cat.into_owned().with_stable_abi(ns));
+        }
         if let Some(t) = torch {
             cat = Cow::Owned(cat.into_owned().for_torch(t));
         }
@@ -422,6 +446,9 @@ impl Catalogue {
     /// API) and the build-script edit.
     pub fn rule_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.rules.iter().map(|r| r.id.clone()).collect();
+        if self.stable_abi {
+            ids.push(STABLE_BINDINGS.to_string());
+        }
         ids.extend(self.python.iter().map(|c| c.api.clone()));
         ids.push(super::python_source::build_script::ARCH_LIST_OVERRIDE.to_string());
         ids
@@ -468,6 +495,26 @@ impl Catalogue {
     pub fn for_torch(mut self, torch: &Version) -> Catalogue {
         self.torch = Some(torch.clone());
         self
+    }
+
+    /// This catalogue followed by the stable-ABI rules, each on the previous one's output, and
+    /// pybind11 bindings registered as operators of `namespace`.
+    pub fn with_stable_abi(mut self, namespace: &str) -> Catalogue {
+        self.rules.extend(stable().rules.iter().cloned());
+        self.name = format!("{} + {STABLE_NAME}", self.name);
+        self.stable_abi = true;
+        self.stable_namespace = Some(namespace.to_string());
+        self
+    }
+
+    /// The lowest TORCH_TARGET_VERSION the stable-ABI rules that fired allow: the highest
+    /// `replacement_since` among them (None when none fired).
+    pub fn stable_target<'a>(&self, fired: impl Iterator<Item = &'a str>) -> Option<Version> {
+        let stable = stable();
+        fired
+            .filter_map(|id| stable.get(id))
+            .filter_map(|r| r.replacement_since.clone())
+            .max()
     }
 
     /// The torch release the Python rows are judged against.

@@ -816,26 +816,38 @@ fn list_element_span(text: &[u8], toks: &[Token], i: usize) -> Option<(usize, us
     None
 }
 
+/// A review item at byte `at` of `text`: its line, column and the code on that line.
+pub(crate) fn review_item(
+    index: &crate::lint::LineIndex,
+    text: &[u8],
+    at: usize,
+    rule: &str,
+    message: String,
+    suggestion: String,
+) -> ReviewItem {
+    let at_pos = index.position(at);
+    let line = at_pos.line;
+    let ls = index.line_start(line);
+    let le = text[at.min(text.len())..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(text.len(), |p| at + p);
+    ReviewItem {
+        line,
+        column: at_pos.column,
+        rule: rule.to_string(),
+        code: String::from_utf8_lossy(&text[ls..le]).trim().to_string(),
+        message,
+        suggestion,
+        at: (at, 0),
+    }
+}
+
 fn review_items(rule: &Rule, text: &[u8], toks: &[Token], out: &mut Vec<ReviewItem>) -> Result<()> {
     let m = Matcher::new(text, toks);
     let index = crate::lint::LineIndex::new(text);
     let mut push = |at: usize, message: String, suggestion: String| {
-        let at_pos = index.position(at);
-        let line = at_pos.line;
-        let ls = index.line_start(line);
-        let le = text[at..]
-            .iter()
-            .position(|&c| c == b'\n')
-            .map_or(text.len(), |p| at + p);
-        out.push(ReviewItem {
-            line,
-            column: at_pos.column,
-            rule: rule.id.clone(),
-            code: String::from_utf8_lossy(&text[ls..le]).trim().to_string(),
-            message,
-            suggestion,
-            at: (at, 0),
-        });
+        out.push(review_item(&index, text, at, &rule.id, message, suggestion));
     };
     match &rule.action {
         Action::Review { pat, suggest } => {

@@ -15,6 +15,7 @@ pub mod lexer;
 pub mod pattern;
 pub mod printf;
 pub mod python_source;
+pub mod stable_bindings;
 pub mod suppress;
 pub mod trace;
 
@@ -73,6 +74,10 @@ pub struct Report {
     pub rewrites: BTreeMap<String, usize>,
     pub review_items: usize,
     pub files: Vec<FileReport>,
+    /// With `--stable-abi`: the lowest TORCH_TARGET_VERSION the rewritten code allows (the
+    /// newest "minimum compatible version" among the stable forms it now uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_target_version: Option<String>,
 }
 
 impl Report {
@@ -193,6 +198,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// The rules of `cat` on one file's bytes, then (`--stable-abi`) its bindings as operators.
+fn outcome(cat: &Catalogue, lang: Lang, path: &Path, src: &[u8]) -> Result<engine::Outcome> {
+    let mut out = engine::apply(cat, lang, src).with_context(|| format!("{}", path.display()))?;
+    if let (Some(ns), Lang::Cpp) = (&cat.stable_namespace, lang) {
+        stable_bindings::apply(&mut out, path, ns);
+    }
+    Ok(out)
+}
+
 /// Runs `cat` over `files`: computes every outcome first, then (in [`Mode::Apply`]) writes the
 /// changed files atomically.
 pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
@@ -203,7 +217,7 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         let lang = Lang::of_path(path)
             .with_context(|| format!("{}: not a C/C++/CUDA file or setup.py", path.display()))?;
         let src = fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        let out = engine::apply(cat, lang, &src).with_context(|| format!("{}", path.display()))?;
+        let out = outcome(cat, lang, path, &src)?;
         let changed = out.output != src;
         let diff = (mode == Mode::DryRun && changed).then(|| unified_diff(path, &src, &out.output));
         let mut review = out.review.clone();
@@ -258,6 +272,11 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
             *rewrites.entry(k.clone()).or_default() += v;
         }
     }
+    let torch_target_version = cat
+        .stable_abi
+        .then(|| cat.stable_target(rewrites.keys().map(String::as_str)))
+        .flatten()
+        .map(|v| v.to_string());
     Ok(Report {
         catalogue: cat.name.clone(),
         files_scanned,
@@ -265,6 +284,7 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         rewrites,
         review_items: reports.iter().map(|r| r.review.len()).sum(),
         files: reports,
+        torch_target_version,
     })
 }
 
@@ -548,6 +568,11 @@ impl Report {
             report.review_items,
             report.catalogue
         ));
+        if let Some(v) = &report.torch_target_version {
+            out.push_str(&format!(
+                "stable ABI: the rewritten code needs torch >= {v} (build with -DTORCH_TARGET_VERSION for {v}; `verify binary --target` checks the built file)\n"
+            ));
+        }
         if !report.rewrites.is_empty() {
             let mut t = Table::new(["RULE", "REWRITES"]);
             for (rule, n) in &report.rewrites {

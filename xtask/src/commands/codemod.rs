@@ -35,6 +35,15 @@ pub struct CodemodArgs {
     /// Rule catalogue to use instead of the built-in one.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
+    /// Then move the code onto torch's stable ABI (patches/rules/torch-stable.toml; pybind11
+    /// bindings become operators): a binary that loads on every later torch; what it cannot
+    /// express is a review item.
+    #[arg(long)]
+    pub stable_abi: bool,
+    /// With --stable-abi: the operator namespace (torch.ops.NAME.*; default: the first path's
+    /// directory name).
+    #[arg(long, value_name = "NAME", requires = "stable_abi")]
+    pub stable_namespace: Option<String>,
     /// The torch release to port to: which Python rows hold (default: the newest known).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::torch_release)]
     pub torch: Option<crate::version::Version>,
@@ -46,7 +55,17 @@ pub struct CodemodArgs {
 
 pub fn run(args: &CodemodArgs) -> Result<Exit> {
     let selection = args.findings.selection();
-    let cat = Catalogue::chosen(args.rules.as_deref(), args.torch.as_ref(), &selection)?;
+    let namespace = args.stable_abi.then(|| {
+        args.stable_namespace
+            .clone()
+            .unwrap_or_else(|| codemod::stable_bindings::namespace_of(args.paths.first()))
+    });
+    let cat = Catalogue::chosen(
+        args.rules.as_deref(),
+        args.torch.as_ref(),
+        namespace.as_deref(),
+        &selection,
+    )?;
     if args.list_rules {
         return list_rules(&cat, args.output.json);
     }

@@ -1,0 +1,505 @@
+//! `codemod --stable-abi`: a `PYBIND11_MODULE` block of `m.def("name", &function)` lines becomes
+//! the stable ABI's operator registration — `STABLE_TORCH_LIBRARY(ns, m)` with a schema per
+//! function, derived from its C++ signature, and `STABLE_TORCH_LIBRARY_IMPL(ns,
+//! CompositeExplicitAutograd, m)` boxing each one with `TORCH_BOX` — so the module binds neither
+//! pybind11 nor libtorch_python. The functions are called as `torch.ops.ns.name` once the library
+//! is loaded (`torch.ops.load_library`).
+//!
+//! Only what maps exactly is rewritten: every parameter a type the stable boxing converts
+//! (`Tensor`, `double`, `int64_t`, `bool`), a return of `Tensor`, a tuple of them or `void`, each
+//! function found in the file or a header it includes by a relative path, nothing else in the
+//! block. Anything else leaves the block as it is, with a review item that says which
+//! function, parameter or statement stops it and why; a docstring is kept as a comment.
+
+use super::lexer::{lex_c, Kind, Token};
+use std::path::Path;
+
+pub use super::catalogue::{STABLE_BINDINGS as RULE, STABLE_BINDINGS_WHY as WHY};
+
+/// The default operator namespace: the directory (or file stem) `path` names, as an identifier
+/// (`legacy-demo/` → `legacy_demo`).
+pub fn namespace_of(path: Option<&std::path::PathBuf>) -> String {
+    let name = path
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| {
+            let p = if p.is_dir() {
+                p
+            } else {
+                p.parent()?.to_path_buf()
+            };
+            p.file_name().map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    let mut ns: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if ns.is_empty() || ns.starts_with(|c: char| c.is_ascii_digit()) {
+        ns.insert_str(0, "ext_");
+    }
+    ns
+}
+
+/// One C++ function as declared: its return type and parameters (type, name), as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    pub name: String,
+    pub ret: String,
+    pub params: Vec<(String, String)>,
+}
+
+/// What the port of one file's bindings did.
+#[derive(Debug, Default)]
+pub struct Ported {
+    /// The new text (None: nothing rewritten).
+    pub text: Option<Vec<u8>>,
+    /// Why a block stayed: (byte offset in the input, message, suggestion).
+    pub review: Vec<(usize, String, String)>,
+}
+
+/// Ports the `PYBIND11_MODULE` block of `text` (the file at `path`, whose relative includes are
+/// read for signatures) into operators of namespace `ns`.
+pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
+    let toks = lex_c(text);
+    let mut out = Ported::default();
+    let Some(block) = find_block(text, &toks) else {
+        return out;
+    };
+    let mut sigs = signatures(text, &toks);
+    for header in relative_includes(text, &toks) {
+        let file = path.parent().unwrap_or(Path::new(".")).join(&header);
+        if let Ok(h) = std::fs::read(&file) {
+            sigs.extend(signatures(&h, &lex_c(&h)));
+        }
+    }
+    let mut defs = Vec::new();
+    let mut impls = Vec::new();
+    let mut docs = Vec::new();
+    for def in &block.defs {
+        let stop = |msg: String, fix: &str| (def.at, msg, fix.to_string());
+        let Some(sig) = sigs.iter().find(|s| s.name == def.function) else {
+            out.review.push(stop(
+                format!("`{}` is bound, but its declaration is not in this file or a header it includes by a relative path", def.function),
+                "register it by hand: m.def(\"name(Tensor x, …) -> Tensor\") and m.impl(\"name\", TORCH_BOX(&function))",
+            ));
+            continue;
+        };
+        match schema(&def.name, sig) {
+            Ok(s) => {
+                if let Some(d) = &def.doc {
+                    docs.push(format!("// {}: {}", def.name, d));
+                }
+                defs.push(format!("  m.def(\"{s}\");"));
+                impls.push(format!("  m.impl(\"{}\", TORCH_BOX(&{}));", def.name, sig.name));
+            }
+            Err(why) => out.review.push(stop(
+                format!("`{}` cannot be boxed by the stable ABI: {why}", def.function),
+                "change the parameter or return type to one the stable ABI converts (torch::stable::Tensor, double, int64_t, bool), then run the port again",
+            )),
+        }
+    }
+    for (at, what) in &block.other {
+        out.review.push((
+            *at,
+            format!("the binding block also has `{what}`, which has no stable-ABI registration"),
+            "move it out of the module (a Python-side definition) or register it by hand".into(),
+        ));
+    }
+    if !out.review.is_empty() || defs.is_empty() {
+        return out;
+    }
+    let mut new = String::new();
+    for d in &docs {
+        new.push_str(d);
+        new.push('\n');
+    }
+    new.push_str(&format!(
+        "STABLE_TORCH_LIBRARY({ns}, m) {{\n{}\n}}\n\nSTABLE_TORCH_LIBRARY_IMPL({ns}, CompositeExplicitAutograd, m) {{\n{}\n}}",
+        defs.join("\n"),
+        impls.join("\n")
+    ));
+    let mut text_out = text[..block.start].to_vec();
+    text_out.extend_from_slice(new.as_bytes());
+    text_out.extend_from_slice(&text[block.end..]);
+    out.text = Some(text_out);
+    out
+}
+
+/// The bindings step of a `--stable-abi` run on one C++ file's outcome: the block rewritten (one
+/// `stable-bindings` rewrite, a trace step) or its review items added.
+pub fn apply(out: &mut super::engine::Outcome, path: &Path, ns: &str) {
+    let p = port(&out.output, path, ns);
+    let index = crate::lint::LineIndex::new(&out.output);
+    for (at, message, suggestion) in p.review {
+        let mut item =
+            super::engine::review_item(&index, &out.output, at, RULE, message, suggestion);
+        item.at.1 = out.trace.len();
+        out.review.push(item);
+    }
+    if let Some(new) = p.text {
+        out.trace.changed(&out.output, &new);
+        out.output = new;
+        *out.counts.entry(RULE.to_string()).or_default() += 1;
+    }
+}
+
+/// One `m.def("name", &function[, "doc"])`.
+struct Def {
+    at: usize,
+    name: String,
+    function: String,
+    doc: Option<String>,
+}
+
+struct Block {
+    start: usize,
+    end: usize,
+    defs: Vec<Def>,
+    /// Statements of the block that are not a plain `m.def` (byte offset, first words).
+    other: Vec<(usize, String)>,
+}
+
+/// The `PYBIND11_MODULE(NAME, m) { … }` block: its span and its statements.
+fn find_block(text: &[u8], toks: &[Token]) -> Option<Block> {
+    let code: Vec<&Token> = toks.iter().filter(|t| t.kind != Kind::Comment).collect();
+    let i = code
+        .iter()
+        .position(|t| t.kind == Kind::Ident && t.text(text) == b"PYBIND11_MODULE")?;
+    let var = code.get(i + 4).map(|t| t.text(text))?; // PYBIND11_MODULE ( NAME , m )
+    let open = (i..code.len()).find(|&k| code[k].text(text) == b"{")?;
+    let mut depth = 0usize;
+    let mut close = None;
+    for (k, t) in code.iter().enumerate().skip(open) {
+        match t.text(text) {
+            b"{" => depth += 1,
+            b"}" => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(k);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let close = close?;
+    // A comment inside the block would be lost: leave the block to a person.
+    let (start, end) = (code[i].start, code[close].end);
+    let mut other = Vec::new();
+    if toks
+        .iter()
+        .any(|t| t.kind == Kind::Comment && t.start > start && t.end < end)
+    {
+        other.push((start, "a comment".to_string()));
+    }
+    let mut defs = Vec::new();
+    let mut k = open + 1;
+    while k < close {
+        let stmt_end = (k..close)
+            .find(|&j| code[j].text(text) == b";")
+            .unwrap_or(close);
+        let stmt: Vec<&Token> = code[k..stmt_end].to_vec();
+        match parse_def(text, &stmt, var) {
+            Some(d) => defs.push(d),
+            None => {
+                let words: Vec<String> = stmt
+                    .iter()
+                    .take(6)
+                    .map(|t| String::from_utf8_lossy(t.text(text)).into_owned())
+                    .collect();
+                other.push((stmt.first().map_or(start, |t| t.start), words.join("")));
+            }
+        }
+        k = stmt_end + 1;
+    }
+    Some(Block {
+        start,
+        end,
+        defs,
+        other,
+    })
+}
+
+/// `m . def ( "name" , & function [, "doc"] )`.
+fn parse_def(text: &[u8], stmt: &[&Token], var: &[u8]) -> Option<Def> {
+    let t = |k: usize| stmt.get(k).map(|t| t.text(text));
+    if t(0)? != var || t(1)? != b"." || t(2)? != b"def" || t(3)? != b"(" {
+        return None;
+    }
+    let name = string_literal(stmt.get(4)?.text(text))?;
+    if t(5)? != b"," {
+        return None;
+    }
+    let (function, next) = match t(6)? {
+        b"&" => (stmt.get(7)?, 8),
+        _ => (stmt.get(6)?, 7),
+    };
+    if function.kind != Kind::Ident {
+        return None;
+    }
+    let doc = match (t(next)?, t(next + 1)) {
+        (b")", _) if next + 1 == stmt.len() => None,
+        (b",", Some(s)) if t(next + 2) == Some(b")") && next + 3 == stmt.len() => {
+            Some(string_literal(s)?)
+        }
+        _ => return None,
+    };
+    Some(Def {
+        at: stmt[0].start,
+        name,
+        function: String::from_utf8_lossy(function.text(text)).into_owned(),
+        doc,
+    })
+}
+
+/// The content of a plain `"..."` literal without escapes; None otherwise.
+fn string_literal(tok: &[u8]) -> Option<String> {
+    let inner = tok.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if inner.contains(&b'\\') {
+        return None;
+    }
+    String::from_utf8(inner.to_vec()).ok()
+}
+
+/// `#include "x.h"` names.
+fn relative_includes(text: &[u8], toks: &[Token]) -> Vec<String> {
+    toks.iter()
+        .filter(|t| t.kind == Kind::HeaderName)
+        .filter_map(|t| {
+            let n = t.text(text);
+            n.strip_prefix(b"\"")
+                .and_then(|n| n.strip_suffix(b"\""))
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+        })
+        .collect()
+}
+
+/// Every `RET NAME(PARAMS)` followed by `{` or `;` at the top level of a file.
+pub fn signatures(text: &[u8], toks: &[Token]) -> Vec<Signature> {
+    let code: Vec<&Token> = toks
+        .iter()
+        .filter(|t| !matches!(t.kind, Kind::Comment))
+        .collect();
+    let word = |t: &Token| String::from_utf8_lossy(t.text(text)).into_owned();
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut stmt_start = 0usize;
+    let mut k = 0;
+    while k < code.len() {
+        let t = code[k];
+        match (t.kind, t.text(text)) {
+            (Kind::Punct, b"{") => depth += 1,
+            (Kind::Punct, b"}") => depth -= 1,
+            (Kind::PpEnd, _) => stmt_start = k + 1,
+            _ => {}
+        }
+        if matches!(t.text(text), b";" | b"{" | b"}") && t.kind == Kind::Punct {
+            stmt_start = k + 1;
+        }
+        let is_call = depth == 0
+            && t.kind == Kind::Ident
+            && k > stmt_start
+            && code.get(k + 1).is_some_and(|n| n.text(text) == b"(");
+        if !is_call {
+            k += 1;
+            continue;
+        }
+        // The parameter list, to its matching `)`.
+        let mut paren = 0;
+        let mut close = None;
+        for (j, p) in code.iter().enumerate().skip(k + 1) {
+            match p.text(text) {
+                b"(" => paren += 1,
+                b")" => {
+                    paren -= 1;
+                    if paren == 0 {
+                        close = Some(j);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(close) = close else { break };
+        let after = code.get(close + 1).map(|t| t.text(text));
+        if matches!(after, Some(b"{") | Some(b";")) {
+            let ret: Vec<String> = code[stmt_start..k]
+                .iter()
+                .filter(|t| t.kind != Kind::PpStart && t.kind != Kind::PpEnd)
+                .map(|t| word(t))
+                .filter(|w| w != "inline" && w != "static")
+                .collect();
+            let params = split_params(&code[k + 2..close], text);
+            if !ret.is_empty() && ret.iter().all(|w| w != "=" && w != "return") {
+                out.push(Signature {
+                    name: word(t),
+                    ret: ret.join(" "),
+                    params,
+                });
+            }
+        }
+        k = close + 1;
+    }
+    out
+}
+
+/// `const at::Tensor& dets, double x` → [("const at::Tensor&", "dets"), ("double", "x")].
+fn split_params(toks: &[&Token], text: &[u8]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut cur: Vec<String> = Vec::new();
+    let mut depth = 0;
+    let flush = |cur: &mut Vec<String>, out: &mut Vec<(String, String)>| {
+        if let Some(name) = cur.pop() {
+            out.push((cur.join(" "), name));
+        }
+        cur.clear();
+    };
+    for t in toks {
+        let w = String::from_utf8_lossy(t.text(text)).into_owned();
+        match w.as_str() {
+            "<" | "(" => depth += 1,
+            ">" | ")" => depth -= 1,
+            "," if depth == 0 => {
+                flush(&mut cur, &mut out);
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(w);
+    }
+    flush(&mut cur, &mut out);
+    out
+}
+
+/// The schema type of a C++ parameter type, or why there is none.
+fn schema_type(cxx: &str) -> Result<&'static str, String> {
+    let t: String = cxx
+        .split_whitespace()
+        .filter(|w| *w != "const")
+        .collect::<Vec<_>>()
+        .join(" ");
+    let bare = t.trim_end_matches('&').trim();
+    Ok(match bare {
+        "at :: Tensor" | "torch :: Tensor" | "torch :: stable :: Tensor" | "Tensor" => "Tensor",
+        "double" => "float",
+        "int64_t" => "int",
+        "bool" => "bool",
+        "float" => return Err("`float` (the stable ABI boxes a schema float as double)".into()),
+        "int" | "long" => {
+            return Err(format!(
+                "`{bare}` (the stable ABI boxes a schema int as int64_t)"
+            ))
+        }
+        other => return Err(format!("`{other}` has no stable-ABI schema type here")),
+    })
+}
+
+/// `name(Tensor dets, float threshold) -> Tensor`, or why the signature does not map.
+fn schema(name: &str, sig: &Signature) -> Result<String, String> {
+    let mut args = Vec::new();
+    for (ty, param) in &sig.params {
+        let st = schema_type(ty).map_err(|e| format!("parameter `{param}` is {e}"))?;
+        args.push(format!("{st} {param}"));
+    }
+    let ret = sig.ret.replace(' ', "");
+    let ret = match ret.as_str() {
+        "void" => "()".to_string(),
+        r if schema_type(&sig.ret).is_ok_and(|t| t == "Tensor") && !r.contains("tuple") => {
+            "Tensor".into()
+        }
+        r if r.starts_with("std::tuple<") => {
+            let inner =
+                &sig.ret[sig.ret.find('<').unwrap_or(0) + 1..sig.ret.rfind('>').unwrap_or(0)];
+            let parts: Result<Vec<&str>, String> = inner
+                .split(',')
+                .map(|p| match schema_type(p) {
+                    Ok("Tensor") => Ok("Tensor"),
+                    _ => Err(format!("returns `{}`", sig.ret)),
+                })
+                .collect();
+            format!("({})", parts?.join(", "))
+        }
+        _ => return Err(format!("returns `{}`", sig.ret)),
+    };
+    Ok(format!("{name}({}) -> {ret}", args.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(src: &str, name: &str) -> Signature {
+        signatures(src.as_bytes(), &lex_c(src.as_bytes()))
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap()
+    }
+
+    #[test]
+    fn schemas_follow_the_cxx_signatures() {
+        let s = sig(
+            "at::Tensor scale(const at::Tensor& x, double factor, int64_t n, bool f) { return x; }",
+            "scale",
+        );
+        assert_eq!(
+            schema("scale", &s).unwrap(),
+            "scale(Tensor x, float factor, int n, bool f) -> Tensor"
+        );
+        let s = sig(
+            "std::tuple<torch::stable::Tensor, torch::stable::Tensor> two(const torch::stable::Tensor& a);",
+            "two",
+        );
+        assert_eq!(
+            schema("two", &s).unwrap(),
+            "two(Tensor a) -> (Tensor, Tensor)"
+        );
+        let s = sig(
+            "at::Tensor nms(const at::Tensor& d, const float threshold);",
+            "nms",
+        );
+        let e = schema("nms", &s).unwrap_err();
+        assert!(e.contains("`threshold`") && e.contains("double"), "{e}");
+    }
+
+    #[test]
+    fn a_plain_binding_block_becomes_operators_and_anything_else_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = "#include <torch/csrc/stable/library.h>\n\
+                   torch::stable::Tensor scale(const torch::stable::Tensor& x, double f) { return x; }\n\
+                   PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"scale\", &scale, \"x times f\");\n}\n";
+        let p = port(src.as_bytes(), &dir.path().join("a.cpp"), "demo");
+        assert!(p.review.is_empty(), "{:?}", p.review);
+        let out = String::from_utf8(p.text.unwrap()).unwrap();
+        assert!(out.contains("// scale: x times f\nSTABLE_TORCH_LIBRARY(demo, m) {\n  m.def(\"scale(Tensor x, float f) -> Tensor\");\n}"), "{out}");
+        assert!(out.contains("STABLE_TORCH_LIBRARY_IMPL(demo, CompositeExplicitAutograd, m) {\n  m.impl(\"scale\", TORCH_BOX(&scale));\n}"), "{out}");
+        assert!(!out.contains("PYBIND11"), "{out}");
+        // Idempotent: nothing left to port.
+        let again = port(out.as_bytes(), &dir.path().join("a.cpp"), "demo");
+        assert!(again.text.is_none() && again.review.is_empty());
+        // A float parameter, a class binding: the block stays, each named.
+        let src = "at::Tensor nms(const at::Tensor& d, const float t);\n\
+                   PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"nms\", &nms);\n  py::class_<Box>(m, \"Box\");\n}\n";
+        let p = port(src.as_bytes(), &dir.path().join("b.cpp"), "demo");
+        assert!(p.text.is_none());
+        assert_eq!(p.review.len(), 2, "{:?}", p.review);
+        assert!(p.review[0].1.contains("`t`"), "{:?}", p.review);
+        assert!(p.review[1].1.contains("py"), "{:?}", p.review);
+    }
+
+    #[test]
+    fn signatures_are_found_in_headers_included_by_relative_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("ops.h"),
+            "#pragma once\n#include <torch/csrc/stable/tensor.h>\ntorch::stable::Tensor twice(const torch::stable::Tensor& x) { return x; }\n",
+        )
+        .unwrap();
+        let src = "#include \"ops.h\"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"twice\", &twice); }\n";
+        let p = port(src.as_bytes(), &dir.path().join("bind.cpp"), "ns");
+        let out = String::from_utf8(p.text.expect("ported")).unwrap();
+        assert!(
+            out.contains("m.def(\"twice(Tensor x) -> Tensor\");"),
+            "{out}"
+        );
+    }
+}
