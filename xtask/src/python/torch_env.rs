@@ -38,7 +38,13 @@ impl TorchEnv {
 /// Returns the env for `torch`, creating it on first use. Progress of the download is shown by the
 /// installer itself (uv's or pip's progress bars on stderr).
 pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
-    let python = super::host_python()?;
+    ensure_torch_env_with(torch, &super::host_python()?)
+}
+
+/// [`ensure_torch_env`] made from the interpreter `python` (another CPython than the host's):
+/// one env per (torch, Python minor).
+pub fn ensure_torch_env_with(torch: &Version, python: &Path) -> Result<TorchEnv> {
+    let python = python.to_path_buf();
     let py_version = probe(&python, Depth::Files)?.python;
     if let Some(row) = kb().torch_row(torch) {
         if py_version.major_minor() < row.python_min || py_version.major_minor() > row.python_max {
