@@ -357,13 +357,13 @@ fn the_reader_agrees_with_readelf_on_a_system_library() {
     assert!(needs.contains(&"libc.so.6"), "{needs:?}");
 }
 
-/// What an extension needs from torch, read against torch 2.15's real libraries (the env the
-/// heavy tests share): a library binding only two stable-ABI C shims is `stable`; one binding a
-/// `c10::` symbol is tied to this torch, named demangled; one binding a shim this torch does not
-/// export (a later release's) lists it as missing and does not load; one needing nothing of
-/// torch's has no verdict. Each load verdict equals what Python does after `import torch`.
-#[test]
-fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
+/// The newest torch release the knowledge base knows, its env (the one the heavy tests share)
+/// and that env's `torch/lib`.
+fn newest_torch_lib() -> (
+    archsmith::version::Version,
+    archsmith::python::TorchEnv,
+    PathBuf,
+) {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
     let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let lib = archsmith::python::probe(&env.python, archsmith::python::Depth::Files)
@@ -371,6 +371,25 @@ fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
         .torch_dir
         .unwrap()
         .join("lib");
+    (torch, env, lib)
+}
+
+/// A library binding two C shims every release since 2.11 exports.
+const TWO_SHIMS_C: &str = "extern int aoti_torch_get_numel(void *, long *);\nextern int aoti_torch_get_dim(void *, long *);\nlong n(void *t) { long a = 0, b = 0; aoti_torch_get_numel(t, &a); aoti_torch_get_dim(t, &b); return a + b; }\n";
+/// A library binding one c10 symbol.
+const TIED_C: &str = "extern char _ZN3c1019UndefinedTensorImpl10_singletonE[];\nvoid *undefined_tensor(void) { return _ZN3c1019UndefinedTensorImpl10_singletonE; }\n";
+/// A library needing only libc.
+const PLAIN_C: &str =
+    "#include <string.h>\nvoid copy(char *d, const char *s) { memcpy(d, s, 4); }\n";
+
+/// What an extension needs from torch, read against torch 2.15's real libraries (the env the
+/// heavy tests share): a library binding only two stable-ABI C shims is `stable`; one binding a
+/// `c10::` symbol is tied to this torch, named demangled; one binding a shim this torch does not
+/// export (a later release's) lists it as missing and does not load; one needing nothing of
+/// torch's has no verdict. Each load verdict equals what Python does after `import torch`.
+#[test]
+fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
+    let (torch, env, lib) = newest_torch_lib();
     let dir = tempfile::tempdir().unwrap();
     let link = [
         format!("-L{}", lib.display()),
@@ -378,30 +397,15 @@ fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
         "-lc10".into(),
     ];
     let link: Vec<&str> = link.iter().map(String::as_str).collect();
-    let stable = cc(
-        dir.path(),
-        "libstable.so",
-        "extern int aoti_torch_get_numel(void *, long *);\nextern int aoti_torch_get_dim(void *, long *);\nlong n(void *t) { long a = 0, b = 0; aoti_torch_get_numel(t, &a); aoti_torch_get_dim(t, &b); return a + b; }\n",
-        &link,
-    );
-    let tied = cc(
-        dir.path(),
-        "libtied.so",
-        "extern char _ZN3c1019UndefinedTensorImpl10_singletonE[];\nvoid *undefined_tensor(void) { return _ZN3c1019UndefinedTensorImpl10_singletonE; }\n",
-        &link,
-    );
+    let stable = cc(dir.path(), "libstable.so", TWO_SHIMS_C, &link);
+    let tied = cc(dir.path(), "libtied.so", TIED_C, &link);
     let future = cc(
         dir.path(),
         "libfuture.so",
         "extern int aoti_torch_get_numel(void *, long *);\nextern int aoti_torch_from_a_later_release(void *);\nint f(void *t) { long a; aoti_torch_get_numel(t, &a); return aoti_torch_from_a_later_release(t); }\n",
         &link,
     );
-    let plain = cc(
-        dir.path(),
-        "libplain.so",
-        "#include <string.h>\nvoid copy(char *d, const char *s) { memcpy(d, s, 4); }\n",
-        &[],
-    );
+    let plain = cc(dir.path(), "libplain.so", PLAIN_C, &[]);
     let files = vec![stable, tied, future, plain];
     let mut objects = Objects::default();
     let target = Target::from_python(&env.python, &mut objects).unwrap();
@@ -461,13 +465,7 @@ fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
 fn the_range_verdict_reads_each_releases_real_exports() {
     use archsmith::verify::load_check::release_exports::ReleaseExports;
     use archsmith::verify::load_check::release_range::RangeReport;
-    let torch = archsmith::kb::kb().releases.newest_torch.clone();
-    let env = archsmith::python::ensure_torch_env(&torch).unwrap();
-    let lib = archsmith::python::probe(&env.python, archsmith::python::Depth::Files)
-        .unwrap()
-        .torch_dir
-        .unwrap()
-        .join("lib");
+    let (torch, _env, lib) = newest_torch_lib();
     let read = ReleaseExports::of(&torch, &|l| eprintln!("{l}")).unwrap();
     let mut libraries: Vec<&str> = read.libraries().collect();
     libraries.sort();
@@ -508,36 +506,21 @@ fn the_range_verdict_reads_each_releases_real_exports() {
         "int cudaGetDeviceCount(int *n) { *n = 0; return 0; }\n",
         &["-Wl,-soname,libcudart.so.12"],
     );
-    let old = cc(
-        dir.path(),
-        "libold.so",
-        "extern int aoti_torch_get_numel(void *, long *);\nextern int aoti_torch_get_dim(void *, long *);\nlong n(void *t) { long a = 0, b = 0; aoti_torch_get_numel(t, &a); aoti_torch_get_dim(t, &b); return a + b; }\n",
-        &[],
-    );
+    let old = cc(dir.path(), "libold.so", TWO_SHIMS_C, &[]);
     let new = cc(
         dir.path(),
         "libnew.so",
         "extern const char *torch_exception_get_what(void *);\nconst char *what(void *e) { return torch_exception_get_what(e); }\n",
         &[],
     );
-    let tied = cc(
-        dir.path(),
-        "libtied.so",
-        "extern char _ZN3c1019UndefinedTensorImpl10_singletonE[];\nvoid *undefined_tensor(void) { return _ZN3c1019UndefinedTensorImpl10_singletonE; }\n",
-        &[],
-    );
+    let tied = cc(dir.path(), "libtied.so", TIED_C, &[]);
     let cuda12 = cc(
         dir.path(),
         "libcuda12.so",
         "extern int aoti_torch_get_numel(void *, long *);\nextern int cudaGetDeviceCount(int *);\nlong n(void *t) { long a = 0; int d = 0; cudaGetDeviceCount(&d); aoti_torch_get_numel(t, &a); return a + d; }\n",
         &[cudart.to_str().unwrap()],
     );
-    let plain = cc(
-        dir.path(),
-        "libplain.so",
-        "#include <string.h>\nvoid copy(char *d, const char *s) { memcpy(d, s, 4); }\n",
-        &[],
-    );
+    let plain = cc(dir.path(), "libplain.so", PLAIN_C, &[]);
     let files = vec![old, new, tied, cuda12, plain];
     let report = RangeReport::check("torch>=2.12.1,<2.14", &files).unwrap();
     let checked: Vec<&str> = report.releases.iter().map(|r| r.torch.as_str()).collect();
