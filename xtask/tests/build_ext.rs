@@ -739,8 +739,8 @@ fn a_many_extension_package_builds_its_extensions_at_once() {
     std::fs::write(
         &neg,
         text.replace(
-            "return PyLong_FromLong(-a);",
-            "return PyLong_FromLong(-a) +;",
+            "return PyLong_FromLong(neg_value(a));",
+            "return PyLong_FromLong(neg_value(a)) +;",
         ),
     )
     .unwrap();
