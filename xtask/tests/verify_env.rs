@@ -382,3 +382,35 @@ fn torch_global_bridge(root: &Path, python: &Path) {
         "{plain:?}"
     );
 }
+
+/// `--torch-range`: the env's compiled modules against each release's real exports, before an
+/// upgrade. The torch 2.15.0 env's torchvision 0.29.2 is on the stable ABI from 2.13: it loads on
+/// 2.15.0 (the item passes) and not on 2.12.1 (the item fails naming `_C_stable.so` and the shims
+/// 2.12.1 lacks); a range that is not one exits 2.
+#[test]
+fn the_envs_modules_are_checked_against_a_range_of_releases() {
+    let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
+    let (code, v, stderr) = verify_env(&env.python, &["--torch-range", "torch==2.15.0"]);
+    let ok = item(&v, "loads on torch==2.15.0");
+    assert_eq!(ok["status"], "ok", "{ok}\n{stderr}");
+    assert!(
+        ok["detail"].as_str().unwrap().contains("on the stable ABI"),
+        "{ok}"
+    );
+    assert_eq!(code, 0, "{v}");
+    let (code, v, _) = verify_env(&env.python, &["--torch-range", "torch>=2.12.1,<2.14"]);
+    let not = item(&v, "loads on torch>=2.12.1,<2.14");
+    assert_eq!(not["status"], "fail", "{not}");
+    let detail = not["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("torchvision/_C_stable.so") && detail.contains("not on 2.12.1"),
+        "{detail}"
+    );
+    assert_eq!(code, 1);
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["verify", "env", "--torch-range", "torch>=9.0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--torch-range"));
+}

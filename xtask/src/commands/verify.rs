@@ -75,6 +75,10 @@ pub struct EnvArgs {
     /// Run a small computation on the GPU (skipped without one).
     #[arg(long)]
     pub gpu_smoke: bool,
+    /// Also: does every compiled module that uses torch load on each release of this range
+    /// ('torch>=2.11,<2.16'), by the releases' real exports — before an upgrade.
+    #[arg(long, value_name = "'torch>=A,<B'")]
+    pub torch_range: Option<String>,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
     /// Also write the checks as JUnit XML (for CI test reports).
@@ -141,6 +145,7 @@ fn env(args: EnvArgs) -> Result<Exit> {
         gpus: args.gpus,
         no_conda: args.no_conda,
         gpu_smoke: args.gpu_smoke,
+        torch_range: args.torch_range,
     };
     validate(&req)?;
     let report = check_env(&req)?;

@@ -81,6 +81,8 @@ pub struct EnvRequest {
     pub gpus: Vec<String>,
     pub no_conda: bool,
     pub gpu_smoke: bool,
+    /// A torch range every compiled module that uses torch must load on (`--torch-range`).
+    pub torch_range: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -147,6 +149,12 @@ pub fn check_env(req: &EnvRequest) -> Result<EnvReport> {
     items.push(cudnn_item(&info));
     if info.imported {
         items.extend(super::load_check::env_items(&python, &info.purelib));
+    }
+    if let Some(spec) = &req.torch_range {
+        items.push(super::load_check::release_range::env_item(
+            spec,
+            &info.purelib,
+        ));
     }
 
     // What torch's own libraries carry: against --expect-arch, and for --gpu verdicts.
@@ -512,6 +520,10 @@ pub fn validate(req: &EnvRequest) -> Result<()> {
         if !p.exists() {
             bail!("--python {}: no such file", p.display());
         }
+    }
+    if let Some(spec) = &req.torch_range {
+        super::load_check::release_exports::releases_in(spec)
+            .map_err(|e| anyhow::anyhow!("--torch-range: {e:#}"))?;
     }
     Ok(())
 }

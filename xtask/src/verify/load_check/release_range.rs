@@ -36,6 +36,59 @@ pub struct RangeReport {
     pub loads_everywhere: bool,
 }
 
+/// `verify env --torch-range`: one item, whether every compiled module of `site` that uses
+/// torch loads on each release of `spec`; failing, each module that does not, with its verdict.
+pub fn env_item(spec: &str, site: &std::path::Path) -> crate::verify::checks::Item {
+    use crate::verify::checks::{item, Status};
+    let name = format!("loads on {spec}");
+    let checked = super::compiled_modules(site, &mut Objects::default())
+        .and_then(|modules| RangeReport::check(spec, &modules));
+    let report = match checked {
+        Ok(r) => r,
+        Err(e) => return item(name, Status::Fail, format!("{e:#}")),
+    };
+    let shown = |p: &str| {
+        std::path::Path::new(p)
+            .strip_prefix(site)
+            .map_or_else(|_| p.to_string(), |r| r.display().to_string())
+    };
+    let fits: Vec<(&FileFit, &TorchRange)> = report
+        .files
+        .iter()
+        .filter_map(|f| f.torch.as_ref().map(|t| (f, t)))
+        .collect();
+    let stable = fits.iter().filter(|(_, t)| t.kind == "stable").count();
+    let releases: Vec<&str> = report.releases.iter().map(|r| r.torch.as_str()).collect();
+    let not: Vec<String> = fits
+        .iter()
+        .filter(|(_, t)| t.loads_on.len() < t.checked.len())
+        .map(|(f, t)| format!("{}: {}", shown(&f.path), t.verdict))
+        .collect();
+    if !not.is_empty() {
+        return item(
+            name,
+            Status::Fail,
+            format!(
+                "{} of {} modules that use torch do not load on every release of {}: {}",
+                not.len(),
+                fits.len(),
+                releases.join(", "),
+                not.join(" | ")
+            ),
+        );
+    }
+    item(
+        name,
+        Status::Ok,
+        format!(
+            "all {} modules that use torch load on {} ({stable} on the stable ABI, {} tied but resolving)",
+            fits.len(),
+            releases.join(", "),
+            fits.len() - stable
+        ),
+    )
+}
+
 impl RangeReport {
     /// Reads each release's exports (kept after the first read) and checks `paths` over them.
     pub fn check(spec: &str, paths: &[PathBuf]) -> Result<RangeReport> {
