@@ -201,23 +201,38 @@ impl Pypi {
         wheel.read(name).map(Some)
     }
 
-    /// The member names of a wheel, read from its zip directory by range.
-    pub fn wheel_names(&self, file: &IndexFile) -> Result<Vec<String>> {
-        Ok(self.open_wheel(file)?.names().map(str::to_string).collect())
+    /// Where each member `wanted` accepts lies in a wheel: its zip directory read by range once.
+    pub fn member_spans(
+        &self,
+        file: &IndexFile,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Vec<(String, crate::wheel::MemberSpan)>> {
+        let mut wheel = self.open_wheel(file)?;
+        let names: Vec<String> = wheel
+            .names()
+            .filter(|n| wanted(n))
+            .map(str::to_string)
+            .collect();
+        let mut out = Vec::new();
+        for name in names {
+            if let Some(span) = wheel.span(&name)? {
+                out.push((name, span));
+            }
+        }
+        Ok(out)
     }
 
-    /// One member of a wheel inflated into `dest` from a single ranged download, never held in
-    /// memory (torch's libraries are hundreds of MB), its size and CRC-32 checked against the zip
-    /// directory and written through a temporary name; false when the wheel has no such member.
-    pub fn member_to_file(
+    /// One member of a wheel (`name` at `span`, from [`Pypi::member_spans`]) inflated into `dest`
+    /// from a single ranged download, never held in memory (torch's libraries are hundreds of
+    /// MB), its size and CRC-32 checked against the zip directory and written through a
+    /// temporary name.
+    pub fn span_to_file(
         &self,
         file: &IndexFile,
         name: &str,
+        span: crate::wheel::MemberSpan,
         dest: &std::path::Path,
-    ) -> Result<bool> {
-        let Some(span) = self.open_wheel(file)?.span(name)? else {
-            return Ok(false);
-        };
+    ) -> Result<()> {
         let dir = dest
             .parent()
             .ok_or_else(|| anyhow!("{} has no parent directory", dest.display()))?;
@@ -260,7 +275,7 @@ impl Pypi {
         }
         tmp.persist(dest)
             .with_context(|| format!("writing {}", dest.display()))?;
-        Ok(true)
+        Ok(())
     }
 
     fn open_wheel(&self, file: &IndexFile) -> Result<crate::wheel::Wheel<RangeReader<'_>>> {

@@ -287,10 +287,8 @@ pub struct Catalogue {
     pub torch: Option<Version>,
     /// Whether the build-script edit runs (`arch-list-override`; off under `--ignore` of it).
     pub build_script: bool,
-    /// Whether the stable-ABI rules ([`stable`]) follow the legacy ones (`--stable-abi`).
-    pub stable_abi: bool,
-    /// With `--stable-abi`: the operator namespace pybind11 bindings become
-    /// ([`super::stable_bindings`]).
+    /// With `--stable-abi` (the stable-ABI rules of [`stable`] follow the legacy ones): the
+    /// operator namespace pybind11 bindings become ([`super::stable_bindings`]).
     pub stable_namespace: Option<String>,
 }
 
@@ -334,6 +332,16 @@ pub fn builtin() -> &'static Catalogue {
 pub fn stable() -> &'static Catalogue {
     static CAT: OnceLock<Catalogue> = OnceLock::new();
     CAT.get_or_init(|| Catalogue::parse(STABLE_NAME, STABLE).unwrap_or_else(|e| panic!("{e:#}")))
+}
+
+/// The lowest TORCH_TARGET_VERSION the stable-ABI rules that fired (`fired`, by id) allow: the
+/// highest `replacement_since` among them (None when none fired).
+pub fn stable_target<'a>(fired: impl Iterator<Item = &'a str>) -> Option<Version> {
+    let stable = stable();
+    fired
+        .filter_map(|id| stable.get(id))
+        .filter_map(|r| r.replacement_since.clone())
+        .max()
 }
 
 fn version_field(
@@ -408,7 +416,6 @@ impl Catalogue {
             python,
             torch: None,
             build_script: true,
-            stable_abi: false,
             stable_namespace: None,
         })
     }
@@ -446,7 +453,7 @@ impl Catalogue {
     /// API) and the build-script edit.
     pub fn rule_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.rules.iter().map(|r| r.id.clone()).collect();
-        if self.stable_abi {
+        if self.stable_namespace.is_some() {
             ids.push(STABLE_BINDINGS.to_string());
         }
         ids.extend(self.python.iter().map(|c| c.api.clone()));
@@ -502,19 +509,8 @@ impl Catalogue {
     pub fn with_stable_abi(mut self, namespace: &str) -> Catalogue {
         self.rules.extend(stable().rules.iter().cloned());
         self.name = format!("{} + {STABLE_NAME}", self.name);
-        self.stable_abi = true;
         self.stable_namespace = Some(namespace.to_string());
         self
-    }
-
-    /// The lowest TORCH_TARGET_VERSION the stable-ABI rules that fired allow: the highest
-    /// `replacement_since` among them (None when none fired).
-    pub fn stable_target<'a>(&self, fired: impl Iterator<Item = &'a str>) -> Option<Version> {
-        let stable = stable();
-        fired
-            .filter_map(|id| stable.get(id))
-            .filter_map(|r| r.replacement_since.clone())
-            .max()
     }
 
     /// The torch release the Python rows are judged against.

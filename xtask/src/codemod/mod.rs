@@ -273,9 +273,9 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         }
     }
     let torch_target_version = cat
-        .stable_abi
-        .then(|| cat.stable_target(rewrites.keys().map(String::as_str)))
-        .flatten()
+        .stable_namespace
+        .as_ref()
+        .and_then(|_| catalogue::stable_target(rewrites.keys().map(String::as_str)))
         .map(|v| v.to_string());
     Ok(Report {
         catalogue: cat.name.clone(),

@@ -307,12 +307,7 @@ pub fn env_items(python: &Path, site: &Path) -> Vec<crate::verify::checks::Item>
         Ok(v) => v,
         Err(e) => return vec![item(name, Status::Fail, format!("{e:#}"))],
     };
-    let shown = |v: &LoadVerdict| {
-        Path::new(&v.path)
-            .strip_prefix(site)
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| v.path.clone())
-    };
+    let shown = |v: &LoadVerdict| in_site(site, &v.path);
     let mut failing: Vec<_> = checked
         .iter()
         .filter(|(v, facing)| !v.loads && *facing)
@@ -499,6 +494,13 @@ fn candidates(paths: &[PathBuf]) -> Result<(Vec<Candidate>, Vec<tempfile::TempDi
         }
     }
     Ok((out, unpacked))
+}
+
+/// `path` as a site-packages report names it: relative to `site` when under it.
+fn in_site(site: &Path, path: &str) -> String {
+    Path::new(path)
+        .strip_prefix(site)
+        .map_or_else(|_| path.to_string(), |p| p.display().to_string())
 }
 
 /// Every file under `dir` that is an ELF shared object (by its header), sorted.

@@ -3,7 +3,7 @@
 //! A verdict over a range of releases ("loads on torch 2.11–2.15") must not need an env of each:
 //! the symbols a release's `torch/lib/libtorch*.so` and `libc10*.so` export are read from the
 //! Linux x86_64 wheel of PyPI's default variant — each library streamed through one ranged
-//! download and inflated to a temporary file ([`crate::pypi::Pypi::member_to_file`]), its dynamic
+//! download and inflated to a temporary file ([`crate::pypi::Pypi::span_to_file`], the zip directory read once), its dynamic
 //! symbols read with [`crate::binary::dynamic`] — and kept as one gzip'd list per release under
 //! [`crate::paths::torch_exports_dir`]. A later check, or one with no network, reads the list.
 //! The release's CUDA is the knowledge base's `pypi_cuda` for it. Every library but
@@ -121,19 +121,15 @@ fn from_pypi(torch: &Version) -> Result<ReleaseExports> {
     let files = pypi.files("torch")?;
     let wheel = crate::pypi::linux_wheel(&files, torch)
         .ok_or_else(|| anyhow!("PyPI has no Linux x86_64 wheel of torch {torch}"))?;
-    let members: Vec<String> = pypi
-        .wheel_names(wheel)?
-        .into_iter()
-        .filter(|m| is_torch_library(m))
-        .collect();
+    let members = pypi.member_spans(wheel, is_torch_library)?;
     if members.is_empty() {
         bail!("{} holds no torch/lib/libtorch*.so", wheel.filename);
     }
     let scratch = tempfile::tempdir().context("creating a directory for torch's libraries")?;
     let mut libs = Vec::new();
-    for member in &members {
+    for (member, span) in &members {
         let file = scratch.path().join("lib.so");
-        pypi.member_to_file(wheel, member, &file)?;
+        pypi.span_to_file(wheel, member, *span, &file)?;
         let names = exported_names(&file).with_context(|| {
             format!(
                 "reading the dynamic symbols of {member} in {}",

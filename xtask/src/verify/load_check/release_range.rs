@@ -47,11 +47,6 @@ pub fn env_item(spec: &str, site: &std::path::Path) -> crate::verify::checks::It
         Ok(r) => r,
         Err(e) => return item(name, Status::Fail, format!("{e:#}")),
     };
-    let shown = |p: &str| {
-        std::path::Path::new(p)
-            .strip_prefix(site)
-            .map_or_else(|_| p.to_string(), |r| r.display().to_string())
-    };
     let fits: Vec<(&FileFit, &TorchRange)> = report
         .files
         .iter()
@@ -62,7 +57,7 @@ pub fn env_item(spec: &str, site: &std::path::Path) -> crate::verify::checks::It
     let not: Vec<String> = fits
         .iter()
         .filter(|(_, t)| t.loads_on.len() < t.checked.len())
-        .map(|(f, t)| format!("{}: {}", shown(&f.path), t.verdict))
+        .map(|(f, t)| format!("{}: {}", super::in_site(site, &f.path), t.verdict))
         .collect();
     if !not.is_empty() {
         return item(
