@@ -12,6 +12,8 @@ use archsmith::verify::load_check::release_range::RangeReport;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod support;
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -37,7 +39,13 @@ fn minimum_versions(header: &str) -> BTreeMap<String, String> {
     let decl = regex::Regex::new(r"^(?:inline [^(]*?\b|class )(\w+)\s*[({]").unwrap();
     for line in header.lines() {
         if let Some(v) = line.split("Minimum compatible version: PyTorch ").nth(1) {
-            last = Some(v.trim_end_matches('.').trim().to_string());
+            // "2.9." or "2.9. For full kwargs support, use PyTorch 2.10+."
+            let v: String = v
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            last = Some(v.trim_end_matches('.').to_string());
         }
         if let Some(c) = decl.captures(line.trim_start()) {
             if let Some(v) = last.take() {
@@ -54,36 +62,47 @@ fn minimum_versions(header: &str) -> BTreeMap<String, String> {
 #[test]
 fn the_stable_forms_are_dated_as_torchs_own_headers_date_them() {
     let include = torch_dir(&newest_env().python).join("include/torch/csrc/stable");
-    let mut since = minimum_versions(&std::fs::read_to_string(include.join("ops.h")).unwrap());
-    since.extend(minimum_versions(
-        &std::fs::read_to_string(include.join("accelerator.h")).unwrap(),
-    ));
+    let mut since = BTreeMap::new();
+    for header in ["ops.h", "accelerator.h", "device_struct.h"] {
+        since.extend(minimum_versions(
+            &std::fs::read_to_string(include.join(header)).unwrap(),
+        ));
+    }
     assert!(since.len() > 30, "{since:?}");
-    let called = regex::Regex::new(r"torch::stable::(?:accelerator::)?(\w+)").unwrap();
+    // torch 2.15's accelerator.h states no version for getCurrentStream (its shim,
+    // aoti_torch_get_current_stream, is exported by every release the range verdict reads).
+    since
+        .entry("getCurrentStream".into())
+        .or_insert("2.9".into());
+    // A name, or a prefix completed by a hole (`new_$F`, `$M`) whose `where` lists the rest.
+    let called = regex::Regex::new(r"torch::stable::(?:accelerator::)?(\w*)(\$[A-Z]+)?").unwrap();
     let mut checked = 0;
     for rule in &stable().rules {
         let Action::Rewrite { replace, .. } = &rule.action else {
             continue;
         };
-        let mut names: Vec<String> = called
-            .captures_iter(replace)
-            .map(|c| c[1].to_string())
-            .filter(|n| n != "Tensor")
-            .collect();
-        if replace.contains("$M") {
-            // A rule over several methods: each name its `where` lists.
-            let listed = rule
-                .wheres
-                .iter()
-                .find(|(h, _)| h == "M")
-                .map(|(_, re)| re.as_str().to_string())
-                .unwrap();
-            names = listed
-                .trim_start_matches("^(")
-                .trim_end_matches(")$")
-                .split('|')
-                .map(str::to_string)
-                .collect();
+        let mut names: Vec<String> = Vec::new();
+        for c in called.captures_iter(replace) {
+            let prefix = c[1].to_string();
+            match c.get(2) {
+                Some(hole) => {
+                    let listed = rule
+                        .wheres
+                        .iter()
+                        .find(|(h, _)| *h == hole.as_str()[1..])
+                        .map(|(_, re)| re.as_str().to_string())
+                        .unwrap();
+                    names.extend(
+                        listed
+                            .trim_start_matches("^(")
+                            .trim_end_matches(")$")
+                            .split('|')
+                            .map(|n| format!("{prefix}{n}")),
+                    );
+                }
+                None if prefix != "Tensor" && !prefix.is_empty() => names.push(prefix),
+                None => {}
+            }
         }
         if names.is_empty() {
             continue;
@@ -132,14 +151,15 @@ fn call(python: &Path, so: &Path, stable: bool) -> String {
 import ctypes, importlib.util, sys, torch
 path, stable = sys.argv[1], sys.argv[2] == "1"
 try:
-    if stable:
-        torch.ops.load_library(path)
-        ops = torch.ops.legacy_stable
-    else:
+    if not stable:
         ctypes.CDLL(path)
-        spec = importlib.util.spec_from_file_location("legacy_stable_C", path)
-        ops = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(ops)
+    # Both are the Python module `legacy_stable_C`: the stable one (CPython's limited API, one
+    # binary for every Python) forwards its names to torch.ops.legacy_stable.
+    spec = importlib.util.spec_from_file_location("legacy_stable_C", path)
+    ops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ops)
+    if stable:
+        assert ops.scale is torch.ops.legacy_stable.scale
 except Exception as e:
     print("load failed:", str(e).splitlines()[0])
     sys.exit(0)
@@ -197,18 +217,6 @@ fn build_both_ways() -> Builds {
 
     let new = newest_env();
     let torch = torch_dir(&new.python);
-    let stable = dir.path().join("liblegacy_stable.so");
-    compile(
-        &torch,
-        &stable_src,
-        &stable,
-        &[
-            "-std=c++17".into(),
-            "-DTORCH_TARGET_VERSION=0x020a000000000000".into(),
-        ],
-        &["-ltorch_cpu", "-lc10"],
-    );
-    let info = archsmith::python::probe(&new.python, archsmith::python::Depth::Files).unwrap();
     let py_include = Cmd::new(&new.python)
         .args([
             "-c",
@@ -216,6 +224,23 @@ fn build_both_ways() -> Builds {
         ])
         .read()
         .unwrap();
+    // What port-extension --stable-abi builds with: the target the report states, CPython's
+    // limited API (3.9 on), no libtorch_python.
+    let stable = dir.path().join("legacy_stable_C.abi3.so");
+    compile(
+        &torch,
+        &stable_src,
+        &stable,
+        &[
+            "-std=c++17".into(),
+            "-DTORCH_TARGET_VERSION=0x020a000000000000".into(),
+            "-DPy_LIMITED_API=0x03090000".into(),
+            "-DTORCH_EXTENSION_NAME=legacy_stable_C".into(),
+            format!("-I{}", py_include.trim()),
+        ],
+        &["-ltorch_cpu", "-lc10"],
+    );
+    let info = archsmith::python::probe(&new.python, archsmith::python::Depth::Files).unwrap();
     let ordinary = dir
         .path()
         .join(format!("legacy_stable_C{}", info.extension_suffixes[0]));
@@ -278,27 +303,6 @@ fn prove_on(b: &Builds, release: &str, python: &Path) {
     }
 }
 
-/// A CPython 3.12 that runs (a pyenv shim on PATH may not, when pyenv's version is another).
-fn python_312() -> Option<PathBuf> {
-    let works = |p: &Path| {
-        archsmith::python::probe(p, archsmith::python::Depth::Files)
-            .is_ok_and(|i| i.python.to_string().starts_with("3.12"))
-    };
-    let on_path = archsmith::process::which("python3.12").filter(|p| works(p));
-    on_path.or_else(|| {
-        let home = std::env::var_os("HOME")?;
-        let versions = Path::new(&home).join(".pyenv/versions");
-        let mut found: Vec<PathBuf> = std::fs::read_dir(versions)
-            .ok()?
-            .flatten()
-            .map(|e| e.path().join("bin/python3.12"))
-            .filter(|p| works(p))
-            .collect();
-        found.sort();
-        found.pop()
-    })
-}
-
 /// The proof CI runs: torch 2.11.0 on another Python (3.12 where one is on PATH) and torch
 /// 2.15.0 on the host's. The stable build, built once, loads and computes on both (its integer
 /// input refused with the kernel's own error); the ordinary build loads only on 2.15.0 — on
@@ -307,16 +311,7 @@ fn python_312() -> Option<PathBuf> {
 fn a_legacy_extension_ported_to_the_stable_abi_is_built_once_and_loads_on_two_releases_and_two_pythons(
 ) {
     let b = build_both_ways();
-    let other_python = python_312();
-    if other_python.is_none() {
-        eprintln!("note: no python3.12 on PATH: the torch 2.11.0 env uses the host's Python");
-    }
-    let oldest: archsmith::version::Version = "2.11.0".parse().unwrap();
-    let old = match &other_python {
-        Some(p) => archsmith::python::ensure_torch_env_with(&oldest, p),
-        None => archsmith::python::ensure_torch_env(&oldest),
-    }
-    .unwrap();
+    let old = support::oldest_torch_on_another_python();
     prove_on(&b, "2.11.0", &old.python);
     prove_on(&b, "2.15.0", &newest_env().python);
 }

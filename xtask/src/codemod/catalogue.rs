@@ -224,13 +224,17 @@ pub enum Transform {
     /// A TH/THC name less its `TH` prefix (`THCudaTensor_data` → `CudaTensor_data`): the name a
     /// bundled compatibility header gives the call, which no TH rule matches again.
     DropThPrefix,
+    /// An ATen scalar-type constant less its `k` (`kLong` → `Long`): the enumerator of
+    /// `torch::headeronly::ScalarType` it names.
+    DropKPrefix,
 }
 
 impl Transform {
     /// Each transform by the name a catalogue gives it.
-    const ALL: [(&'static str, Transform); 2] = [
+    const ALL: [(&'static str, Transform); 3] = [
         ("printf-to-args", Transform::PrintfToArgs),
         ("drop-th-prefix", Transform::DropThPrefix),
+        ("drop-k-prefix", Transform::DropKPrefix),
     ];
 
     fn parse(name: &str) -> Option<Transform> {
@@ -244,6 +248,10 @@ impl Transform {
             Transform::DropThPrefix => text
                 .strip_prefix(b"TH")
                 .filter(|rest| !rest.is_empty())
+                .map(<[u8]>::to_vec),
+            Transform::DropKPrefix => text
+                .strip_prefix(b"k")
+                .filter(|rest| rest.first().is_some_and(u8::is_ascii_uppercase))
                 .map(<[u8]>::to_vec),
         }
     }
@@ -342,6 +350,13 @@ pub fn stable_target<'a>(fired: impl Iterator<Item = &'a str>) -> Option<Version
         .filter_map(|id| stable.get(id))
         .filter_map(|r| r.replacement_since.clone())
         .max()
+}
+
+/// The `TORCH_TARGET_VERSION` value of a release, as torch/headeronly/version.h builds
+/// `TORCH_VERSION_2_10_0`: major, minor and patch in the top three bytes (`0x020a000000000000`).
+pub fn torch_target_macro(v: &Version) -> String {
+    let part = |i: usize| v.parts().get(i).copied().unwrap_or(0);
+    format!("0x{:02x}{:02x}{:02x}0000000000", part(0), part(1), part(2))
 }
 
 fn version_field(

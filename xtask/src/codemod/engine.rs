@@ -113,13 +113,7 @@ pub fn apply_rules<'r>(
         suppressing,
     };
     for rule in rules.clone().filter(|r| r.applies_to(src)) {
-        match &rule.action {
-            Action::NeedsHeader { pat, header } if lang == Lang::Cpp => {
-                p.add_needed_header(rule, pat, header)?
-            }
-            Action::NeedsHeader { .. } => {}
-            _ => p.rewrite(rule)?,
-        }
+        p.run(rule, lang)?;
     }
     if lang == Lang::Cpp {
         p.add_includes();
@@ -178,6 +172,33 @@ struct Changes {
 }
 
 impl Changes {
+    /// One rule's phase 1 on the text.
+    fn run(&mut self, rule: &Rule, lang: Lang) -> Result<()> {
+        match &rule.action {
+            Action::NeedsHeader { pat, header } if lang == Lang::Cpp => {
+                self.add_needed_header(rule, pat, header)
+            }
+            Action::NeedsHeader { .. } => Ok(()),
+            Action::Include {
+                header,
+                glob: false,
+                to,
+                review: false,
+                ..
+            } => {
+                self.rewrite(rule)?;
+                // A header an earlier rule's rewrite needs, which this later rule swaps or drops
+                // (the stable catalogue after the legacy one): added as this rule says.
+                self.includes.retain(|h| h != header || to.is_some());
+                for h in self.includes.iter_mut().filter(|h| *h == header) {
+                    h.clone_from(to.as_ref().expect("kept only with a `to`"));
+                }
+                Ok(())
+            }
+            _ => self.rewrite(rule),
+        }
+    }
+
     /// One rewrite/remove/include rule to its fixed point: a rule's output may expose another
     /// match of the same rule (nested calls); a few rounds reach it. Rules are tested to be
     /// idempotent, so this never loops.
@@ -315,12 +336,8 @@ fn pattern_matches(rule: &Rule, pat: &Pattern, m: &Matcher) -> Vec<(usize, usize
     let mut out = Vec::new();
     let mut i = 0;
     while i < m.toks.len() {
-        if let Some((end, caps)) = m.match_at(pat, i) {
-            if end > i
-                && wheres_hold(rule, m, &caps)
-                && !is_macro_name_position(m, i)
-                && in_define_holds(rule, m, i)
-            {
+        if let Some((end, caps)) = m.match_at_where(pat, i, &|caps| wheres_hold(rule, m, caps)) {
+            if end > i && !is_macro_name_position(m, i) && in_define_holds(rule, m, i) {
                 out.push((i, end, caps));
                 i = end;
                 continue;

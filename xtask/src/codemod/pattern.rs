@@ -152,14 +152,33 @@ impl<'a> Matcher<'a> {
 
     /// Tries to match `pat` starting at token `ti`; returns the end token index and captures.
     pub fn match_at(&self, pat: &Pattern, ti: usize) -> Option<(usize, Captures)> {
+        self.match_at_where(pat, ti, &|_| true)
+    }
+
+    /// [`match_at`](Self::match_at), taking only captures `accept` holds for: the holes'
+    /// other splits are tried before the match fails (`$X.$M(…)` with `M` constrained finds
+    /// the call of an `M` inside a longer chain).
+    pub fn match_at_where(
+        &self,
+        pat: &Pattern,
+        ti: usize,
+        accept: &dyn Fn(&Captures) -> bool,
+    ) -> Option<(usize, Captures)> {
         let mut caps = Captures::new();
-        let end = self.go(&pat.elems, 0, ti, &mut caps)?;
+        let end = self.go(&pat.elems, 0, ti, &mut caps, accept)?;
         Some((end, caps))
     }
 
-    fn go(&self, elems: &[Elem], pi: usize, ti: usize, caps: &mut Captures) -> Option<usize> {
+    fn go(
+        &self,
+        elems: &[Elem],
+        pi: usize,
+        ti: usize,
+        caps: &mut Captures,
+        accept: &dyn Fn(&Captures) -> bool,
+    ) -> Option<usize> {
         let Some(e) = elems.get(pi) else {
-            return Some(ti);
+            return accept(caps).then_some(ti);
         };
         match e {
             Elem::Lit(bytes) => {
@@ -171,29 +190,70 @@ impl<'a> Matcher<'a> {
                 {
                     return None;
                 }
-                self.go(elems, pi + 1, ti + 1, caps)
+                self.go(elems, pi + 1, ti + 1, caps, accept)
             }
             Elem::Hole(name, multi) => {
                 if pi == 0 {
-                    // A leading hole names one token.
+                    // A leading hole names one token, or, before a member access, the whole
+                    // receiver: `a`, `in[i]`, `f(x).g` in `….contiguous()`, longest first.
                     let t = self.toks.get(ti)?;
                     if t.kind != Kind::Ident {
                         return None;
                     }
-                    caps.insert(name.clone(), (ti, ti + 1));
-                    return self.go(elems, 1, ti + 1, caps);
+                    let member =
+                        matches!(elems.get(1), Some(Elem::Lit(l)) if l == b"." || l == b"->");
+                    let ends = if member {
+                        if ti > 0 && matches!(self.text(ti - 1), b"." | b"->" | b"::") {
+                            return None; // the middle of a chain: its start matches instead
+                        }
+                        self.postfix_ends(ti)
+                    } else {
+                        vec![ti + 1]
+                    };
+                    for end in ends.into_iter().rev() {
+                        caps.insert(name.clone(), (ti, end));
+                        if let Some(r) = self.go(elems, 1, end, caps, accept) {
+                            return Some(r);
+                        }
+                    }
+                    return None;
                 }
                 let mut end = ti;
                 loop {
                     let next = self.unit_end(end, *multi)?;
                     end = next;
                     caps.insert(name.clone(), (ti, end));
-                    if let Some(r) = self.go(elems, pi + 1, end, caps) {
+                    if let Some(r) = self.go(elems, pi + 1, end, caps, accept) {
                         return Some(r);
                     }
                 }
             }
         }
+    }
+
+    /// The ends (exclusive, shortest first) of the postfix expressions that start at identifier
+    /// `i`: `a`, `a::b`, `a.b`, `a->b`, each followed by any `(…)` and `[…]`.
+    fn postfix_ends(&self, i: usize) -> Vec<usize> {
+        let mut ends = vec![i + 1];
+        let mut k = i + 1;
+        while let Some(t) = self.toks.get(k) {
+            let s = t.text(self.src);
+            if t.kind == Kind::Punct && (s == b"(" || s == b"[") {
+                match self.partner[k] {
+                    Some(j) => k = j + 1,
+                    None => break,
+                }
+            } else if t.kind == Kind::Punct
+                && matches!(s, b"." | b"->" | b"::")
+                && self.toks.get(k + 1).is_some_and(|n| n.kind == Kind::Ident)
+            {
+                k += 2;
+            } else {
+                break;
+            }
+            ends.push(k);
+        }
+        ends
     }
 
     /// End (exclusive) of the balanced unit starting at `i`, or None where a hole must stop.
@@ -338,6 +398,24 @@ mod tests {
                 "AT_DISPATCH_FLOATING_TYPES(in[i].contiguous().type(), \"n\", [&] { f(); });"
             ),
             vec!["M=AT_DISPATCH_FLOATING_TYPES X=in[i].contiguous()"]
+        );
+    }
+
+    #[test]
+    fn a_leading_hole_before_a_member_access_takes_the_whole_receiver() {
+        assert_eq!(
+            find(
+                "$X.contiguous()",
+                "auto a = torch::stable::select(d, 1, 0).contiguous(); auto b = in[i].x->y.contiguous();"
+            ),
+            vec!["X=torch::stable::select(d, 1, 0)", "X=in[i].x->y"]
+        );
+        // Not a member access: one token, as before.
+        assert_eq!(find("$NS::Tensor", "at::Tensor t;"), vec!["NS=at"]);
+        // A chain's middle is never a start of its own.
+        assert_eq!(
+            find("$X.cpu()", "a.b().cpu(); c.cpu()"),
+            vec!["X=a.b()", "X=c"]
         );
     }
 

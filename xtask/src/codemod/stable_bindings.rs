@@ -2,13 +2,16 @@
 //! the stable ABI's operator registration — `STABLE_TORCH_LIBRARY(ns, m)` with a schema per
 //! function, derived from its C++ signature, and `STABLE_TORCH_LIBRARY_IMPL(ns,
 //! CompositeExplicitAutograd, m)` boxing each one with `TORCH_BOX` — so the module binds neither
-//! pybind11 nor libtorch_python. The functions are called as `torch.ops.ns.name` once the library
-//! is loaded (`torch.ops.load_library`).
+//! pybind11 nor libtorch_python. The functions are `torch.ops.ns.name` once the library is
+//! loaded; and the Python module the block defined stays, under its name, as a module written
+//! against CPython's limited API that forwards the same names to `torch.ops.ns` (importing it
+//! loads the library), so the package's `from . import _C; _C.nms(…)` keeps working.
 //!
 //! Only what maps exactly is rewritten: every parameter a type the stable boxing converts
-//! (`Tensor`, `double`, `int64_t`, `bool`), a return of `Tensor`, a tuple of them or `void`, each
-//! function found in the file or a header it includes by a relative path, nothing else in the
-//! block. Anything else leaves the block as it is, with a review item that says which
+//! (`Tensor`, `double`, `int64_t`, `bool`; a `float` or `int` parameter through a generated
+//! adapter that converts it as pybind11 did), a return of `Tensor`, a tuple of them or `void`,
+//! each function found in the file or a header it includes by a relative path, nothing else in
+//! the block. Anything else leaves the block as it is, with a review item that says which
 //! function, parameter or statement stops it and why; a docstring is kept as a comment.
 
 use super::lexer::{lex_c, Kind, Token};
@@ -75,6 +78,8 @@ pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
     let mut defs = Vec::new();
     let mut impls = Vec::new();
     let mut docs = Vec::new();
+    let mut adapters = Vec::new();
+    let mut names = Vec::new();
     for def in &block.defs {
         let stop = |msg: String, fix: &str| (def.at, msg, fix.to_string());
         let Some(sig) = sigs.iter().find(|s| s.name == def.function) else {
@@ -89,8 +94,16 @@ pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
                 if let Some(d) = &def.doc {
                     docs.push(format!("// {}: {}", def.name, d));
                 }
+                let boxed = match adapter(sig) {
+                    Some(code) => {
+                        adapters.push(code);
+                        format!("{}_boxed", sig.name)
+                    }
+                    None => sig.name.clone(),
+                };
                 defs.push(format!("  m.def(\"{s}\");"));
-                impls.push(format!("  m.impl(\"{}\", TORCH_BOX(&{}));", def.name, sig.name));
+                impls.push(format!("  m.impl(\"{}\", TORCH_BOX(&{boxed}));", def.name));
+                names.push(def.name.clone());
             }
             Err(why) => out.review.push(stop(
                 format!("`{}` cannot be boxed by the stable ABI: {why}", def.function),
@@ -109,15 +122,20 @@ pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
         return out;
     }
     let mut new = String::new();
+    for a in &adapters {
+        new.push_str(a);
+        new.push('\n');
+    }
     for d in &docs {
         new.push_str(d);
         new.push('\n');
     }
     new.push_str(&format!(
-        "STABLE_TORCH_LIBRARY({ns}, m) {{\n{}\n}}\n\nSTABLE_TORCH_LIBRARY_IMPL({ns}, CompositeExplicitAutograd, m) {{\n{}\n}}",
+        "STABLE_TORCH_LIBRARY({ns}, m) {{\n{}\n}}\n\nSTABLE_TORCH_LIBRARY_IMPL({ns}, CompositeExplicitAutograd, m) {{\n{}\n}}\n\n",
         defs.join("\n"),
         impls.join("\n")
     ));
+    new.push_str(&python_module(&block.module, ns, &names));
     let mut text_out = text[..block.start].to_vec();
     text_out.extend_from_slice(new.as_bytes());
     text_out.extend_from_slice(&text[block.end..]);
@@ -152,6 +170,8 @@ struct Def {
 }
 
 struct Block {
+    /// The module name as `PYBIND11_MODULE` gave it (`TORCH_EXTENSION_NAME`, usually).
+    module: String,
     start: usize,
     end: usize,
     defs: Vec<Def>,
@@ -166,6 +186,7 @@ fn find_block(text: &[u8], toks: &[Token]) -> Option<Block> {
         .iter()
         .position(|t| t.kind == Kind::Ident && t.text(text) == b"PYBIND11_MODULE")?;
     let var = code.get(i + 4).map(|t| t.text(text))?; // PYBIND11_MODULE ( NAME , m )
+    let module = String::from_utf8_lossy(code.get(i + 2)?.text(text)).into_owned();
     let open = (i..code.len()).find(|&k| code[k].text(text) == b"{")?;
     let mut depth = 0usize;
     let mut close = None;
@@ -213,6 +234,7 @@ fn find_block(text: &[u8], toks: &[Token]) -> Option<Block> {
         k = stmt_end + 1;
     }
     Some(Block {
+        module,
         start,
         end,
         defs,
@@ -371,8 +393,10 @@ fn split_params(toks: &[&Token], text: &[u8]) -> Vec<(String, String)> {
     out
 }
 
-/// The schema type of a C++ parameter type, or why there is none.
-fn schema_type(cxx: &str) -> Result<&'static str, String> {
+/// The schema type of a C++ parameter type and, where the boxing hands the function another
+/// C++ type than it declares, that type (`float` comes boxed as `double`, `int` as `int64_t`,
+/// converted by a generated adapter as pybind11 converted them); or why there is none.
+fn schema_type(cxx: &str) -> Result<(&'static str, Option<&'static str>), String> {
     let t: String = cxx
         .split_whitespace()
         .filter(|w| *w != "const")
@@ -380,31 +404,135 @@ fn schema_type(cxx: &str) -> Result<&'static str, String> {
         .join(" ");
     let bare = t.trim_end_matches('&').trim();
     Ok(match bare {
-        "at :: Tensor" | "torch :: Tensor" | "torch :: stable :: Tensor" | "Tensor" => "Tensor",
-        "double" => "float",
-        "int64_t" => "int",
-        "bool" => "bool",
-        "float" => return Err("`float` (the stable ABI boxes a schema float as double)".into()),
-        "int" | "long" => {
-            return Err(format!(
-                "`{bare}` (the stable ABI boxes a schema int as int64_t)"
-            ))
+        "at :: Tensor" | "torch :: Tensor" | "torch :: stable :: Tensor" | "Tensor" => {
+            ("Tensor", None)
         }
+        "double" => ("float", None),
+        "int64_t" => ("int", None),
+        "bool" => ("bool", None),
+        "float" if t == bare => ("float", Some("double")),
+        "int" if t == bare => ("int", Some("int64_t")),
+        "float" | "int" => return Err(format!("`{cxx}` (a reference the boxing cannot bind)")),
+        "long" => ("int", None),
         other => return Err(format!("`{other}` has no stable-ABI schema type here")),
     })
+}
+
+/// For a function with a `float` or `int` parameter, an adapter the boxing can call: it takes
+/// `double`/`int64_t` and converts them as pybind11 did (`static_cast<float>`; an `int` out of
+/// range is an error, not a wrapped value).
+fn adapter(sig: &Signature) -> Option<String> {
+    let mut params = Vec::new();
+    let mut args = Vec::new();
+    let mut checks = Vec::new();
+    let mut any = false;
+    for (ty, name) in &sig.params {
+        match schema_type(ty).ok()?.1 {
+            Some(boxed) => {
+                any = true;
+                params.push(format!("{boxed} {name}"));
+                let target = if boxed == "double" { "float" } else { "int" };
+                if target == "int" {
+                    checks.push(format!(
+                        "  STD_TORCH_CHECK({name} >= -2147483648LL && {name} <= 2147483647LL, \"{}: {name} is out of int's range\");\n",
+                        sig.name
+                    ));
+                }
+                args.push(format!("static_cast<{target}>({name})"));
+            }
+            // Tensors by value: the declaration read may be the unported one (`at::Tensor&`),
+            // and a copy binds to any reference the function takes.
+            None => {
+                let (st, _) = schema_type(ty).ok()?;
+                let cxx = match st {
+                    "Tensor" => "torch::stable::Tensor".to_string(),
+                    _ => tidy(ty),
+                };
+                params.push(format!("{cxx} {name}"));
+                args.push(name.clone());
+            }
+        }
+    }
+    if !any {
+        return None;
+    }
+    let void = sig.ret.trim() == "void";
+    let ret = if void { "void" } else { "auto" };
+    let call = format!("{}({})", sig.name, args.join(", "));
+    let body = if void {
+        format!("{}  {call};\n", checks.concat())
+    } else {
+        format!("{}  return {call};\n", checks.concat())
+    };
+    let include = if checks.is_empty() {
+        ""
+    } else {
+        "#include <torch/headeronly/util/Exception.h>\n"
+    };
+    Some(format!(
+        "{include}// `{}` takes a float or int; the stable ABI boxes them as double and int64_t.\nstatic {ret} {}_boxed({}) {{\n{body}}}\n",
+        sig.name,
+        sig.name,
+        params.join(", ")
+    ))
+}
+
+/// A type as the lexer split it (`const torch :: stable :: Tensor &`), written back as code.
+fn tidy(ty: &str) -> String {
+    ty.replace(" :: ", "::")
+        .replace(" &", "&")
+        .replace(" < ", "<")
+        .replace(" >", ">")
+        .replace(" ,", ",")
+}
+
+/// The Python module `PYBIND11_MODULE(NAME, m)` defined, kept under its name: a module of
+/// CPython's limited API whose names forward to `torch.ops.NS` (the library registered them as
+/// it loaded, before this runs).
+fn python_module(module: &str, ns: &str, names: &[String]) -> String {
+    let mut source = String::from("import torch\\n");
+    for n in names {
+        source.push_str(&format!("{n} = torch.ops.{ns}.{n}\\n"));
+    }
+    format!(
+        r#"// The Python module this file defined, kept: importing it loads this library (which
+// registers the operators above) and gives the same names, forwarding to torch.ops.{ns}.
+#include <Python.h>
+#define ARCHSMITH_PYINIT_CAT(a, b) a##b
+#define ARCHSMITH_PYINIT(name) ARCHSMITH_PYINIT_CAT(PyInit_, name)
+#define ARCHSMITH_STR_(x) #x
+#define ARCHSMITH_STR(x) ARCHSMITH_STR_(x)
+extern "C" PyObject* ARCHSMITH_PYINIT({module})(void) {{
+  static PyModuleDef def = {{PyModuleDef_HEAD_INIT, ARCHSMITH_STR({module}), nullptr, -1, nullptr}};
+  PyObject* module = PyModule_Create(&def);
+  if (module == nullptr) return nullptr;
+  PyObject* code = Py_CompileString("{source}", ARCHSMITH_STR({module}), Py_file_input);
+  PyObject* globals = PyModule_GetDict(module);
+  PyObject* done = nullptr;
+  if (code != nullptr && PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0)
+    done = PyEval_EvalCode(code, globals, globals);
+  Py_XDECREF(code);
+  if (done == nullptr) {{
+    Py_DECREF(module);
+    return nullptr;
+  }}
+  Py_DECREF(done);
+  return module;
+}}"#
+    )
 }
 
 /// `name(Tensor dets, float threshold) -> Tensor`, or why the signature does not map.
 fn schema(name: &str, sig: &Signature) -> Result<String, String> {
     let mut args = Vec::new();
     for (ty, param) in &sig.params {
-        let st = schema_type(ty).map_err(|e| format!("parameter `{param}` is {e}"))?;
+        let (st, _) = schema_type(ty).map_err(|e| format!("parameter `{param}` is {e}"))?;
         args.push(format!("{st} {param}"));
     }
     let ret = sig.ret.replace(' ', "");
     let ret = match ret.as_str() {
         "void" => "()".to_string(),
-        r if schema_type(&sig.ret).is_ok_and(|t| t == "Tensor") && !r.contains("tuple") => {
+        r if schema_type(&sig.ret).is_ok_and(|t| t.0 == "Tensor") && !r.contains("tuple") => {
             "Tensor".into()
         }
         r if r.starts_with("std::tuple<") => {
@@ -413,7 +541,7 @@ fn schema(name: &str, sig: &Signature) -> Result<String, String> {
             let parts: Result<Vec<&str>, String> = inner
                 .split(',')
                 .map(|p| match schema_type(p) {
-                    Ok("Tensor") => Ok("Tensor"),
+                    Ok(("Tensor", _)) => Ok("Tensor"),
                     _ => Err(format!("returns `{}`", sig.ret)),
                 })
                 .collect();
@@ -448,11 +576,22 @@ mod tests {
                 "two",
                 Ok("two(Tensor a) -> (Tensor, Tensor)"),
             ),
-            // The boxing converts double and int64_t, not float: named, with the reason.
+            // float and int are schema float and int (boxed as double and int64_t, converted
+            // by an adapter); a reference to one cannot be bound.
             (
                 "at::Tensor nms(const at::Tensor& d, const float threshold);",
                 "nms",
-                Err("parameter `threshold` is `float` (the stable ABI boxes a schema float as double)"),
+                Ok("nms(Tensor d, float threshold) -> Tensor"),
+            ),
+            (
+                "void f(at::Tensor& d, float& t);",
+                "f",
+                Err("parameter `t` is `float &` (a reference the boxing cannot bind)"),
+            ),
+            (
+                "at::Tensor g(const at::Tensor& d, const std::vector<int64_t>& sizes);",
+                "g",
+                Err("parameter `sizes` is `std :: vector < int64_t >` has no stable-ABI schema type here"),
             ),
         ] {
             let got = schema(name, &sig(decl, name));
@@ -475,14 +614,46 @@ mod tests {
         // Idempotent: nothing left to port.
         let again = port(out.as_bytes(), &dir.path().join("a.cpp"), "demo");
         assert!(again.text.is_none() && again.review.is_empty());
-        // A float parameter, a class binding: the block stays, each named.
-        let src = "at::Tensor nms(const at::Tensor& d, const float t);\n\
+        // The Python module stays under its name, forwarding to the operators.
+        assert!(
+            out.contains("extern \"C\" PyObject* ARCHSMITH_PYINIT(TORCH_EXTENSION_NAME)(void)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\"import torch\\nscale = torch.ops.demo.scale\\n\""),
+            "{out}"
+        );
+        // A reference to a float, a class binding: the block stays, each named.
+        let src = "at::Tensor nms(const at::Tensor& d, float& t);\n\
                    PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"nms\", &nms);\n  py::class_<Box>(m, \"Box\");\n}\n";
         let p = port(src.as_bytes(), &dir.path().join("b.cpp"), "demo");
         assert!(p.text.is_none());
         assert_eq!(p.review.len(), 2, "{:?}", p.review);
         assert!(p.review[0].1.contains("`t`"), "{:?}", p.review);
         assert!(p.review[1].1.contains("py"), "{:?}", p.review);
+    }
+
+    #[test]
+    fn a_float_or_int_parameter_is_boxed_through_an_adapter() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = "torch::stable::Tensor nms(const torch::stable::Tensor& d, const float t, int k) { return d; }\n\
+                   PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"nms\", &nms);\n}\n";
+        let p = port(src.as_bytes(), &dir.path().join("c.cpp"), "demo");
+        assert!(p.review.is_empty(), "{:?}", p.review);
+        let out = String::from_utf8(p.text.unwrap()).unwrap();
+        assert!(
+            out.contains("m.def(\"nms(Tensor d, float t, int k) -> Tensor\");"),
+            "{out}"
+        );
+        assert!(
+            out.contains("m.impl(\"nms\", TORCH_BOX(&nms_boxed));"),
+            "{out}"
+        );
+        assert!(
+            out.contains("static auto nms_boxed(torch::stable::Tensor d, double t, int64_t k) {\n"),
+            "{out}"
+        );
+        assert!(out.contains("  STD_TORCH_CHECK(k >= -2147483648LL && k <= 2147483647LL, \"nms: k is out of int's range\");\n  return nms(d, static_cast<float>(t), static_cast<int>(k));\n}"), "{out}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use archsmith::toolchain::{self, Toolchain};
 use archsmith::version::Version;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// The CUDA release the tests build with: 13.5 is the first whose nvcc has `-concat`.
@@ -153,4 +153,39 @@ pub fn git(dir: &std::path::Path, args: &[&str]) {
         dir.display(),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A CPython 3.12 that runs (a pyenv shim on PATH may not, when pyenv's version is another).
+pub fn python_312() -> Option<PathBuf> {
+    let works = |p: &Path| {
+        archsmith::python::probe(p, archsmith::python::Depth::Files)
+            .is_ok_and(|i| i.python.to_string().starts_with("3.12"))
+    };
+    let on_path = archsmith::process::which("python3.12").filter(|p| works(p));
+    on_path.or_else(|| {
+        let home = std::env::var_os("HOME")?;
+        let versions = Path::new(&home).join(".pyenv/versions");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(versions)
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join("bin/python3.12"))
+            .filter(|p| works(p))
+            .collect();
+        found.sort();
+        found.pop()
+    })
+}
+
+/// The stable-ABI proofs' other env: torch 2.11.0 (the oldest release the range verdict reads)
+/// on CPython 3.12 where one runs here, else on the host's Python (said on stderr).
+pub fn oldest_torch_on_another_python() -> archsmith::python::TorchEnv {
+    let oldest: Version = "2.11.0".parse().unwrap();
+    match python_312() {
+        Some(p) => archsmith::python::ensure_torch_env_with(&oldest, &p),
+        None => {
+            eprintln!("note: no python3.12 here: the torch 2.11.0 env uses the host's Python");
+            archsmith::python::ensure_torch_env(&oldest)
+        }
+    }
+    .unwrap()
 }
