@@ -30,6 +30,14 @@ ARCHSMITH_FORCE_NINJA=1
     a package that built with BuildExtension.with_options(use_ninja=False) compiles its files one
     by one; with ninja on PATH, torch's ninja path (the same flags, compiled in parallel) is used.
 
+ARCHSMITH_STABLE_ABI_TARGET=0x020a000000000000
+    a port to torch's stable ABI (port-extension --stable-abi): every extension is built with
+    py_limited_api=True (torch's BuildExtension then compiles it with -DPy_LIMITED_API at the
+    oldest CPython torch supports and links no libtorch_python), with
+    -DTORCH_TARGET_VERSION=<value> (the oldest torch the port's code allows; -DUSE_CUDA too
+    where it has CUDA sources, which the stable C shim's CUDA declarations need), and the wheel is
+    tagged abi3 for that CPython: one wheel for every Python and every torch from the target on.
+
 Any other sitecustomize on the path is run after this one.
 """
 
@@ -43,6 +51,8 @@ _PATCHED = {
     "setuptools._distutils.command.build_ext": "_patch_build_ext",
     "distutils.command.build_ext": "_patch_build_ext",
     "torch.utils.cpp_extension": "_patch_cpp_extension",
+    "setuptools.command.bdist_wheel": "_patch_bdist_wheel",
+    "wheel.bdist_wheel": "_patch_bdist_wheel",
 }
 
 
@@ -180,7 +190,61 @@ def _patch_build_ext(module):
     cls._archsmith_parallel = True
 
 
+def _stable_abi_target():
+    return os.environ.get("ARCHSMITH_STABLE_ABI_TARGET")
+
+
+def _abi3_tag():
+    """`cp310` for torch's min_supported_cpython `0x030A0000` (what -DPy_LIMITED_API gets)."""
+    import torch.utils.cpp_extension as ce
+
+    version = int(getattr(ce, "min_supported_cpython", "0x03090000"), 16)
+    return "cp%d%d" % (version >> 24, (version >> 16) & 0xFF)
+
+
+def _patch_bdist_wheel(module):
+    cls = getattr(module, "bdist_wheel", None)
+    if not _stable_abi_target() or cls is None or getattr(cls, "_archsmith_abi3", False):
+        return
+    finalize = cls.finalize_options
+
+    def finalize_options(self):
+        if not self.py_limited_api:
+            self.py_limited_api = _abi3_tag()
+        finalize(self)
+
+    cls.finalize_options = finalize_options
+    cls._archsmith_abi3 = True
+
+
+def _patch_stable_abi(module):
+    """Every extension on the limited API, for the stable ABI's target."""
+    target = _stable_abi_target()
+    cls = getattr(module, "BuildExtension", None)
+    if not target or cls is None or getattr(cls, "_archsmith_stable", False):
+        return
+    build_extensions = cls.build_extensions
+
+    def build_extensions_stable(self):
+        for ext in self.extensions:
+            ext.py_limited_api = True
+            macros = [("TORCH_TARGET_VERSION", target)]
+            if any(str(s).endswith(".cu") for s in ext.sources):
+                # The stable C shim declares its CUDA entry points (torch_c10_cuda_check_msg,
+                # behind STD_CUDA_CHECK) only under USE_CUDA.
+                macros.append(("USE_CUDA", None))
+            ext.define_macros = list(ext.define_macros or []) + macros
+            # CppExtension/CUDAExtension linked libtorch_python unless told py_limited_api.
+            ext.libraries = [lib for lib in ext.libraries if lib != "torch_python"]
+        _say("stable ABI: limited API, TORCH_TARGET_VERSION=%s, abi3 wheel" % target)
+        return build_extensions(self)
+
+    cls.build_extensions = build_extensions_stable
+    cls._archsmith_stable = True
+
+
 def _patch_cpp_extension(module):
+    _patch_stable_abi(module)
     if os.environ.get("ARCHSMITH_FORCE_NINJA") != "1":
         return
     cls = getattr(module, "BuildExtension", None)
@@ -261,7 +325,11 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-if os.environ.get("ARCHSMITH_PARALLEL_EXTENSIONS") or os.environ.get("ARCHSMITH_FORCE_NINJA"):
+if (
+    os.environ.get("ARCHSMITH_PARALLEL_EXTENSIONS")
+    or os.environ.get("ARCHSMITH_FORCE_NINJA")
+    or _stable_abi_target()
+):
     sys.meta_path.insert(0, _Finder())
     # Modules imported before this ran (rare in a fresh interpreter) are patched now.
     for _name, _fn in _PATCHED.items():

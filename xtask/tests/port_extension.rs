@@ -72,6 +72,99 @@ fn tree_hash(dir: &Path) -> String {
     archsmith::build_ext::source::hash_tree(dir).unwrap()
 }
 
+/// Issue 46's proof on the legacy demo: `port-extension legacy-demo --stable-abi` (the legacy
+/// rules, the stable ones, the recipe's `stable/` patch for the seven review items they leave)
+/// built **once**, against torch 2.15.0 on the host's Python, into one `abi3` wheel; then, with
+/// no rebuild, the same wheel's NMS and ROIAlign equal torchvision's on CPU under torch 2.11.0 on
+/// another Python (3.12 where one runs here), as the range verdict from 2.11.0's exports says.
+#[test]
+fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_another_torch_and_python()
+{
+    let home = private_home("port-legacy-demo-stable");
+    let r = xtask(
+        &[
+            "port-extension",
+            "legacy-demo",
+            "--stable-abi",
+            "--arch",
+            "9.0",
+            "--json",
+        ],
+        Some(&home),
+    );
+    eprintln!(
+        "port-extension legacy-demo --stable-abi: {:.0} s",
+        r.wall.as_secs_f64()
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let o: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(o["stable_abi"]["namespace"], "legacy_demo", "{o}");
+    assert_eq!(o["stable_abi"]["torch_target_version"], "2.10", "{o}");
+    assert_eq!(o["stable_abi"]["torch_target_macro"], "0x020a000000000000");
+    // Each review item the rules leave is one the patch resolves, by name.
+    let review = o["review"].as_array().unwrap();
+    assert_eq!(review.len(), 7, "{review:#?}");
+    for item in review {
+        assert!(
+            item["resolution"]
+                .as_str()
+                .unwrap()
+                .starts_with("patch 0001-"),
+            "{item}"
+        );
+    }
+    assert_eq!(o["smoke"]["ok"], true, "{}", o["smoke"]);
+    let wheel = PathBuf::from(o["build"]["wheel"].as_str().unwrap());
+    let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.ends_with("-abi3-linux_x86_64.whl"), "{name}");
+
+    // Another torch, another Python, the same wheel.
+    let old = support::oldest_torch_on_another_python();
+    let range = archsmith::verify::load_check::release_range::RangeReport::check(
+        "torch==2.11.0",
+        std::slice::from_ref(&wheel),
+    )
+    .unwrap();
+    let verdict = range.files[0]
+        .torch
+        .clone()
+        .expect("a verdict for _C.abi3.so");
+    assert_eq!(
+        (verdict.kind, verdict.loads_on.clone()),
+        ("stable", vec!["2.11.0".to_string()]),
+        "{verdict:?}"
+    );
+    let site = home.join("stable-site");
+    let file = std::fs::File::open(&wheel).unwrap();
+    zip::ZipArchive::new(file).unwrap().extract(&site).unwrap();
+    let out = Command::new(&old.python)
+        .arg(repo_root().join("env_scripts/smoke/nms_roialign.py"))
+        .args(["--module", "legacy_demo._C", "--roi-align-aligned-arg"])
+        .env("PYTHONPATH", &site)
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the stable wheel under {}",
+        old.python.display()
+    );
+    let report: serde_json::Value = said
+        .lines()
+        .find_map(|l| l.strip_prefix("ARCHSMITH_SMOKE "))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .expect("the smoke report");
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["cpu"]["nms"]["mismatches"], 0, "{report}");
+    assert!(
+        report["torch"].as_str().unwrap().starts_with("2.11.0"),
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 #[test]
 fn legacy_demo_ports_builds_for_three_archs_and_matches_torchvision() {
     let src = repo_root().join("patches/legacy-demo/src");
@@ -389,6 +482,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         own_arch_flags: false,
         skip_missing_submodules: false,
         run_tests: true,
+        stable_abi: None,
     };
     let e = format!("{:#}", port_extension::run(&req).unwrap_err());
     assert!(
@@ -467,7 +561,7 @@ fn maskrcnn_recipe_patches_remove_the_review_items_they_touch_and_add_none() {
         }
         (rules, rewrites)
     };
-    let patches = recipe.patches().unwrap();
+    let patches = recipe.patches(false).unwrap();
     assert_eq!(patches.len(), 3, "{patches:?}");
     let mut removed = std::collections::BTreeMap::<String, usize>::new();
     for p in &patches {
@@ -607,6 +701,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             own_arch_flags: false,
             skip_missing_submodules: false,
             run_tests: true,
+            stable_abi: None,
         }
     };
     let e = format!(

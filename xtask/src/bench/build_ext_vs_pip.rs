@@ -325,6 +325,7 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
         own_arch_flags: false,
         serial_extensions: false,
         skip_missing_submodules: false,
+        stable_abi_target: None,
         cpu_only: req.cpu_only,
         dist: None,
     };
@@ -385,6 +386,7 @@ fn plain_round(
         shared_sources: None,
         guard: None,
         cpu_only: req.cpu_only,
+        stable_abi_target: None,
     };
     let cmd = build_command(&setup, &tree, &wheels);
     let cpu = cpu_s();

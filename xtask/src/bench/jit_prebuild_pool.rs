@@ -157,6 +157,7 @@ fn request(
         cpu_only: false,
         dist: None,
         skip_missing_submodules: false,
+        stable_abi_target: None,
     }
 }
 

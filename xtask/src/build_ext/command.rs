@@ -27,6 +27,8 @@ pub struct Setup<'a> {
     pub guard: Option<&'a Guard>,
     /// `--cpu-only`: no `FORCE_CUDA`.
     pub cpu_only: bool,
+    /// A stable-ABI build's `TORCH_TARGET_VERSION` ([`super::Request::stable_abi_target`]).
+    pub stable_abi_target: Option<&'a str>,
 }
 
 /// The build command for the source copy in `tree`, writing its wheel into `wheel_dir`.
@@ -128,7 +130,25 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
             vars.extend(c.env());
         }
     }
+    if let Some(target) = s.stable_abi_target {
+        if par.extensions <= 1 {
+            vars.extend(hooks_on_path());
+        }
+        vars.push(("ARCHSMITH_STABLE_ABI_TARGET".into(), target.to_string()));
+    }
     vars
+}
+
+/// PYTHONPATH with the build hooks first (nothing where they cannot be found).
+fn hooks_on_path() -> Vec<(String, String)> {
+    let Ok(root) = crate::data::data_root() else {
+        return Vec::new();
+    };
+    let hooks = root.join("env_scripts").join("build_hooks");
+    vec![(
+        "PYTHONPATH".into(),
+        prepend("PYTHONPATH", vec![hooks.display().to_string()]),
+    )]
 }
 
 /// The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at once
@@ -137,15 +157,11 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
 /// switched it off.
 /// Where the hooks cannot be found the build runs as setuptools would.
 fn build_hook_vars(par: &Parallelism) -> Vec<(String, String)> {
-    let Ok(root) = crate::data::data_root() else {
-        return Vec::new();
-    };
-    let hooks = root.join("env_scripts").join("build_hooks");
-    vec![
-        (
-            "PYTHONPATH".into(),
-            prepend("PYTHONPATH", vec![hooks.display().to_string()]),
-        ),
+    let mut vars = hooks_on_path();
+    if vars.is_empty() {
+        return vars;
+    }
+    vars.extend([
         (
             "ARCHSMITH_PARALLEL_EXTENSIONS".into(),
             par.extensions.to_string(),
@@ -155,7 +171,8 @@ fn build_hook_vars(par: &Parallelism) -> Vec<(String, String)> {
             (par.jobs / par.extensions).max(1).to_string(),
         ),
         ("ARCHSMITH_FORCE_NINJA".into(), "1".into()),
-    ]
+    ]);
+    vars
 }
 
 /// `first` joined with `:`, then the caller's value of `name`.

@@ -493,6 +493,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
         shared_sources: None,
         guard: guard.as_ref(),
         cpu_only: false,
+        stable_abi_target: None,
     };
     let record = job.scratch.path.join("prebuild.jsonl");
     crate::errln!(

@@ -97,6 +97,10 @@ pub struct Request {
     /// Build a directory whose git submodules are empty anyway ([`source::unfilled_submodules`]):
     /// what includes them fails and is reported, the rest is built.
     pub skip_missing_submodules: bool,
+    /// A port to torch's stable ABI: the `TORCH_TARGET_VERSION` value (`0x020a000000000000`)
+    /// every extension is compiled with, on CPython's limited API, into an `abi3` wheel (the
+    /// build hooks set them; env_scripts/build_hooks/sitecustomize.py).
+    pub stable_abi_target: Option<String>,
 }
 
 impl BuildFailure {

@@ -48,6 +48,9 @@ pub struct Inputs {
     /// `--cpu-only`: built without `FORCE_CUDA` (left out of the key when false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cpu_only: bool,
+    /// A stable-ABI build's `TORCH_TARGET_VERSION` (left out of the key when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_abi_target: Option<String>,
 }
 
 impl Inputs {
@@ -73,6 +76,7 @@ impl Inputs {
             flags,
             own_arch_flags: false,
             cpu_only: false,
+            stable_abi_target: None,
         }
     }
 
@@ -98,6 +102,7 @@ mod tests {
             flags: BTreeMap::new(),
             own_arch_flags: false,
             cpu_only: false,
+            stable_abi_target: None,
         }
     }
 

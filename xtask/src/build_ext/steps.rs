@@ -132,6 +132,7 @@ pub fn resolve(req: &Request) -> Result<Job<'_>> {
     let inputs = stamp_inputs::Inputs {
         own_arch_flags: req.own_arch_flags,
         cpu_only: req.cpu_only,
+        stable_abi_target: req.stable_abi_target.clone(),
         ..stamp_inputs::Inputs::new(&src.hash, &env, &tc, &arch_list, builder)
     };
     let key = inputs.key();
@@ -256,6 +257,7 @@ pub fn compile(
         shared_sources: ws.shared_sources.as_ref(),
         guard: ws.guard.as_ref(),
         cpu_only: job.req.cpu_only,
+        stable_abi_target: job.req.stable_abi_target.as_deref(),
     };
     let cmd = build_command(&setup, &ws.tree, &ws.wheel_dir);
     let label = job.src.spec.label();

@@ -65,6 +65,7 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         own_arch_flags: args.own_arch_flags,
         serial_extensions: args.serial_extensions,
         skip_missing_submodules: args.skip_missing_submodules,
+        stable_abi_target: None,
         cpu_only: args.cpu_only,
         dist: crate::compiler_cache::dist::Dist::from_flags(
             args.dist.as_deref(),

@@ -55,8 +55,46 @@ pub struct PortExtensionArgs {
     /// Do not run the package's own tests (test_*.py, *_test.py) against the built wheel.
     #[arg(long)]
     pub no_tests: bool,
+    /// Port onto torch's stable ABI (patches/rules/torch-stable.toml after the legacy rules;
+    /// the recipe's stable/*.patch): one abi3 wheel that loads on every torch from the version
+    /// the rewritten code needs (`verify binary --target` says which).
+    #[arg(long)]
+    pub stable_abi: bool,
+    /// With --stable-abi: the operators' namespace, torch.ops.NAME.* (default: the package of
+    /// the recipe's module, else the source's directory name).
+    #[arg(long, value_name = "NAME", requires = "stable_abi")]
+    pub stable_namespace: Option<String>,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
+}
+
+fn mode_of(args: &PortExtensionArgs) -> RunMode {
+    if args.dry_run {
+        RunMode::DryRun
+    } else if args.check {
+        RunMode::Check
+    } else {
+        RunMode::Full
+    }
+}
+
+/// `--stable-namespace`, else the package of the recipe's module (`legacy_demo._C` →
+/// `legacy_demo`), else the source directory's name.
+fn stable_namespace(args: &PortExtensionArgs, recipe: &Recipe) -> String {
+    if let Some(ns) = &args.stable_namespace {
+        return ns.clone();
+    }
+    let src = args.src.as_ref().map(PathBuf::from);
+    match recipe
+        .build
+        .module
+        .split('.')
+        .next()
+        .filter(|p| !p.is_empty())
+    {
+        Some(package) => package.to_string(),
+        None => crate::codemod::stable_bindings::namespace_of(src.as_ref()),
+    }
 }
 
 pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
@@ -77,16 +115,11 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
         ),
     };
     let name = recipe.name.clone();
-    if let Some(w) = &args.write_recipe {
-        port_extension::recipe::check_new_name(w)?;
-    }
-    let mode = if args.dry_run {
-        RunMode::DryRun
-    } else if args.check {
-        RunMode::Check
-    } else {
-        RunMode::Full
-    };
+    args.write_recipe
+        .as_deref()
+        .map_or(Ok(()), port_extension::recipe::check_new_name)?;
+    let mode = mode_of(args);
+    let stable_abi = args.stable_abi.then(|| stable_namespace(args, &recipe));
     let req = Request {
         src: if recipe.recipe_less {
             None
@@ -102,6 +135,7 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
         own_arch_flags: args.own_arch_flags,
         skip_missing_submodules: args.skip_missing_submodules,
         run_tests: !args.no_tests,
+        stable_abi,
     };
     let out = match port_extension::run(&req)? {
         Ok(o) => o,

@@ -64,6 +64,22 @@ pub struct Request {
     pub skip_missing_submodules: bool,
     /// Run the package's own test suite against the built wheel (`--no-tests` turns it off).
     pub run_tests: bool,
+    /// `--stable-abi`: port onto torch's stable ABI, operators in this namespace
+    /// (torch.ops.NS.*); the recipe's `stable/*.patch` instead of its patches; a limited-API
+    /// `abi3` build for the lowest `TORCH_TARGET_VERSION` the rewritten code allows.
+    pub stable_abi: Option<String>,
+}
+
+/// What a `--stable-abi` port targets.
+#[derive(Debug, Clone, Serialize)]
+pub struct StableAbi {
+    /// The operators' namespace: `torch.ops.NAMESPACE.f`.
+    pub namespace: String,
+    /// The oldest torch the rewritten code allows (the newest `replacement_since` of the stable
+    /// rules that fired).
+    pub torch_target_version: String,
+    /// The `-DTORCH_TARGET_VERSION=` value the build gets.
+    pub torch_target_macro: String,
 }
 
 /// How a review item was dealt with.
@@ -123,6 +139,8 @@ pub struct Outcome {
     pub patches: Vec<Applied>,
     pub review: Vec<ReviewRow>,
     pub unexplained: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stable_abi: Option<StableAbi>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
     pub build: Option<BuildSummary>,

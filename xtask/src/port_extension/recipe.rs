@@ -222,12 +222,21 @@ impl Recipe {
     }
 
     /// The recipe's patch files, in name order.
-    pub fn patches(&self) -> Result<Vec<PathBuf>> {
+    pub fn patches(&self, stable_abi: bool) -> Result<Vec<PathBuf>> {
         if self.recipe_less {
             return Ok(Vec::new());
         }
-        let mut out: Vec<PathBuf> = fs::read_dir(&self.dir)
-            .with_context(|| format!("listing {}", self.dir.display()))?
+        // The stable-ABI port's rules write other code than the ordinary port's: its own patches.
+        let dir = if stable_abi {
+            self.dir.join("stable")
+        } else {
+            self.dir.clone()
+        };
+        if stable_abi && !dir.is_dir() {
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<PathBuf> = fs::read_dir(&dir)
+            .with_context(|| format!("listing {}", dir.display()))?
             .flatten()
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|e| e == "patch") && p.is_file())

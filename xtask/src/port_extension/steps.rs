@@ -173,7 +173,11 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
     // A dry run or --check compiles nothing: it goes on and says so.
     let go_on = req.skip_missing_submodules || req.mode != RunMode::Full;
     build_ext::source::unfilled_submodules(&SourceSpec::Dir(src_dir.clone()), go_on)?;
-    let base = port_dir(r, req.src.as_deref())?;
+    let mut base = port_dir(r, req.src.as_deref())?;
+    if req.stable_abi.is_some() {
+        // Its own work tree and wheels: the ordinary port of the same source stays as it was.
+        base.as_mut_os_string().push("-stable-abi");
+    }
     fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let lock = crate::cache::lock(&base.join(".lock"), &mut || {
         crate::errln!(
@@ -197,6 +201,7 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
         patches: Vec::new(),
         review: Vec::new(),
         unexplained: 0,
+        stable_abi: None,
         diff: None,
         build: None,
         import_sweep: None,
@@ -232,15 +237,29 @@ pub fn apply_rules(job: &mut Job) -> Result<RulesApplied> {
     }
     let files = codemod::discover(&rule_paths)?;
     let target = target_torch(job.req);
-    let catalogues = r
+    let mut catalogues = r
         .catalogue_paths()
         .iter()
         .map(|p| Catalogue::load(p).map(|c| c.for_torch(&target)))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(ns) = &job.req.stable_abi {
+        // After the legacy rules, on their output: the stable-ABI rules and the bindings.
+        let mut stable = codemod::catalogue::stable().clone();
+        stable.stable_namespace = Some(ns.clone());
+        catalogues.push(stable);
+    }
     let mut after_rules = Vec::new();
     let out = &mut job.out;
     for cat in &catalogues {
         let rep = codemod::run(cat, &files, Mode::Apply)?;
+        if let (Some(ns), Some(v)) = (&job.req.stable_abi, &rep.torch_target_version) {
+            let version: crate::version::Version = v.parse()?;
+            out.stable_abi = Some(super::StableAbi {
+                namespace: ns.clone(),
+                torch_target_version: v.clone(),
+                torch_target_macro: codemod::catalogue::torch_target_macro(&version),
+            });
+        }
         for (k, v) in &rep.rewrites {
             *out.rewrites.entry(k.clone()).or_insert(0) += v;
             if let Some(w) = cat.why(k) {
@@ -268,7 +287,7 @@ pub fn apply_patches(job: &mut Job) -> Result<()> {
     let patches: Vec<Applied> = job
         .req
         .recipe
-        .patches()?
+        .patches(job.req.stable_abi.is_some())?
         .iter()
         .map(|p| job.wt.apply(p))
         .collect::<Result<_>>()?;
@@ -390,6 +409,11 @@ fn build_request(job: &Job, source: SourceSpec) -> Result<build_ext::Request> {
         cpu_only: false,
         dist: None,
         skip_missing_submodules: req.skip_missing_submodules,
+        stable_abi_target: job
+            .out
+            .stable_abi
+            .as_ref()
+            .map(|s| s.torch_target_macro.clone()),
     })
 }
 
