@@ -32,11 +32,16 @@ fn torch_dir(python: &Path) -> PathBuf {
 }
 
 /// The "Minimum compatible version: PyTorch X" of each `inline … NAME(` in a stable header (the
-/// first declaration of a name), and of each `class NAME`.
-fn minimum_versions(header: &str) -> BTreeMap<String, String> {
+/// first declaration of a name), and of each `class NAME`; with `methods`, of each member
+/// function declared after one (`T* mutable_data_ptr() const;`).
+fn minimum_versions(header: &str, methods: bool) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut last: Option<String> = None;
-    let decl = regex::Regex::new(r"^(?:inline [^(]*?\b|class )(\w+)\s*[({]").unwrap();
+    let decl = if methods {
+        regex::Regex::new(r"^[\w:<>*& ]*?\b(\w+)\(\)\s*const\s*[;{]").unwrap()
+    } else {
+        regex::Regex::new(r"^(?:inline [^(]*?\b|class )(\w+)\s*[({]").unwrap()
+    };
     for line in header.lines() {
         if let Some(v) = line.split("Minimum compatible version: PyTorch ").nth(1) {
             // "2.9." or "2.9. For full kwargs support, use PyTorch 2.10+."
@@ -66,8 +71,16 @@ fn the_stable_forms_are_dated_as_torchs_own_headers_date_them() {
     for header in ["ops.h", "accelerator.h", "device_struct.h"] {
         since.extend(minimum_versions(
             &std::fs::read_to_string(include.join(header)).unwrap(),
+            false,
         ));
     }
+    // Tensor's methods (`x.mutable_data_ptr<T>()`), dated as tensor_struct.h dates them.
+    let methods = minimum_versions(
+        &std::fs::read_to_string(include.join("tensor_struct.h")).unwrap(),
+        true,
+    );
+    assert!(methods.contains_key("mutable_data_ptr"), "{methods:?}");
+    let method_called = regex::Regex::new(r"\$X\.(\w+)[<(]").unwrap();
     assert!(since.len() > 30, "{since:?}");
     // torch 2.15's accelerator.h states no version for getCurrentStream (its shim,
     // aoti_torch_get_current_stream, is exported by every release the range verdict reads).
@@ -103,6 +116,13 @@ fn the_stable_forms_are_dated_as_torchs_own_headers_date_them() {
                 None if prefix != "Tensor" && !prefix.is_empty() => names.push(prefix),
                 None => {}
             }
+        }
+        for c in method_called.captures_iter(replace) {
+            let v = methods
+                .get(&c[1])
+                .unwrap_or_else(|| panic!("`{}` ({})", &c[1], rule.id));
+            since.entry(c[1].to_string()).or_insert(v.clone());
+            names.push(c[1].to_string());
         }
         if names.is_empty() {
             continue;

@@ -152,6 +152,9 @@ struct RuleSpec {
     /// Review rules only: quiet on lines that another rule already reports.
     #[serde(default)]
     secondary: bool,
+    /// `include` rules with action = "drop-unused": the identifiers that mean the file still uses
+    /// what the header declares.
+    uses: Option<String>,
     /// The rule applies only to files whose bytes match this regex (a rule that brings in torch
     /// headers only where the file already uses torch).
     file_matches: Option<String>,
@@ -203,6 +206,9 @@ pub enum Action {
         to: Option<String>,
         review: bool,
         suggest: String,
+        /// `action = "drop-unused"`: the header is dropped only from a file none of whose code
+        /// identifiers match this (`uses`; the names it could provide).
+        drop_unless_uses: Option<Regex>,
     },
     PyString {
         regex: Regex,
@@ -691,26 +697,35 @@ fn include_action(r: &RuleSpec, err: &dyn Fn(&str) -> anyhow::Error) -> Result<A
         Some(p) => (p.to_string(), true),
         None => (h, false),
     };
-    let review = match r.action.as_deref() {
-        None | Some("rewrite") => false,
-        Some("review") => true,
+    let (review, drop_unused) = match r.action.as_deref() {
+        None | Some("rewrite") => (false, false),
+        Some("review") => (true, false),
+        Some("drop-unused") => (false, true),
         Some(a) => {
             return Err(err(&format!(
-                "action = {a:?}: expected \"rewrite\" or \"review\""
+                "action = {a:?}: expected \"rewrite\", \"review\" or \"drop-unused\""
             )))
         }
     };
-    if glob && !review {
+    if glob && !review && !drop_unused {
         return Err(err(
-            "a header glob can only be reviewed (action = \"review\")",
+            "a header glob can only be reviewed or dropped where unused (action = \"review\" | \"drop-unused\")",
         ));
     }
+    let drop_unless_uses = match (drop_unused, r.uses.as_deref(), &r.to) {
+        (false, None, _) => None,
+        (true, Some(re), None) => Some(Regex::new(re).map_err(|e| err(&format!("uses: {e}")))?),
+        (true, None, _) => return Err(err("action = \"drop-unused\" needs `uses`")),
+        (true, Some(_), Some(_)) => return Err(err("action = \"drop-unused\" takes no `to`")),
+        (false, Some(_), _) => return Err(err("`uses` needs action = \"drop-unused\"")),
+    };
     Ok(Action::Include {
         header,
         glob,
         to: r.to.clone(),
         review,
         suggest: r.suggest.clone().unwrap_or_default(),
+        drop_unless_uses,
     })
 }
 

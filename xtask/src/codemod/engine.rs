@@ -184,6 +184,7 @@ impl Changes {
                 glob: false,
                 to,
                 review: false,
+                drop_unless_uses: None,
                 ..
             } => {
                 self.rewrite(rule)?;
@@ -466,41 +467,17 @@ fn change_edits(rule: &Rule, text: &[u8], toks: &[Token]) -> Result<Vec<Edit>> {
         }
         Action::Include {
             header,
+            glob,
+            drop_unless_uses: Some(uses),
+            ..
+        } => edits.extend(unused_include_edits(header, *glob, uses, text, toks)),
+        Action::Include {
+            header,
             glob: false,
             to,
             review: false,
             ..
-        } => {
-            let present = |h: &str| {
-                include_sites(text, toks)
-                    .iter()
-                    .any(|(_, name, _)| name == h.as_bytes())
-            };
-            let to_present = to.as_deref().is_some_and(present);
-            for (ti, name, delims) in include_sites(text, toks) {
-                if name != header.as_bytes() {
-                    continue;
-                }
-                let t = &toks[ti];
-                let start = directive_start(toks, ti);
-                if has_opaque(toks, start, ti) {
-                    continue; // `#include /* why */ <...>`: never lose the comment
-                }
-                match to {
-                    Some(to) if !to_present => {
-                        let mut rep = vec![delims.0];
-                        rep.extend_from_slice(to.as_bytes());
-                        rep.push(delims.1);
-                        edits.push((t.start, t.end, rep));
-                    }
-                    _ => {
-                        // Drop the whole directive (`#` .. header name) and its line if empty.
-                        let (s, e) = widen_to_line(text, toks[start].start, t.end);
-                        edits.push((s, e, Vec::new()));
-                    }
-                }
-            }
-        }
+        } => edits.extend(include_swap_edits(header, to.as_deref(), text, toks)),
         Action::PyString {
             regex, drop: true, ..
         } => {
@@ -515,6 +492,71 @@ fn change_edits(rule: &Rule, text: &[u8], toks: &[Token]) -> Result<Vec<Edit>> {
         _ => {}
     }
     Ok(edits)
+}
+
+/// An include rule with `action = "drop-unused"`: the header's directives dropped from a file
+/// whose code names nothing `uses` matches.
+fn unused_include_edits(
+    header: &str,
+    glob: bool,
+    uses: &regex::bytes::Regex,
+    text: &[u8],
+    toks: &[Token],
+) -> Vec<Edit> {
+    let used = toks
+        .iter()
+        .any(|t| t.kind == Kind::Ident && uses.is_match(t.text(text)));
+    let mut edits = Vec::new();
+    for (ti, name, _) in include_sites(text, toks) {
+        let hit = if glob {
+            name.starts_with(header.as_bytes())
+        } else {
+            name == header.as_bytes()
+        };
+        let start = directive_start(toks, ti);
+        if used || !hit || has_opaque(toks, start, ti) {
+            continue;
+        }
+        let (s, e) = widen_to_line(text, toks[start].start, toks[ti].end);
+        edits.push((s, e, Vec::new()));
+    }
+    edits
+}
+
+/// An include rule: the header swapped for `to` (dropped when `to` is absent or already
+/// included).
+fn include_swap_edits(header: &str, to: Option<&str>, text: &[u8], toks: &[Token]) -> Vec<Edit> {
+    let present = |h: &str| {
+        include_sites(text, toks)
+            .iter()
+            .any(|(_, name, _)| name == h.as_bytes())
+    };
+    let to_present = to.is_some_and(present);
+    let mut edits = Vec::new();
+    for (ti, name, delims) in include_sites(text, toks) {
+        if name != header.as_bytes() {
+            continue;
+        }
+        let t = &toks[ti];
+        let start = directive_start(toks, ti);
+        if has_opaque(toks, start, ti) {
+            continue; // `#include /* why */ <...>`: never lose the comment
+        }
+        match to {
+            Some(to) if !to_present => {
+                let mut rep = vec![delims.0];
+                rep.extend_from_slice(to.as_bytes());
+                rep.push(delims.1);
+                edits.push((t.start, t.end, rep));
+            }
+            _ => {
+                // Drop the whole directive (`#` .. header name) and its line if empty.
+                let (s, e) = widen_to_line(text, toks[start].start, t.end);
+                edits.push((s, e, Vec::new()));
+            }
+        }
+    }
+    edits
 }
 
 /// Whether a `needs-header` rule's name is used in code (never in a comment or literal, nor on a

@@ -418,14 +418,21 @@ fn schema_type(cxx: &str) -> Result<(&'static str, Option<&'static str>), String
     })
 }
 
-/// For a function with a `float` or `int` parameter, an adapter the boxing can call: it takes
-/// `double`/`int64_t` and converts them as pybind11 did (`static_cast<float>`; an `int` out of
-/// range is an error, not a wrapped value).
+/// A non-const lvalue reference (`at::Tensor& out`).
+fn mutable_ref(cxx: &str) -> bool {
+    cxx.trim_end().ends_with('&') && !cxx.split_whitespace().any(|w| w == "const")
+}
+
+/// For a function with a `float` or `int` parameter, a tensor it may write or an `int` return,
+/// an adapter the boxing can call: it takes `double`/`int64_t` and converts them as pybind11 did
+/// (`static_cast<float>`; an `int` out of range is an error, not a wrapped value), tensors by
+/// value (the same tensor: a handle), and returns `int64_t` for an `int`.
 fn adapter(sig: &Signature) -> Option<String> {
     let mut params = Vec::new();
     let mut args = Vec::new();
     let mut checks = Vec::new();
-    let mut any = false;
+    let int_return = sig.ret.trim() == "int";
+    let mut any = int_return || sig.params.iter().any(|(ty, _)| mutable_ref(ty));
     for (ty, name) in &sig.params {
         match schema_type(ty).ok()?.1 {
             Some(boxed) => {
@@ -457,7 +464,11 @@ fn adapter(sig: &Signature) -> Option<String> {
         return None;
     }
     let void = sig.ret.trim() == "void";
-    let ret = if void { "void" } else { "auto" };
+    let ret = match (void, int_return) {
+        (true, _) => "void",
+        (_, true) => "int64_t",
+        _ => "auto",
+    };
     let call = format!("{}({})", sig.name, args.join(", "));
     let body = if void {
         format!("{}  {call};\n", checks.concat())
@@ -470,7 +481,7 @@ fn adapter(sig: &Signature) -> Option<String> {
         "#include <torch/headeronly/util/Exception.h>\n"
     };
     Some(format!(
-        "{include}// `{}` takes a float or int; the stable ABI boxes them as double and int64_t.\nstatic {ret} {}_boxed({}) {{\n{body}}}\n",
+        "{include}// `{}` as the stable ABI boxes it: double for float, int64_t for int, tensors by value.\nstatic {ret} {}_boxed({}) {{\n{body}}}\n",
         sig.name,
         sig.name,
         params.join(", ")
@@ -525,13 +536,20 @@ extern "C" PyObject* ARCHSMITH_PYINIT({module})(void) {{
 /// `name(Tensor dets, float threshold) -> Tensor`, or why the signature does not map.
 fn schema(name: &str, sig: &Signature) -> Result<String, String> {
     let mut args = Vec::new();
+    let mut aliases = b'a'..=b'z';
     for (ty, param) in &sig.params {
         let (st, _) = schema_type(ty).map_err(|e| format!("parameter `{param}` is {e}"))?;
-        args.push(format!("{st} {param}"));
+        // A tensor the function may write (a non-const reference): an alias set of its own,
+        // as torch's schemas mark an argument an op mutates.
+        match (st, mutable_ref(ty), aliases.next()) {
+            ("Tensor", true, Some(set)) => args.push(format!("Tensor({}!) {param}", set as char)),
+            _ => args.push(format!("{st} {param}")),
+        }
     }
     let ret = sig.ret.replace(' ', "");
     let ret = match ret.as_str() {
         "void" => "()".to_string(),
+        "int" | "int64_t" | "long" => "int".to_string(),
         r if schema_type(&sig.ret).is_ok_and(|t| t.0 == "Tensor") && !r.contains("tuple") => {
             "Tensor".into()
         }
@@ -587,6 +605,12 @@ mod tests {
                 "void f(at::Tensor& d, float& t);",
                 "f",
                 Err("parameter `t` is `float &` (a reference the boxing cannot bind)"),
+            ),
+            // flownet2's style: tensors written in place, an int status returned.
+            (
+                "int norm_forward(at::Tensor& input1, at::Tensor& output, int norm_deg);",
+                "norm_forward",
+                Ok("norm_forward(Tensor(a!) input1, Tensor(b!) output, int norm_deg) -> int"),
             ),
             (
                 "at::Tensor g(const at::Tensor& d, const std::vector<int64_t>& sizes);",
