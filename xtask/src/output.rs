@@ -225,6 +225,7 @@ pub mod documents {
         BENCH_AUDIT = "bench-audit", 1;
         BENCH_LOAD_CHECK = "bench-load-check", 1;
         BENCH_TORCH_RANGE = "bench-torch-range", 1;
+        BENCH_ABI_CHECKERS = "bench-abi-checkers", 1;
         BENCH_BUILD_EXT = "bench-build-ext", 1;
         BENCH_BUILD_EXT_PACKAGES = "bench-build-ext-packages", 1;
         BENCH_CODEMOD = "bench-codemod", 1;

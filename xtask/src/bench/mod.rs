@@ -10,6 +10,7 @@
 //! * [`load_check_vs_python`]: the load check's verdicts vs importing each module in a fresh
 //!   interpreter: agreement and time.
 
+pub mod abi_checkers;
 pub mod audit;
 pub mod build_ext_vs_pip;
 pub mod codemod_scaling;

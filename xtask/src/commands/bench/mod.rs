@@ -1,6 +1,7 @@
 //! `cargo xtask bench …`: measured comparisons against the tool a user would otherwise use, each
 //! in one run on the same machine. One module per benchmark.
 
+mod abi_checkers;
 mod audit;
 mod build_ext;
 mod codemod;
@@ -54,6 +55,13 @@ pub enum BenchCommand {
         after_help = "Example:\n  archsmith bench torch-range --python envs/torch-2.11/bin/python --python envs/torch-2.15/bin/python --wheel torchvision-0.29.2-cp311-cp311-manylinux_2_28_x86_64.whl"
     )]
     TorchRange(torch_range::TorchRangeArgs),
+    /// The range verdict side by side with torch-abi-audit and kernel-abi-check (from PyPI) on
+    /// every shared object of some wheels: each verdict, the disagreements with the exports that
+    /// decide them, each tool's time.
+    #[command(
+        after_help = "Example:\n  archsmith bench abi-checkers --wheel torchvision-0.29.2-py3-none-manylinux_2_28_x86_64.whl --torch-range 'torch>=2.11,<2.16'"
+    )]
+    AbiCheckers(abi_checkers::AbiCheckersArgs),
 }
 
 pub fn run(args: BenchArgs) -> Result<Exit> {
@@ -65,5 +73,6 @@ pub fn run(args: BenchArgs) -> Result<Exit> {
         BenchCommand::JitPrebuild(a) => jit_prebuild::jit_prebuild(a),
         BenchCommand::LoadCheck(a) => load_check::load_check(a),
         BenchCommand::TorchRange(a) => torch_range::torch_range(a),
+        BenchCommand::AbiCheckers(a) => abi_checkers::abi_checkers(a),
     }
 }

@@ -1,0 +1,321 @@
+//! `bench abi-checkers`: the range verdict (`verify binary --target`) side by side with the two
+//! stable-ABI checkers a user would otherwise run, `torch-abi-audit` and `kernel-abi-check` (both
+//! from PyPI, installed once under archsmith's tools dir), on every shared object of some wheels,
+//! in one run: each tool's verdict, where they disagree (with the real exports that decide it:
+//! the symbols the release lacks), and each tool's time.
+//!
+//! torch-abi-audit classifies a file's undefined symbols by name (the `aoti_torch_*`/`torch_*`
+//! shims it knows, the C++ namespaces it treats as unstable) and states the CPython limited-API
+//! compliance of an `abi3` file; kernel-abi-check's Python API states only the CPython side
+//! (`check_python_abi`). Neither resolves a symbol against a torch release: archsmith reads each
+//! release's real exports.
+
+use super::load_check_vs_python::{module_name, module_sets};
+use crate::process::Cmd;
+use crate::verify::load_check::release_range::RangeReport;
+use anyhow::{anyhow, Context, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The checkers compared, as the issue that asked for the comparison names them.
+const CHECKERS: [&str; 2] = ["torch-abi-audit==0.3.0", "kernel-abi-check==0.14.1"];
+/// The oldest CPython an `abi3` file is checked against (torch's own `min_supported_cpython` is
+/// 3.10; 3.9 is what the checkers default to and what a wheel tagged cp39-abi3 claims).
+const ABI3_FLOOR: &str = "3.9";
+
+#[derive(Debug, Clone, Default)]
+pub struct AbiCheckersRequest {
+    pub wheels: Vec<PathBuf>,
+    /// `torch>=2.11,<2.16`: the releases archsmith checks against.
+    pub range: String,
+}
+
+/// One shared object: the three verdicts.
+#[derive(Debug, Serialize)]
+pub struct CheckerRow {
+    pub wheel: String,
+    pub module: String,
+    /// archsmith: `stable`, `tied` or `no-torch`; the releases it loads on.
+    pub archsmith: String,
+    pub loads_on: Vec<String>,
+    /// The symbols the first release it does not load on lacks (the first five).
+    pub missing: Vec<String>,
+    /// torch-abi-audit: `stable`, `unstable` or `no-torch`, and its minimum torch.
+    pub torch_abi_audit: String,
+    pub torch_abi_audit_min: Option<String>,
+    /// torch-abi-audit's CPython verdict for a file tagged `abi3`: the symbols outside the
+    /// limited API.
+    pub abi3_torch_abi_audit: Option<usize>,
+    /// kernel-abi-check's CPython verdict: the Python symbols outside the stable ABI of 3.9.
+    pub abi3_kernel_abi_check: Option<usize>,
+    /// archsmith and torch-abi-audit say the same of stable vs tied.
+    pub agree: bool,
+    /// Where archsmith's verdict says more than stable/tied: why a release of the range is
+    /// refused (a symbol it lacks, the CUDA runtime its wheel does not bring).
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AbiCheckersReport {
+    pub range: String,
+    pub rows: Vec<CheckerRow>,
+    pub agree: usize,
+    pub archsmith_s: f64,
+    pub torch_abi_audit_s: f64,
+    pub kernel_abi_check_s: f64,
+}
+
+pub fn run(req: &AbiCheckersRequest) -> Result<AbiCheckersReport> {
+    let python = crate::python::host_python()?;
+    let tools = checkers(&python)?;
+    let sets = module_sets(&python, &req.wheels)?;
+    let files: Vec<PathBuf> = sets.iter().flat_map(|(_, _, f)| f.clone()).collect();
+    // The exports lists first (read from PyPI where missing), so the timing is of the verdicts.
+    RangeReport::check(&req.range, &files[..files.len().min(1)])?;
+    let started = Instant::now();
+    let range = RangeReport::check(&req.range, &files)?;
+    let archsmith_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let audit = torch_abi_audit(&python, &tools, &files)?;
+    let torch_abi_audit_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let kac = kernel_abi_check(&python, &tools, &files)?;
+    let kernel_abi_check_s = started.elapsed().as_secs_f64();
+    let mut rows = Vec::new();
+    let mut k = 0;
+    for (wheel, site, set) in &sets {
+        for file in set {
+            let verdict = range.files[k].torch.clone();
+            let note = verdict.as_ref().and_then(|v| {
+                let refused = v.releases.iter().find(|r| !r.loads)?;
+                Some(
+                    match (&refused.cuda_mismatch, refused.first_missing.first()) {
+                        (Some(cuda), _) => format!("not on {}: {cuda}", refused.torch),
+                        (None, Some(symbol)) => format!(
+                            "not on {}: lacks {} symbol(s), first `{symbol}`",
+                            refused.torch, refused.missing
+                        ),
+                        (None, None) => format!("not on {}", refused.torch),
+                    },
+                )
+            });
+            let (archsmith, loads_on, missing) = match &verdict {
+                Some(v) => (
+                    v.kind.to_string(),
+                    v.loads_on.clone(),
+                    v.releases
+                        .iter()
+                        .find(|r| !r.loads)
+                        .map(|r| r.first_missing.iter().take(5).cloned().collect())
+                        .unwrap_or_default(),
+                ),
+                None => ("no-torch".to_string(), Vec::new(), Vec::new()),
+            };
+            let a = &audit[k];
+            let agree = match archsmith.as_str() {
+                "stable" => a.verdict == "stable",
+                "tied" => a.verdict == "unstable",
+                _ => a.verdict == "no-torch",
+            };
+            rows.push(CheckerRow {
+                wheel: wheel.clone().unwrap_or_default(),
+                module: module_name(site, file),
+                archsmith,
+                loads_on,
+                missing,
+                torch_abi_audit: a.verdict.clone(),
+                torch_abi_audit_min: a.min_torch.clone(),
+                abi3_torch_abi_audit: a.abi3,
+                abi3_kernel_abi_check: claims_abi3(file).then_some(kac[k]),
+                agree,
+                note,
+            });
+            k += 1;
+        }
+    }
+    Ok(AbiCheckersReport {
+        range: req.range.clone(),
+        agree: rows.iter().filter(|r| r.agree).count(),
+        rows,
+        archsmith_s,
+        torch_abi_audit_s,
+        kernel_abi_check_s,
+    })
+}
+
+fn claims_abi3(file: &Path) -> bool {
+    file.to_string_lossy().ends_with(".abi3.so")
+}
+
+/// Both checkers installed once (`--target`) under archsmith's tools dir.
+fn checkers(python: &Path) -> Result<PathBuf> {
+    let tools = crate::paths::cache_dir().join("tools");
+    let packages: Vec<String> = CHECKERS.iter().map(|s| s.to_string()).collect();
+    crate::cache::provision(
+        &tools,
+        "abi-checkers",
+        "torch-abi-audit and kernel-abi-check",
+        &|dir| {
+            Ok(dir
+                .join("torch_abi_audit")
+                .is_dir()
+                .then(|| dir.to_path_buf()))
+        },
+        &mut |staging, progress| {
+            progress(&format!("installing {} from PyPI", packages.join(" ")));
+            crate::python::installer::Installer::detect()?
+                .install_target(python, &packages, staging, false)
+        },
+        &mut |m| crate::errln!("archsmith: {m}"),
+    )
+}
+
+/// torch-abi-audit's reading of one file.
+struct Audit {
+    verdict: String,
+    min_torch: Option<String>,
+    abi3: Option<usize>,
+}
+
+fn torch_abi_audit(python: &Path, tools: &Path, files: &[PathBuf]) -> Result<Vec<Audit>> {
+    let mut out = Vec::new();
+    for file in files {
+        // Exit 0 or 1 (a policy it was not asked to gate): its JSON is the answer either way.
+        let json = Cmd::new(python)
+            .args([
+                "-c",
+                "import sys; from torch_abi_audit.cli import main; sys.exit(main())",
+                "--json",
+            ])
+            .arg(file)
+            .env("PYTHONPATH", tools)
+            .output()
+            .with_context(|| format!("torch-abi-audit {}", file.display()))?
+            .stdout;
+        let v: serde_json::Value = serde_json::from_str(&json)
+            .with_context(|| format!("torch-abi-audit {}: not JSON: {json}", file.display()))?;
+        // A Python module is an "extension"; a library without PyInit_ (loaded with
+        // torch.ops.load_library) a "bundled lib".
+        let ext = match &v["extensions"][0] {
+            serde_json::Value::Null => &v["bundled_libs"][0],
+            e => e,
+        };
+        let torch = &ext["torch"];
+        let verdict = match (torch["uses_torch"].as_bool(), torch["stable"].as_bool()) {
+            (Some(false), _) => "no-torch",
+            (_, Some(true)) => "stable",
+            (Some(true), _) => "unstable",
+            _ => "error",
+        };
+        out.push(Audit {
+            verdict: verdict.to_string(),
+            min_torch: torch["min_torch_version"].as_str().map(str::to_string),
+            // Tagged abi3: its violations (a tagged library with no C API at all has none; the
+            // tool's `compliant` is false there, its report says "abi3-tagged-no-capi").
+            abi3: ext["cpython"]["intent"]
+                .as_bool()
+                .filter(|i| *i)
+                .and_then(|_| ext["cpython"]["violations"].as_array().map(Vec::len)),
+        });
+    }
+    Ok(out)
+}
+
+/// kernel-abi-check's `check_python_abi(3.9)` on each file: the number of violations.
+fn kernel_abi_check(python: &Path, tools: &Path, files: &[PathBuf]) -> Result<Vec<usize>> {
+    let script = format!(
+        "import sys, kernel_abi_check as k\nfor f in sys.argv[1:]:\n    print(len(k.ObjectFile(f).check_python_abi('{ABI3_FLOOR}')))\n"
+    );
+    let text = Cmd::new(python)
+        .args(["-c", &script])
+        .args(files)
+        .env("PYTHONPATH", tools)
+        .read()
+        .context("kernel-abi-check")?;
+    let counts: Vec<usize> = text
+        .lines()
+        .map(|l| {
+            l.trim()
+                .parse()
+                .map_err(|_| anyhow!("kernel-abi-check printed {l:?}"))
+        })
+        .collect::<Result<_>>()?;
+    if counts.len() != files.len() {
+        return Err(anyhow!(
+            "kernel-abi-check answered {} of {} files",
+            counts.len(),
+            files.len()
+        ));
+    }
+    Ok(counts)
+}
+
+impl AbiCheckersReport {
+    pub fn table(&self) -> String {
+        let mut t = crate::output::Table::new([
+            "MODULE",
+            "ARCHSMITH",
+            "LOADS ON",
+            "TORCH-ABI-AUDIT",
+            "ABI3 (AUDIT / KERNEL-ABI-CHECK)",
+            "AGREE",
+        ]);
+        for r in &self.rows {
+            let abi3 = match (r.abi3_torch_abi_audit, r.abi3_kernel_abi_check) {
+                (None, None) => "-".to_string(),
+                (a, k) => {
+                    let say = |n: Option<usize>| match n {
+                        None => "-".to_string(),
+                        Some(0) => "ok".to_string(),
+                        Some(n) => format!("{n} symbol(s)"),
+                    };
+                    format!("{} / {}", say(a), say(k))
+                }
+            };
+            let loads = match (r.loads_on.first(), r.loads_on.last()) {
+                (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
+                (Some(a), _) => a.clone(),
+                _ => "none".into(),
+            };
+            let audit = match &r.torch_abi_audit_min {
+                Some(m) => format!("{} (>= {m})", r.torch_abi_audit),
+                None => r.torch_abi_audit.clone(),
+            };
+            t.row([
+                r.module.clone(),
+                r.archsmith.clone(),
+                loads,
+                audit,
+                abi3,
+                if r.agree { "yes" } else { "NO" }.to_string(),
+            ]);
+        }
+        let mut s = t.render();
+        s.push_str(&format!(
+            "\n{} of {} agree (stable vs tied) over {}; archsmith {:.2} s, torch-abi-audit {:.2} s, kernel-abi-check {:.2} s\n",
+            self.agree,
+            self.rows.len(),
+            self.range,
+            self.archsmith_s,
+            self.torch_abi_audit_s,
+            self.kernel_abi_check_s
+        ));
+        for r in self.rows.iter().filter(|r| r.note.is_some()) {
+            s.push_str(&format!(
+                "{} ({}): {} {}\n",
+                r.module,
+                r.wheel,
+                r.archsmith,
+                r.note.as_deref().unwrap_or_default()
+            ));
+        }
+        for r in self.rows.iter().filter(|r| !r.agree) {
+            s.push_str(&format!(
+                "{}: archsmith {} (loads on {:?}; first release it does not load on lacks {:?}), torch-abi-audit {}\n",
+                r.module, r.archsmith, r.loads_on, r.missing, r.torch_abi_audit
+            ));
+        }
+        s
+    }
+}
