@@ -559,10 +559,20 @@ fn cpu_only_builds_are_held_to_no_device_code() {
         (xtask_env(&args, env), out)
     };
     let cpu = [("MULTIEXT_CPU_ONLY", "1")];
-    let (run, _out) = build(&["--cpu-only"], &cpu);
+    let (run, _out) = build(&["--cpu-only", "--torch-range", "torch==2.15.0"], &cpu);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let r = &json(&run)["result"];
     assert_eq!(r["audit"]["cpu_only"], true, "{r}");
+    // --torch-range: every shared object of the built wheel over torch 2.15.0's real exports;
+    // this package's modules bind nothing of torch (plain CPython and a registry of its own), so
+    // each needs nothing and loads on every release (tests/load_check.rs and codemod_stable.rs
+    // check stable and tied verdicts).
+    let range = &r["torch_range"];
+    assert_eq!(range["range"], "torch==2.15.0", "{range}");
+    let files = range["files"].as_array().unwrap();
+    assert_eq!(files.len(), 5, "{files:?}");
+    assert!(files.iter().all(|f| f["torch"].is_null()), "{files:?}");
+    assert_eq!(range["loads_everywhere"], true, "{range}");
     assert_eq!(
         strings(&r["imported"]),
         [

@@ -290,6 +290,15 @@ fn a_stale_compiled_extension_is_named_and_fails_the_env() {
         breaking.iter().all(|p| p.contains("torchvision/")),
         "{breaking:?}"
     );
+    // And by torch 2.15.0's real exports: torchvision 0.21's `_C.so` is tied to one torch's C++
+    // ABI (rebuilt at every upgrade), and refused there.
+    let files = v["compiled"]["torch_range"]["files"].as_array().unwrap();
+    let c = files
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with("torchvision/_C.so"))
+        .unwrap();
+    assert_eq!(c["torch"]["kind"], "tied", "{c}");
+    assert_eq!(c["torch"]["loads_on"], serde_json::json!([]), "{c}");
 }
 
 /// `SITE/optionalpkg/_tbbpool.<tag>.so`, a compiled module that needs `libgone_backend.so.3`,

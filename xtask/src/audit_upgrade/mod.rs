@@ -60,6 +60,31 @@ pub struct CompiledCheck {
     pub target: PathBuf,
     pub checked: usize,
     pub breaking: Vec<crate::verify::load_check::LoadVerdict>,
+    /// The same modules over the target release by its real exports: which are on torch's stable
+    /// ABI (they keep loading on later torches too) and which are tied to one torch's C++ ABI
+    /// (None where the release's exports could not be read, offline with none kept).
+    pub torch_range: Option<crate::verify::load_check::release_range::RangeReport>,
+}
+
+impl CompiledCheck {
+    /// How many of the modules are on torch's stable ABI and how many tied to one torch.
+    fn stable_or_tied(&self) -> String {
+        let Some(r) = &self.torch_range else {
+            return String::new();
+        };
+        let kinds: Vec<&str> = r
+            .files
+            .iter()
+            .filter_map(|f| f.torch.as_ref())
+            .map(|t| t.kind)
+            .collect();
+        let stable = kinds.iter().filter(|k| **k == "stable").count();
+        format!(
+            "of them, {stable} on torch's stable ABI (they keep loading on later torches) and {} tied to one torch's C++ ABI (rebuilt at every upgrade); {} verify binary --target 'torch>=A,<B' says which releases each loads on\n",
+            kinds.len() - stable,
+            crate::output::program()
+        )
+    }
 }
 
 impl AuditReport {
@@ -124,6 +149,7 @@ impl AuditReport {
                 c.target.display(),
                 c.breaking.len()
             );
+            s += &c.stable_or_tied();
         }
         if !t.is_empty() {
             s += &t.render();
@@ -162,6 +188,7 @@ const REPLACED_WITH_TORCH: &[&str] = &["torch", "functorch", "torchgen", "nvidia
 
 /// Every compiled module of `installed` that belongs to another package, against `to`'s torch.
 fn compiled_check(req: &AuditRequest) -> Result<Option<CompiledCheck>> {
+    use crate::verify::load_check::release_range::RangeReport;
     use crate::verify::load_check::{check_paths, compiled_modules, linker::Objects, Target};
     let Some(installed) = &req.installed else {
         return Ok(None);
@@ -187,11 +214,16 @@ fn compiled_check(req: &AuditRequest) -> Result<Option<CompiledCheck>> {
         .collect();
     let target = Target::from_python(&target_python, &mut objects)?;
     let verdicts = check_paths(&target, &mut objects, &modules)?;
+    let range = format!("torch=={}", req.to);
+    let torch_range = RangeReport::check(&range, &modules)
+        .inspect_err(|e| crate::errln!("warning: no stable/tied verdict over {range}: {e:#}"))
+        .ok();
     Ok(Some(CompiledCheck {
         installed: installed.clone(),
         target: target_python,
         checked: verdicts.len(),
         breaking: verdicts.into_iter().filter(|v| !v.loads).collect(),
+        torch_range,
     }))
 }
 

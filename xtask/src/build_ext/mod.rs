@@ -167,6 +167,10 @@ pub struct Outcome {
     /// With `--dist`: compiles per build server, and failed distributions (sccache's statistics).
     #[serde(default)]
     pub distributed: Option<crate::compiler_cache::dist::DistStats>,
+    /// With `--torch-range`: the wheel's shared objects over those torch releases by their real
+    /// exports ([`Outcome::check_torch_range`]; worked out for each run, not kept in the record).
+    #[serde(default, skip_deserializing)]
+    pub torch_range: Option<crate::verify::load_check::release_range::RangeReport>,
 }
 
 /// The load check's verdict on a built wheel: whether every shared object loads after
@@ -459,6 +463,17 @@ pub fn nvidia_wheel_dirs(purelib: &Path, cuda_major: u32) -> (Vec<String>, Vec<S
 }
 
 impl Outcome {
+    /// On which torch releases of `spec` (`torch>=2.11,<2.16`) the built wheel's shared objects
+    /// load, each one stable or tied, by the releases' real exports.
+    pub fn check_torch_range(&mut self, spec: &str) -> Result<()> {
+        let report = crate::verify::load_check::release_range::RangeReport::check(
+            spec,
+            std::slice::from_ref(&self.wheel),
+        )?;
+        self.torch_range = Some(report);
+        Ok(())
+    }
+
     /// The aligned summary people read.
     pub fn table(&self) -> String {
         let o = self;
@@ -513,6 +528,11 @@ impl Outcome {
             t.row(["load check".to_string(), verdict]);
             for line in &l.torch_abi {
                 t.row(["torch ABI".to_string(), line.clone()]);
+            }
+        }
+        for f in o.torch_range.iter().flat_map(|r| &r.files) {
+            if let Some(v) = &f.torch {
+                t.row(["torch range".to_string(), v.verdict.clone()]);
             }
         }
         if let Some(s) = &o.cache_stats {

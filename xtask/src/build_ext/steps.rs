@@ -563,6 +563,7 @@ pub fn stamp(
             .iter()
             .any(|l| l.starts_with("archsmith-ext: ninja turned back on")),
         distributed: collected.distributed,
+        torch_range: None,
     };
     crate::stamp::record(&ws.out, &job.inputs, &outcome.wheel, &outcome)?;
     drop(ws);

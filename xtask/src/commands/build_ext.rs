@@ -50,6 +50,10 @@ pub struct BuildExtArgs {
     /// ARCHSMITH_DIST_TOKEN variable.
     #[arg(long, value_name = "FILE", requires = "dist")]
     pub dist_token_file: Option<PathBuf>,
+    /// Also say on which torch releases of a range the built wheel loads, by their real exports
+    /// (as `verify binary --target`): stable or tied, file by file.
+    #[arg(long, value_name = "'torch>=A,<B'")]
+    pub torch_range: Option<String>,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
 }
@@ -75,7 +79,12 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
     };
     let (doc, text) = match build_ext::build(&req)? {
         Ok(Built::Jit(o)) => (json!({ "ok": true, "jit": o }), Ok(o.table())),
-        Ok(Built::Wheel(o)) => (json!({ "ok": true, "result": o }), Ok(o.table())),
+        Ok(Built::Wheel(mut o)) => {
+            if let Some(spec) = &args.torch_range {
+                o.check_torch_range(spec)?;
+            }
+            (json!({ "ok": true, "result": o }), Ok(o.table()))
+        }
         Err(f) => (json!({ "ok": false, "failure": f }), Err(f)),
     };
     if args.output.json {
