@@ -562,3 +562,45 @@ fn the_range_verdict_reads_each_releases_real_exports() {
         "{table}"
     );
 }
+
+/// A file tagged `abi3` that calls `PyUnicode_AsUTF8` (outside CPython's limited API until 3.13)
+/// beside limited-API calls: the check names exactly that symbol, as the compiler does — built
+/// with `-DPy_LIMITED_API` for 3.10 the same source does not compile, its declaration absent.
+#[test]
+fn an_abi3_file_is_held_to_the_limited_api_its_headers_declare() {
+    use archsmith::verify::load_check::limited_api::check;
+    let dir = tempfile::tempdir().unwrap();
+    let include = format!("-I{}", python_include());
+    let source = "#include <Python.h>\n\
+                  static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, \"probe\", NULL, -1, NULL};\n\
+                  PyObject* PyInit_probe(void) { PyObject* m = PyModule_Create(&def);\n\
+                  const char* s = PyUnicode_AsUTF8(m); (void)s; return m; }\n";
+    let so = cc(dir.path(), "probe.abi3.so", source, &[&include]);
+    let mut objects = Objects::default();
+    let object = objects.get(&so).unwrap();
+    let undefined: Vec<&str> = object.undefined.iter().map(|n| &*n.name).collect();
+    let got = check(&undefined, (3, 10)).unwrap();
+    assert_eq!(got.violations, ["PyUnicode_AsUTF8"], "{got:?}");
+    // The compiler's own answer for the same floor.
+    let src = dir.path().join("limited.c");
+    std::fs::write(&src, source).unwrap();
+    let limited = Cmd::new("cc")
+        .args(["-c", "-fPIC", "-DPy_LIMITED_API=0x030A0000"])
+        .args(["-Werror=implicit-function-declaration", &include, "-o"])
+        .arg(dir.path().join("limited.o"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(!limited.success(), "the limited build compiled");
+    assert!(
+        limited.stderr.contains("PyUnicode_AsUTF8"),
+        "{}",
+        limited.stderr
+    );
+    // The same calls without it: nothing outside the limited API.
+    let clean = source.replace("const char* s = PyUnicode_AsUTF8(m); (void)s; ", "");
+    let so = cc(dir.path(), "clean.abi3.so", &clean, &[&include]);
+    let object = objects.get(&so).unwrap();
+    let undefined: Vec<&str> = object.undefined.iter().map(|n| &*n.name).collect();
+    assert!(check(&undefined, (3, 10)).unwrap().violations.is_empty());
+}

@@ -44,6 +44,9 @@ pub struct CheckerRow {
     /// torch-abi-audit: `stable`, `unstable` or `no-torch`, and its minimum torch.
     pub torch_abi_audit: String,
     pub torch_abi_audit_min: Option<String>,
+    /// archsmith's CPython verdict for a file tagged `abi3`: the Python symbols outside the
+    /// limited API its wheel tag's CPython declares ([`crate::verify::load_check::limited_api`]).
+    pub abi3_archsmith: Option<usize>,
     /// torch-abi-audit's CPython verdict for a file tagged `abi3`: the symbols outside the
     /// limited API.
     pub abi3_torch_abi_audit: Option<usize>,
@@ -87,6 +90,7 @@ pub fn run(req: &AbiCheckersRequest) -> Result<AbiCheckersReport> {
     for (wheel, site, set) in &sets {
         for file in set {
             let verdict = range.files[k].torch.clone();
+            let abi3_archsmith = range.files[k].abi3.as_ref().map(|a| a.violations.len());
             let note = verdict.as_ref().and_then(|v| {
                 let refused = v.releases.iter().find(|r| !r.loads)?;
                 Some(
@@ -126,6 +130,7 @@ pub fn run(req: &AbiCheckersRequest) -> Result<AbiCheckersReport> {
                 missing,
                 torch_abi_audit: a.verdict.clone(),
                 torch_abi_audit_min: a.min_torch.clone(),
+                abi3_archsmith,
                 abi3_torch_abi_audit: a.abi3,
                 abi3_kernel_abi_check: claims_abi3(file).then_some(kac[k]),
                 agree,
@@ -258,19 +263,23 @@ impl AbiCheckersReport {
             "ARCHSMITH",
             "LOADS ON",
             "TORCH-ABI-AUDIT",
-            "ABI3 (AUDIT / KERNEL-ABI-CHECK)",
+            "ABI3 (ARCHSMITH / AUDIT / KERNEL-ABI-CHECK)",
             "AGREE",
         ]);
         for r in &self.rows {
-            let abi3 = match (r.abi3_torch_abi_audit, r.abi3_kernel_abi_check) {
-                (None, None) => "-".to_string(),
-                (a, k) => {
+            let abi3 = match (
+                r.abi3_archsmith,
+                r.abi3_torch_abi_audit,
+                r.abi3_kernel_abi_check,
+            ) {
+                (None, None, None) => "-".to_string(),
+                (m, a, k) => {
                     let say = |n: Option<usize>| match n {
                         None => "-".to_string(),
                         Some(0) => "ok".to_string(),
                         Some(n) => format!("{n} symbol(s)"),
                     };
-                    format!("{} / {}", say(a), say(k))
+                    format!("{} / {} / {}", say(m), say(a), say(k))
                 }
             };
             let loads = match (r.loads_on.first(), r.loads_on.last()) {

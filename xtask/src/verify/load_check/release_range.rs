@@ -23,6 +23,9 @@ pub struct Checked {
 pub struct FileFit {
     pub path: String,
     pub torch: Option<TorchRange>,
+    /// A file tagged `abi3`: the Python symbols it needs outside CPython's limited API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abi3: Option<super::limited_api::Abi3Check>,
 }
 
 /// Every file's fit over the releases a range admits.
@@ -84,6 +87,24 @@ pub fn env_item(spec: &str, site: &std::path::Path) -> crate::verify::checks::It
     )
 }
 
+/// A file tagged `abi3` checked against CPython's limited API (None for any other file, or,
+/// with a warning, where this host's CPython headers are missing).
+fn limited_api_of(
+    shown: &str,
+    object: &super::linker::Object,
+) -> Option<super::limited_api::Abi3Check> {
+    use super::limited_api::{check, claims_abi3, floor_of};
+    if !claims_abi3(shown) {
+        return None;
+    }
+    let undefined: Vec<&str> = object.undefined.iter().map(|n| &*n.name).collect();
+    check(&undefined, floor_of(shown))
+        .inspect_err(|e| {
+            crate::errln!("warning: {shown}: CPython's limited API not checked: {e:#}")
+        })
+        .ok()
+}
+
 impl RangeReport {
     /// Reads each release's exports (kept after the first read) and checks `paths` over them.
     pub fn check(spec: &str, paths: &[PathBuf]) -> Result<RangeReport> {
@@ -105,6 +126,7 @@ impl RangeReport {
             files.push(FileFit {
                 path: c.shown.clone(),
                 torch: over_releases(&object, &releases, cuda),
+                abi3: limited_api_of(&c.shown, &object),
             });
         }
         Ok(RangeReport {
@@ -175,6 +197,20 @@ impl RangeReport {
         for f in &self.files {
             if let Some(r) = &f.torch {
                 let _ = writeln!(out, "\n{}: {}", f.path, r.verdict);
+            }
+            if let Some(a) = &f.abi3 {
+                let said = match a.violations.len() {
+                    0 => "every Python symbol it needs is in the limited API".to_string(),
+                    n => format!(
+                        "{n} Python symbol(s) outside the limited API: {}",
+                        a.violations.join(", ")
+                    ),
+                };
+                let _ = writeln!(
+                    out,
+                    "{}: abi3 from CPython {}: {said} ({}'s headers)",
+                    f.path, a.floor, a.headers
+                );
             }
         }
         out
