@@ -68,13 +68,7 @@ pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
     let Some(block) = find_block(text, &toks) else {
         return out;
     };
-    let mut sigs = signatures(text, &toks);
-    for header in relative_includes(text, &toks) {
-        let file = path.parent().unwrap_or(Path::new(".")).join(&header);
-        if let Ok(h) = std::fs::read(&file) {
-            sigs.extend(signatures(&h, &lex_c(&h)));
-        }
-    }
+    let sigs = visible_signatures(text, &toks, path);
     let mut defs = Vec::new();
     let mut impls = Vec::new();
     let mut docs = Vec::new();
@@ -89,7 +83,7 @@ pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
             ));
             continue;
         };
-        match schema(&def.name, sig) {
+        match schema(&def.name, sig, &def.args) {
             Ok(s) => {
                 if let Some(d) = &def.doc {
                     docs.push(format!("// {}: {}", def.name, d));
@@ -143,6 +137,28 @@ pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
     out
 }
 
+/// The functions declared in the file and in the headers it includes by quoted name: beside the
+/// file, or in the `include/` directories a build's `-I` usually names (the package's `include/`
+/// next to `src/`).
+fn visible_signatures(text: &[u8], toks: &[Token], path: &Path) -> Vec<Signature> {
+    let mut sigs = signatures(text, toks);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let places = [
+        dir.to_path_buf(),
+        dir.join("include"),
+        dir.join("../include"),
+    ];
+    for header in relative_includes(text, toks) {
+        if let Some(h) = places
+            .iter()
+            .find_map(|d| std::fs::read(d.join(&header)).ok())
+        {
+            sigs.extend(signatures(&h, &lex_c(&h)));
+        }
+    }
+    sigs
+}
+
 /// The bindings step of a `--stable-abi` run on one C++ file's outcome: the block rewritten (one
 /// `stable-bindings` rewrite, a trace step) or its review items added.
 pub fn apply(out: &mut super::engine::Outcome, path: &Path, ns: &str) {
@@ -167,6 +183,9 @@ struct Def {
     name: String,
     function: String,
     doc: Option<String>,
+    /// Keyword names given with `"x"_a` or `py::arg("x")`, each with its default as written in
+    /// C++ (`-1`, `false`): the schema's argument names and defaults.
+    args: Vec<(String, Option<String>)>,
 }
 
 struct Block {
@@ -242,7 +261,7 @@ fn find_block(text: &[u8], toks: &[Token]) -> Option<Block> {
     })
 }
 
-/// `m . def ( "name" , & function [, "doc"] )`.
+/// `m . def ( "name" , & function [, "doc"] [, "x"_a | py::arg("x")]… )`.
 fn parse_def(text: &[u8], stmt: &[&Token], var: &[u8]) -> Option<Def> {
     let t = |k: usize| stmt.get(k).map(|t| t.text(text));
     if t(0)? != var || t(1)? != b"." || t(2)? != b"def" || t(3)? != b"(" {
@@ -256,22 +275,54 @@ fn parse_def(text: &[u8], stmt: &[&Token], var: &[u8]) -> Option<Def> {
         b"&" => (stmt.get(7)?, 8),
         _ => (stmt.get(6)?, 7),
     };
-    if function.kind != Kind::Ident {
+    if function.kind != Kind::Ident || stmt.len() < next + 1 || t(stmt.len() - 1)? != b")" {
         return None;
     }
-    let doc = match (t(next)?, t(next + 1)) {
-        (b")", _) if next + 1 == stmt.len() => None,
-        (b",", Some(s)) if t(next + 2) == Some(b")") && next + 3 == stmt.len() => {
-            Some(string_literal(s)?)
+    // The rest, to the call's `)`, split at its commas: a docstring first, then keyword names.
+    let mut doc = None;
+    let mut args = Vec::new();
+    let rest: Vec<&[u8]> = stmt[next..stmt.len() - 1]
+        .iter()
+        .map(|t| t.text(text))
+        .collect();
+    for (k, piece) in rest.split(|w| *w == b",").enumerate().skip(1) {
+        let (arg, default) = match piece.iter().position(|w| *w == b"=") {
+            Some(i) => (&piece[..i], Some(default_literal(&piece[i + 1..])?)),
+            None => (piece, None),
+        };
+        match arg {
+            // Adjacent literals are one docstring.
+            [_, ..] if k == 1 && default.is_none() && arg.iter().all(|w| w.starts_with(b"\"")) => {
+                let parts: Option<Vec<String>> = arg.iter().map(|w| string_literal(w)).collect();
+                doc = Some(parts?.concat());
+            }
+            [s, b"_a"] => args.push((string_literal(s)?, default)),
+            [b"py", b"::", b"arg", b"(", s, b")"] => args.push((string_literal(s)?, default)),
+            // A return-value policy, a default that is not a plain literal: left to a person.
+            _ => return None,
         }
-        _ => return None,
-    };
+    }
+    if rest.first().is_some_and(|w| *w != b",") {
+        return None;
+    }
     Some(Def {
         at: stmt[0].start,
         name,
         function: String::from_utf8_lossy(function.text(text)).into_owned(),
-        doc,
+        doc: doc.filter(|d| !d.is_empty()),
+        args,
     })
+}
+
+/// A default written as a plain literal, in the schema's spelling (`-1`, `0.5`, `False`).
+fn default_literal(toks: &[&[u8]]) -> Option<String> {
+    let text: String = toks.iter().map(|t| String::from_utf8_lossy(t)).collect();
+    match text.as_str() {
+        "true" => Some("True".into()),
+        "false" => Some("False".into()),
+        t if t.trim_start_matches('-').parse::<f64>().is_ok() => Some(t.to_string()),
+        _ => None,
+    }
 }
 
 /// The content of a plain `"..."` literal without escapes; None otherwise.
@@ -376,6 +427,8 @@ fn split_params(toks: &[&Token], text: &[u8]) -> Vec<(String, String)> {
         }
         cur.clear();
     };
+    // A C++ default (`bool random = false`) is not part of the type: skipped to the next `,`.
+    let mut in_default = false;
     for t in toks {
         let w = String::from_utf8_lossy(t.text(text)).into_owned();
         match w.as_str() {
@@ -383,11 +436,15 @@ fn split_params(toks: &[&Token], text: &[u8]) -> Vec<(String, String)> {
             ">" | ")" => depth -= 1,
             "," if depth == 0 => {
                 flush(&mut cur, &mut out);
+                in_default = false;
                 continue;
             }
+            "=" if depth == 0 => in_default = true,
             _ => {}
         }
-        cur.push(w);
+        if !in_default {
+            cur.push(w);
+        }
     }
     flush(&mut cur, &mut out);
     out
@@ -432,7 +489,9 @@ fn adapter(sig: &Signature) -> Option<String> {
     let mut args = Vec::new();
     let mut checks = Vec::new();
     let int_return = sig.ret.trim() == "int";
-    let mut any = int_return || sig.params.iter().any(|(ty, _)| mutable_ref(ty));
+    // A pair of tensors comes back as the tuple the boxing converts.
+    let pair_return = sig.ret.replace(' ', "").starts_with("std::pair<");
+    let mut any = int_return || pair_return || sig.params.iter().any(|(ty, _)| mutable_ref(ty));
     for (ty, name) in &sig.params {
         match schema_type(ty).ok()?.1 {
             Some(boxed) => {
@@ -472,6 +531,11 @@ fn adapter(sig: &Signature) -> Option<String> {
     let call = format!("{}({})", sig.name, args.join(", "));
     let body = if void {
         format!("{}  {call};\n", checks.concat())
+    } else if pair_return {
+        format!(
+            "{}  auto r = {call};\n  return std::make_tuple(r.first, r.second);\n",
+            checks.concat()
+        )
     } else {
         format!("{}  return {call};\n", checks.concat())
     };
@@ -481,7 +545,7 @@ fn adapter(sig: &Signature) -> Option<String> {
         "#include <torch/headeronly/util/Exception.h>\n"
     };
     Some(format!(
-        "{include}// `{}` as the stable ABI boxes it: double for float, int64_t for int, tensors by value.\nstatic {ret} {}_boxed({}) {{\n{body}}}\n",
+        "{include}// `{}` as the stable ABI boxes it: double for float, int64_t for int, tensors by value, a pair as a tuple.\nstatic {ret} {}_boxed({}) {{\n{body}}}\n",
         sig.name,
         sig.name,
         params.join(", ")
@@ -534,10 +598,27 @@ extern "C" PyObject* ARCHSMITH_PYINIT({module})(void) {{
 }
 
 /// `name(Tensor dets, float threshold) -> Tensor`, or why the signature does not map.
-fn schema(name: &str, sig: &Signature) -> Result<String, String> {
+fn schema(
+    name: &str,
+    sig: &Signature,
+    keywords: &[(String, Option<String>)],
+) -> Result<String, String> {
+    if !keywords.is_empty() && keywords.len() != sig.params.len() {
+        return Err(format!(
+            "{} keyword name(s) for {} parameter(s)",
+            keywords.len(),
+            sig.params.len()
+        ));
+    }
     let mut args = Vec::new();
     let mut aliases = b'a'..=b'z';
-    for (ty, param) in &sig.params {
+    for (k, (ty, param)) in sig.params.iter().enumerate() {
+        // Python's keyword names and defaults, where the binding gave them, are the schema's.
+        let param = match keywords.get(k) {
+            Some((kw, Some(default))) => format!("{kw}={default}"),
+            Some((kw, None)) => kw.clone(),
+            None => param.clone(),
+        };
         let (st, _) = schema_type(ty).map_err(|e| format!("parameter `{param}` is {e}"))?;
         // A tensor the function may write (a non-const reference): an alias set of its own,
         // as torch's schemas mark an argument an op mutates.
@@ -553,7 +634,7 @@ fn schema(name: &str, sig: &Signature) -> Result<String, String> {
         r if schema_type(&sig.ret).is_ok_and(|t| t.0 == "Tensor") && !r.contains("tuple") => {
             "Tensor".into()
         }
-        r if r.starts_with("std::tuple<") => {
+        r if r.starts_with("std::tuple<") || r.starts_with("std::pair<") => {
             let inner =
                 &sig.ret[sig.ret.find('<').unwrap_or(0) + 1..sig.ret.rfind('>').unwrap_or(0)];
             let parts: Result<Vec<&str>, String> = inner
@@ -606,6 +687,12 @@ mod tests {
                 "f",
                 Err("parameter `t` is `float &` (a reference the boxing cannot bind)"),
             ),
+            // torch-points-kernels' style: a C++ default, a pair of tensors returned.
+            (
+                "std::pair<at::Tensor, at::Tensor> fps(at::Tensor points, const int64_t n, bool random = false);",
+                "fps",
+                Ok("fps(Tensor points, int n, bool random) -> (Tensor, Tensor)"),
+            ),
             // flownet2's style: tensors written in place, an int status returned.
             (
                 "int norm_forward(at::Tensor& input1, at::Tensor& output, int norm_deg);",
@@ -618,7 +705,7 @@ mod tests {
                 Err("parameter `sizes` is `std :: vector < int64_t >` has no stable-ABI schema type here"),
             ),
         ] {
-            let got = schema(name, &sig(decl, name));
+            let got = schema(name, &sig(decl, name), &[]);
             assert_eq!(got.as_deref(), want.map_err(str::to_string).as_deref(), "{decl}");
         }
     }
@@ -655,6 +742,58 @@ mod tests {
         assert_eq!(p.review.len(), 2, "{:?}", p.review);
         assert!(p.review[0].1.contains("`t`"), "{:?}", p.review);
         assert!(p.review[1].1.contains("py"), "{:?}", p.review);
+    }
+
+    #[test]
+    fn keyword_names_become_the_schemas_argument_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = "torch::stable::Tensor knn(const torch::stable::Tensor& a, const torch::stable::Tensor& b, int64_t k) { return a; }\n\
+                   PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"dense_knn\", &knn, \"\", \"support\"_a, py::arg(\"querry\"), \"k\"_a);\n}\n";
+        let p = port(src.as_bytes(), &dir.path().join("k.cpp"), "tpk");
+        assert!(p.review.is_empty(), "{:?}", p.review);
+        let out = String::from_utf8(p.text.unwrap()).unwrap();
+        assert!(
+            out.contains("m.def(\"dense_knn(Tensor support, Tensor querry, int k) -> Tensor\");"),
+            "{out}"
+        );
+        // Literal defaults become the schema's; a docstring may be adjacent literals.
+        let src = "torch::stable::Tensor knn(const torch::stable::Tensor& a, const torch::stable::Tensor& b, int64_t k, bool s);\n\
+                   PYBIND11_MODULE(N, m) { m.def(\"f\", &knn, \"one \" \"doc\", \"a\"_a, \"b\"_a, \"k\"_a = -1, \"s\"_a = false); }\n";
+        let out = String::from_utf8(
+            port(src.as_bytes(), &dir.path().join("e.cpp"), "tpk")
+                .text
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            out.contains("m.def(\"f(Tensor a, Tensor b, int k=-1, bool s=False) -> Tensor\");"),
+            "{out}"
+        );
+        assert!(out.contains("// f: one doc\n"), "{out}");
+        // A default that is not a literal, or names that do not match the parameters: left to a
+        // person.
+        for def in [
+            "m.def(\"f\", &knn, \"a\"_a, \"b\"_a, \"k\"_a = K);",
+            "m.def(\"f\", &knn, \"a\"_a);",
+        ] {
+            let src = format!("torch::stable::Tensor knn(const torch::stable::Tensor& a, const torch::stable::Tensor& b, int64_t k);\nPYBIND11_MODULE(N, m) {{ {def} }}\n");
+            let p = port(src.as_bytes(), &dir.path().join("d.cpp"), "tpk");
+            assert!(
+                p.text.is_none() && p.review.len() == 1,
+                "{def}: {:?}",
+                p.review
+            );
+        }
+    }
+
+    #[test]
+    fn a_pair_of_tensors_is_returned_as_a_tuple() {
+        let a = adapter(&sig(
+            "std::pair<at::Tensor, at::Tensor> fps(at::Tensor points, int64_t n, bool random = false);",
+            "fps",
+        ))
+        .unwrap();
+        assert!(a.contains("static auto fps_boxed(torch::stable::Tensor points, int64_t n, bool random) {\n  auto r = fps(points, n, random);\n  return std::make_tuple(r.first, r.second);\n}"), "{a}");
     }
 
     #[test]
