@@ -12,9 +12,11 @@
 
 use super::load_check_vs_python::{module_name, module_sets};
 use crate::process::Cmd;
-use crate::verify::load_check::release_range::RangeReport;
+use crate::verify::load_check::limited_api::claims_abi3;
+use crate::verify::load_check::release_range::{FileFit, RangeReport};
 use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -85,57 +87,17 @@ pub fn run(req: &AbiCheckersRequest) -> Result<AbiCheckersReport> {
     let started = Instant::now();
     let kac = kernel_abi_check(&python, &tools, &files)?;
     let kernel_abi_check_s = started.elapsed().as_secs_f64();
+    // The range report by path: it leaves out a file it cannot read, so positions may differ.
+    let fits: HashMap<&str, &FileFit> = range.files.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut rows = Vec::new();
     let mut k = 0;
     for (wheel, site, set) in &sets {
         for file in set {
-            let verdict = range.files[k].torch.clone();
-            let abi3_archsmith = range.files[k].abi3.as_ref().map(|a| a.violations.len());
-            let note = verdict.as_ref().and_then(|v| {
-                let refused = v.releases.iter().find(|r| !r.loads)?;
-                Some(
-                    match (&refused.cuda_mismatch, refused.first_missing.first()) {
-                        (Some(cuda), _) => format!("not on {}: {cuda}", refused.torch),
-                        (None, Some(symbol)) => format!(
-                            "not on {}: lacks {} symbol(s), first `{symbol}`",
-                            refused.torch, refused.missing
-                        ),
-                        (None, None) => format!("not on {}", refused.torch),
-                    },
-                )
-            });
-            let (archsmith, loads_on, missing) = match &verdict {
-                Some(v) => (
-                    v.kind.to_string(),
-                    v.loads_on.clone(),
-                    v.releases
-                        .iter()
-                        .find(|r| !r.loads)
-                        .map(|r| r.first_missing.iter().take(5).cloned().collect())
-                        .unwrap_or_default(),
-                ),
-                None => ("no-torch".to_string(), Vec::new(), Vec::new()),
-            };
-            let a = &audit[k];
-            let agree = match archsmith.as_str() {
-                "stable" => a.verdict == "stable",
-                "tied" => a.verdict == "unstable",
-                _ => a.verdict == "no-torch",
-            };
-            rows.push(CheckerRow {
-                wheel: wheel.clone().unwrap_or_default(),
-                module: module_name(site, file),
-                archsmith,
-                loads_on,
-                missing,
-                torch_abi_audit: a.verdict.clone(),
-                torch_abi_audit_min: a.min_torch.clone(),
-                abi3_archsmith,
-                abi3_torch_abi_audit: a.abi3,
-                abi3_kernel_abi_check: claims_abi3(file).then_some(kac[k]),
-                agree,
-                note,
-            });
+            let shown = file.display().to_string();
+            let fit = fits
+                .get(shown.as_str())
+                .ok_or_else(|| anyhow!("{shown}: not read by the range verdict"))?;
+            rows.push(row(wheel, module_name(site, file), fit, &audit[k], kac[k]));
             k += 1;
         }
     }
@@ -149,8 +111,47 @@ pub fn run(req: &AbiCheckersRequest) -> Result<AbiCheckersReport> {
     })
 }
 
-fn claims_abi3(file: &Path) -> bool {
-    file.to_string_lossy().ends_with(".abi3.so")
+/// One file's row: archsmith's verdict (and, where a release of the range refuses it, why),
+/// torch-abi-audit's and kernel-abi-check's.
+fn row(
+    wheel: &Option<String>,
+    module: String,
+    fit: &FileFit,
+    audit: &Audit,
+    kernel_abi_check: usize,
+) -> CheckerRow {
+    let verdict = fit.torch.as_ref();
+    let refused = verdict.and_then(|v| v.releases.iter().find(|r| !r.loads));
+    let note = refused.map(|r| match (&r.cuda_mismatch, r.first_missing.first()) {
+        (Some(cuda), _) => format!("not on {}: {cuda}", r.torch),
+        (None, Some(symbol)) => format!(
+            "not on {}: lacks {} symbol(s), first `{symbol}`",
+            r.torch, r.missing
+        ),
+        (None, None) => format!("not on {}", r.torch),
+    });
+    let archsmith = verdict.map_or("no-torch", |v| v.kind).to_string();
+    let agree = match archsmith.as_str() {
+        "stable" => audit.verdict == "stable",
+        "tied" => audit.verdict == "unstable",
+        _ => audit.verdict == "no-torch",
+    };
+    CheckerRow {
+        wheel: wheel.clone().unwrap_or_default(),
+        module,
+        loads_on: verdict.map(|v| v.loads_on.clone()).unwrap_or_default(),
+        missing: refused
+            .map(|r| r.first_missing.iter().take(5).cloned().collect())
+            .unwrap_or_default(),
+        archsmith,
+        torch_abi_audit: audit.verdict.clone(),
+        torch_abi_audit_min: audit.min_torch.clone(),
+        abi3_archsmith: fit.abi3.as_ref().map(|a| a.violations.len()),
+        abi3_torch_abi_audit: audit.abi3,
+        abi3_kernel_abi_check: claims_abi3(&fit.path).then_some(kernel_abi_check),
+        agree,
+        note,
+    }
 }
 
 /// Both checkers installed once (`--target`) under archsmith's tools dir.
