@@ -307,6 +307,27 @@ pub struct Catalogue {
 }
 
 impl Rule {
+    /// False when the rule's pattern cannot match `text`: its longest literal token is nowhere
+    /// in the bytes. Lexing the file and pairing its brackets for every rule, most of which match
+    /// nothing in a given file, is what a codemod run spends its time on.
+    pub fn may_match(&self, text: &[u8]) -> bool {
+        let pat = match &self.action {
+            Action::Rewrite { pat, .. }
+            | Action::Remove { pat, .. }
+            | Action::Review { pat, .. } => pat,
+            _ => return true,
+        };
+        let longest = pat
+            .elems
+            .iter()
+            .filter_map(|e| match e {
+                super::pattern::Elem::Lit(bytes) => Some(bytes.as_slice()),
+                super::pattern::Elem::Hole(..) => None,
+            })
+            .max_by_key(|b| b.len());
+        longest.is_none_or(|lit| memchr::memmem::find(text, lit).is_some())
+    }
+
     /// Whether the rule runs on a file of these bytes (`file_matches`, `unless_file_matches`).
     pub fn applies_to(&self, src: &[u8]) -> bool {
         self.file_matches.as_ref().is_none_or(|re| re.is_match(src))

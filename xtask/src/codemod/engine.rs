@@ -127,7 +127,7 @@ pub fn apply_rules<'r>(
     } = p;
     let toks = lex(&text);
     let mut review = Vec::new();
-    for rule in rules.clone() {
+    for rule in rules.clone().filter(|r| r.may_match(&text)) {
         review_items(rule, &text, &toks, &mut review)?;
     }
     // A catch-all rule stays quiet on a line that a specific rule already reports.
@@ -205,6 +205,9 @@ impl Changes {
     /// idempotent, so this never loops.
     fn rewrite(&mut self, rule: &Rule) -> Result<()> {
         for _round in 0..8 {
+            if !rule.may_match(&self.text) {
+                break;
+            }
             let toks = (self.lex)(&self.text);
             let mut edits = change_edits(rule, &self.text, &toks)?;
             edits.retain(|(s, e, rep)| keeps_boundaries(&self.text, *s, *e, rep));
