@@ -179,6 +179,20 @@ pub fn try_lock(path: &Path) -> Result<Option<Lock>> {
     Ok(file.try_lock().is_ok().then_some(Lock { _file: file }))
 }
 
+/// Writes `bytes` to `path` through a temporary name, so a kept file is never half written.
+pub fn store(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("{} has no parent directory", path.display()))?;
+    fs_err::create_dir_all(dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    fs_err::write(tmp.path(), bytes)?;
+    tmp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
 /// Removes a file, link or directory tree; absent is fine.
 pub fn remove_path(path: &Path) -> Result<()> {
     let Ok(meta) = path.symlink_metadata() else {

@@ -17,6 +17,7 @@ pub mod cache;
 pub mod data;
 pub mod git_submodules;
 pub mod host;
+pub mod http;
 pub mod lint;
 pub mod offline;
 pub mod output;

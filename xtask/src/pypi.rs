@@ -82,17 +82,8 @@ pub struct Pypi {
 
 impl Pypi {
     pub fn new() -> Pypi {
-        let tls = ureq::tls::TlsConfig::builder()
-            .root_certs(ureq::tls::RootCerts::PlatformVerifier)
-            .build();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .tls_config(tls)
-            .timeout_global(Some(Duration::from_secs(300)))
-            .http_status_as_error(false)
-            .build()
-            .into();
         Pypi {
-            agent,
+            agent: crate::http::agent(Duration::from_secs(300)),
             cache: paths::downloads_dir().join("pypi-files"),
         }
     }
@@ -125,7 +116,7 @@ impl Pypi {
             }
         }
         let path = dir.join(&file.filename);
-        store(&path, &bytes)?;
+        crate::cache::store(&path, &bytes)?;
         Ok(path)
     }
 
@@ -153,7 +144,7 @@ impl Pypi {
         };
         let text = String::from_utf8(bytes)
             .with_context(|| format!("the METADATA of {} is not UTF-8", file.filename))?;
-        store(&cached, text.as_bytes())?;
+        crate::cache::store(&cached, text.as_bytes())?;
         Ok(text)
     }
 
@@ -181,10 +172,10 @@ impl Pypi {
                 }
                 if wheel.names().any(|n| n == *name) {
                     let bytes = wheel.read(name)?;
-                    store(&kept(name), &bytes)?;
+                    crate::cache::store(&kept(name), &bytes)?;
                     *slot = Some(Some(bytes));
                 } else {
-                    store(&absent(name), b"")?;
+                    crate::cache::store(&absent(name), b"")?;
                     *slot = Some(None);
                 }
             }
@@ -407,20 +398,6 @@ pub fn normalized_name(name: &str) -> String {
         }
     }
     out
-}
-
-/// Writes `bytes` to `path` through a temporary name, so a kept file is never half written.
-fn store(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| anyhow!("{} has no parent directory", path.display()))?;
-    fs::create_dir_all(dir)?;
-    let tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
-    fs::write(tmp.path(), bytes)?;
-    tmp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }
 
 /// A remote file as `Read + Seek`, fetched in aligned blocks of [`BLOCK`] bytes and kept in memory

@@ -444,28 +444,37 @@ fn cuda_12_4_without_a_system_toolkit_says_what_to_do() {
         assert!(msg.contains(needle), "missing {needle:?} in:\n{msg}");
     }
 
-    // The same through the CLI, with the machine's own /usr/local (skipped where a CUDA 12.4 really exists).
-    if Path::new("/usr/local/cuda-12.4").exists() {
-        eprintln!("/usr/local/cuda-12.4 exists on this machine: CLI error path not applicable");
+    // The same through the CLI for a 12.x Debian's archive does not carry (12.4 it installs:
+    // tests/toolchain_debian.rs), with the machine's own /usr/local (skipped where a CUDA 12.6
+    // really exists): the message offers the archive's 12.4, which a cu126 torch accepts.
+    if Path::new("/usr/local/cuda-12.6").exists() {
+        eprintln!("/usr/local/cuda-12.6 exists on this machine: CLI error path not applicable");
         return;
     }
-    let out = xtask(None)
+    let home = tempfile::tempdir().unwrap();
+    let out = xtask(Some(home.path()))
         .env(
             "PATH",
             std::env::join_paths([bin, PathBuf::from("/usr/bin"), PathBuf::from("/bin")]).unwrap(),
         )
         .env_remove("CUDA_HOME")
         .env_remove("CUDA_PATH")
-        .args(["toolchain", "install", "--cuda", "12.4"])
+        .args(["toolchain", "install", "--cuda", "12.6"])
         .output()
         .unwrap();
     assert_eq!(out.status, Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("no CUDA 12.4 toolkit found")
-            && out.stderr.contains("nvcc reports CUDA 12.1"),
-        "{}",
-        out.stderr
-    );
+    for needle in [
+        "no CUDA 12.6 toolkit found",
+        "nvcc reports CUDA 12.1",
+        "archsmith installs CUDA 12.x from Debian's archive without root",
+        "toolchain install --cuda 12.4`",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "missing {needle:?} in:\n{}",
+            out.stderr
+        );
+    }
 }
 
 #[test]

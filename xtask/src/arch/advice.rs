@@ -489,6 +489,17 @@ pub fn toolkit_advice(
     let mut s = format!(
         "torch {torch} was built with CUDA {torch_cuda}: its extensions compile only with a CUDA {major}.x nvcc, and PyPI has no nvcc for CUDA {major}.x.\n"
     );
+    let archive: Vec<String> = kb()
+        .debian_archive_toolkits()
+        .filter(|p| p.cuda.major() == major)
+        .map(|p| format!("`{program} toolchain install --cuda {}`", p.cuda))
+        .collect();
+    if !archive.is_empty() {
+        s += &format!(
+            "- {}: NVIDIA's CUDA {major}.x from Debian's archive, no root (build-ext, port-extension and kernels install it themselves when the archive is reachable; torch accepts another {major}.x minor)\n",
+            archive.join(" or ")
+        );
+    }
     s += &format!("- install a CUDA {major}.x toolkit here, found without flags afterwards (nvcc on PATH, CUDA_HOME, /usr/local/cuda-{mm}): ");
     if !packages.is_empty() {
         s += &format!("{}; or ", packages.join("; "));

@@ -369,23 +369,32 @@ pub fn prepare(target: &crate::python::TargetEnv, arch: &str) -> Result<Prepared
         // A torch of a CUDA major PyPI has no nvcc for: what fits this torch, not a CUDA 13.
         match (
             e.downcast_ref::<toolchain::system::NoToolkit>(),
+            e.downcast_ref::<crate::offline::Refused>(),
             &env.torch_cuda,
         ) {
-            (Some(none), Some(torch_cuda)) => anyhow::anyhow!(
+            (Some(none), _, Some(torch_cuda)) => anyhow::anyhow!(
                 "no CUDA {} toolkit found. Looked at:{}\n{}",
                 none.cuda,
                 none.looked,
                 crate::arch::advice::toolkit_advice(&env.torch, torch_cuda, &[], None)
             ),
+            // Offline, with no toolkit of the major to reuse: the same advice after the refusal.
+            (None, Some(refused), Some(torch_cuda)) if !toolchain::from_pypi(torch_cuda) => {
+                anyhow::anyhow!(
+                    "{refused}\n{}",
+                    crate::arch::advice::toolkit_advice(&env.torch, torch_cuda, &[], None)
+                )
+            }
             _ => e,
         }
     })?;
     Ok(Prepared { env, tc, plan })
 }
 
-/// A system toolkit of `cuda`'s major when there is none of that very release and PyPI has no
-/// nvcc for the major: torch's cpp_extension accepts any minor of its own major (it warns), so a
-/// CUDA 12.6 here builds for a cu124 torch. The newest such toolkit, said on stderr.
+/// A toolkit of `cuda`'s major when there is none of that very release and PyPI has no nvcc for
+/// the major: torch's cpp_extension accepts any minor of its own major (it warns), so a CUDA 12.4
+/// builds for a cu126 torch. The newest such toolkit on this machine, else the newest one
+/// archsmith installs from Debian's archive; said on stderr.
 fn same_major_toolkit(cuda: &Version) -> Option<Toolchain> {
     if toolchain::from_pypi(cuda) {
         return None;
@@ -396,10 +405,20 @@ fn same_major_toolkit(cuda: &Version) -> Option<Toolchain> {
         .filter(|t| t.usable)
         .filter_map(|t| t.cuda)
         .filter(|c| c.major() == cuda.major())
-        .max()?;
+        .max();
+    let (found, whence) = match found {
+        Some(found) => (found, "found on this machine"),
+        None => (
+            kb().debian_archive_toolkits()
+                .map(|p| p.cuda.clone())
+                .filter(|c| c.major() == cuda.major())
+                .max()?,
+            "from Debian's archive",
+        ),
+    };
     let tc = toolchain::ensure(&found).ok()?;
     crate::errln!(
-        "archsmith: no CUDA {cuda} toolkit here; building with CUDA {} found on this machine (same major: torch accepts it)",
+        "archsmith: no CUDA {cuda} toolkit here; building with CUDA {} {whence} (same major: torch accepts it)",
         tc.nvcc_version
     );
     Some(tc)

@@ -494,10 +494,7 @@ fn commands(front_end: FrontEnd, python: &Path, wheel_dir: &Path) -> (Vec<String
 }
 
 fn source_label(tc: &Toolchain) -> String {
-    match &tc.source {
-        crate::toolchain::Source::Pypi { .. } => "NVIDIA's PyPI wheels".into(),
-        crate::toolchain::Source::System { found_via } => format!("system, {found_via}"),
-    }
+    tc.source.label()
 }
 
 /// Parses `--set NAME=VALUE`.

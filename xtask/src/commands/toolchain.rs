@@ -16,7 +16,7 @@ pub struct ToolchainArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ToolchainCommand {
-    /// Install (or reuse) the CUDA toolchain for a release: 13.x from NVIDIA's PyPI wheels, 11.x/12.x from the system.
+    /// Install (or reuse) the CUDA toolchain for a release: 13.x from NVIDIA's PyPI wheels, 12.4 and 11.8 from Debian's archive (no root), others from the system.
     #[command(after_help = "Example:\n  archsmith toolchain install --cuda 13.2")]
     Install(CudaArgs),
     /// Put the toolchain in the environment (CUDA_HOME, CUDA_PATH, PATH, LD_LIBRARY_PATH), installing first if needed:
@@ -33,7 +33,7 @@ pub enum ToolchainCommand {
 
 #[derive(Debug, Args)]
 pub struct CudaArgs {
-    /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
+    /// CUDA release, e.g. 13.2 (any 13.x, from PyPI), 12.4 or 11.8 (from Debian's archive), or another with a system toolkit.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
     #[command(flatten)]
@@ -42,7 +42,7 @@ pub struct CudaArgs {
 
 #[derive(Debug, Args)]
 pub struct EnvArgs {
-    /// CUDA release, e.g. 13.2 (any 13.x on PyPI), or 12.4 with a system toolkit.
+    /// CUDA release, e.g. 13.2 (any 13.x, from PyPI), 12.4 or 11.8 (from Debian's archive), or another with a system toolkit.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
     /// `shell`: exports to eval; `github`: append to the files $GITHUB_ENV and $GITHUB_PATH name;
@@ -74,7 +74,11 @@ fn install(args: &CudaArgs) -> Result<Exit> {
     let seconds = start.elapsed().as_secs_f64();
     let lock = match &tc.source {
         Source::Pypi { .. } => Some(nvidia_wheels::read_lock(tc.cuda_home())?),
-        Source::System { .. } => None,
+        Source::System { .. } | Source::Debian { .. } => None,
+    };
+    let debian_lock = match &tc.source {
+        Source::Debian { .. } => Some(toolchain::debian_packages::read_lock(tc.cuda_home())?),
+        _ => None,
     };
     if args.output.json {
         let value = serde_json::json!({
@@ -82,6 +86,7 @@ fn install(args: &CudaArgs) -> Result<Exit> {
             "nvcc": tc.nvcc(),
             "cuobjdump": tc.cuobjdump().exists().then(|| tc.cuobjdump()),
             "lock": lock,
+            "debian_lock": debian_lock,
             "seconds": seconds,
         });
         print_json(documents::TOOLCHAIN_INSTALL, &value)?;

@@ -13,6 +13,20 @@ pub struct CudaSystemPackageRow {
     pub cuda: Version,
     /// The command, with what it needs enabled.
     pub install: String,
+    /// The Debian suite archsmith installs the toolkit from without root (`trixie`); None when
+    /// it only advises the install.
+    #[serde(default)]
+    pub suite: Option<String>,
+    /// The archive components the closure is read from, in order.
+    #[serde(default)]
+    pub components: Vec<String>,
+    /// The packages an extension build needs: the root first, each other pinned by its parent.
+    #[serde(default)]
+    pub closure: Vec<String>,
+    /// A host compiler nvcc accepts, from the same suite, for a machine whose own is newer than
+    /// the toolkit's ceiling and has no older one: the C++ driver first, the rest pinned by it.
+    #[serde(default)]
+    pub host_compiler: Vec<String>,
     pub source: String,
 }
 
@@ -25,5 +39,19 @@ impl KnowledgeBase {
             .filter(|p| p.cuda.major() == major)
             .map(|p| format!("{}: {} (CUDA {})", p.distribution, p.install, p.cuda))
             .collect()
+    }
+
+    /// The distribution toolkit archsmith installs from Debian's archive for CUDA `cuda` (its
+    /// major.minor), if any.
+    pub fn debian_archive_toolkit(&self, cuda: &Version) -> Option<&CudaSystemPackageRow> {
+        self.debian_archive_toolkits()
+            .find(|p| p.cuda.major_minor() == cuda.major_minor())
+    }
+
+    /// Every toolkit archsmith installs from Debian's archive.
+    pub fn debian_archive_toolkits(&self) -> impl Iterator<Item = &CudaSystemPackageRow> {
+        self.cuda_system_packages
+            .iter()
+            .filter(|p| p.suite.is_some() && !p.closure.is_empty())
     }
 }

@@ -301,7 +301,8 @@ fn check_tool_version(tool: &Path, version: &Version, wheel: &Path) -> Result<()
 fn read_host_config(wheel: &Path, member: &str) -> Result<HostCompilerLimits> {
     let header = String::from_utf8(crate::wheel::read_member(wheel, member)?)
         .with_context(|| format!("{member} in {} is not UTF-8", wheel.display()))?;
-    parse_host_config(&header).with_context(|| format!("reading {member} from {}", wheel.display()))
+    crate::kb::parse_host_config(&header)
+        .with_context(|| format!("reading {member} from {}", wheel.display()))
 }
 
 fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<()> {
@@ -360,57 +361,6 @@ pub fn parse_allowed_targets(help: &str, option: &str) -> Result<BTreeSet<Arch>>
         bail!("--help's `{option}` allowed values name no sm_ target");
     }
     Ok(set)
-}
-
-/// The newest GCC and Clang majors `crt/host_config.h` accepts: the `#if` guarding
-/// `#error -- unsupported GNU version!` (`__GNUC__ > N` → N) and the one guarding
-/// `#error -- unsupported clang version!` (`__clang_major__ >= N` → N-1).
-///
-/// The conditions are read, not the messages: in CUDA 12.2 and 12.3 the message still says "clang
-/// version must be less than 16" while the check is `__clang_major__ >= 17`, i.e. clang 16 is
-/// accepted. Other compilers' checks (`HOS clang`, the GRCO clang) are ignored.
-pub fn parse_host_config(header: &str) -> Result<HostCompilerLimits> {
-    let mut last_if = "";
-    let (mut gcc, mut clang) = (None, None);
-    for line in header.lines().map(str::trim) {
-        if line.starts_with("#if") {
-            last_if = line;
-        } else if line.starts_with("#error") {
-            let (slot, operator, offset, what) = if line.contains("unsupported GNU version!") {
-                (&mut gcc, "__GNUC__ >", 0, "GNU")
-            } else if line.contains("unsupported clang version!") {
-                (&mut clang, "__clang_major__ >=", 1, "clang")
-            } else {
-                continue;
-            };
-            let n = number_after(last_if, operator).ok_or_else(|| {
-                anyhow!(
-                    "the {what} version #error is not guarded by `#if … {operator} N`: {last_if}"
-                )
-            })?;
-            let max = n
-                .checked_sub(offset)
-                .ok_or_else(|| anyhow!("impossible {what} limit in: {last_if}"))?;
-            if slot.is_some_and(|m| m != max) {
-                bail!("host_config.h has two different {what} version limits");
-            }
-            *slot = Some(max);
-        }
-    }
-    if gcc.is_none() && clang.is_none() {
-        bail!("found neither the GNU nor the clang version check; the header's layout changed, so update parse_host_config");
-    }
-    Ok(HostCompilerLimits {
-        max_gcc: gcc,
-        max_clang: clang,
-    })
-}
-
-/// `12` from `#if (__clang_major__ >= 12) || …` for operator `__clang_major__ >=`.
-fn number_after(line: &str, operator: &str) -> Option<u32> {
-    let rest = line.split_once(operator)?.1.trim_start();
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
 }
 
 /// The aligned table `kb check` prints, then one line per difference or failure.
@@ -706,51 +656,6 @@ mod tests {
             "--gpu-code"
         )
         .is_err());
-    }
-
-    #[test]
-    fn host_config_limits_come_from_the_conditions() {
-        let header = "\
-#if __GNUC__ > 16
-#error -- unsupported GNU version! gcc versions later than 16 are not supported! The nvcc flag ...
-#endif
-#if defined(__HORIZON__)
-#if (__clang_major__ >= 22) || (__clang_major__ < 3)
-#error -- unsupported HOS clang version! The version must be must be less than 22 and greater than 3.2 .
-#endif
-#endif
-#if (__clang_major__ >= 23) || (__clang_major__ < 3)
-#error -- unsupported clang version! clang version must be less than 23 and greater than 3.2 . The nvcc flag ...
-#endif
-";
-        assert_eq!(
-            parse_host_config(header).unwrap(),
-            HostCompilerLimits {
-                max_gcc: Some(16),
-                max_clang: Some(22)
-            }
-        );
-        // CUDA 12.2/12.3: the message lags the check; the check is what nvcc enforces.
-        let stale = "\
-#if __GNUC__ > 12
-#error -- unsupported GNU version! gcc versions later than 12 are not supported!
-#endif
-#if (__clang_major__ >= 17) || (__clang_major__ < 3) || ((__clang_major__ == 3) &&  (__clang_minor__ < 3))
-#error -- unsupported clang version! clang version must be less than 16 and greater than 3.2 .
-#endif
-";
-        assert_eq!(
-            parse_host_config(stale).unwrap(),
-            HostCompilerLimits {
-                max_gcc: Some(12),
-                max_clang: Some(16)
-            }
-        );
-        assert!(parse_host_config("#define NOTHING 1\n").is_err());
-        let unguarded = "#if defined(__GNUC__)\n#error -- unsupported GNU version! gcc versions later than 9 are not supported!\n";
-        assert!(parse_host_config(unguarded).is_err());
-        let two = format!("{header}#if __GNUC__ > 15\n#error -- unsupported GNU version! gcc versions later than 15 are not supported!\n");
-        assert!(parse_host_config(&two).is_err());
     }
 
     fn check(version: &str, gcc: (u32, u32), ok: bool) -> VersionCheck {

@@ -9,10 +9,14 @@
 //!   versions in `archsmith-toolchain.lock.json`. The install is built in a private staging directory under a
 //!   file lock and renamed into place only once verified, so a crash or a failed download never leaves
 //!   something a later call would take for a good toolchain.
-//! * CUDA 11.x/12.x: the `-cu12`/`-cu11` wheels ship `ptxas` but no `nvcc` (research arch.md §9), so
-//!   [`system`] looks for an installed toolkit and explains how to get one when there is none.
+//! * CUDA 11.x/12.x: the `-cu12`/`-cu11` wheels ship `ptxas` but no `nvcc` (research arch.md §9).
+//!   archsmith's own install from Debian's archive ([`debian_packages`]: 11.8 from bookworm, 12.4
+//!   from trixie, NVIDIA's binaries) when there is one, else a toolkit on the machine ([`system`]),
+//!   else the Debian install for a release the knowledge base has a row for; for any other
+//!   release, an error that says where it looked and how to get one.
 
 pub mod buildtools;
+pub mod debian_packages;
 pub mod nvidia_wheels;
 pub mod system;
 
@@ -37,6 +41,19 @@ pub enum Source {
     Pypi { lock: PathBuf },
     /// A toolkit installed on the machine, found through `found_via` (`CUDA_HOME`, `/usr/local/cuda-12.4`, `PATH`).
     System { found_via: String },
+    /// Assembled by archsmith from Debian `suite`'s packages; `lock` lists them with their hashes.
+    Debian { lock: PathBuf, suite: String },
+}
+
+impl Source {
+    /// For people: `NVIDIA's PyPI wheels`, `system, CUDA_HOME`, `Debian trixie's packages`.
+    pub fn label(&self) -> String {
+        match self {
+            Source::Pypi { .. } => "NVIDIA's PyPI wheels".into(),
+            Source::System { found_via } => format!("system, {found_via}"),
+            Source::Debian { suite, .. } => format!("Debian {suite}'s packages"),
+        }
+    }
 }
 
 /// A CUDA toolkit whose `nvcc --version` has been checked.
@@ -82,8 +99,8 @@ impl Toolchain {
     }
 
     /// The variables a build needs to find this toolkit, as `(name, value)`; `PATH` and `LD_LIBRARY_PATH`
-    /// hold only the directories to prepend. `LD_LIBRARY_PATH` is set only for PyPI toolchains, whose
-    /// `libcudart.so.13` no system loader path knows.
+    /// hold only the directories to prepend. `LD_LIBRARY_PATH` is set only for archsmith's own
+    /// toolchains (PyPI's, Debian's), whose `libcudart.so.N` no system loader path knows.
     pub fn env_vars(&self) -> Vec<(&'static str, String)> {
         let home = self.cuda_home.display().to_string();
         let mut vars = vec![
@@ -91,7 +108,7 @@ impl Toolchain {
             ("CUDA_PATH", home),
             ("PATH", self.bin_dir().display().to_string()),
         ];
-        if matches!(self.source, Source::Pypi { .. }) {
+        if matches!(self.source, Source::Pypi { .. } | Source::Debian { .. }) {
             vars.push(("LD_LIBRARY_PATH", self.lib_dir().display().to_string()));
         }
         vars
@@ -229,12 +246,14 @@ pub fn shell_quote(value: &str) -> String {
 /// Returns a verified toolchain for `cuda`: for a 13.x (or later) release, archsmith's own from
 /// PyPI when installed, else a system toolkit of that release, else installed from PyPI into
 /// [`crate::paths::toolchains_dir`] (offline: an error naming where a toolkit was looked for); for
-/// 11.x/12.x, a system toolkit. An installed toolchain is returned after a few file reads.
+/// 11.x/12.x, archsmith's own from Debian's archive, else a system toolkit, else installed from
+/// Debian's archive where the knowledge base has a row for the release. An installed toolchain
+/// is returned after a few file reads.
 pub fn ensure(cuda: &Version) -> Result<Toolchain> {
     check_requested(cuda)?;
     let search = system::Search::from_env();
     if !from_pypi(cuda) {
-        return system::require(&search, cuda);
+        return ensure_archive_or_system(&search, cuda);
     }
     let dir = crate::paths::toolchains_dir();
     if let Some(tc) = nvidia_wheels::load(&nvidia_wheels::home(&dir, cuda))? {
@@ -258,6 +277,43 @@ pub fn ensure(cuda: &Version) -> Result<Toolchain> {
         &crate::python::installer::Installer::detect()?,
         &mut |msg| crate::errln!("archsmith: {msg}"),
     )
+}
+
+/// 11.x/12.x: archsmith's Debian install of `cuda`, a system toolkit of it, or a Debian install
+/// made now; else the system search's error (where it looked, how to get one).
+fn ensure_archive_or_system(search: &system::Search, cuda: &Version) -> Result<Toolchain> {
+    let dir = crate::paths::toolchains_dir();
+    if let Some(tc) = debian_packages::load(&nvidia_wheels::home(&dir, &cuda.major_minor()))? {
+        return Ok(tc);
+    }
+    let looked = match system::find(search, cuda) {
+        Ok(tc) => return Ok(tc),
+        Err(looked) => looked,
+    };
+    let Some(row) = crate::kb::kb().debian_archive_toolkit(cuda) else {
+        return system::require(search, cuda);
+    };
+    let mm = cuda.major_minor();
+    crate::offline::require(
+        &format!(
+            "CUDA {mm}'s toolkit (Debian {}'s {})",
+            row.suite.as_deref().unwrap_or("?"),
+            row.package
+        ),
+        &format!("Set CUDA_HOME to an installed CUDA {mm} toolkit or put its bin/nvcc on PATH"),
+    )
+    .map_err(|e| e.looked_at(&looked))?;
+    debian_packages::ensure(&dir, cuda, row, &mut |msg| {
+        crate::errln!("archsmith: {msg}")
+    })
+}
+
+/// archsmith's toolchain at `home`, whichever way it was assembled; None when incomplete.
+pub fn load_installed(home: &Path) -> Result<Option<Toolchain>> {
+    match nvidia_wheels::load(home)? {
+        Some(tc) => Ok(Some(tc)),
+        None => debian_packages::load(home),
+    }
 }
 
 /// Only `X.Y` or `X.Y.Z` make sense as a CUDA release.
@@ -354,14 +410,17 @@ pub fn discover() -> Result<Vec<Listed>> {
     let dir = crate::paths::toolchains_dir();
     let mut rows = Vec::new();
     for home in crate::paths::entries_with_prefix(&dir, "cuda-") {
-        rows.push(match nvidia_wheels::load(&home)? {
+        rows.push(match load_installed(&home)? {
             Some(tc) => Listed {
                 source: "archsmith",
                 cuda: Some(tc.cuda.clone()),
                 nvcc_version: Some(tc.nvcc_version.clone()),
-                note: nvidia_wheels::read_lock(&home)
-                    .map(|l| format!("PyPI via {}", l.installer))
-                    .unwrap_or_default(),
+                note: match &tc.source {
+                    Source::Debian { suite, .. } => format!("Debian {suite}'s packages"),
+                    _ => nvidia_wheels::read_lock(&home)
+                        .map(|l| format!("PyPI via {}", l.installer))
+                        .unwrap_or_default(),
+                },
                 cuda_home: home,
                 usable: true,
             },
@@ -429,6 +488,11 @@ pub fn install_table(
         }
         (Source::System { found_via }, _) => {
             out.push_str(&format!("  system toolkit found via {found_via}\n"))
+        }
+        (Source::Debian { .. }, _) => {
+            if let Ok(lock) = debian_packages::read_lock(tc.cuda_home()) {
+                out.push_str(&debian_packages::lock_table(&lock));
+            }
         }
         _ => {}
     }

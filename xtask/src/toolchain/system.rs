@@ -147,6 +147,24 @@ impl std::fmt::Display for NoToolkit {
             "no CUDA {cuda} toolkit found, and CUDA {major}.x cannot be installed from PyPI: NVIDIA's `-cu{major}` wheels ship ptxas but no nvcc.\nLooked at:{}",
             self.looked
         )?;
+        let archive: Vec<String> = crate::kb::kb()
+            .debian_archive_toolkits()
+            .filter(|p| p.cuda.major() == major)
+            .map(|p| {
+                format!(
+                    "`{} toolchain install --cuda {}`",
+                    crate::output::program(),
+                    p.cuda
+                )
+            })
+            .collect();
+        if !archive.is_empty() {
+            write!(
+                f,
+                "\narchsmith installs CUDA {major}.x from Debian's archive without root: {} (a torch built for another {major}.x minor accepts it).",
+                archive.join(" or ")
+            )?;
+        }
         let packages: Vec<String> = crate::kb::kb()
             .cuda_packages_for(major)
             .into_iter()

@@ -5,6 +5,9 @@
 //! proxy); archsmith keeps one copy per file under `downloads_dir()`, so a second request for the
 //! same release is a directory lookup. pip's progress goes to stderr so `--json` stays clean.
 
+pub mod deb_file;
+pub mod debian_archive;
+
 use crate::paths;
 use crate::process::Cmd;
 use crate::python::host_python;
@@ -198,7 +201,7 @@ pub fn debian_package_from(name: &str, suite: Option<&str>) -> Result<PathBuf> {
 
 /// The Debian mirror this machine's apt reads (the first `…/debian` URI of its sources, so a
 /// host behind its own mirror uses it), else Debian's redirector.
-fn debian_mirror() -> String {
+pub fn debian_mirror() -> String {
     let mut texts: Vec<String> = fs::read_to_string("/etc/apt/sources.list")
         .ok()
         .into_iter()
