@@ -232,6 +232,7 @@ pub mod documents {
         BENCH_JIT_HOOK = "bench-jit-hook", 1;
         BENCH_JIT_PREBUILD = "bench-jit-prebuild", 1;
         BUILD_EXT = "build-ext", 1;
+        BUILD_EXT_VARIANTS = "build-ext-variants", 1;
         BUILD_TORCH = "build-torch", 1;
         BUILD_TORCH_BEFORE_CLONE = "build-torch-before-clone", 1;
         BUILD_TORCH_VERIFY_WHEEL = "build-torch-verify-wheel", 1;
@@ -242,6 +243,7 @@ pub mod documents {
         ERROR = "error", 1;
         GPUS = "gpus", 1;
         KB_CHECK = "kb-check", 1;
+        KB_CHECK_DEBIAN = "kb-check-debian", 1;
         KB_CHECK_GPUS = "kb-check-gpus", 1;
         KB_CHECK_TORCH = "kb-check-torch", 1;
         KERNELS = "kernels", 1;

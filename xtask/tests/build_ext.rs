@@ -983,3 +983,105 @@ __attribute__((constructor)) static void reg(void) {{
     assert_eq!(variant[0], pids("_one")[0], "{loads}");
     assert_ne!(variant[1], variant[0], "{loads}");
 }
+
+/// `--torch A,B`: the wheels a package publishes, one per torch, each with its CUDA major's
+/// toolkit (torch 2.0.1 is cu117: CUDA 11.8 from Debian's archive; torch 2.15.0 is cu132: CUDA
+/// 13.2 from PyPI), each audited, then every wheel load-checked in every variant's env: each
+/// loads in its own env and is refused in the other (an ordinary build is tied to its torch).
+#[test]
+fn variants_build_one_wheel_per_torch_with_its_own_toolkit_and_a_load_table() {
+    let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let run = xtask(&[
+        "build-ext",
+        fixture("tinyext").to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--torch",
+        "2.0.1,2.15.0",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+    ]);
+    eprintln!("two variants: {:.0} s", run.wall.as_secs_f64());
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let doc = json(&run);
+    assert_eq!(doc["document"], "build-ext-variants");
+    let v = &doc["variants"];
+    let variants = v["variants"].as_array().unwrap();
+    let got: Vec<(String, String)> = variants
+        .iter()
+        .map(|x| {
+            let o = &x["outcome"];
+            (
+                o["torch"].as_str().unwrap().to_string(),
+                o["nvcc"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got[0].0, "2.0.1+cu117");
+    assert!(got[0].1.starts_with("11.8."), "{got:?}");
+    assert_eq!(got[1].0, "2.15.0+cu132");
+    assert!(got[1].1.starts_with("13.2."), "{got:?}");
+    for (x, dir) in variants.iter().zip(["torch-2.0.1", "torch-2.15.0"]) {
+        let o = &x["outcome"];
+        assert_eq!(audited_sass(o)[0].1, ["sm_75"]);
+        let wheel = PathBuf::from(o["wheel"].as_str().unwrap());
+        assert!(wheel.starts_with(out.path().join(dir)), "{wheel:?}");
+    }
+    let cells: Vec<(String, String, bool)> = v["loads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["wheel"].as_str().unwrap().to_string(),
+                c["env"].as_str().unwrap().to_string(),
+                c["loads"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let want = |w: &str, e: &str, l: bool| (w.to_string(), e.to_string(), l);
+    assert_eq!(
+        cells,
+        [
+            want("2.0.1", "2.0.1", true),
+            want("2.0.1", "2.15.0", false),
+            want("2.15.0", "2.0.1", false),
+            want("2.15.0", "2.15.0", true)
+        ]
+    );
+    assert!(v["loads"][1]["reason"]
+        .as_str()
+        .is_some_and(|r| !r.is_empty()));
+
+    // The table people read: a row per variant, then the load table.
+    let table = xtask(&[
+        "build-ext",
+        fixture("tinyext").to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--torch",
+        "2.0.1,2.15.0",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(
+        table.stdout.contains("WHEEL FOR \\ LOADS IN"),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("reused"),
+        "a second run rebuilds nothing:\n{}",
+        table.stdout
+    );
+    assert!(
+        table
+            .stdout
+            .contains("torch 2.0.1's wheel in torch 2.15.0: "),
+        "{}",
+        table.stdout
+    );
+}

@@ -188,3 +188,63 @@ fn the_carried_pci_ids_is_current_and_a_newer_file_is_caught() {
     assert!(report.table().contains("STALE"), "{}", report.table());
     assert_eq!(report.exit(), Exit::Failed);
 }
+
+/// The CUDA toolkits archsmith installs from Debian's archive, against the suites' signed indexes
+/// today: 12.4's closure from trixie and 11.8's (with its g++-11 host compiler) from bookworm
+/// resolve, each root a release of its row. A row that names a CUDA release the package is not,
+/// and a closure with a package no other depends on, are caught.
+#[test]
+fn debian_archive_rows_resolve_against_the_signed_indexes() {
+    use archsmith::kb::{KnowledgeBase, KB_PATH};
+    use archsmith::kb_check::debian::check_debian;
+    let report = check_debian(kb());
+    assert_eq!(report.exit(), Exit::Success, "{}", report.table());
+    let roots: Vec<(&str, &str)> = report
+        .rows
+        .iter()
+        .map(|r| (r.cuda.as_str(), r.packages[0].as_str()))
+        .collect();
+    assert!(
+        roots
+            .iter()
+            .any(|(c, p)| *c == "11.8" && p.starts_with("nvidia-cuda-toolkit 11.8.")),
+        "{roots:?}"
+    );
+    assert!(
+        roots
+            .iter()
+            .any(|(c, p)| *c == "12.4" && p.starts_with("nvidia-cuda-toolkit 12.4.")),
+        "{roots:?}"
+    );
+    let bookworm = report.rows.iter().find(|r| r.suite == "bookworm").unwrap();
+    assert!(
+        bookworm.host_compiler[0].starts_with("g++-11 "),
+        "{bookworm:?}"
+    );
+
+    let text = std::fs::read_to_string(archsmith::paths::repo_root().join(KB_PATH)).unwrap();
+    let planted = text
+        .replacen("cuda = \"12.4\"\ninstall", "cuda = \"12.6\"\ninstall", 1)
+        .replacen(
+            "\"libcudart11.0\", ",
+            "\"libcudart11.0\", \"nvidia-cuda-gdb\", ",
+            1,
+        );
+    assert_ne!(planted, text, "the planted rows were not found");
+    let wrong = KnowledgeBase::parse(&planted).unwrap();
+    let report = check_debian(&wrong);
+    let problems: Vec<&String> = report.rows.iter().flat_map(|r| &r.problems).collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("not a CUDA 12.6 release")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("depends on nvidia-cuda-gdb")),
+        "{problems:?}"
+    );
+    assert_eq!(report.exit(), Exit::Failed);
+}

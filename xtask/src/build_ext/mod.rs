@@ -33,6 +33,7 @@ pub mod scratch;
 pub mod source;
 pub mod stamp_inputs;
 pub mod steps;
+pub mod variants;
 
 use crate::arch::spec::{Plan, PlanContext};
 use crate::build_output::{log, progress};

@@ -15,8 +15,18 @@ pub struct BuildExtArgs {
     /// Archs to build, e.g. `7.5,8.9,9.0` or `8.0,9.0+PTX` (the `archs --arch` grammar).
     #[arg(long, value_name = "SPEC")]
     pub arch: crate::arch::spec::ArchSpec,
-    #[command(flatten)]
-    pub target: crate::python::TargetEnv,
+    /// The torch release(s) to build for (default: the newest known, or --python's). Several,
+    /// comma-separated (`2.0.1,2.6.0,2.15.0`): one wheel per release, each in its own env with
+    /// its CUDA major's toolkit, into OUT/torch-X/, then a table of which wheel loads in which env.
+    #[arg(long, value_name = "VER[,VER…]", value_delimiter = ',', value_parser = crate::kb::user_input::torch_release)]
+    pub torch: Vec<crate::version::Version>,
+    /// The CUDA release to compile with (default: the one torch was built with; must share its
+    /// major).
+    #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
+    pub cuda: Option<crate::version::Version>,
+    /// A Python with torch installed to build and verify with instead of archsmith's env.
+    #[arg(long, value_name = "PATH", value_parser = crate::python::interpreter_arg)]
+    pub python: Option<PathBuf>,
     /// Where the wheel, its record and the build log go.
     #[arg(long, value_name = "DIR", default_value = "dist")]
     pub out: PathBuf,
@@ -59,10 +69,15 @@ pub struct BuildExtArgs {
 }
 
 pub fn run(args: BuildExtArgs) -> Result<Exit> {
+    let target = crate::python::TargetEnv {
+        torch: (args.torch.len() == 1).then(|| args.torch[0].clone()),
+        cuda: args.cuda.clone(),
+        python: args.python.clone(),
+    };
     let req = Request {
         source: SourceSpec::parse(&args.source)?,
         arch: args.arch.clone(),
-        target: args.target.clone(),
+        target,
         out: args.out.clone(),
         cache: args.cache,
         jobs: args.jobs,
@@ -77,6 +92,18 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         )?,
         progress: Mode::Auto,
     };
+    if args.torch.len() > 1 {
+        let v = build_ext::variants::build_variants(&req, &args.torch)?;
+        if args.output.json {
+            print_json(
+                documents::BUILD_EXT_VARIANTS,
+                &json!({ "ok": v.ok(), "variants": v }),
+            )?;
+        } else {
+            crate::out!("{}", v.table());
+        }
+        return Ok(if v.ok() { Exit::Success } else { Exit::Failed });
+    }
     let (doc, text) = match build_ext::build(&req)? {
         Ok(Built::Jit(o)) => (json!({ "ok": true, "jit": o }), Ok(o.table())),
         Ok(Built::Wheel(mut o)) => {

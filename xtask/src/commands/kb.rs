@@ -47,6 +47,10 @@ pub struct CheckArgs {
     /// report how many NVIDIA device IDs resolve; only that is checked.
     #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda"])]
     pub gpus: bool,
+    /// Check the CUDA toolkits archsmith installs from Debian's archive (12.4 from trixie, 11.8
+    /// from bookworm): each row's packages resolved against the suite's signed index today.
+    #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda", "gpus"])]
+    pub debian: bool,
     /// With --gpus: read this pci.ids instead of Debian's package.
     #[arg(long, value_name = "FILE", requires = "gpus")]
     pub pci_ids: Option<std::path::PathBuf>,
@@ -61,6 +65,14 @@ pub fn run(args: &KbArgs) -> Result<Exit> {
 }
 
 fn check(args: &CheckArgs) -> Result<Exit> {
+    if args.debian {
+        let report = crate::kb_check::debian::check_debian(kb());
+        match args.output.json {
+            true => print_json(documents::KB_CHECK_DEBIAN, &report)?,
+            false => crate::out!("{}", report.table()),
+        }
+        return Ok(report.exit());
+    }
     if args.gpus {
         let file = gpus::pci_ids_file(args.pci_ids.as_deref())?;
         let report = gpus::check_gpus(kb(), &file)?;

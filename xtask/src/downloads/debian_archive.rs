@@ -301,19 +301,7 @@ pub fn resolve(records: &[Record], names: &[String]) -> Result<Vec<Picked>> {
     // all; a change can tighten another package's relations, so repeat to a fixed point.
     let mut required_by: BTreeMap<String, String> = BTreeMap::new();
     for _ in 0..=names.len() {
-        let mut wants: BTreeMap<String, Vec<(String, Relation)>> = BTreeMap::new();
-        for parent in chosen.values() {
-            for group in parse_depends(&parent.depends)? {
-                let inside: Vec<&Relation> =
-                    group.iter().filter(|r| names.contains(&r.name)).collect();
-                if let [rel] = inside[..] {
-                    wants
-                        .entry(rel.name.clone())
-                        .or_default()
-                        .push((parent.name.clone(), rel.clone()));
-                }
-            }
-        }
+        let wants = relations_among(chosen.values().copied(), names)?;
         let mut changed = false;
         for name in names.iter().skip(1) {
             let rels = wants.get(name).map(Vec::as_slice).unwrap_or_default();
@@ -363,6 +351,27 @@ pub fn resolve(records: &[Record], names: &[String]) -> Result<Vec<Picked>> {
         }
     }
     bail!("the versions of {} do not settle", names.join(", "))
+}
+
+/// name → (parent, relation) for each `Depends` entry of `parents` whose only alternative among
+/// `names` is that name.
+fn relations_among<'a>(
+    parents: impl Iterator<Item = &'a Record>,
+    names: &[String],
+) -> Result<BTreeMap<String, Vec<(String, Relation)>>> {
+    let mut wants: BTreeMap<String, Vec<(String, Relation)>> = BTreeMap::new();
+    for parent in parents {
+        for group in parse_depends(&parent.depends)? {
+            let inside: Vec<&Relation> = group.iter().filter(|r| names.contains(&r.name)).collect();
+            if let [rel] = inside[..] {
+                wants
+                    .entry(rel.name.clone())
+                    .or_default()
+                    .push((parent.name.clone(), rel.clone()));
+            }
+        }
+    }
+    Ok(wants)
 }
 
 /// A suite of a Debian mirror.

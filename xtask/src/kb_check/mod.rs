@@ -4,8 +4,11 @@
 //!   PyPI wheels;
 //! * [`torch`]: each torch release row and both arch-list tables, read from the torch wheels on
 //!   PyPI by range (and their torchvision/torchaudio companions' metadata);
-//! * [`gpus`]: the GPU rows and the chip table against the PCI ID Repository (Debian's pci.ids).
+//! * [`gpus`]: the GPU rows and the chip table against the PCI ID Repository (Debian's pci.ids);
+//! * [`debian`]: the CUDA toolkits archsmith installs from Debian's archive, against the suites'
+//!   signed indexes.
 
+pub mod debian;
 pub mod gpus;
 pub mod nvcc;
 pub mod torch;
