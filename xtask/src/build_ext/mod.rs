@@ -361,12 +361,18 @@ pub fn prepare(target: &crate::python::TargetEnv, arch: &str) -> Result<Prepared
         }
     }
     check_env_pins(&env)?;
+    let asked = cuda;
     let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), cuda)?;
+    // The release that will really compile (torch's, or another minor of its major), so the plan
+    // is checked against that nvcc: a cu117 torch builds sm_90 with 11.8.
+    let (cuda, whence) = match asked {
+        Some(_) => (cuda, None),
+        None => compile_release(&cuda),
+    };
     let ctx = PlanContext::new(Some(base_version(&env.torch)), Some(cuda.clone()));
     let plan = Plan::parse(&ctx, arch)
         .with_context(|| format!("--arch {}", crate::kb::user_input::echo(arch)))?;
-    let tc = toolchain::ensure(&cuda).or_else(|e| same_major_toolkit(&cuda).ok_or(e));
-    let tc = tc.map_err(|e| {
+    let tc = toolchain::ensure(&cuda).map_err(|e| {
         // A torch of a CUDA major PyPI has no nvcc for: what fits this torch, not a CUDA 13.
         match (
             e.downcast_ref::<toolchain::system::NoToolkit>(),
@@ -389,40 +395,51 @@ pub fn prepare(target: &crate::python::TargetEnv, arch: &str) -> Result<Prepared
             _ => e,
         }
     })?;
+    if let (Some(whence), Some(torch_cuda)) = (whence, &env.torch_cuda) {
+        crate::errln!(
+            "archsmith: no CUDA {} toolkit here; building with CUDA {} {whence} (same major: torch accepts it)",
+            torch_cuda.major_minor(),
+            tc.nvcc_version
+        );
+    }
     Ok(Prepared { env, tc, plan })
 }
 
-/// A toolkit of `cuda`'s major when there is none of that very release and PyPI has no nvcc for
-/// the major: torch's cpp_extension accepts any minor of its own major (it warns), so a CUDA 12.4
-/// builds for a cu126 torch. The newest such toolkit on this machine, else the newest one
-/// archsmith installs from Debian's archive; said on stderr.
-fn same_major_toolkit(cuda: &Version) -> Option<Toolchain> {
+/// The CUDA release a build for a torch of CUDA `cuda` compiles with, and where it comes from when
+/// it is another minor of the same major (torch's cpp_extension accepts any minor of its own
+/// major: it warns). In order: `cuda` where PyPI has it or the machine has it; the newest toolkit
+/// of that major on this machine; `cuda` where Debian's archive has it; the newest of that major
+/// the archive has. Installs nothing; `cuda` when nothing of the major is known (the install then
+/// says what to do).
+fn compile_release(cuda: &Version) -> (Version, Option<&'static str>) {
     if toolchain::from_pypi(cuda) {
-        return None;
+        return (cuda.clone(), None);
     }
-    let found = toolchain::discover()
-        .ok()?
+    let usable: Vec<Version> = toolchain::discover()
+        .unwrap_or_default()
         .into_iter()
         .filter(|t| t.usable)
         .filter_map(|t| t.cuda)
         .filter(|c| c.major() == cuda.major())
-        .max();
-    let (found, whence) = match found {
-        Some(found) => (found, "found on this machine"),
-        None => (
-            kb().debian_archive_toolkits()
-                .map(|p| p.cuda.clone())
-                .filter(|c| c.major() == cuda.major())
-                .max()?,
-            "from Debian's archive",
-        ),
-    };
-    let tc = toolchain::ensure(&found).ok()?;
-    crate::errln!(
-        "archsmith: no CUDA {cuda} toolkit here; building with CUDA {} {whence} (same major: torch accepts it)",
-        tc.nvcc_version
-    );
-    Some(tc)
+        .collect();
+    if usable.iter().any(|c| c.major_minor() == cuda.major_minor()) {
+        return (cuda.clone(), None);
+    }
+    if let Some(found) = usable.into_iter().max() {
+        return (found, Some("found on this machine"));
+    }
+    if kb().debian_archive_toolkit(cuda).is_some() {
+        return (cuda.clone(), None);
+    }
+    match kb()
+        .debian_archive_toolkits()
+        .map(|p| p.cuda.clone())
+        .filter(|c| c.major() == cuda.major())
+        .max()
+    {
+        Some(archive) => (archive, Some("from Debian's archive")),
+        None => (cuda.clone(), None),
+    }
 }
 
 /// The front end: `uv build` when uv is at hand (on PATH, or bootstrapped into archsmith's tools),
