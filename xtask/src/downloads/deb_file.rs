@@ -317,6 +317,52 @@ mod tests {
         assert!(e.contains("refusing it"), "{e}");
     }
 
+    /// 3,000 mutations of a real-shaped .deb (bytes flipped, cut, repeated), each given its own
+    /// hash so the unpacking runs to wherever it fails: errors, never a panic or a write outside.
+    #[test]
+    fn mutated_packages_never_panic() {
+        let base = deb(
+            &[
+                ("./usr/include/a.h", b"x"),
+                ("./usr/include/sub/b.h", &[1u8; 3000]),
+            ],
+            &[("./usr/include/l.h", "a.h")],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for i in 0..3000 {
+            let mut bytes = base.clone();
+            match i % 3 {
+                0 => {
+                    for _ in 0..1 + next() % 8 {
+                        let at = (next() as usize) % bytes.len();
+                        bytes[at] = next() as u8;
+                    }
+                }
+                1 => bytes.truncate((next() as usize) % bytes.len()),
+                _ => {
+                    let at = (next() as usize) % bytes.len();
+                    let chunk = bytes[at..].to_vec();
+                    bytes.extend_from_slice(&chunk);
+                }
+            }
+            let sha = crate::stamp::hex(&Sha256::digest(&bytes));
+            let _ = run(&bytes, bytes.len() as u64, &sha, &dir.path().join("out"));
+        }
+        // Nothing escaped the destination.
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| n == "out"), "{names:?}");
+    }
+
     #[test]
     fn hostile_bytes_are_errors_not_panics() {
         let dir = tempfile::tempdir().unwrap();

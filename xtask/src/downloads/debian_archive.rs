@@ -538,6 +538,33 @@ mod tests {
         assert!(Release::parse("SHA256:\n zz notanumber p\n").is_err());
     }
 
+    /// Release, Packages and Depends text cut and scrambled at every few bytes: errors or
+    /// records, never a panic.
+    #[test]
+    fn hostile_index_text_never_panics() {
+        let release = "Date: x\nSHA256:\n 00 12 main/Packages\n";
+        let packages = "Package: a\nVersion: 1:2.3~4-5\nFilename: pool/a.deb\nSize: 9\nSHA256: 00\nDepends: b (>= 1) | c, d (<< 2~)\n\nPackage: b\n";
+        for text in [release, packages] {
+            for cut in 0..text.len() {
+                for tail in [
+                    "",
+                    "(",
+                    " (>=",
+                    "\n ",
+                    "|",
+                    ",",
+                    "\u{0}",
+                    "Size: 99999999999999999999\n",
+                ] {
+                    let t = format!("{}{tail}", &text[..cut]);
+                    let _ = Release::parse(&t);
+                    let _ = parse_packages(&t, "main");
+                    let _ = parse_depends(&t);
+                }
+            }
+        }
+    }
+
     #[test]
     fn depends_fields_parse_into_alternatives() {
         let d = parse_depends("libc6 (>= 2.34), g++-13 | clang-17 | clang (<< 1:18~), libcudart12 (= 12.4.127~12.4.1-2), foo:any [amd64]").unwrap();
