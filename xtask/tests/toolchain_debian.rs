@@ -37,7 +37,11 @@ fn archive_toolkit(cuda: &str) -> Toolchain {
 fn check_closure_against_the_index(tc: &Toolchain) {
     let lock = debian_packages::read_lock(tc.cuda_home()).unwrap();
     let row = kb().debian_archive_toolkit(&tc.cuda).unwrap();
-    let names: Vec<&str> = lock.packages.iter().map(|p| p.name.as_str()).collect();
+    let names: Vec<&str> = lock
+        .packages
+        .iter()
+        .map(|p| p.package.name.as_str())
+        .collect();
     let mut want: Vec<&str> = row.closure.iter().map(String::as_str).collect();
     if lock
         .host_compiler
@@ -50,7 +54,7 @@ fn check_closure_against_the_index(tc: &Toolchain) {
     let suite = Suite::new(row.suite.as_deref().unwrap()).unwrap();
     let index = suite.index(&row.components, &mut |_| {}).unwrap();
     assert_eq!(index.fingerprint, lock.signed_by);
-    for p in &lock.packages {
+    for p in lock.packages.iter().map(|l| &l.package) {
         let r = index
             .records
             .iter()
@@ -58,14 +62,16 @@ fn check_closure_against_the_index(tc: &Toolchain) {
             .unwrap_or_else(|| panic!("{} {} is not in the index", p.name, p.version));
         assert_eq!((r.size, &r.sha256), (p.size, &p.sha256), "{}", p.name);
         assert_eq!(p.sha256.len(), 64);
-        assert!(p.kept_files > 0, "{} kept nothing", p.name);
+    }
+    for p in &lock.packages {
+        assert!(p.kept_files > 0, "{} kept nothing", p.package.name);
     }
     assert_eq!(lock.packages[0].required_by, None);
     let roots: Vec<&str> = lock
         .packages
         .iter()
         .filter(|p| p.required_by.is_none())
-        .map(|p| p.name.as_str())
+        .map(|p| p.package.name.as_str())
         .collect();
     let host_root = row.host_compiler.first().map(String::as_str);
     assert!(

@@ -137,7 +137,7 @@ pub fn verify_signature(signed: &Path, keyring: &Path, scratch: &Path) -> Result
 }
 
 /// One package of a `Packages` index.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     pub name: String,
     pub version: String,

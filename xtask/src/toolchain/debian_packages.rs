@@ -22,7 +22,7 @@
 //! reader finds exactly those images in it) and only then renamed into place.
 
 use super::{nvcc_version, release_matches, Source, Toolchain};
-use crate::cache::{is_complete, provision, remove_path};
+use crate::cache::{provision, remove_path};
 use crate::downloads::deb_file::{self, Expected, Extracted};
 use crate::downloads::debian_archive::{self, Picked, Suite};
 use crate::kb::{CudaSystemPackageRow, HostCompilerLimits};
@@ -141,15 +141,11 @@ pub fn map_path(path: &str, triple: &str) -> Option<PathBuf> {
     None
 }
 
-/// One package as installed.
+/// One package as installed: the index's record, what pinned it, what was kept.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LockedPackage {
-    pub name: String,
-    pub version: String,
-    pub component: String,
-    pub filename: String,
-    pub size: u64,
-    pub sha256: String,
+    #[serde(flatten)]
+    pub package: debian_archive::Record,
     pub required_by: Option<String>,
     pub kept_files: usize,
     pub kept_bytes: u64,
@@ -205,14 +201,10 @@ pub fn ensure(
 
 /// The toolchain at `home` when it is a complete Debian install; `None` otherwise (no program run).
 pub fn load(home: &Path) -> Result<Option<Toolchain>> {
-    if !is_complete(home) {
-        return Ok(None);
-    }
-    let Ok(lock) = read_lock(home) else {
+    let Some(lock) = super::complete_lock::<LockFile>(home, LOCK_FILE) else {
         return Ok(None);
     };
-    if lock.schema != LOCK_SCHEMA || !crate::process::is_executable(&home.join("bin").join("nvcc"))
-    {
+    if lock.schema != LOCK_SCHEMA {
         return Ok(None);
     }
     Ok(Some(Toolchain {
@@ -246,9 +238,9 @@ pub fn lock_table(lock: &LockFile) -> String {
     let mut t = crate::output::Table::new(["  PACKAGE", "VERSION", "SIZE", "KEPT", "PINNED BY"]);
     for p in &lock.packages {
         t.row([
-            format!("  {}", p.name),
-            p.version.clone(),
-            format!("{:.1} MB", p.size as f64 / 1e6),
+            format!("  {}", p.package.name),
+            p.package.version.clone(),
+            format!("{:.1} MB", p.package.size as f64 / 1e6),
             format!(
                 "{} files, {:.1} MB",
                 p.kept_files,
@@ -400,12 +392,7 @@ fn unpack_all(
             ..
         } = deb_file::extract(source, &expected, map, staging, &mut report)?;
         out.push(LockedPackage {
-            name: r.name.clone(),
-            version: r.version.clone(),
-            component: r.component.clone(),
-            filename: r.filename.clone(),
-            size: r.size,
-            sha256: r.sha256.clone(),
+            package: r.clone(),
             required_by: p.required_by.clone(),
             kept_files,
             kept_bytes,

@@ -308,6 +308,18 @@ fn ensure_archive_or_system(search: &system::Search, cuda: &Version) -> Result<T
     })
 }
 
+/// The lock file `file` of archsmith's toolchain at `home` when the toolchain is complete (its
+/// stamp written last, the lock parses, `bin/nvcc` executable); None otherwise. Runs no program.
+fn complete_lock<L: serde::de::DeserializeOwned>(home: &Path, file: &str) -> Option<L> {
+    if !crate::cache::is_complete(home)
+        || !crate::process::is_executable(&home.join("bin").join("nvcc"))
+    {
+        return None;
+    }
+    let text = fs_err::read_to_string(home.join(file)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// archsmith's toolchain at `home`, whichever way it was assembled; None when incomplete.
 pub fn load_installed(home: &Path) -> Result<Option<Toolchain>> {
     match nvidia_wheels::load(home)? {

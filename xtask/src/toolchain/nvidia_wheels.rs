@@ -16,7 +16,7 @@
 //! `nvcc --version` reported the requested release and a kernel compiled and linked.
 
 use super::{nvcc_version, release_matches, smoke_test, Source, Toolchain};
-use crate::cache::{is_complete, provision, remove_path};
+use crate::cache::{provision, remove_path};
 use crate::python::installer::{Installer, Pinned};
 use crate::version::Version;
 use anyhow::{bail, Context, Result};
@@ -93,20 +93,13 @@ pub fn ensure(
 /// The toolchain at `home` when it is complete (stamp, lock file and nvcc present); `None` otherwise.
 /// Runs no program, so a warm call costs a few file reads.
 pub fn load(home: &Path) -> Result<Option<Toolchain>> {
-    if !is_complete(home) {
+    let Some(lock) = super::complete_lock::<LockFile>(home, LOCK_FILE) else {
+        return Ok(None);
+    };
+    if lock.schema != LOCK_SCHEMA {
         return Ok(None);
     }
     let lock_path = home.join(LOCK_FILE);
-    let Ok(text) = fs::read_to_string(&lock_path) else {
-        return Ok(None);
-    };
-    let Ok(lock) = serde_json::from_str::<LockFile>(&text) else {
-        return Ok(None);
-    };
-    if lock.schema != LOCK_SCHEMA || !crate::process::is_executable(&home.join("bin").join("nvcc"))
-    {
-        return Ok(None);
-    }
     Ok(Some(Toolchain {
         cuda: lock.nvcc_release,
         nvcc_version: lock.nvcc_version,
