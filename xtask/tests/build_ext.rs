@@ -985,9 +985,10 @@ __attribute__((constructor)) static void reg(void) {{
 }
 
 /// `--torch A,B`: the wheels a package publishes, one per torch, each with its CUDA major's
-/// toolkit (torch 2.0.1 is cu117: CUDA 11.8 from Debian's archive; torch 2.15.0 is cu132: CUDA
-/// 13.2 from PyPI), each audited, then every wheel load-checked in every variant's env: each
-/// loads in its own env and is refused in the other (an ordinary build is tied to its torch).
+/// toolkit (torch 2.0.1 is cu117: CUDA 11.8 from Debian's archive, with no CUDA on the machine
+/// and no --cuda; torch 2.15.0 is cu132: CUDA 13.2 from PyPI), each audited and imported, then
+/// every wheel load-checked in every variant's env: each loads in its own env and is refused in
+/// the other (an ordinary build is tied to its torch).
 #[test]
 fn variants_build_one_wheel_per_torch_with_its_own_toolkit_and_a_load_table() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
@@ -1019,6 +1020,14 @@ fn variants_build_one_wheel_per_torch_with_its_own_toolkit_and_a_load_table() {
             )
         })
         .collect();
+    // torch 2.0.1 is cu117: no such toolkit here, the same major's from Debian's archive,
+    // found without flags and said (the plan checked against the nvcc that compiles).
+    assert!(
+        run.stderr
+            .contains("no CUDA 11.7 toolkit here; building with CUDA 11.8.89"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(got[0].0, "2.0.1+cu117");
     assert!(got[0].1.starts_with("11.8."), "{got:?}");
     assert_eq!(got[1].0, "2.15.0+cu132");
@@ -1026,6 +1035,7 @@ fn variants_build_one_wheel_per_torch_with_its_own_toolkit_and_a_load_table() {
     for (x, dir) in variants.iter().zip(["torch-2.0.1", "torch-2.15.0"]) {
         let o = &x["outcome"];
         assert_eq!(audited_sass(o)[0].1, ["sm_75"]);
+        assert_eq!(strings(&o["imported"]), ["tinyext._C"]);
         let wheel = PathBuf::from(o["wheel"].as_str().unwrap());
         assert!(wheel.starts_with(out.path().join(dir)), "{wheel:?}");
     }
