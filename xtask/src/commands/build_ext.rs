@@ -18,7 +18,7 @@ pub struct BuildExtArgs {
     /// The torch release(s) to build for (default: the newest known, or --python's). Several,
     /// comma-separated (`2.0.1,2.6.0,2.15.0`): one wheel per release, each in its own env with
     /// its CUDA major's toolkit, into OUT/torch-X/, then a table of which wheel loads in which env.
-    #[arg(long, value_name = "VER[,VER…]", value_delimiter = ',', value_parser = crate::kb::user_input::torch_release)]
+    #[arg(long, value_name = "VER", value_delimiter = ',', value_parser = crate::kb::user_input::torch_release)]
     pub torch: Vec<crate::version::Version>,
     /// The CUDA release to compile with (default: the one torch was built with; must share its
     /// major).
