@@ -490,9 +490,9 @@ pub fn toolkit_advice(
         "torch {torch} was built with CUDA {torch_cuda}: its extensions compile only with a CUDA {major}.x nvcc, and PyPI has no nvcc for CUDA {major}.x.\n"
     );
     let archive: Vec<String> = kb()
-        .debian_archive_toolkits()
-        .filter(|p| p.cuda.major() == major)
-        .map(|p| format!("`{program} toolchain install --cuda {}`", p.cuda))
+        .debian_archive_releases(major)
+        .iter()
+        .map(|c| format!("`{program} toolchain install --cuda {c}`"))
         .collect();
     if !archive.is_empty() {
         s += &format!(

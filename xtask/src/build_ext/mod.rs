@@ -431,12 +431,7 @@ fn compile_release(cuda: &Version) -> (Version, Option<&'static str>) {
     if kb().debian_archive_toolkit(cuda).is_some() {
         return (cuda.clone(), None);
     }
-    match kb()
-        .debian_archive_toolkits()
-        .map(|p| p.cuda.clone())
-        .filter(|c| c.major() == cuda.major())
-        .max()
-    {
+    match kb().debian_archive_releases(cuda.major()).pop() {
         Some(archive) => (archive, Some("from Debian's archive")),
         None => (cuda.clone(), None),
     }

@@ -48,6 +48,17 @@ impl KnowledgeBase {
             .find(|p| p.cuda.major_minor() == cuda.major_minor())
     }
 
+    /// The CUDA releases of `major` archsmith installs from Debian's archive, oldest first.
+    pub fn debian_archive_releases(&self, major: u32) -> Vec<Version> {
+        let mut v: Vec<Version> = self
+            .debian_archive_toolkits()
+            .map(|p| p.cuda.clone())
+            .filter(|c| c.major() == major)
+            .collect();
+        v.sort();
+        v
+    }
+
     /// Every toolkit archsmith installs from Debian's archive.
     pub fn debian_archive_toolkits(&self) -> impl Iterator<Item = &CudaSystemPackageRow> {
         self.cuda_system_packages

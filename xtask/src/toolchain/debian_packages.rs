@@ -177,8 +177,13 @@ pub struct LockFile {
     pub seconds: f64,
 }
 
-/// Returns the toolchain at `toolchains_dir/cuda-X.Y`, installing it from `row` first when it is
-/// absent or incomplete.
+/// `toolchains_dir/cuda-X.Y`: where the Debian toolchain for `cuda` (its major.minor) lives.
+pub fn home(toolchains_dir: &Path, cuda: &Version) -> PathBuf {
+    toolchains_dir.join(format!("cuda-{}", cuda.major_minor()))
+}
+
+/// Returns the toolchain at [`home`], installing it from `row` first when it is absent or
+/// incomplete.
 pub fn ensure(
     toolchains_dir: &Path,
     cuda: &Version,

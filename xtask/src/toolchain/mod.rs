@@ -283,7 +283,7 @@ pub fn ensure(cuda: &Version) -> Result<Toolchain> {
 /// made now; else the system search's error (where it looked, how to get one).
 fn ensure_archive_or_system(search: &system::Search, cuda: &Version) -> Result<Toolchain> {
     let dir = crate::paths::toolchains_dir();
-    if let Some(tc) = debian_packages::load(&nvidia_wheels::home(&dir, &cuda.major_minor()))? {
+    if let Some(tc) = debian_packages::load(&debian_packages::home(&dir, cuda))? {
         return Ok(tc);
     }
     let looked = match system::find(search, cuda) {

@@ -148,13 +148,12 @@ impl std::fmt::Display for NoToolkit {
             self.looked
         )?;
         let archive: Vec<String> = crate::kb::kb()
-            .debian_archive_toolkits()
-            .filter(|p| p.cuda.major() == major)
-            .map(|p| {
+            .debian_archive_releases(major)
+            .iter()
+            .map(|c| {
                 format!(
-                    "`{} toolchain install --cuda {}`",
-                    crate::output::program(),
-                    p.cuda
+                    "`{} toolchain install --cuda {c}`",
+                    crate::output::program()
                 )
             })
             .collect();
