@@ -140,6 +140,12 @@ fn installs_cuda_12_4_from_trixie_as_a_working_cuda_home() {
         (limits.max_gcc, limits.max_clang)
     );
     assert_eq!(lock.verified_sass, ["sm_75", "sm_89", "sm_90"]);
+    // NVIDIA's glibc 2.41 fix backported into this copy of 12.4's headers, which still compile
+    // on this glibc (the kernels below; on trixie's glibc 2.41 docs/toolchain.md).
+    assert_eq!(lock.patched.len(), 1, "{:?}", lock.patched);
+    let header =
+        std::fs::read_to_string(tc.cuda_home().join(toolchain::glibc_math::DECLARATIONS)).unwrap();
+    assert!(header.contains("cospi(double x) __NV_IEC_60559_FUNCS_EXCEPTION_SPECIFIER;"));
     check_closure_against_the_index(&tc);
     compiles_exactly_three_archs(&tc);
 

@@ -334,9 +334,10 @@ fn official_wheels(
     Ok(official_wheel_advice(torch, &targets))
 }
 
-/// The CUDA toolkit of that release: found on the machine, or from PyPI.
+/// The CUDA toolkit of that release, with the libraries torch's own build links: found on the
+/// machine, or from PyPI (13.x) or Debian's archive (12.4, 11.8).
 fn toolkit(cuda: &Version, checks: &mut Vec<Check>) -> Option<Toolchain> {
-    match toolchain::ensure(cuda) {
+    match toolchain::ensure_for_torch_build(cuda) {
         Ok(tc) => {
             checks.push(Check::ok(
                 "CUDA toolkit",

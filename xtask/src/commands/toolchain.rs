@@ -36,6 +36,11 @@ pub struct CudaArgs {
     /// CUDA release, e.g. 13.2 (any 13.x, from PyPI), 12.4 or 11.8 (from Debian's archive), or another with a system toolkit.
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::toolchain_cuda_release)]
     pub cuda: Version,
+    /// With the CUDA libraries torch's own build links (cuBLAS, cuFFT, cuRAND, cuSPARSE, cuSOLVER,
+    /// NVRTC, nvToolsExt): the toolkit `build-torch` uses; for 11.8/12.4 from Debian's archive a
+    /// toolkit of its own (about 640 MB more to fetch).
+    #[arg(long)]
+    pub torch_build: bool,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
 }
@@ -70,7 +75,11 @@ pub fn run(args: ToolchainArgs) -> Result<Exit> {
 
 fn install(args: &CudaArgs) -> Result<Exit> {
     let start = Instant::now();
-    let tc = toolchain::ensure(&args.cuda)?;
+    let tc = if args.torch_build {
+        toolchain::ensure_for_torch_build(&args.cuda)?
+    } else {
+        toolchain::ensure(&args.cuda)?
+    };
     let seconds = start.elapsed().as_secs_f64();
     let lock = match &tc.source {
         Source::Pypi { .. } => Some(nvidia_wheels::read_lock(tc.cuda_home())?),

@@ -27,6 +27,10 @@ pub struct CudaSystemPackageRow {
     /// the toolkit's ceiling and has no older one: the C++ driver first, the rest pinned by it.
     #[serde(default)]
     pub host_compiler: Vec<String>,
+    /// The CUDA libraries torch's own build links (cuBLAS, cuFFT, …), each pinned by a package
+    /// of `closure`: installed only for a torch build (`cuda-X.Y-torch-build`).
+    #[serde(default)]
+    pub torch_libraries: Vec<String>,
     pub source: String,
 }
 

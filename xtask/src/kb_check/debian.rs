@@ -1,5 +1,5 @@
 //! `kb check --debian`: each `[[cuda_system_package]]` row archsmith installs from (`suite`,
-//! `closure`, `host_compiler`) read against its suite's signed index as it is today: the root
+//! `closure`, `torch_libraries`, `host_compiler`) read against its suite's signed index as it is today: the root
 //! package is there with a version of the row's CUDA release, and every other package of the
 //! closure is pinned by a parent's `Depends` to a version the index has. Nothing is downloaded
 //! but the index (`InRelease` and each component's `Packages.xz`).
@@ -17,6 +17,8 @@ pub struct RowCheck {
     /// `nvidia-cuda-toolkit 12.4.131~12.4.1-2`, as the index resolves the closure now.
     pub packages: Vec<String>,
     pub host_compiler: Vec<String>,
+    /// The libraries torch's own build links, as the closure with them resolves now.
+    pub torch_libraries: Vec<String>,
     pub problems: Vec<String>,
 }
 
@@ -43,7 +45,13 @@ impl DebianReport {
                 r.packages.first().cloned().unwrap_or_default(),
                 verdict,
             ]);
-            for p in r.packages.iter().skip(1).chain(&r.host_compiler) {
+            for p in r
+                .packages
+                .iter()
+                .skip(1)
+                .chain(&r.torch_libraries)
+                .chain(&r.host_compiler)
+            {
                 t.row([
                     String::new(),
                     String::new(),
@@ -66,6 +74,7 @@ pub fn check_debian(kb: &KnowledgeBase) -> DebianReport {
             suite: suite_name.clone(),
             packages: Vec::new(),
             host_compiler: Vec::new(),
+            torch_libraries: Vec::new(),
             problems: Vec::new(),
         };
         let index = Suite::new(&suite_name).and_then(|s| s.index(&row.components, &mut |_| {}));
@@ -92,6 +101,19 @@ pub fn check_debian(kb: &KnowledgeBase) -> DebianReport {
                 }
             }
             Err(e) => check.problems.push(format!("{e:#}")),
+        }
+        if !row.torch_libraries.is_empty() {
+            let names = crate::toolchain::debian_packages::Closure::TorchBuild.packages(row);
+            match debian_archive::resolve(&index.records, &names) {
+                Ok(picked) => {
+                    check.torch_libraries = picked
+                        .iter()
+                        .skip(row.closure.len())
+                        .map(describe)
+                        .collect()
+                }
+                Err(e) => check.problems.push(format!("torch libraries: {e:#}")),
+            }
         }
         if !row.host_compiler.is_empty() {
             match debian_archive::resolve(&index.records, &row.host_compiler) {

@@ -17,6 +17,12 @@
 //!   archsmith-debian.lock.json        suite, signing key, each package's version, size, sha256
 //! ```
 //!
+//! Building torch itself needs more than an extension does: its CMake links cuBLAS, cuFFT,
+//! cuRAND, cuSPARSE, cuSOLVER, NVRTC and nvToolsExt (`cmake/public/cuda.cmake`), and c10_cuda
+//! includes NVML's header (`libnvidia-ml-dev`). That closure
+//! ([`Closure::TorchBuild`], the row's `torch_libraries`, some 640 MB more to fetch) is a
+//! toolkit of its own, `cuda-X.Y-torch-build`, so an extension build never pays for it.
+//!
 //! Built in a staging directory under the toolchains lock, verified (nvcc reports the release; a
 //! kernel compiles for sm_75, sm_89 and sm_90, links against the shared runtime, and the binary
 //! reader finds exactly those images in it) and only then renamed into place.
@@ -34,7 +40,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub const LOCK_FILE: &str = "archsmith-debian.lock.json";
-const LOCK_SCHEMA: u32 = 1;
+/// 2: the glibc 2.41 header fix ([`super::glibc_math`]) and the closure recorded.
+const LOCK_SCHEMA: u32 = 2;
 
 /// Where Debian's files go: a source ending in `/` maps its whole tree, one ending in `*` every
 /// file whose name starts so (the rest of the name kept), any other exactly one file. `{triple}`
@@ -67,6 +74,88 @@ pub const LAYOUT: &[(&str, &str)] = &[
         "lib64/stubs/libcuda.so",
     ),
 ];
+
+/// The libraries torch's own CMake links (`cmake/public/cuda.cmake`: `CUDA::cublas`,
+/// `CUDA::cublasLt`, `CUDA::cufft`, `CUDA::curand`, `CUDA::cusparse`, `CUDA::cusolver`,
+/// `CUDA::nvrtc`, `CUDA::nvToolsExt`, and cuSPARSE's nvJitLink), each with its development link:
+/// mapped only for [`Closure::TorchBuild`], where their packages are in the closure (without
+/// them, `nvidia-cuda-dev`'s `libcublas.so` would be a link to nothing).
+pub const TORCH_LIBRARIES: &[&str] = &[
+    "libcublas",
+    "libcublasLt",
+    "libcufft",
+    "libcurand",
+    "libcusparse",
+    "libcusolver",
+    "libnvrtc",
+    "libnvrtc-builtins",
+    "libnvJitLink",
+    "libnvToolsExt",
+];
+
+/// Which of a row's closures a toolkit holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Closure {
+    /// What an extension build needs (the row's `closure`).
+    Extensions,
+    /// That and the CUDA libraries torch's own build links (the row's `torch_libraries` too).
+    TorchBuild,
+}
+
+impl Closure {
+    /// The packages to install for `row`, the root first.
+    pub fn packages(self, row: &CudaSystemPackageRow) -> Vec<String> {
+        let mut v = row.closure.clone();
+        if self == Closure::TorchBuild {
+            v.extend(row.torch_libraries.iter().cloned());
+        }
+        v
+    }
+
+    /// Where Debian `path` goes under a `CUDA_HOME` for this closure.
+    pub fn map(self, path: &str, triple: &str) -> Option<PathBuf> {
+        map_path(path, triple).or_else(|| match self {
+            Closure::Extensions => None,
+            Closure::TorchBuild => map_library(path, triple),
+        })
+    }
+
+    /// The files unpacking must have produced (a link must reach its file).
+    fn required(self) -> Vec<String> {
+        let mut v: Vec<String> = REQUIRED.iter().map(|s| s.to_string()).collect();
+        if self == Closure::TorchBuild {
+            v.extend(
+                TORCH_LIBRARIES
+                    .iter()
+                    .filter(|l| **l != "libnvJitLink" && **l != "libnvrtc-builtins")
+                    .map(|l| format!("lib64/{l}.so")),
+            );
+            // c10/cuda/driver_api.h includes it (libnvidia-ml-dev).
+            v.push("include/nvml.h".into());
+        }
+        v
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Closure::Extensions => "",
+            Closure::TorchBuild => "-torch-build",
+        }
+    }
+}
+
+/// A [`TORCH_LIBRARIES`] file of Debian's multiarch directory, to `lib64/`.
+fn map_library(path: &str, triple: &str) -> Option<PathBuf> {
+    let name = path.strip_prefix(&format!("usr/lib/{triple}/"))?;
+    TORCH_LIBRARIES
+        .iter()
+        .any(|l| {
+            name.strip_prefix(l)
+                .is_some_and(|rest| rest == ".so" || rest.starts_with(".so."))
+        })
+        .then(|| Path::new("lib64").join(name))
+}
 
 /// What an extension build needs, checked after unpacking.
 pub const REQUIRED: &[&str] = &[
@@ -174,12 +263,23 @@ pub struct LockFile {
     pub host_compiler: Option<String>,
     /// `sm_75 sm_89 sm_90`: what the verification kernel held.
     pub verified_sass: Vec<String>,
+    /// Which closure: an extension build's, or with the libraries torch's own build links.
+    #[serde(default = "extensions")]
+    pub closure: Closure,
+    /// Files archsmith changed after unpacking, and why.
+    #[serde(default)]
+    pub patched: Vec<String>,
     pub seconds: f64,
 }
 
-/// `toolchains_dir/cuda-X.Y`: where the Debian toolchain for `cuda` (its major.minor) lives.
-pub fn home(toolchains_dir: &Path, cuda: &Version) -> PathBuf {
-    toolchains_dir.join(format!("cuda-{}", cuda.major_minor()))
+/// `toolchains_dir/cuda-X.Y` (`cuda-X.Y-torch-build`): where the Debian toolchain for `cuda`
+/// (its major.minor) with `closure` lives.
+pub fn home(toolchains_dir: &Path, cuda: &Version, closure: Closure) -> PathBuf {
+    toolchains_dir.join(dir_name(cuda, closure))
+}
+
+fn dir_name(cuda: &Version, closure: Closure) -> String {
+    format!("cuda-{}{}", cuda.major_minor(), closure.suffix())
 }
 
 /// Returns the toolchain at [`home`], installing it from `row` first when it is absent or
@@ -188,18 +288,23 @@ pub fn ensure(
     toolchains_dir: &Path,
     cuda: &Version,
     row: &CudaSystemPackageRow,
+    closure: Closure,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Toolchain> {
+    let with = match closure {
+        Closure::Extensions => "",
+        Closure::TorchBuild => " with the libraries torch's build links",
+    };
     provision(
         toolchains_dir,
-        &format!("cuda-{}", cuda.major_minor()),
+        &dir_name(cuda, closure),
         &format!(
-            "CUDA {} from Debian {}",
+            "CUDA {} from Debian {}{with}",
             cuda.major_minor(),
             row.suite.as_deref().unwrap_or("?")
         ),
         &load,
-        &mut |staging, progress| build(staging, cuda, row, progress),
+        &mut |staging, progress| build(staging, cuda, row, closure, progress),
         progress,
     )
 }
@@ -235,6 +340,9 @@ pub fn lock_table(lock: &LockFile) -> String {
         lock.max_clang.map_or("?".into(), |v| v.to_string()),
         lock.verified_sass.join(" ")
     );
+    for p in &lock.patched {
+        out.push_str(&format!("  patched: {p}\n"));
+    }
     if let Some(host) = &lock.host_compiler {
         out.push_str(&format!(
             "  nvcc's host compiler: {host} (this machine's g++ is newer than the ceiling)\n"
@@ -258,6 +366,10 @@ pub fn lock_table(lock: &LockFile) -> String {
     out
 }
 
+fn extensions() -> Closure {
+    Closure::Extensions
+}
+
 /// Reads a Debian toolchain's lock file.
 pub fn read_lock(home: &Path) -> Result<LockFile> {
     let path = home.join(LOCK_FILE);
@@ -269,19 +381,31 @@ fn build(
     staging: &Path,
     cuda: &Version,
     row: &CudaSystemPackageRow,
+    closure: Closure,
     progress: &mut dyn FnMut(&str),
 ) -> Result<()> {
     let start = Instant::now();
     let suite_name = row.suite.as_deref().context("the row names no suite")?;
+    if closure == Closure::TorchBuild && row.torch_libraries.is_empty() {
+        bail!("the knowledge base's CUDA {cuda} row from Debian {suite_name} names no torch_libraries: torch's own build cannot be served from it");
+    }
     let suite = Suite::new(suite_name)?;
     let index = suite.index(&row.components, progress)?;
-    let picked = debian_archive::resolve(&index.records, &row.closure)
+    let names = closure.packages(row);
+    let picked = debian_archive::resolve(&index.records, &names)
         .with_context(|| format!("picking CUDA {cuda}'s packages from Debian {suite_name}"))?;
     fs::create_dir_all(staging)?;
     let triple = debian_archive::debian_arch()?.1;
-    let packages = unpack_all(&suite, &picked, &|p| map_path(p, triple), staging, progress)?;
+    let packages = unpack_all(
+        &suite,
+        &picked,
+        &|p| closure.map(p, triple),
+        staging,
+        progress,
+    )?;
     let nvcc = staging.join("bin").join("nvcc");
-    let found = check_unpacked(staging, cuda, row)?;
+    let found = check_unpacked(staging, cuda, row, closure)?;
+    let patched: Vec<String> = super::glibc_math::apply(staging)?.into_iter().collect();
     let header = fs::read_to_string(staging.join("include/crt/host_config.h"))?;
     let limits = crate::kb::parse_host_config(&header).context("reading crt/host_config.h")?;
     let (host_compiler, host_packages) =
@@ -314,6 +438,8 @@ fn build(
         max_clang: limits.max_clang,
         host_compiler,
         verified_sass,
+        closure,
+        patched,
         seconds: start.elapsed().as_secs_f64(),
     };
     fs::write(
@@ -332,17 +458,19 @@ fn check_unpacked(
     staging: &Path,
     cuda: &Version,
     row: &CudaSystemPackageRow,
+    closure: Closure,
 ) -> Result<super::NvccVersion> {
     let suite_name = row.suite.as_deref().unwrap_or("?");
-    let missing: Vec<&str> = REQUIRED
-        .iter()
-        .copied()
+    // `exists` follows links: a development link whose library did not come is missing too.
+    let missing: Vec<String> = closure
+        .required()
+        .into_iter()
         .filter(|f| !staging.join(f).exists())
         .collect();
     if !missing.is_empty() {
         bail!(
             "Debian {suite_name}'s packages ({}) did not provide {}: their layout changed, so update toolchain::debian_packages::LAYOUT",
-            row.closure.join(", "),
+            closure.packages(row).join(", "),
             missing.join(", ")
         );
     }

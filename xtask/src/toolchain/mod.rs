@@ -17,6 +17,7 @@
 
 pub mod buildtools;
 pub mod debian_packages;
+pub mod glibc_math;
 pub mod nvidia_wheels;
 pub mod system;
 
@@ -250,10 +251,21 @@ pub fn shell_quote(value: &str) -> String {
 /// Debian's archive where the knowledge base has a row for the release. An installed toolchain
 /// is returned after a few file reads.
 pub fn ensure(cuda: &Version) -> Result<Toolchain> {
+    ensure_with(cuda, debian_packages::Closure::Extensions)
+}
+
+/// [`ensure`] for a toolkit that builds torch itself: from Debian's archive, with the CUDA
+/// libraries torch's CMake links ([`debian_packages::Closure::TorchBuild`]). A system toolkit or
+/// a PyPI one is the same as for an extension.
+pub fn ensure_for_torch_build(cuda: &Version) -> Result<Toolchain> {
+    ensure_with(cuda, debian_packages::Closure::TorchBuild)
+}
+
+fn ensure_with(cuda: &Version, closure: debian_packages::Closure) -> Result<Toolchain> {
     check_requested(cuda)?;
     let search = system::Search::from_env();
     if !from_pypi(cuda) {
-        return ensure_archive_or_system(&search, cuda);
+        return ensure_archive_or_system(&search, cuda, closure);
     }
     let dir = crate::paths::toolchains_dir();
     if let Some(tc) = nvidia_wheels::load(&nvidia_wheels::home(&dir, cuda))? {
@@ -281,10 +293,22 @@ pub fn ensure(cuda: &Version) -> Result<Toolchain> {
 
 /// 11.x/12.x: archsmith's Debian install of `cuda`, a system toolkit of it, or a Debian install
 /// made now; else the system search's error (where it looked, how to get one).
-fn ensure_archive_or_system(search: &system::Search, cuda: &Version) -> Result<Toolchain> {
+fn ensure_archive_or_system(
+    search: &system::Search,
+    cuda: &Version,
+    closure: debian_packages::Closure,
+) -> Result<Toolchain> {
+    use debian_packages::Closure;
     let dir = crate::paths::toolchains_dir();
-    if let Some(tc) = debian_packages::load(&debian_packages::home(&dir, cuda))? {
-        return Ok(tc);
+    // The torch-build toolkit holds everything an extension build needs too.
+    let served_by: &[Closure] = match closure {
+        Closure::Extensions => &[Closure::Extensions, Closure::TorchBuild],
+        Closure::TorchBuild => &[Closure::TorchBuild],
+    };
+    for c in served_by {
+        if let Some(tc) = debian_packages::load(&debian_packages::home(&dir, cuda, *c))? {
+            return Ok(tc);
+        }
     }
     let looked = match system::find(search, cuda) {
         Ok(tc) => return Ok(tc),
@@ -303,7 +327,7 @@ fn ensure_archive_or_system(search: &system::Search, cuda: &Version) -> Result<T
         &format!("Set CUDA_HOME to an installed CUDA {mm} toolkit or put its bin/nvcc on PATH"),
     )
     .map_err(|e| e.looked_at(&looked))?;
-    debian_packages::ensure(&dir, cuda, row, &mut |msg| {
+    debian_packages::ensure(&dir, cuda, row, closure, &mut |msg| {
         crate::errln!("archsmith: {msg}")
     })
 }
