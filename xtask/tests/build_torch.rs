@@ -1510,3 +1510,81 @@ fn an_interrupted_build_resumes_where_ninja_stopped() {
     let _ = std::fs::remove_dir_all(&scratch);
     let _ = std::fs::remove_dir_all(fresh.parent().unwrap());
 }
+
+/// `--only`: configure, then only the steps those targets need (a source file names the step
+/// that compiles it); each step's output read by the binary reader against the plan (the CUDA
+/// object carries exactly sm_75 and sm_89, the C++ object none), no wheel, and the whole build
+/// estimated from the measured steps: the four CUDA units at the one measured unit's time. A
+/// target the build does not have is refused (exit 2) naming it.
+#[test]
+fn a_target_slice_builds_only_those_steps_audits_each_and_estimates_the_whole() {
+    let src = four_unit_tree("bt-slice");
+    // A C++ unit in the CUDA library too, as torch_cuda has.
+    std::fs::write(
+        src.join("aten/host.cpp"),
+        "int fixture_host(int x) { return 2 * x; }\n",
+    )
+    .unwrap();
+    let cmake = src.join("CMakeLists.txt");
+    let text = std::fs::read_to_string(&cmake)
+        .unwrap()
+        .replace("aten/kernel4.cu)", "aten/kernel4.cu aten/host.cpp)");
+    std::fs::write(&cmake, text).unwrap();
+    let scratch = src.parent().unwrap().to_path_buf();
+    let py = build_python(&scratch);
+    let out = scratch.join("out");
+    let mut args = fixture_build_args("7.5,8.9", &src, &py, &out);
+    args.extend(["--only", "aten/kernel2.cu", "--only", "aten/host.cpp"].map(String::from));
+    let r = xtask(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    assert!(v["wheel"].is_null(), "a slice makes no wheel");
+    let slice = &v["slice"];
+    let steps = slice["steps"].as_array().unwrap();
+    let outputs: Vec<&str> = steps
+        .iter()
+        .map(|s| s["output"].as_str().unwrap())
+        .collect();
+    let step = |suffix: &str| {
+        steps
+            .iter()
+            .find(|s| s["output"].as_str().unwrap().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no step {suffix} in {outputs:?}"))
+    };
+    let cu = step("kernel2.cu.o");
+    assert_eq!(cu["kind"], "CUDA");
+    assert_eq!(cu["images"], serde_json::json!(["sm_75", "sm_89"]));
+    assert_eq!(cu["verdict"], "exactly the plan");
+    assert!(cu["seconds"].as_f64().unwrap() > 0.0);
+    let cxx = step("host.cpp.o");
+    assert_eq!(cxx["kind"], "C++");
+    assert_eq!(cxx["verdict"], "no device code");
+    for other in [
+        "kernel.cu.o",
+        "kernel3.cu.o",
+        "kernel4.cu.o",
+        "libtorch_cuda.so",
+    ] {
+        assert!(
+            !outputs.iter().any(|o| o.ends_with(&format!("/{other}"))),
+            "{other} was not asked for: {outputs:?}"
+        );
+    }
+    assert_eq!(slice["ok"], true);
+    // The whole build: four CUDA units, one measured; the other three at its time.
+    let e = &slice["estimate"];
+    assert_eq!(e["steps"][0], 4);
+    assert_eq!(e["measured"][0], 1);
+    assert_eq!(e["steps"][1], 1);
+    let typical = e["typical"][0].as_f64().unwrap();
+    let cuda_cpu = e["cpu_seconds"][0].as_f64().unwrap();
+    assert!((cuda_cpu - 4.0 * typical).abs() < 1e-6, "{e}");
+    assert_eq!(e["hours_at"][1][0], 16);
+
+    let mut args = fixture_build_args("7.5,8.9", &src, &py, &out);
+    args.extend(["--only", "aten/nosuch.cu"].map(String::from));
+    let r = xtask(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("--only aten/nosuch.cu"), "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&scratch);
+}

@@ -82,16 +82,84 @@ pub struct StepPlan {
     pub measured: [bool; 4],
 }
 
-/// `build.ninja`'s edges as (outputs, rule): the part before the first `:` that `$` does not
-/// escape, and the first word after it.
-fn edges(build_ninja: &str) -> impl Iterator<Item = (&str, &str)> {
+/// One `build` line of a `build.ninja`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge<'a> {
+    /// The outputs as written (`$`-escapes kept), explicit then implicit.
+    pub outputs: &'a str,
+    pub rule: &'a str,
+    /// The explicit inputs, up to `|` or `||` (`$ ` keeps a space in a path).
+    pub inputs: Vec<&'a str>,
+}
+
+impl Edge<'_> {
+    /// The first output as a path (`$ `, `$:`, `$$` undone): the name `.ninja_log` records the
+    /// step by, and how a command line names it to ninja.
+    pub fn first_output(&self) -> String {
+        unescape(split_unescaped(self.outputs).next().unwrap_or_default())
+    }
+
+    /// The step's kind; None for a phony edge (no command).
+    pub fn kind(&self) -> Option<StepKind> {
+        StepKind::of_rule(self.rule)
+    }
+}
+
+/// `build.ninja`'s edges: the outputs are the part before the first `:` that `$` does not
+/// escape, the rule the first word after it, the explicit inputs the words after the rule.
+pub fn edges(build_ninja: &str) -> impl Iterator<Item = Edge<'_>> {
     build_ninja.lines().filter_map(|l| {
         let rest = l.strip_prefix("build ")?;
         let bytes = rest.as_bytes();
         let colon =
             (0..bytes.len()).find(|&i| bytes[i] == b':' && (i == 0 || bytes[i - 1] != b'$'))?;
-        let rule = rest[colon + 1..].split_whitespace().next()?;
-        Some((&rest[..colon], rule))
+        let after = &rest[colon + 1..];
+        let mut words = split_unescaped(after);
+        let rule = words.next()?;
+        let inputs = words.take_while(|w| *w != "|" && *w != "||").collect();
+        Some(Edge {
+            outputs: &rest[..colon],
+            rule,
+            inputs,
+        })
+    })
+}
+
+/// A `build.ninja` path as the file system spells it.
+pub fn unescape(path: &str) -> String {
+    path.replace("$ ", " ")
+        .replace("$:", ":")
+        .replace("$$", "$")
+}
+
+/// Words split at spaces that `$` does not escape.
+fn split_unescaped(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            if bytes[i] == b'$' {
+                i += 2;
+                continue;
+            }
+            if bytes[i] == b' ' {
+                let word = &text[start..i];
+                i += 1;
+                start = i;
+                if !word.is_empty() {
+                    return Some(word);
+                }
+                continue;
+            }
+            i += 1;
+        }
+        if start < bytes.len() {
+            let word = &text[start..];
+            start = bytes.len();
+            return Some(word);
+        }
+        None
     })
 }
 
@@ -126,12 +194,12 @@ impl StepPlan {
     pub fn new(build_ninja: &str, ninja_log: &str, exists: impl Fn(&str) -> bool) -> StepPlan {
         let log = logged(ninja_log);
         let mut count = [0usize; 4];
-        for (outputs, rule) in edges(build_ninja) {
-            let Some(kind) = StepKind::of_rule(rule) else {
+        for edge in edges(build_ninja) {
+            let Some(kind) = edge.kind() else {
                 continue;
             };
-            let first = outputs.split_whitespace().next().unwrap_or_default();
-            if log.contains_key(first) && exists(first) {
+            let first = edge.first_output();
+            if log.contains_key(first.as_str()) && exists(&first) {
                 continue;
             }
             count[kind.index()] += 1;

@@ -157,6 +157,22 @@ fn run_logged(
     req: &Request,
     log_path: &Path,
 ) -> Result<Option<i32>> {
+    let mut log = open_log(p, plan, req, log_path)?;
+    let words = if req.stop_after_configure {
+        &plan.configure_command
+    } else {
+        &plan.wheel_command
+    };
+    run_streamed(plan, req, words, &p.tree.root, &mut log, log_path, true)
+}
+
+/// The log, created with the plan as a script at its top.
+fn open_log(
+    p: &Prepared,
+    plan: &BuildPlan,
+    req: &Request,
+    log_path: &Path,
+) -> Result<std::fs::File> {
     let mut log = std::fs::File::create(log_path)
         .with_context(|| format!("creating {}", log_path.display()))?;
     writeln!(
@@ -164,20 +180,108 @@ fn run_logged(
         "{}",
         plan.shell_script(&p.tree.root, req.stop_after_configure)
     )?;
-    let words = if req.stop_after_configure {
-        &plan.configure_command
-    } else {
-        &plan.wheel_command
-    };
-    let cmd = command(plan, words, &p.tree.root);
+    Ok(log)
+}
+
+/// `words` under the plan in `dir`, each line to `log` and the progress display. `whole_build`:
+/// the ETA weighs what `build.ninja` has left; a slice's ninja runs only its targets' steps, so
+/// its ETA is their mean time (weighing the whole build's steps said `~162:17 left` two steps
+/// before a 20-step slice ended).
+fn run_streamed(
+    plan: &BuildPlan,
+    req: &Request,
+    words: &[String],
+    dir: &Path,
+    log: &mut std::fs::File,
+    log_path: &Path,
+    whole_build: bool,
+) -> Result<Option<i32>> {
+    let cmd = command(plan, words, dir);
     crate::errln!("archsmith: {} (log: {})", cmd.display(), log_path.display());
-    let mut ui = Progress::labelled(req.progress, "torch").weighing_steps_of(&plan.build_dir);
+    writeln!(log, "$ {}", cmd.display())?;
+    let mut ui = Progress::labelled(req.progress, "torch");
+    if whole_build {
+        ui = ui.weighing_steps_of(&plan.build_dir);
+    }
     let status = cmd.stream_lines(|line| {
         let _ = writeln!(log, "{line}");
         ui.line(line);
     })?;
     ui.finish();
     Ok(status)
+}
+
+/// `--only`: configure where the build directory has no current configuration, then ninja
+/// builds only those targets; each step's output is audited against the plan and the whole
+/// build is estimated from the steps' times ([`super::slice`]). `Ok(Err(_))`: it ran and failed.
+pub fn drive_slice(
+    p: &Prepared,
+    plan: &BuildPlan,
+    req: &Request,
+    out: &Path,
+) -> Result<Result<super::slice::SliceReport, BuildFailed>> {
+    use super::slice;
+    let started = Instant::now();
+    std::fs::create_dir_all(&plan.build_dir)
+        .with_context(|| format!("creating {}", plan.build_dir.display()))?;
+    let _lock = crate::cache::lock(&plan.build_dir.join(".archsmith-build.lock"), &mut || {
+        crate::errln!(
+            "archsmith: another build-torch is building {}; waiting",
+            p.tree.root.display()
+        )
+    })?;
+    let log_path = out.join("build-torch.log");
+    let mut log = open_log(p, plan, req, &log_path)?;
+    let build_ninja_path = plan.build_dir.join("build.ninja");
+    if !build_ninja_path.is_file() || !p.reconfigure.is_empty() {
+        prepare_build_dir(p, plan)?;
+        let status = run_streamed(
+            plan,
+            req,
+            &plan.configure_command,
+            &p.tree.root,
+            &mut log,
+            &log_path,
+            true,
+        )?;
+        if status != Some(0) {
+            return Ok(Err(failure(status, log_path)));
+        }
+    } else if let Some(built) = steps_built(&plan.build_dir) {
+        crate::errln!(
+            "archsmith: {} is configured ({built} step(s) built by earlier runs are kept); ninja runs only what the targets still need",
+            plan.build_dir.display()
+        );
+    }
+    let build_ninja = std::fs::read_to_string(&build_ninja_path)
+        .with_context(|| format!("reading {}", build_ninja_path.display()))?;
+    let targets =
+        slice::resolve_targets(&build_ninja, &p.tree.root, &plan.build_dir, &req.targets)?;
+    let ninja_log_path = plan.build_dir.join(".ninja_log");
+    let before = std::fs::metadata(&ninja_log_path).map_or(0, |m| m.len() as usize);
+    let mut words = vec![
+        "ninja".to_string(),
+        "-C".into(),
+        plan.build_dir.display().to_string(),
+        "-j".into(),
+        plan.jobs.jobs.to_string(),
+    ];
+    words.extend(targets.iter().cloned());
+    let status = run_streamed(plan, req, &words, &p.tree.root, &mut log, &log_path, false)?;
+    if status != Some(0) {
+        return Ok(Err(failure(status, log_path)));
+    }
+    let ninja_log = std::fs::read_to_string(&ninja_log_path).unwrap_or_default();
+    let ran = slice::steps_since(&ninja_log, before);
+    let steps = slice::audit_steps(&plan.build_dir, &ran, &plan.sass, &plan.ptx);
+    Ok(Ok(slice::SliceReport {
+        ok: steps.iter().all(|s| s.ok),
+        targets,
+        steps,
+        estimate: slice::Estimate::of(&build_ninja, &ninja_log, plan.jobs.jobs),
+        seconds: started.elapsed().as_secs_f64(),
+        log: log_path,
+    }))
 }
 
 /// The failure of a build that exited non-zero: the first compiler or CMake error, else the

@@ -17,6 +17,7 @@ pub mod preflight;
 pub mod prepare;
 pub mod reads;
 pub mod report;
+pub mod slice;
 pub mod tree;
 
 pub use prepare::{before_clone, prepare, BeforeClone};
@@ -56,6 +57,9 @@ pub struct Request {
     pub sets: Vec<(String, String)>,
     pub dry_run: bool,
     pub stop_after_configure: bool,
+    /// `--only`: build only these (ninja targets or source files), audit each step, estimate
+    /// the whole build; no wheel.
+    pub targets: Vec<String>,
     pub progress: Mode,
 }
 
@@ -217,6 +221,9 @@ pub struct Outcome {
     pub distributed: Option<crate::compiler_cache::dist::DistStats>,
     pub slowest_steps: Vec<(String, f64)>,
     pub verify: Option<torch_wheel::Report>,
+    /// `--only`: what the slice built, its audit and the whole build's estimate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice: Option<slice::SliceReport>,
     /// The build ran and failed: its first error and the log (the caller exits 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build_failed: Option<drive::BuildFailed>,
@@ -355,6 +362,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         distributed: None,
         slowest_steps: Vec::new(),
         verify: None,
+        slice: None,
         build_failed: None,
         prepared,
     };
@@ -366,6 +374,9 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let out = out_dir(&req.out);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     crate::stamp::remove_stale_partials(&out);
+    if !req.targets.is_empty() {
+        return run_slice(outcome, &plan, req, &out);
+    }
     let inputs = stamp_inputs(&outcome.prepared, &plan);
     let key = crate::stamp::key(&inputs);
     outcome.stamp = Some(key.clone());
@@ -409,6 +420,22 @@ pub fn run(req: &Request) -> Result<Outcome> {
     crate::stamp::record(&out, &inputs, &wheel, &Some(&report))?;
     outcome.wheel = Some(wheel);
     outcome.verify = Some(report);
+    Ok(outcome)
+}
+
+/// `--only`: the slice instead of the wheel (no stamp: nothing is delivered).
+fn run_slice(mut outcome: Outcome, plan: &BuildPlan, req: &Request, out: &Path) -> Result<Outcome> {
+    match drive::drive_slice(&outcome.prepared, plan, req, out)? {
+        Ok(report) => {
+            outcome.log = Some(report.log.clone());
+            outcome.build_seconds = report.seconds;
+            outcome.slice = Some(report);
+        }
+        Err(failed) => {
+            outcome.log = Some(failed.log.clone());
+            outcome.build_failed = Some(failed);
+        }
+    }
     Ok(outcome)
 }
 

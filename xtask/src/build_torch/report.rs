@@ -151,6 +151,10 @@ pub fn outcome(o: &Outcome) -> String {
         s += &format!("\nverify {}\n", v.wheel.display());
         s += &indent(&v.table());
     }
+    if let Some(sl) = &o.slice {
+        s += &slice(sl);
+        return s;
+    }
     match &o.wheel {
         Some(w) => s += &format!("\nwheel: {}\n", w.display()),
         None if o.log.is_some() => {
@@ -163,4 +167,96 @@ pub fn outcome(o: &Outcome) -> String {
 
 fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// `--only`'s result: each step with its time and device code, then the whole build estimated.
+pub fn slice(r: &super::slice::SliceReport) -> String {
+    let mut s = format!("\n{} step(s) for {}\n", r.steps.len(), r.targets.join(" "));
+    let mut t = Table::new(["  SECONDS", "KIND", "DEVICE CODE", "VERDICT", "OUTPUT"]);
+    for st in &r.steps {
+        t.row([
+            format!("  {:.1}", st.seconds),
+            st.kind.to_string(),
+            if st.images.is_empty() {
+                "-".into()
+            } else {
+                st.images.join(" ")
+            },
+            if st.ok {
+                st.verdict.clone()
+            } else {
+                format!("FAIL: {}", st.verdict)
+            },
+            st.output.clone(),
+        ]);
+    }
+    s += &t.render();
+    s += &estimate(&r.estimate);
+    if !r.ok {
+        s += "a step's output does not carry what the plan asks: see FAIL above\n";
+    }
+    s
+}
+
+/// The whole build as a slice's steps estimate it.
+fn estimate(e: &super::slice::Estimate) -> String {
+    let mut s = String::new();
+    let kinds = ["CUDA", "C++", "link", "other"];
+    s += "\nthe whole build, estimated from the steps measured in this build directory\n";
+    let mut t = Table::new(["  KIND", "STEPS", "MEASURED", "TYPICAL STEP", "CPU-HOURS"]);
+    for (k, kind) in kinds.iter().enumerate() {
+        t.row([
+            format!("  {kind}"),
+            e.steps[k].to_string(),
+            e.measured[k].to_string(),
+            e.typical[k].map_or("not measured".into(), |v| format!("{v:.1} s")),
+            format!("{:.2}", e.cpu_seconds[k] / 3600.0),
+        ]);
+    }
+    s += &t.render();
+    s += "  weighed by the measured steps of their own target:\n";
+    let mut t = Table::new([
+        "    TARGET",
+        "KIND",
+        "STEPS",
+        "MEASURED",
+        "EACH",
+        "CPU-HOURS",
+    ]);
+    for g in &e.by_target {
+        t.row([
+            format!(
+                "    {}",
+                if g.target.is_empty() {
+                    "(no target)"
+                } else {
+                    &g.target
+                }
+            ),
+            g.kind.to_string(),
+            g.steps.to_string(),
+            g.measured.to_string(),
+            format!("{:.1} s", g.typical),
+            format!("{:.2}", g.cpu_seconds / 3600.0),
+        ]);
+    }
+    s += &t.render();
+    let at: Vec<String> = e
+        .hours_at
+        .iter()
+        .map(|(n, h)| format!("{h:.1} h with {n} jobs"))
+        .collect();
+    s += &format!("  wall clock, slots kept busy: {}\n", at.join(", "));
+    s += &format!(
+        "  with --dist: the compiles go to the cluster; links and other steps stay here: {:.1} h at this machine's jobs\n",
+        e.local_hours_with_dist
+    );
+    let unmeasured = e.unmeasured_kinds();
+    if !unmeasured.is_empty() {
+        s += &format!(
+            "  not in the estimate: {} steps (none measured yet)\n",
+            unmeasured.join(", ")
+        );
+    }
+    s
 }

@@ -66,8 +66,13 @@ pub struct BuildTorchArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Stop after this stage.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "targets")]
     pub stop_after: Option<Stage>,
+    /// Build only this ninja target (a CMake target such as c10_cuda, an output, or a source
+    /// file of the tree such as aten/src/ATen/native/cuda/AbsKernel.cu), after configuring; no
+    /// wheel: each step's output is audited for the archs, and the whole build is estimated.
+    #[arg(long = "only", value_name = "NINJA_TARGET")]
+    pub targets: Vec<String>,
     /// Only verify this wheel against --arch (and --cuda, --python); with `--set USE_CUDA=0`, as
     /// a CPU-only wheel.
     #[arg(long, value_name = "WHEEL")]
@@ -121,7 +126,10 @@ pub fn run(args: BuildTorchArgs) -> Result<Exit> {
     }
     Ok(if o.prepared.failed() {
         Exit::Refused
-    } else if o.build_failed.is_some() || o.verify.as_ref().is_some_and(|v| !v.ok) {
+    } else if o.build_failed.is_some()
+        || o.verify.as_ref().is_some_and(|v| !v.ok)
+        || o.slice.as_ref().is_some_and(|s| !s.ok)
+    {
         Exit::Failed
     } else {
         Exit::Success
@@ -146,6 +154,7 @@ fn request(args: &BuildTorchArgs) -> Result<Request> {
         sets: args.sets.clone(),
         dry_run: args.dry_run,
         stop_after_configure: args.stop_after == Some(Stage::Configure),
+        targets: args.targets.clone(),
         progress: if args.output.json {
             Mode::Plain
         } else {
