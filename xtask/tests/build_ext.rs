@@ -984,42 +984,69 @@ __attribute__((constructor)) static void reg(void) {{
     assert_ne!(variant[1], variant[0], "{loads}");
 }
 
-/// `--torch A,B`: the wheels a package publishes, one per torch, each with its CUDA major's
-/// toolkit (torch 2.0.1 is cu117: CUDA 11.8 from Debian's archive, with no CUDA on the machine
-/// and no --cuda; torch 2.15.0 is cu132: CUDA 13.2 from PyPI), each audited and imported, then
-/// every wheel load-checked in every variant's env: each loads in its own env and is refused in
-/// the other (an ordinary build is tied to its torch).
+/// `--torch A,B --python X,Y`: the wheels a package publishes, one per torch and Python, each
+/// with its CUDA major's toolkit (torch 2.0.1 is cu117: CUDA 11.8 from Debian's archive, with no
+/// CUDA on the machine and no --cuda; torch 2.11.0 is cu130: CUDA 13.0 from PyPI), each env made
+/// from that Python, a combination torch publishes no wheel for skipped (2.0.1 on 3.12), each
+/// wheel audited and imported, then load-checked in every variant's env: each loads in its own
+/// env and is refused in every other (an ordinary build is tied to its torch and its Python).
 #[test]
-fn variants_build_one_wheel_per_torch_with_its_own_toolkit_and_a_load_table() {
+fn variants_build_one_wheel_per_torch_and_python_with_its_own_toolkit_and_a_load_table() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    // A second Python is part of what the test proves; where there is none it fails saying so.
+    if let Err(e) = archsmith::python::cpython_of(&"3.12".parse().unwrap()) {
+        panic!("this test needs a CPython 3.12 besides the host's 3.11: {e:#}");
+    }
     let out = tempfile::tempdir().unwrap();
-    let run = xtask(&[
+    let source = fixture("tinyext");
+    let args = [
         "build-ext",
-        fixture("tinyext").to_str().unwrap(),
+        source.to_str().unwrap(),
         "--arch",
         "7.5",
         "--torch",
-        "2.0.1,2.15.0",
+        "2.0.1,2.11.0",
+        "--python",
+        "3.11,3.12",
         "--out",
         out.path().to_str().unwrap(),
-        "--json",
-    ]);
-    eprintln!("two variants: {:.0} s", run.wall.as_secs_f64());
+    ];
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let run = xtask(&with_json);
+    eprintln!(
+        "four variants, one skipped: {:.0} s",
+        run.wall.as_secs_f64()
+    );
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let doc = json(&run);
     assert_eq!(doc["document"], "build-ext-variants");
     let v = &doc["variants"];
     let variants = v["variants"].as_array().unwrap();
-    let got: Vec<(String, String)> = variants
-        .iter()
-        .map(|x| {
-            let o = &x["outcome"];
-            (
-                o["torch"].as_str().unwrap().to_string(),
-                o["nvcc"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let key = |x: &serde_json::Value| {
+        format!(
+            "{} py{}",
+            x["torch"].as_str().unwrap(),
+            x["python_release"].as_str().unwrap()
+        )
+    };
+    let keys: Vec<String> = variants.iter().map(key).collect();
+    assert_eq!(
+        keys,
+        [
+            "2.0.1 py3.11",
+            "2.0.1 py3.12",
+            "2.11.0 py3.11",
+            "2.11.0 py3.12"
+        ]
+    );
+    assert!(
+        variants[1]["skipped"]
+            .as_str()
+            .is_some_and(|s| s.contains("torch 2.0.1 publishes wheels for Python")),
+        "{}",
+        variants[1]
+    );
     // torch 2.0.1 is cu117: no such toolkit here, the same major's from Debian's archive,
     // found without flags and said (the plan checked against the nvcc that compiles).
     assert!(
@@ -1028,54 +1055,38 @@ fn variants_build_one_wheel_per_torch_with_its_own_toolkit_and_a_load_table() {
         "{}",
         run.stderr
     );
-    assert_eq!(got[0].0, "2.0.1+cu117");
-    assert!(got[0].1.starts_with("11.8."), "{got:?}");
-    assert_eq!(got[1].0, "2.15.0+cu132");
-    assert!(got[1].1.starts_with("13.2."), "{got:?}");
-    for (x, dir) in variants.iter().zip(["torch-2.0.1", "torch-2.15.0"]) {
-        let o = &x["outcome"];
+    for (i, (torch, nvcc, dir)) in [
+        (0, ("2.0.1+cu117", "11.8.", "torch-2.0.1-py3.11")),
+        (2, ("2.11.0+cu130", "13.0.", "torch-2.11.0-py3.11")),
+        (3, ("2.11.0+cu130", "13.0.", "torch-2.11.0-py3.12")),
+    ] {
+        let o = &variants[i]["outcome"];
+        assert_eq!(o["torch"], torch);
+        assert!(o["nvcc"].as_str().unwrap().starts_with(nvcc), "{o}");
         assert_eq!(audited_sass(o)[0].1, ["sm_75"]);
         assert_eq!(strings(&o["imported"]), ["tinyext._C"]);
         let wheel = PathBuf::from(o["wheel"].as_str().unwrap());
         assert!(wheel.starts_with(out.path().join(dir)), "{wheel:?}");
+        let tag = if dir.ends_with("3.12") {
+            "cp312"
+        } else {
+            "cp311"
+        };
+        assert!(wheel.to_str().unwrap().contains(tag), "{wheel:?}");
     }
-    let cells: Vec<(String, String, bool)> = v["loads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["wheel"].as_str().unwrap().to_string(),
-                c["env"].as_str().unwrap().to_string(),
-                c["loads"].as_bool().unwrap(),
-            )
-        })
-        .collect();
-    let want = |w: &str, e: &str, l: bool| (w.to_string(), e.to_string(), l);
-    assert_eq!(
-        cells,
-        [
-            want("2.0.1", "2.0.1", true),
-            want("2.0.1", "2.15.0", false),
-            want("2.15.0", "2.0.1", false),
-            want("2.15.0", "2.15.0", true)
-        ]
-    );
-    assert!(v["loads"][1]["reason"]
-        .as_str()
-        .is_some_and(|r| !r.is_empty()));
+    // Nine cells: each wheel loads in its own env only.
+    let cells = v["loads"].as_array().unwrap();
+    assert_eq!(cells.len(), 9);
+    for c in cells {
+        let own = c["wheel"] == c["env"] && c["wheel_python"] == c["env_python"];
+        assert_eq!(c["loads"].as_bool(), Some(own), "{c}");
+        if !own {
+            assert!(c["reason"].as_str().is_some_and(|r| !r.is_empty()), "{c}");
+        }
+    }
 
-    // The table people read: a row per variant, then the load table.
-    let table = xtask(&[
-        "build-ext",
-        fixture("tinyext").to_str().unwrap(),
-        "--arch",
-        "7.5",
-        "--torch",
-        "2.0.1,2.15.0",
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
+    // The table people read: a row per variant, then the load table; a second run reuses all.
+    let table = xtask(&args);
     assert_eq!(table.code, 0, "{}", table.stderr);
     assert!(
         table.stdout.contains("WHEEL FOR \\ LOADS IN"),
@@ -1090,7 +1101,7 @@ fn variants_build_one_wheel_per_torch_with_its_own_toolkit_and_a_load_table() {
     assert!(
         table
             .stdout
-            .contains("torch 2.0.1's wheel in torch 2.15.0: "),
+            .contains("torch 2.11.0, Python 3.11's wheel in torch 2.11.0, Python 3.12: "),
         "{}",
         table.stdout
     );

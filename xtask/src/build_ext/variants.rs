@@ -1,7 +1,9 @@
-//! `build-ext SRC --torch A,B,C`: the wheels a package publishes, one per torch release, as a
-//! package's release job (cibuildwheel, Hugging Face's kernel-builder) makes them, on one machine.
+//! `build-ext SRC --torch A,B,C [--python X,Y]`: the wheels a package publishes, one per torch
+//! release and Python, as a package's release job (cibuildwheel, Hugging Face's kernel-builder)
+//! makes them, on one machine.
 //!
-//! Each variant is an ordinary build in its own env (`--torch X`, the host's Python) with the
+//! Each variant is an ordinary build in its own env (`--torch X`, made from the host's Python or
+//! each `--python`: a release such as 3.12 found on the machine, or an interpreter) with the
 //! toolkit of that torch's CUDA major (13.x from PyPI, 12.x/11.x from Debian's archive), into
 //! `OUT/torch-X/`. What is identical across variants is reused, not redone: the source (a PyPI
 //! sdist is fetched once into the download cache), each CUDA toolkit (variants of one major
@@ -20,12 +22,18 @@ use std::path::PathBuf;
 pub struct Variant {
     /// The torch asked for (`2.6.0`).
     pub torch: Version,
+    /// The Python release the env was made from, when `--python` chose it (`3.12`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_release: Option<Version>,
     /// The env built and verified with.
     pub python: PathBuf,
     /// The build's outcome; None when it failed.
     pub outcome: Option<Box<Outcome>>,
     /// Why the build failed (its message and first compiler error).
     pub failure: Option<String>,
+    /// Why this combination was not built: torch publishes no wheel for that Python.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// Whether one variant's wheel loads in one variant's env.
@@ -35,6 +43,11 @@ pub struct LoadCell {
     pub wheel: Version,
     /// The torch of the env it was loaded into.
     pub env: Version,
+    /// With `--python`: the Python of the wheel's variant and of the env.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel_python: Option<Version>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env_python: Option<Version>,
     pub loads: bool,
     /// The first file that does not, and why.
     pub reason: Option<String>,
@@ -51,57 +64,140 @@ pub struct Variants {
 impl Variants {
     /// True when every variant built and loads in its own env.
     pub fn ok(&self) -> bool {
-        self.variants.iter().all(|v| v.outcome.is_some())
+        self.variants
+            .iter()
+            .all(|v| v.outcome.is_some() || v.skipped.is_some())
             && self
                 .loads
                 .iter()
-                .filter(|c| c.wheel == c.env)
+                .filter(|c| c.wheel == c.env && c.wheel_python == c.env_python)
                 .all(|c| c.loads)
     }
 }
 
-/// Builds `req` once per torch in `torches` (each into `req.out/torch-X`), then load-checks every
-/// wheel in every variant's env. `req.target` must name no torch, CUDA or Python: each variant
-/// takes its own.
-pub fn build_variants(req: &Request, torches: &[Version]) -> Result<Variants> {
+/// Builds `req` once per torch in `torches` and Python in `pythons` (none: the host's), each into
+/// `req.out/torch-X` (`torch-X-pyY` with `--python`), then load-checks every wheel in every
+/// variant's env. `req.target` must name no CUDA or Python: each variant takes its own.
+pub fn build_variants(
+    req: &Request,
+    torches: &[Version],
+    pythons: &[crate::python::PythonChoice],
+) -> Result<Variants> {
     if req.target.cuda.is_some() || req.target.python.is_some() {
-        bail!("--torch with several releases builds each in archsmith's env of that torch with its own CUDA major's toolkit: drop --cuda and --python");
+        bail!("variants build each torch in archsmith's env of it with its own CUDA major's toolkit: drop --cuda, and give --python as Pythons to make the envs from (3.12 or an interpreter)");
     }
     let start = std::time::Instant::now();
-    let mut variants = Vec::new();
-    for (i, torch) in torches.iter().enumerate() {
-        crate::errln!(
-            "archsmith: variant {}/{}: torch {torch}",
-            i + 1,
-            torches.len()
-        );
-        let python = crate::python::ensure_torch_env(torch)?.python;
-        let mut one = req.clone();
-        one.target.torch = Some(torch.clone());
-        one.target.python = Some(python.clone());
-        one.out = req.out.join(format!("torch-{torch}"));
-        let (outcome, failure) = match super::build(&one)? {
-            Ok(Built::Wheel(o)) => (Some(o), None),
-            Ok(Built::Jit(_)) => bail!("--torch with several releases builds wheels; a tree of JIT extensions is prebuilt for one torch at a time"),
-            Err(f) => (None, Some(f.to_string())),
-        };
-        variants.push(Variant {
-            torch: torch.clone(),
-            python,
-            outcome,
-            failure,
-        });
+    // Each Python found once, before anything builds: a missing one stops the run at once.
+    let mut bases: Vec<(Option<Version>, PathBuf)> = Vec::new();
+    for p in pythons {
+        let interpreter = p.interpreter()?;
+        let release = crate::python::probe(&interpreter, crate::python::Depth::Files)?
+            .python
+            .major_minor();
+        bases.push((Some(release), interpreter));
     }
+    if bases.is_empty() {
+        bases.push((None, crate::python::host_python()?));
+    }
+    let total = torches.len() * bases.len();
+    let mut variants = Vec::new();
+    for torch in torches {
+        for (release, base) in &bases {
+            let label = variant_label(torch, release.as_ref());
+            if let Some(why) = release.as_ref().and_then(|r| no_wheel_for(torch, r)) {
+                crate::errln!(
+                    "archsmith: variant {}/{total}: {label}: skipped: {why}",
+                    variants.len() + 1
+                );
+                variants.push(Variant {
+                    torch: torch.clone(),
+                    python_release: release.clone(),
+                    python: base.clone(),
+                    outcome: None,
+                    failure: None,
+                    skipped: Some(why),
+                });
+                continue;
+            }
+            crate::errln!("archsmith: variant {}/{total}: {label}", variants.len() + 1);
+            variants.push(build_one(req, torch, release.as_ref(), base)?);
+        }
+    }
+    let loads = load_table(&variants)?;
+    Ok(Variants {
+        variants,
+        loads,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Why torch `torch` has no build for Python `python` (the knowledge base's range of the
+/// release's wheels), as cibuildwheel skips what a project does not support; None when it has.
+fn no_wheel_for(torch: &Version, python: &Version) -> Option<String> {
+    let row = crate::kb::kb().torch_row(torch)?;
+    let mm = python.major_minor();
+    (mm < row.python_min || mm > row.python_max).then(|| {
+        format!(
+            "torch {torch} publishes wheels for Python {}–{}",
+            row.python_min, row.python_max
+        )
+    })
+}
+
+/// `torch 2.6.0`, or `torch 2.6.0, Python 3.12`.
+fn variant_label(torch: &Version, python: Option<&Version>) -> String {
+    match python {
+        Some(p) => format!("torch {torch}, Python {p}"),
+        None => format!("torch {torch}"),
+    }
+}
+
+/// One variant: its env (made from `base`), its build into its own directory.
+fn build_one(
+    req: &Request,
+    torch: &Version,
+    release: Option<&Version>,
+    base: &std::path::Path,
+) -> Result<Variant> {
+    let python = crate::python::ensure_torch_env_with(torch, base)?.python;
+    let mut one = req.clone();
+    one.target.torch = Some(torch.clone());
+    one.target.python = Some(python.clone());
+    one.out = req.out.join(match release {
+        Some(p) => format!("torch-{torch}-py{p}"),
+        None => format!("torch-{torch}"),
+    });
+    let (outcome, failure) = match super::build(&one)? {
+        Ok(Built::Wheel(o)) => (Some(o), None),
+        Ok(Built::Jit(_)) => bail!(
+            "variants are wheels; a tree of JIT extensions is prebuilt for one torch at a time"
+        ),
+        Err(f) => (None, Some(f.to_string())),
+    };
+    Ok(Variant {
+        torch: torch.clone(),
+        python_release: release.cloned(),
+        python,
+        outcome,
+        failure,
+        skipped: None,
+    })
+}
+
+/// Every built wheel load-checked in every variant's env, by its real exports.
+fn load_table(variants: &[Variant]) -> Result<Vec<LoadCell>> {
     let mut loads = Vec::new();
-    for built in &variants {
+    for built in variants {
         let Some(outcome) = &built.outcome else {
             continue;
         };
-        for env in &variants {
+        for env in variants.iter().filter(|v| v.skipped.is_none()) {
             let report = LoadReport::check(&env.python, std::slice::from_ref(&outcome.wheel))?;
             loads.push(LoadCell {
                 wheel: built.torch.clone(),
                 env: env.torch.clone(),
+                wheel_python: built.python_release.clone(),
+                env_python: env.python_release.clone(),
                 loads: report.loads,
                 reason: report
                     .modules
@@ -111,11 +207,7 @@ pub fn build_variants(req: &Request, torches: &[Version]) -> Result<Variants> {
             });
         }
     }
-    Ok(Variants {
-        variants,
-        loads,
-        seconds: start.elapsed().as_secs_f64(),
-    })
+    Ok(loads)
 }
 
 impl Variants {
@@ -126,7 +218,10 @@ impl Variants {
         for v in &self.variants {
             match &v.outcome {
                 Some(o) => t.row([
-                    o.torch.clone(),
+                    match &v.python_release {
+                        Some(p) => format!("{} py{p}", o.torch),
+                        None => o.torch.clone(),
+                    },
                     o.nvcc.clone(),
                     o.wheel.display().to_string(),
                     o.audit
@@ -143,8 +238,15 @@ impl Variants {
                         format!("{:.0} s", o.build_seconds)
                     },
                 ]),
+                None if v.skipped.is_some() => t.row([
+                    variant_label(&v.torch, v.python_release.as_ref()),
+                    "-".into(),
+                    format!("skipped: {}", v.skipped.as_deref().unwrap_or_default()),
+                    "-".into(),
+                    "-".into(),
+                ]),
                 None => t.row([
-                    v.torch.to_string(),
+                    variant_label(&v.torch, v.python_release.as_ref()),
                     "-".into(),
                     format!(
                         "FAILED: {}",
@@ -161,25 +263,43 @@ impl Variants {
             }
         }
         let mut out = t.render();
-        let envs: Vec<&Version> = self.variants.iter().map(|v| &v.torch).collect();
+        out.push('\n');
+        out.push_str(&self.load_matrix());
+        out.push_str(&format!("({:.0} s in all)\n", self.seconds));
+        out
+    }
+}
+
+impl Variants {
+    /// The load table: a row per built wheel, a column per env, then each refusal's reason.
+    fn load_matrix(&self) -> String {
+        let mut out = String::new();
+        let envs: Vec<(&Version, Option<&Version>)> = self
+            .variants
+            .iter()
+            .filter(|v| v.skipped.is_none())
+            .map(|v| (&v.torch, v.python_release.as_ref()))
+            .collect();
         let mut header = vec!["WHEEL FOR \\ LOADS IN".to_string()];
-        header.extend(envs.iter().map(|e| format!("torch {e}")));
+        header.extend(envs.iter().map(|(t, p)| variant_label(t, *p)));
         let mut m = crate::output::Table::new(header);
         let mut reasons = Vec::new();
         for v in self.variants.iter().filter(|v| v.outcome.is_some()) {
-            let mut row = vec![format!("torch {}", v.torch)];
-            for env in &envs {
-                let cell = self
-                    .loads
-                    .iter()
-                    .find(|c| c.wheel == v.torch && c.env == **env);
+            let mut row = vec![variant_label(&v.torch, v.python_release.as_ref())];
+            for (torch, python) in &envs {
+                let cell = self.loads.iter().find(|c| {
+                    c.wheel == v.torch
+                        && c.wheel_python == v.python_release
+                        && c.env == **torch
+                        && c.env_python.as_ref() == *python
+                });
                 row.push(match cell {
                     Some(c) if c.loads => "loads".into(),
                     Some(c) => {
                         reasons.push(format!(
-                            "  torch {}'s wheel in torch {}: {}",
-                            c.wheel,
-                            c.env,
+                            "  {}'s wheel in {}: {}",
+                            variant_label(&c.wheel, c.wheel_python.as_ref()),
+                            variant_label(&c.env, c.env_python.as_ref()),
                             c.reason.as_deref().unwrap_or("?")
                         ));
                         "refused".into()
@@ -189,13 +309,11 @@ impl Variants {
             }
             m.row(row);
         }
-        out.push('\n');
         out.push_str(&m.render());
         for r in reasons {
             out.push_str(&r);
             out.push('\n');
         }
-        out.push_str(&format!("({:.0} s in all)\n", self.seconds));
         out
     }
 }

@@ -24,9 +24,12 @@ pub struct BuildExtArgs {
     /// major).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub cuda: Option<crate::version::Version>,
-    /// A Python with torch installed to build and verify with instead of archsmith's env.
-    #[arg(long, value_name = "PATH", value_parser = crate::python::interpreter_arg)]
-    pub python: Option<PathBuf>,
+    /// A Python with torch installed to build and verify with instead of archsmith's env. For
+    /// variants, comma-separated Pythons to make each torch's env from, each a release (`3.12`:
+    /// found on PATH or under pyenv) or an interpreter: `--torch 2.6.0,2.15.0 --python 3.11,3.12`
+    /// builds four wheels, into OUT/torch-X-pyY/.
+    #[arg(long, value_name = "PATH", value_delimiter = ',', value_parser = crate::python::python_choice)]
+    pub python: Vec<crate::python::PythonChoice>,
     /// Where the wheel, its record and the build log go.
     #[arg(long, value_name = "DIR", default_value = "dist")]
     pub out: PathBuf,
@@ -69,10 +72,22 @@ pub struct BuildExtArgs {
 }
 
 pub fn run(args: BuildExtArgs) -> Result<Exit> {
+    use crate::python::PythonChoice;
+    // Variants: several torches, several Pythons, or a Python named by its release.
+    let variants = args.torch.len() > 1
+        || args.python.len() > 1
+        || args
+            .python
+            .iter()
+            .any(|p| matches!(p, PythonChoice::Release(_)));
+    let single_python = match args.python.first() {
+        Some(PythonChoice::Interpreter(p)) if !variants => Some(p.clone()),
+        _ => None,
+    };
     let target = crate::python::TargetEnv {
-        torch: (args.torch.len() == 1).then(|| args.torch[0].clone()),
+        torch: (args.torch.len() == 1 && !variants).then(|| args.torch[0].clone()),
         cuda: args.cuda.clone(),
-        python: args.python.clone(),
+        python: single_python,
     };
     let req = Request {
         source: SourceSpec::parse(&args.source)?,
@@ -92,8 +107,12 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         )?,
         progress: Mode::Auto,
     };
-    if args.torch.len() > 1 {
-        let v = build_ext::variants::build_variants(&req, &args.torch)?;
+    if variants {
+        let torches = match args.torch.is_empty() {
+            true => vec![crate::kb::kb().releases.newest_torch.clone()],
+            false => args.torch.clone(),
+        };
+        let v = build_ext::variants::build_variants(&req, &torches, &args.python)?;
         if args.output.json {
             print_json(
                 documents::BUILD_EXT_VARIANTS,

@@ -5,7 +5,7 @@
 
 use archsmith::toolchain::{self, Toolchain};
 use archsmith::version::Version;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// The CUDA release the tests build with: 13.5 is the first whose nvcc has `-concat`.
@@ -157,23 +157,7 @@ pub fn git(dir: &std::path::Path, args: &[&str]) {
 
 /// A CPython 3.12 that runs (a pyenv shim on PATH may not, when pyenv's version is another).
 pub fn python_312() -> Option<PathBuf> {
-    let works = |p: &Path| {
-        archsmith::python::probe(p, archsmith::python::Depth::Files)
-            .is_ok_and(|i| i.python.to_string().starts_with("3.12"))
-    };
-    let on_path = archsmith::process::which("python3.12").filter(|p| works(p));
-    on_path.or_else(|| {
-        let home = std::env::var_os("HOME")?;
-        let versions = Path::new(&home).join(".pyenv/versions");
-        let mut found: Vec<PathBuf> = std::fs::read_dir(versions)
-            .ok()?
-            .flatten()
-            .map(|e| e.path().join("bin/python3.12"))
-            .filter(|p| works(p))
-            .collect();
-        found.sort();
-        found.pop()
-    })
+    archsmith::python::cpython_of(&"3.12".parse().unwrap()).ok()
 }
 
 /// The stable-ABI proofs' other env: torch 2.11.0 (the oldest release the range verdict reads)
