@@ -1105,4 +1105,56 @@ fn variants_build_one_wheel_per_torch_and_python_with_its_own_toolkit_and_a_load
         "{}",
         table.stdout
     );
+
+    // The Python 3.11 variants (reused) as a local Hugging Face kernel repository, each variant
+    // found and imported by the real `kernels` loader in its own env; with several Pythons the
+    // layout is refused (its variants are per torch and CUDA only).
+    let mut layout = args.to_vec();
+    layout.retain(|a| *a != "3.11,3.12");
+    let at = layout.iter().position(|a| *a == "--python").unwrap();
+    layout.insert(at + 1, "3.11");
+    layout.extend(["--kernels-layout", "--json"]);
+    let run = xtask(&layout);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let k = &json(&run)["variants"]["kernels"];
+    let arch = std::env::consts::ARCH;
+    let laid: Vec<(String, bool)> = k["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["variant"].as_str().unwrap().to_string(),
+                v["loaded"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        laid,
+        [
+            (format!("torch20-cxx98-cu117-{arch}-linux"), true),
+            (format!("torch211-cxx11-cu130-{arch}-linux"), true)
+        ],
+        "{k}"
+    );
+    let repo = PathBuf::from(k["repo"].as_str().unwrap());
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repo.join("build")
+                .join(format!("torch211-cxx11-cu130-{arch}-linux"))
+                .join("metadata.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["backend"]["archs"], serde_json::json!(["7.5"]));
+    let mut both = args.to_vec();
+    both.push("--kernels-layout");
+    let refused = xtask(&both);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("several Pythons"),
+        "{}",
+        refused.stderr
+    );
 }

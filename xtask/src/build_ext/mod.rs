@@ -27,6 +27,7 @@
 pub mod arch_guard;
 pub mod check;
 pub mod command;
+pub mod hf_kernels;
 pub mod jit;
 pub mod jobs;
 pub mod scratch;

@@ -58,6 +58,10 @@ pub struct LoadCell {
 pub struct Variants {
     pub variants: Vec<Variant>,
     pub loads: Vec<LoadCell>,
+    /// With `--kernels-layout`: the variants as a local Hugging Face kernel repository, each
+    /// loaded by the `kernels` loader in its own env.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<super::hf_kernels::Layout>,
     pub seconds: f64,
 }
 
@@ -72,6 +76,10 @@ impl Variants {
                 .iter()
                 .filter(|c| c.wheel == c.env && c.wheel_python == c.env_python)
                 .all(|c| c.loads)
+            && self
+                .kernels
+                .as_ref()
+                .is_none_or(|k| k.variants.iter().all(|v| v.loaded))
     }
 }
 
@@ -82,9 +90,13 @@ pub fn build_variants(
     req: &Request,
     torches: &[Version],
     pythons: &[crate::python::PythonChoice],
+    kernels_layout: bool,
 ) -> Result<Variants> {
     if req.target.cuda.is_some() || req.target.python.is_some() {
         bail!("variants build each torch in archsmith's env of it with its own CUDA major's toolkit: drop --cuda, and give --python as Pythons to make the envs from (3.12 or an interpreter)");
+    }
+    if kernels_layout && pythons.len() > 1 {
+        bail!("--kernels-layout with several Pythons: the kernels loader's variants are per torch and CUDA, one build serving every Python; build for one Python (or none: the host's)");
     }
     let start = std::time::Instant::now();
     // Each Python found once, before anything builds: a missing one stops the run at once.
@@ -124,9 +136,14 @@ pub fn build_variants(
         }
     }
     let loads = load_table(&variants)?;
+    let kernels = match kernels_layout {
+        true => Some(kernels_layout_of(&req.out, &variants)?),
+        false => None,
+    };
     Ok(Variants {
         variants,
         loads,
+        kernels,
         seconds: start.elapsed().as_secs_f64(),
     })
 }
@@ -182,6 +199,66 @@ fn build_one(
         failure,
         skipped: None,
     })
+}
+
+/// The built variants laid out as `OUT/kernels/NAME/build/<variant>/`, then `get_local_kernel`
+/// in each variant's env: it must find and import that variant.
+fn kernels_layout_of(
+    out: &std::path::Path,
+    variants: &[Variant],
+) -> Result<super::hf_kernels::Layout> {
+    use super::hf_kernels;
+    let staging = out.join("kernels");
+    let mut laid = Vec::new();
+    let mut name = String::new();
+    let mut repo = staging.clone();
+    for v in variants {
+        let Some(o) = &v.outcome else { continue };
+        let own = LoadReport::check(&v.python, std::slice::from_ref(&o.wheel))?;
+        let torch: Version = o.torch.parse()?;
+        let variant = hf_kernels::variant_name(&torch, own.cuda.as_deref(), own.torch_cxx_abi)?;
+        let archs: Vec<String> = o
+            .torch_cuda_arch_list
+            .split(';')
+            .map(|a| a.trim_end_matches("+PTX").to_string())
+            .collect();
+        repo = staging.join(hf_kernels_name(&o.wheel));
+        let (kernel, files) = hf_kernels::lay_out(&repo, &o.wheel, &variant, &archs)?;
+        name = kernel;
+        laid.push((v, variant, torch, files));
+    }
+    let mut out_variants = Vec::new();
+    for (v, variant, torch, files) in laid {
+        crate::errln!(
+            "archsmith: loading {} with {} in torch {torch}'s env",
+            repo.display(),
+            hf_kernels::LOADER
+        );
+        let (ok, detail) = hf_kernels::load_with_kernels(&v.python, &repo)?;
+        let loaded = ok && detail.ends_with(&format!("from {variant}"));
+        out_variants.push(hf_kernels::LaidOut {
+            variant,
+            torch,
+            files,
+            loaded,
+            detail,
+        });
+    }
+    Ok(hf_kernels::Layout {
+        repo,
+        name,
+        variants: out_variants,
+    })
+}
+
+/// The repository's directory name: the wheel's distribution name.
+fn hf_kernels_name(wheel: &std::path::Path) -> String {
+    wheel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split('-').next())
+        .unwrap_or("kernel")
+        .to_string()
 }
 
 /// Every built wheel load-checked in every variant's env, by its real exports.
@@ -265,6 +342,26 @@ impl Variants {
         let mut out = t.render();
         out.push('\n');
         out.push_str(&self.load_matrix());
+        if let Some(k) = &self.kernels {
+            out.push_str(&format!(
+                "\nHugging Face kernel repository {} ({}), loaded with {} in each variant's env:\n",
+                k.repo.display(),
+                k.name,
+                super::hf_kernels::LOADER
+            ));
+            let mut kt = crate::output::Table::new(["  VARIANT", "TORCH", "LOADER"]);
+            for v in &k.variants {
+                kt.row([
+                    format!("  {}", v.variant),
+                    v.torch.to_string(),
+                    match v.loaded {
+                        true => v.detail.clone(),
+                        false => format!("FAILED: {}", v.detail),
+                    },
+                ]);
+            }
+            out.push_str(&kt.render());
+        }
         out.push_str(&format!("({:.0} s in all)\n", self.seconds));
         out
     }

@@ -30,6 +30,11 @@ pub struct BuildExtArgs {
     /// builds four wheels, into OUT/torch-X-pyY/.
     #[arg(long, value_name = "PATH", value_delimiter = ',', value_parser = crate::python::python_choice)]
     pub python: Vec<crate::python::PythonChoice>,
+    /// With variants: also lay them out as a local Hugging Face kernel repository
+    /// (OUT/kernels/NAME/build/torchXY-cxx11-cuXYZ-x86_64-linux/) and load each with the
+    /// `kernels` loader in its own env.
+    #[arg(long)]
+    pub kernels_layout: bool,
     /// Where the wheel, its record and the build log go.
     #[arg(long, value_name = "DIR", default_value = "dist")]
     pub out: PathBuf,
@@ -75,6 +80,7 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
     use crate::python::PythonChoice;
     // Variants: several torches, several Pythons, or a Python named by its release.
     let variants = args.torch.len() > 1
+        || args.kernels_layout
         || args.python.len() > 1
         || args
             .python
@@ -112,7 +118,8 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
             true => vec![crate::kb::kb().releases.newest_torch.clone()],
             false => args.torch.clone(),
         };
-        let v = build_ext::variants::build_variants(&req, &torches, &args.python)?;
+        let v =
+            build_ext::variants::build_variants(&req, &torches, &args.python, args.kernels_layout)?;
         if args.output.json {
             print_json(
                 documents::BUILD_EXT_VARIANTS,
