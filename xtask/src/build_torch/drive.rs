@@ -61,15 +61,7 @@ pub fn drive(
     out: &Path,
 ) -> Result<Result<Driven, BuildFailed>> {
     let started = Instant::now();
-    std::fs::create_dir_all(&plan.build_dir)
-        .with_context(|| format!("creating {}", plan.build_dir.display()))?;
-    // One build at a time in a tree: a second run waits instead of corrupting the first.
-    let _lock = crate::cache::lock(&plan.build_dir.join(".archsmith-build.lock"), &mut || {
-        crate::errln!(
-            "archsmith: another build-torch is building {}; waiting",
-            p.tree.root.display()
-        )
-    })?;
+    let _lock = lock_build_dir(p, plan)?;
     prepare_build_dir(p, plan)?;
     let log_path = out.join("build-torch.log");
     let cache = req
@@ -104,6 +96,19 @@ pub fn drive(
         distributed,
         slowest,
     }))
+}
+
+/// The build directory, made, and held: one build at a time in a tree (a second run waits
+/// instead of corrupting the first).
+fn lock_build_dir(p: &Prepared, plan: &BuildPlan) -> Result<crate::cache::Lock> {
+    std::fs::create_dir_all(&plan.build_dir)
+        .with_context(|| format!("creating {}", plan.build_dir.display()))?;
+    crate::cache::lock(&plan.build_dir.join(".archsmith-build.lock"), &mut || {
+        crate::errln!(
+            "archsmith: another build-torch is building {}; waiting",
+            p.tree.root.display()
+        )
+    })
 }
 
 /// A build directory whose configuration differs is reconfigured (its CMake cache removed,
@@ -222,14 +227,7 @@ pub fn drive_slice(
 ) -> Result<Result<super::slice::SliceReport, BuildFailed>> {
     use super::slice;
     let started = Instant::now();
-    std::fs::create_dir_all(&plan.build_dir)
-        .with_context(|| format!("creating {}", plan.build_dir.display()))?;
-    let _lock = crate::cache::lock(&plan.build_dir.join(".archsmith-build.lock"), &mut || {
-        crate::errln!(
-            "archsmith: another build-torch is building {}; waiting",
-            p.tree.root.display()
-        )
-    })?;
+    let _lock = lock_build_dir(p, plan)?;
     let log_path = out.join("build-torch.log");
     let mut log = open_log(p, plan, req, &log_path)?;
     let build_ninja_path = plan.build_dir.join("build.ninja");
