@@ -58,6 +58,8 @@ pub struct PythonRuntime {
 
 #[derive(Debug, Serialize)]
 pub struct DoctorReport {
+    /// What builds here may use: the host's available memory and any cgroup limit.
+    pub memory: host::Memory,
     pub driver: Option<Driver>,
     pub devices: Vec<Device>,
     pub toolkits: Vec<Toolkit>,
@@ -142,6 +144,7 @@ pub fn diagnose(gpus: &[String], plan_driver: Option<&Version>) -> Result<Doctor
         advice_driver.as_ref(),
     ));
     Ok(DoctorReport {
+        memory: host::memory(),
         driver,
         devices,
         toolkits,
@@ -374,6 +377,7 @@ impl DoctorReport {
         let r = self;
         let mut s = String::new();
         s.push_str("runtime\n");
+        s.push_str(&format!("  {}\n", r.memory.describe()));
         match &r.driver {
             Some(d) => s.push_str(&format!(
                 "  driver {} (from {}): CUDA ≤ {} natively; minor-version compatible with CUDA {}\n",

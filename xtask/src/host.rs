@@ -95,6 +95,68 @@ pub fn parse_proc_version(text: &str) -> Option<Version> {
 
 #[cfg(test)]
 mod tests {
+    /// A fake cgroup file system: v1's memory hierarchy with the limit on the parent of the
+    /// process's group (a Slurm job's step inside its job), v2's with `max` above the limit.
+    #[test]
+    fn the_tightest_cgroup_limit_up_the_hierarchy_bounds_the_memory() {
+        let t = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| {
+            let p = t.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        const MIB: u64 = 1024 * 1024;
+        write(
+            "memory/job/step/memory.limit_in_bytes",
+            "9223372036854771712\n",
+        );
+        write(
+            "memory/job/step/memory.usage_in_bytes",
+            &format!("{}\n", 600 * MIB),
+        );
+        write(
+            "memory/job/memory.limit_in_bytes",
+            &format!("{}\n", 1536 * MIB),
+        );
+        write(
+            "memory/job/memory.usage_in_bytes",
+            &format!("{}\n", 612 * MIB),
+        );
+        write(
+            "memory/job/memory.stat",
+            &format!("cache 1\ntotal_inactive_file {}\n", 100 * MIB),
+        );
+        let v1 =
+            cgroup_memory(t.path(), "12:memory:/job/step\n3:cpu,cpuacct:/job\n0::/\n").unwrap();
+        assert_eq!(v1.path, t.path().join("memory/job"));
+        assert_eq!((v1.limit_bytes, v1.used_bytes), (1536 * MIB, 512 * MIB));
+        let m = Memory {
+            host_available_gib: 20.0,
+            cgroup: Some(v1),
+        };
+        assert!((m.available_gib() - 1.0).abs() < 1e-9, "{m:?}");
+
+        write("slurm/job/memory.max", &format!("{}\n", 2048 * MIB));
+        write("slurm/job/memory.current", &format!("{}\n", 1024 * MIB));
+        write("slurm/job/memory.stat", "anon 5\ninactive_file 0\n");
+        write("slurm/memory.max", "max\n");
+        let v2 = cgroup_memory(t.path(), "0::/slurm/job\n").unwrap();
+        assert_eq!((v2.limit_bytes, v2.used_bytes), (2048 * MIB, 1024 * MIB));
+        // No limit anywhere, or no memory controller named: the host's figure stands.
+        assert_eq!(cgroup_memory(t.path(), "0::/slurm\n"), None);
+        assert_eq!(cgroup_memory(t.path(), "3:cpu:/job\n"), None);
+        assert_eq!(cgroup_memory(t.path(), "garbage"), None);
+        let host = Memory {
+            host_available_gib: 0.5,
+            cgroup: cgroup_memory(t.path(), "0::/slurm/job\n"),
+        };
+        assert_eq!(
+            host.available_gib(),
+            0.5,
+            "the host's figure when it is lower"
+        );
+    }
+
     use super::*;
 
     /// A fake sysfs: an NVIDIA GPU with its audio function, and another vendor's GPU.
@@ -135,9 +197,68 @@ mod tests {
     }
 }
 
-/// `MemAvailable` from /proc/meminfo in GiB (8 GiB when unreadable, a cautious guess).
+/// Memory this process may still use, in GiB: the host's `MemAvailable`, or less where the process
+/// runs in a memory cgroup with a limit (a container, a Slurm job, a CI runner). The job models
+/// of build-ext, build-torch and the JIT prebuild all size their pools by it: reading only
+/// /proc/meminfo, a build inside a 1.5 GiB cgroup on a 24 GiB host started 4 nvcc jobs and the
+/// kernel killed them (issue 48).
 pub fn mem_available_gib() -> f64 {
-    std::fs::read_to_string("/proc/meminfo")
+    memory().available_gib()
+}
+
+/// What [`mem_available_gib`] is made of.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Memory {
+    /// `MemAvailable` from /proc/meminfo (8 GiB when unreadable, a cautious guess).
+    pub host_available_gib: f64,
+    /// The tightest memory cgroup limit over this process's cgroup and its ancestors.
+    pub cgroup: Option<CgroupMemory>,
+}
+
+/// A memory cgroup's limit and what its processes use of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CgroupMemory {
+    /// The cgroup directory the limit was read from.
+    pub path: std::path::PathBuf,
+    pub limit_bytes: u64,
+    /// Usage less the inactive file cache the kernel reclaims before it kills (as `docker stats`
+    /// counts it).
+    pub used_bytes: u64,
+}
+
+impl Memory {
+    /// `memory: 22.6 GiB available`, or with a cgroup limit what builds may use under it.
+    pub fn describe(&self) -> String {
+        match &self.cgroup {
+            None => format!(
+                "memory: {:.1} GiB available (no cgroup limit)",
+                self.host_available_gib
+            ),
+            Some(c) => format!(
+                "memory: {:.1} GiB for builds: the cgroup {} limits this process to {:.1} GiB, {:.1} GiB in use (host: {:.1} GiB available)",
+                self.available_gib(),
+                c.path.display(),
+                c.limit_bytes as f64 / GIB,
+                c.used_bytes as f64 / GIB,
+                self.host_available_gib
+            ),
+        }
+    }
+
+    pub fn available_gib(&self) -> f64 {
+        let cgroup = self
+            .cgroup
+            .as_ref()
+            .map(|c| c.limit_bytes.saturating_sub(c.used_bytes) as f64 / GIB);
+        cgroup.map_or(self.host_available_gib, |c| c.min(self.host_available_gib))
+    }
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// The host's memory and this process's cgroup limit, read now.
+pub fn memory() -> Memory {
+    let host_available_gib = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {
             t.lines()
@@ -146,7 +267,86 @@ pub fn mem_available_gib() -> f64 {
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
         .map(|kb| kb / (1024.0 * 1024.0))
-        .unwrap_or(8.0)
+        .unwrap_or(8.0);
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|text| cgroup_memory(Path::new("/sys/fs/cgroup"), &text));
+    Memory {
+        host_available_gib,
+        cgroup,
+    }
+}
+
+/// Limits at or above this are "no limit" (cgroup v1 writes 2^63 rounded down to a page).
+const NO_LIMIT: u64 = 1 << 62;
+
+/// The tightest limit over the cgroup `proc_self_cgroup` names and its ancestors, under the
+/// cgroup file system mounted at `mount`: v1's `memory` hierarchy (`memory.limit_in_bytes`,
+/// `memory.usage_in_bytes`, `total_inactive_file`) or v2's unified one (`memory.max`,
+/// `memory.current`, `inactive_file`). None without a limit.
+pub fn cgroup_memory(mount: &Path, proc_self_cgroup: &str) -> Option<CgroupMemory> {
+    let mut v1 = None;
+    let mut v2 = None;
+    for line in proc_self_cgroup.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let rel = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "memory") {
+            v1 = Some(mount.join("memory").join(rel));
+        } else if id == "0" && controllers.is_empty() {
+            v2 = Some(mount.join(rel));
+        }
+    }
+    let (dir, top, files) = match (v1, v2) {
+        (Some(d), _) => (d, mount.join("memory"), V1_FILES),
+        (None, Some(d)) => (d, mount.to_path_buf(), V2_FILES),
+        (None, None) => return None,
+    };
+    let mut best: Option<CgroupMemory> = None;
+    let mut at = Some(dir.as_path());
+    while let Some(d) = at.filter(|d| d.starts_with(&top)) {
+        if let Some(c) = read_cgroup_dir(d, files) {
+            let headroom = |c: &CgroupMemory| c.limit_bytes.saturating_sub(c.used_bytes);
+            if best.as_ref().is_none_or(|b| headroom(&c) < headroom(b)) {
+                best = Some(c);
+            }
+        }
+        at = d.parent();
+    }
+    best
+}
+
+/// (limit, usage, the `memory.stat` key of reclaimable file cache).
+type CgroupFiles = (&'static str, &'static str, &'static str);
+const V1_FILES: CgroupFiles = (
+    "memory.limit_in_bytes",
+    "memory.usage_in_bytes",
+    "total_inactive_file",
+);
+const V2_FILES: CgroupFiles = ("memory.max", "memory.current", "inactive_file");
+
+fn read_cgroup_dir(dir: &Path, (limit, usage, inactive): CgroupFiles) -> Option<CgroupMemory> {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let limit_bytes: u64 = read(limit)?.trim().parse().ok()?; // v2's "max" does not parse: none
+    if limit_bytes >= NO_LIMIT {
+        return None;
+    }
+    let used: u64 = read(usage).and_then(|u| u.trim().parse().ok()).unwrap_or(0);
+    let cache: u64 = read("memory.stat")
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == inactive).then(|| v.trim().parse().ok())?
+            })
+        })
+        .unwrap_or(0);
+    Some(CgroupMemory {
+        path: dir.to_path_buf(),
+        limit_bytes,
+        used_bytes: used.saturating_sub(cache),
+    })
 }
 
 pub fn cores() -> u32 {

@@ -1,0 +1,71 @@
+//! The memory the job models size their pools by, under a real memory cgroup (issue 48): a
+//! process in a child group of the v1 memory hierarchy limited to 1.5 GiB sees at most that,
+//! whatever the host has free. Before, `host::mem_available_gib` read only /proc/meminfo and a
+//! build in such a group started 4 nvcc jobs on this 24 GiB machine; the kernel killed them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
+const LIMIT: u64 = 1536 * 1024 * 1024;
+
+/// A child memory cgroup, removed when dropped (once its processes have exited).
+struct Group(PathBuf);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_cgroup_limit_bounds_the_memory_builds_plan_for() {
+    let hierarchy = Path::new("/sys/fs/cgroup/memory");
+    let group = Group(hierarchy.join(format!("archsmith-test-{}", std::process::id())));
+    std::fs::create_dir(&group.0).unwrap_or_else(|e| {
+        panic!(
+            "this test needs the cgroup v1 memory hierarchy at {} and the right to make a child group in it (root): {e}",
+            hierarchy.display()
+        )
+    });
+    std::fs::write(group.0.join("memory.limit_in_bytes"), LIMIT.to_string()).unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec {XTASK} doctor --json",
+            group.0.display()
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let memory = &doc["memory"];
+    assert_eq!(memory["cgroup"]["limit_bytes"], LIMIT, "{memory}");
+    assert!(
+        memory["cgroup"]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with(group.0.file_name().unwrap().to_str().unwrap())),
+        "{memory}"
+    );
+    assert!(
+        memory["host_available_gib"].as_f64().unwrap() > 1.5,
+        "{memory}"
+    );
+
+    // The people's line says which limit and what is left.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec {XTASK} doctor",
+            group.0.display()
+        ))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("limits this process to 1.5 GiB"), "{text}");
+}
