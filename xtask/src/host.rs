@@ -135,6 +135,12 @@ mod tests {
             cgroup: Some(v1),
         };
         assert!((m.available_gib() - 1.0).abs() < 1e-9, "{m:?}");
+        assert!(
+            m.limit_sentence()
+                .starts_with("this process's memory cgroup allows 1.5 GiB ("),
+            "{}",
+            m.limit_sentence()
+        );
 
         write("slurm/job/memory.max", &format!("{}\n", 2048 * MIB));
         write("slurm/job/memory.current", &format!("{}\n", 1024 * MIB));
@@ -242,6 +248,19 @@ impl Memory {
                 c.used_bytes as f64 / GIB,
                 self.host_available_gib
             ),
+        }
+    }
+
+    /// `this process's memory cgroup allows 1.5 GiB (PATH)`, or `22.6 GiB was available`: what
+    /// a build killed for memory had.
+    pub fn limit_sentence(&self) -> String {
+        match &self.cgroup {
+            Some(c) => format!(
+                "this process's memory cgroup allows {:.1} GiB ({})",
+                c.limit_bytes as f64 / GIB,
+                c.path.display()
+            ),
+            None => format!("{:.1} GiB was available", self.host_available_gib),
         }
     }
 

@@ -69,3 +69,45 @@ fn a_cgroup_limit_bounds_the_memory_builds_plan_for() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("limits this process to 1.5 GiB"), "{text}");
 }
+
+/// A real out-of-memory kill, named as one: build-ext in a 400 MiB cgroup plans one job (the
+/// limit, not the host's free memory) and the kernel still kills the compile of torch headers;
+/// the error says so, with the limit and the fix, instead of "no compiler error in the output".
+#[test]
+fn a_compile_the_kernel_kills_is_named_as_an_out_of_memory_kill() {
+    let hierarchy = Path::new("/sys/fs/cgroup/memory");
+    let group = Group(hierarchy.join(format!("archsmith-oom-{}", std::process::id())));
+    std::fs::create_dir(&group.0).unwrap_or_else(|e| {
+        panic!(
+            "this test needs the cgroup v1 memory hierarchy at {} and the right to make a child group in it (root): {e}",
+            hierarchy.display()
+        )
+    });
+    std::fs::write(
+        group.0.join("memory.limit_in_bytes"),
+        (400u64 * 1024 * 1024).to_string(),
+    )
+    .unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tinyext");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec {XTASK} build-ext {} --arch 7.5 --torch 2.15.0 --out {}",
+            group.0.display(),
+            fixture.display(),
+            out_dir.path().display()
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("(limited by available memory)"), "{stderr}");
+    assert!(
+        stderr.contains("(SIGKILL: out of memory)")
+            && stderr.contains("memory cgroup allows 0.4 GiB")
+            && stderr.contains("--jobs 1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("no compiler error"), "{stderr}");
+}

@@ -318,11 +318,20 @@ fn compile_failure(
             source::user_path(file, &ws.tree, &job.src.spec);
         }
     }
+    let killed = log::first_killed_compile(lines.iter().map(String::as_str));
     let message = match (
         &first,
         log::last_python_error(lines.iter().map(String::as_str)),
     ) {
         (Some(_), _) => format!("building {label} failed"),
+        (None, _) if killed.is_some() => format!(
+            "building {label} failed: {} (log line {})",
+            killed
+                .as_ref()
+                .map(|k| k.explain(&crate::host::memory().limit_sentence(), Some(ws.par.jobs)))
+                .unwrap_or_default(),
+            killed.as_ref().map_or(0, |k| k.log_line + log_offset)
+        ),
         (None, Some(py)) => format!("building {label} failed before compiling: {py}"),
         (None, None) => format!(
             "building {label} failed ({}), with no compiler error in the output; its end:\n{}",

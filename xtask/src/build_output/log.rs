@@ -107,6 +107,54 @@ pub fn first_compiler_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Opt
     None
 }
 
+/// A compiler the kernel killed (SIGKILL) in the middle of a build: what gcc, nvcc and ninja print
+/// when the out-of-memory killer ends a compile (`c++: fatal error: Killed signal terminated
+/// program cc1plus`, `nvcc error   : 'cicc' died due to signal 9 (Kill signal)`). Such a build
+/// shows no compiler error, and said "failed … with no compiler error in the output" (issue 48).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KilledCompile {
+    /// `cc1plus`, `cicc`, `ptxas`.
+    pub program: String,
+    /// The log line number (1-based) it was found on.
+    pub log_line: usize,
+}
+
+/// The first compile the kernel killed, in `lines`.
+pub fn first_killed_compile<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<KilledCompile> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(concat!(
+            r"(?:fatal error: Killed signal terminated program (?P<gcc>\S+)",
+            r"|'(?P<nvcc>[^']+)' died due to signal 9",
+            r"|internal compiler error: Killed \(program (?P<ice>[^)]+)\))"
+        ))
+        .expect("killed compile regex")
+    });
+    lines.into_iter().enumerate().find_map(|(i, line)| {
+        let c = re.captures(line)?;
+        let program = ["gcc", "nvcc", "ice"]
+            .iter()
+            .find_map(|n| c.name(n))
+            .map(|m| m.as_str().to_string())?;
+        Some(KilledCompile {
+            program,
+            log_line: i + 1,
+        })
+    })
+}
+
+impl KilledCompile {
+    /// The sentence for people: what was killed, the memory builds had here (`memory`, e.g.
+    /// [`crate::host::Memory::limit_sentence`]'s), and the fix.
+    pub fn explain(&self, memory: &str, jobs: Option<u32>) -> String {
+        let jobs = jobs.map_or(String::new(), |j| format!(" with {j} job(s) at once"));
+        format!(
+            "the kernel killed {} (SIGKILL: out of memory){jobs}; {memory}, and one compile of torch headers peaks at 1.5–3.5 GiB. Give the build more memory, or fewer jobs (--jobs 1)",
+            self.program
+        )
+    }
+}
+
 /// The first `CMake Error at FILE:LINE (...)` with the message CMake prints under it (its
 /// indented lines up to the first blank one), for a configure that failed before any compiler ran.
 pub fn first_cmake_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<CompilerError> {
@@ -176,6 +224,32 @@ pub fn last_python_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option
 
 #[cfg(test)]
 mod tests {
+
+    /// What gcc, nvcc and gcc's ICE path print when the kernel kills a compile (the gcc line is
+    /// from a real build in a 400 MiB cgroup), and a line that only mentions a signal.
+    #[test]
+    fn a_compile_the_kernel_killed_is_named_with_its_program() {
+        let lines = [
+            "[2/3] c++ -c bind.cpp -o bind.o",
+            "FAILED: [code=1] bind.o",
+            "c++: fatal error: Killed signal terminated program cc1plus",
+            "compilation terminated.",
+        ];
+        let k = first_killed_compile(lines).unwrap();
+        assert_eq!((k.program.as_str(), k.log_line), ("cc1plus", 3));
+        let nvcc = ["nvcc error   : 'cicc' died due to signal 9 (Kill signal)"];
+        assert_eq!(first_killed_compile(nvcc).unwrap().program, "cicc");
+        let ice = ["g++: internal compiler error: Killed (program cc1plus)"];
+        assert_eq!(first_killed_compile(ice).unwrap().program, "cc1plus");
+        assert_eq!(first_killed_compile(["caught signal 9 in the test"]), None);
+        let said = k.explain("0.4 GiB was available", Some(1));
+        assert!(
+            said.contains("killed cc1plus (SIGKILL: out of memory) with 1 job(s)"),
+            "{said}"
+        );
+        assert!(said.contains("; 0.4 GiB was available, and"), "{said}");
+    }
+
     use super::*;
 
     #[test]

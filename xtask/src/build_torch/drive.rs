@@ -297,6 +297,15 @@ fn failure(status: Option<i32>, log_path: PathBuf) -> BuildFailed {
             format!("\nfirst error (log line {}): {at}{}", e.log_line, e.message)
         })
         .or_else(|| {
+            crate::build_output::log::first_killed_compile(lines.iter().copied()).map(|k| {
+                format!(
+                    "\nfirst error (log line {}): {}",
+                    k.log_line,
+                    k.explain(&crate::host::memory().limit_sentence(), None)
+                )
+            })
+        })
+        .or_else(|| {
             first_front_end_error(lines.iter().copied()).map(|e| format!("\nfirst error: {e}"))
         })
         .or_else(|| last_python_error(lines.iter().copied()).map(|e| format!("\n{e}")))
