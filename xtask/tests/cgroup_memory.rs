@@ -12,6 +12,22 @@ const LIMIT: u64 = 1536 * 1024 * 1024;
 /// A child memory cgroup, removed when dropped (once its processes have exited).
 struct Group(PathBuf);
 
+impl Group {
+    /// A child group of the v1 memory hierarchy limited to `limit` bytes.
+    fn new(name: &str, limit: u64) -> Group {
+        let hierarchy = Path::new("/sys/fs/cgroup/memory");
+        let group = Group(hierarchy.join(format!("{name}-{}", std::process::id())));
+        std::fs::create_dir(&group.0).unwrap_or_else(|e| {
+            panic!(
+                "this test needs the cgroup v1 memory hierarchy at {} and the right to make a child group in it (root): {e}",
+                hierarchy.display()
+            )
+        });
+        std::fs::write(group.0.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
+        group
+    }
+}
+
 impl Drop for Group {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir(&self.0);
@@ -20,15 +36,7 @@ impl Drop for Group {
 
 #[test]
 fn a_cgroup_limit_bounds_the_memory_builds_plan_for() {
-    let hierarchy = Path::new("/sys/fs/cgroup/memory");
-    let group = Group(hierarchy.join(format!("archsmith-test-{}", std::process::id())));
-    std::fs::create_dir(&group.0).unwrap_or_else(|e| {
-        panic!(
-            "this test needs the cgroup v1 memory hierarchy at {} and the right to make a child group in it (root): {e}",
-            hierarchy.display()
-        )
-    });
-    std::fs::write(group.0.join("memory.limit_in_bytes"), LIMIT.to_string()).unwrap();
+    let group = Group::new("archsmith-test", LIMIT);
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -75,19 +83,7 @@ fn a_cgroup_limit_bounds_the_memory_builds_plan_for() {
 /// the error says so, with the limit and the fix, instead of "no compiler error in the output".
 #[test]
 fn a_compile_the_kernel_kills_is_named_as_an_out_of_memory_kill() {
-    let hierarchy = Path::new("/sys/fs/cgroup/memory");
-    let group = Group(hierarchy.join(format!("archsmith-oom-{}", std::process::id())));
-    std::fs::create_dir(&group.0).unwrap_or_else(|e| {
-        panic!(
-            "this test needs the cgroup v1 memory hierarchy at {} and the right to make a child group in it (root): {e}",
-            hierarchy.display()
-        )
-    });
-    std::fs::write(
-        group.0.join("memory.limit_in_bytes"),
-        (400u64 * 1024 * 1024).to_string(),
-    )
-    .unwrap();
+    let group = Group::new("archsmith-oom", 400 * 1024 * 1024);
     let out_dir = tempfile::tempdir().unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tinyext");
     let out = Command::new("sh")
