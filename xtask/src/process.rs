@@ -401,6 +401,30 @@ pub fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// What the kernel counted for this process (`RUSAGE_SELF`) or for every child it has waited for,
+/// their waited-for descendants included (`RUSAGE_CHILDREN`): CPU seconds (user + system) and the
+/// largest resident set in bytes (for children: of the largest single process, not their sum).
+pub fn rusage(children: bool) -> Option<(f64, u64)> {
+    let who = if children {
+        libc::RUSAGE_CHILDREN
+    } else {
+        libc::RUSAGE_SELF
+    };
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes the struct it is handed; it is read only when the call succeeded.
+    if unsafe { libc::getrusage(who, usage.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: filled by the successful call above (and zeroed before it).
+    let usage = unsafe { usage.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    // Linux reports ru_maxrss in KiB.
+    Some((
+        secs(usage.ru_utime) + secs(usage.ru_stime),
+        (usage.ru_maxrss.max(0) as u64) * 1024,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

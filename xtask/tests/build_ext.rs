@@ -171,6 +171,17 @@ fn tiny_multi_file_extension_builds_then_rebuilds_as_a_no_op_in_under_a_second()
     assert_eq!(strings(&r["imported"]), ["tinyext._C"]);
     // One extension: nothing built beside it, whatever the cores.
     assert_eq!(r["extensions_at_once"], 1, "{r}");
+    // Each nvcc compile's peak resident memory, measured by the kernel (about 100 MB for these
+    // small kernels, which include no torch header): the heaviest .cu file is named with it.
+    let heaviest = &r["arch_guard"]["heaviest"];
+    assert!(
+        heaviest[0]
+            .as_str()
+            .is_some_and(|f| f.ends_with("axpy.cu") || f.ends_with("scale.cu")),
+        "{heaviest}"
+    );
+    assert!(heaviest[1].as_u64().unwrap() > 10 << 20, "{heaviest}");
+    assert!(heaviest[2].as_u64().unwrap() > 0, "{heaviest}");
     // Progress came from ninja's [N/M] lines (stderr is not a terminal here: plain lines).
     assert!(first.stderr.contains("[3/3]"), "{}", first.stderr);
     let log = PathBuf::from(r["log"].as_str().unwrap());

@@ -31,18 +31,8 @@ pub fn load_1min() -> f64 {
 /// waited-for descendants included): a build's work is the difference across it (archsmith's side
 /// runs partly in this process: the audit, the unpacking).
 pub fn cpu_s() -> f64 {
-    let of = |who: libc::c_int| {
-        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        // SAFETY: getrusage writes the struct it is handed; it is read only when the call succeeded.
-        if unsafe { libc::getrusage(who, usage.as_mut_ptr()) } != 0 {
-            return f64::NAN;
-        }
-        // SAFETY: filled by the successful call above (and zeroed before it).
-        let usage = unsafe { usage.assume_init() };
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        secs(usage.ru_utime) + secs(usage.ru_stime)
-    };
-    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
+    let cpu = |children| crate::process::rusage(children).map_or(f64::NAN, |(s, _)| s);
+    cpu(false) + cpu(true)
 }
 
 /// The fastest of some samples (the run least disturbed by other work).

@@ -134,6 +134,17 @@ struct Record {
     sources: Vec<String>,
 }
 
+/// The line written when the compile ended: how long it took and its largest process's peak
+/// resident memory (cicc, ptxas, cudafe++ or the host compiler), from the kernel's accounting of
+/// the guard's waited-for children.
+#[derive(Debug, Serialize, Deserialize)]
+struct Measured {
+    compiled: Vec<String>,
+    seconds: f64,
+    peak_rss_bytes: u64,
+    exit: i32,
+}
+
 /// `archsmith nvcc-guard ARGS…`: rewrites, records, and runs the real nvcc with the same stdin,
 /// stdout and stderr; returns its exit status.
 pub fn run(args: &[OsString]) -> Result<i32> {
@@ -178,11 +189,27 @@ pub fn run(args: &[OsString]) -> Result<i32> {
         };
         append_line(Path::new(&log), &serde_json::to_string(&record)?)?;
     }
+    let started = std::time::Instant::now();
     let status = cmd
         .args(&r.args)
         .status()
         .with_context(|| format!("running {}", Path::new(&real).display()))?;
-    Ok(status.code().unwrap_or(1))
+    let exit = status.code().unwrap_or(1);
+    if let (Some(log), Some((_, peak))) = (std::env::var_os(LOG_VAR), crate::process::rusage(true))
+    {
+        let m = Measured {
+            compiled: args
+                .iter()
+                .filter(|a| a.ends_with(".cu"))
+                .cloned()
+                .collect(),
+            seconds: started.elapsed().as_secs_f64(),
+            peak_rss_bytes: peak,
+            exit,
+        };
+        append_line(Path::new(&log), &serde_json::to_string(&m)?)?;
+    }
+    Ok(exit)
 }
 
 /// One `write` of a whole line with `O_APPEND`, so parallel compiles do not interleave lines.
@@ -223,6 +250,10 @@ pub struct Report {
     pub asked_not_built: Vec<String>,
     /// The distinct arch flags it passed that are not the plan's.
     pub flags: Vec<String>,
+    /// The compile whose largest process had the highest peak resident memory: its `.cu` file,
+    /// the peak in bytes and the compile's milliseconds (measured, not the jobs model's estimate).
+    #[serde(default)]
+    pub heaviest: Option<(String, u64, u64)>,
 }
 
 impl Report {
@@ -349,6 +380,17 @@ impl Guard {
         let mut report = Report::default();
         let (mut flags, mut asked) = (BTreeSet::new(), BTreeSet::new());
         for line in text.lines() {
+            if let Ok(m) = serde_json::from_str::<Measured>(line) {
+                let file = m.compiled.first().cloned().unwrap_or_default();
+                if report
+                    .heaviest
+                    .as_ref()
+                    .is_none_or(|h| m.peak_rss_bytes > h.1)
+                {
+                    report.heaviest = Some((file, m.peak_rss_bytes, (m.seconds * 1000.0) as u64));
+                }
+                continue;
+            }
             let Ok(r) = serde_json::from_str::<Record>(line) else {
                 continue;
             };

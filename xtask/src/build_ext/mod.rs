@@ -507,6 +507,19 @@ impl Outcome {
         Ok(())
     }
 
+    /// The nvcc compile with the highest measured peak resident memory, for the summary.
+    fn heaviest_compile(&self) -> Option<String> {
+        let (file, peak, ms) = self.arch_guard.as_ref()?.heaviest.as_ref()?;
+        let name = std::path::Path::new(file)
+            .file_name()
+            .map_or(file.clone(), |n| n.to_string_lossy().into_owned());
+        Some(format!(
+            "{name}: {:.2} GiB peak resident (measured), {:.0} s",
+            *peak as f64 / (1024.0 * 1024.0 * 1024.0),
+            *ms as f64 / 1000.0
+        ))
+    }
+
     /// The aligned summary people read.
     pub fn table(&self) -> String {
         let o = self;
@@ -567,6 +580,9 @@ impl Outcome {
             if let Some(v) = &f.torch {
                 t.row(["torch range".to_string(), v.verdict.clone()]);
             }
+        }
+        if let Some(row) = o.heaviest_compile() {
+            t.row(["heaviest nvcc".to_string(), row]);
         }
         if let Some(s) = &o.cache_stats {
             t.row(["compiler cache".to_string(), s.clone()]);
