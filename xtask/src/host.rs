@@ -95,6 +95,8 @@ pub fn parse_proc_version(text: &str) -> Option<Version> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// A fake cgroup file system: v1's memory hierarchy with the limit on the parent of the
     /// process's group (a Slurm job's step inside its job), v2's with `max` above the limit.
     #[test]
@@ -162,8 +164,6 @@ mod tests {
             "the host's figure when it is lower"
         );
     }
-
-    use super::*;
 
     /// A fake sysfs: an NVIDIA GPU with its audio function, and another vendor's GPU.
     #[test]

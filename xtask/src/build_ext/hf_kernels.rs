@@ -113,8 +113,7 @@ pub fn lay_out(
         }
         fs_err::write(&to, w.read(m)?)?;
     }
-    let bytes = fs_err::read(wheel)?;
-    let digest = crate::stamp::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+    let digest = crate::stamp::hash_file(wheel)?;
     let name = package.replace('_', "-");
     let metadata = serde_json::json!({
         "id": format!("_{package}_cuda_{}", &digest[..7]),

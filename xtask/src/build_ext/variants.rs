@@ -135,9 +135,9 @@ pub fn build_variants(
             variants.push(build_one(req, torch, release.as_ref(), base)?);
         }
     }
-    let loads = load_table(&variants)?;
+    let (loads, own_envs) = load_table(&variants)?;
     let kernels = match kernels_layout {
-        true => Some(kernels_layout_of(&req.out, &variants)?),
+        true => Some(kernels_layout_of(&req.out, &variants, &own_envs)?),
         false => None,
     };
     Ok(Variants {
@@ -202,21 +202,24 @@ fn build_one(
 }
 
 /// The built variants laid out as `OUT/kernels/NAME/build/<variant>/`, then `get_local_kernel`
-/// in each variant's env: it must find and import that variant.
+/// in each variant's env: it must find and import that variant. `own_envs`: each variant's own
+/// env as the load table read it (its torch's CUDA and C++ ABI), by variant.
 fn kernels_layout_of(
     out: &std::path::Path,
     variants: &[Variant],
+    own_envs: &[Option<OwnEnv>],
 ) -> Result<super::hf_kernels::Layout> {
     use super::hf_kernels;
     let staging = out.join("kernels");
     let mut laid = Vec::new();
     let mut name = String::new();
     let mut repo = staging.clone();
-    for v in variants {
-        let Some(o) = &v.outcome else { continue };
-        let own = LoadReport::check(&v.python, std::slice::from_ref(&o.wheel))?;
+    for (v, own) in variants.iter().zip(own_envs) {
+        let (Some(o), Some(own)) = (&v.outcome, own) else {
+            continue;
+        };
         let torch: Version = o.torch.parse()?;
-        let variant = hf_kernels::variant_name(&torch, own.cuda.as_deref(), own.torch_cxx_abi)?;
+        let variant = hf_kernels::variant_name(&torch, own.cuda.as_deref(), own.cxx_abi)?;
         let archs: Vec<String> = o
             .torch_cuda_arch_list
             .split(';')
@@ -261,15 +264,32 @@ fn hf_kernels_name(wheel: &std::path::Path) -> String {
         .to_string()
 }
 
-/// Every built wheel load-checked in every variant's env, by its real exports.
-fn load_table(variants: &[Variant]) -> Result<Vec<LoadCell>> {
+/// A variant's own env as the load check read it.
+struct OwnEnv {
+    cuda: Option<String>,
+    cxx_abi: crate::binary::dynamic::CxxAbi,
+}
+
+/// Every built wheel load-checked in every variant's env, by its real exports; and, by variant,
+/// its own env as that check read it.
+fn load_table(variants: &[Variant]) -> Result<(Vec<LoadCell>, Vec<Option<OwnEnv>>)> {
     let mut loads = Vec::new();
-    for built in variants {
+    let mut own_envs: Vec<Option<OwnEnv>> = variants.iter().map(|_| None).collect();
+    for (i, built) in variants.iter().enumerate() {
         let Some(outcome) = &built.outcome else {
             continue;
         };
-        for env in variants.iter().filter(|v| v.skipped.is_none()) {
+        for (j, env) in variants.iter().enumerate() {
+            if env.skipped.is_some() {
+                continue;
+            }
             let report = LoadReport::check(&env.python, std::slice::from_ref(&outcome.wheel))?;
+            if i == j {
+                own_envs[i] = Some(OwnEnv {
+                    cuda: report.cuda.clone(),
+                    cxx_abi: report.torch_cxx_abi,
+                });
+            }
             loads.push(LoadCell {
                 wheel: built.torch.clone(),
                 env: env.torch.clone(),
@@ -284,7 +304,7 @@ fn load_table(variants: &[Variant]) -> Result<Vec<LoadCell>> {
             });
         }
     }
-    Ok(loads)
+    Ok((loads, own_envs))
 }
 
 impl Variants {

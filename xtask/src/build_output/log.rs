@@ -224,6 +224,7 @@ pub fn last_python_error<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// What gcc, nvcc and gcc's ICE path print when the kernel kills a compile (the gcc line is
     /// from a real build in a 400 MiB cgroup), and a line that only mentions a signal.
@@ -249,8 +250,6 @@ mod tests {
         );
         assert!(said.contains("; 0.4 GiB was available, and"), "{said}");
     }
-
-    use super::*;
 
     #[test]
     fn front_end_errors() {

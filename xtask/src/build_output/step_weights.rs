@@ -21,6 +21,24 @@ pub enum StepKind {
 const PRIOR: [f64; 4] = [4.0, 1.0, 2.0, 0.2];
 
 impl StepKind {
+    /// Every kind, in [`StepKind::index`] order.
+    pub const ALL: [StepKind; 4] = [
+        StepKind::Cuda,
+        StepKind::Cxx,
+        StepKind::Link,
+        StepKind::Other,
+    ];
+
+    /// `CUDA`, `C++`, `link`, `other`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StepKind::Cuda => "CUDA",
+            StepKind::Cxx => "C++",
+            StepKind::Link => "link",
+            StepKind::Other => "other",
+        }
+    }
+
     pub fn index(self) -> usize {
         self as usize
     }
@@ -165,7 +183,7 @@ fn split_unescaped(text: &str) -> impl Iterator<Item = &str> {
 
 /// Outputs and durations (seconds) of a `.ninja_log` (v5: start, end, mtime, output, hash; ms);
 /// a step logged twice counts with its last time.
-fn logged(ninja_log: &str) -> std::collections::HashMap<&str, f64> {
+pub fn logged(ninja_log: &str) -> std::collections::HashMap<&str, f64> {
     ninja_log
         .lines()
         .filter(|l| !l.starts_with('#'))

@@ -4,6 +4,7 @@
 use super::preflight::{Check, Status};
 use super::{BeforeClone, Outcome, Prepared};
 use crate::arch::advice::WheelAdvice;
+use crate::build_output::step_weights::StepKind;
 use crate::output::Table;
 
 pub fn prepared(p: &Prepared, dry_run: bool, stop_after_configure: bool) -> String {
@@ -201,12 +202,11 @@ pub fn slice(r: &super::slice::SliceReport) -> String {
 /// The whole build as a slice's steps estimate it.
 fn estimate(e: &super::slice::Estimate) -> String {
     let mut s = String::new();
-    let kinds = ["CUDA", "C++", "link", "other"];
     s += "\nthe whole build, estimated from the steps measured in this build directory\n";
     let mut t = Table::new(["  KIND", "STEPS", "MEASURED", "TYPICAL STEP", "CPU-HOURS"]);
-    for (k, kind) in kinds.iter().enumerate() {
+    for (k, kind) in StepKind::ALL.iter().enumerate() {
         t.row([
-            format!("  {kind}"),
+            format!("  {}", kind.name()),
             e.steps[k].to_string(),
             e.measured[k].to_string(),
             e.typical[k].map_or("not measured".into(), |v| format!("{v:.1} s")),

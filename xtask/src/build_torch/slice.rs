@@ -11,7 +11,7 @@
 use crate::binary::expect::{check, Expectation};
 use crate::binary::input::{audit_paths, Options, Outcome};
 use crate::binary::Kind;
-use crate::build_output::step_weights::{edges, unescape, StepKind};
+use crate::build_output::step_weights::{edges, logged, unescape, StepKind};
 use crate::cuda_arch::Arch;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -119,15 +119,6 @@ pub fn steps_since(ninja_log: &str, from: usize) -> Vec<(String, f64)> {
     v.into_iter().map(|(_, o, s)| (o, s)).collect()
 }
 
-fn kind_name(k: StepKind) -> &'static str {
-    match k {
-        StepKind::Cuda => "CUDA",
-        StepKind::Cxx => "C++",
-        StepKind::Link => "link",
-        StepKind::Other => "other",
-    }
-}
-
 /// Each step's output read by the binary reader against the plan: a CUDA object must carry every
 /// planned image (beyond it is named: torch adds per-kernel archs to a few files itself), a C++
 /// object none, a library with device code every planned image.
@@ -157,7 +148,7 @@ fn audit_step(build_dir: &Path, output: &str, seconds: f64, expect: &Expectation
     let kind = StepKind::of_output(output);
     let mut step = SliceStep {
         output: output.to_string(),
-        kind: kind_name(kind),
+        kind: kind.name(),
         seconds,
         images: Vec::new(),
         verdict: String::new(),
@@ -249,15 +240,7 @@ pub struct Estimate {
 
 impl Estimate {
     pub fn of(build_ninja: &str, ninja_log: &str, jobs_here: u32) -> Estimate {
-        let mut timed: BTreeMap<&str, f64> = BTreeMap::new();
-        for line in ninja_log.lines().filter(|l| !l.starts_with('#')) {
-            let f: Vec<&str> = line.split('\t').collect();
-            if let (Some(s), Some(e), Some(o)) = (f.first(), f.get(1), f.get(3)) {
-                if let (Ok(s), Ok(e)) = (s.parse::<f64>(), e.parse::<f64>()) {
-                    timed.insert(o, (e - s).max(0.0) / 1000.0);
-                }
-            }
-        }
+        let timed = logged(ninja_log);
         let mut steps = [0usize; 4];
         let mut measured_times: [Vec<f64>; 4] = Default::default();
         // Per kind and CMake target: c10's C++ files take a second or two, torch_cpu's ATen
@@ -288,7 +271,7 @@ impl Estimate {
             cpu_seconds[*k] += secs;
             if !times.is_empty() {
                 by_target.push(TargetCost {
-                    kind: kind_name(KINDS[*k]),
+                    kind: StepKind::ALL[*k].name(),
                     target: target.clone(),
                     steps: *n,
                     measured: times.len(),
@@ -316,20 +299,13 @@ impl Estimate {
 
     /// Kinds with steps but no measured step: their time is not in the estimate.
     pub fn unmeasured_kinds(&self) -> Vec<&'static str> {
-        KINDS
+        StepKind::ALL
             .into_iter()
             .filter(|k| self.steps[k.index()] > 0 && self.typical[k.index()].is_none())
-            .map(kind_name)
+            .map(StepKind::name)
             .collect()
     }
 }
-
-const KINDS: [StepKind; 4] = [
-    StepKind::Cuda,
-    StepKind::Cxx,
-    StepKind::Link,
-    StepKind::Other,
-];
 
 /// One kind of step of one CMake target with a measured step: how its steps were weighed.
 #[derive(Debug, Clone, Serialize)]

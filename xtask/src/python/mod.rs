@@ -84,7 +84,8 @@ pub fn cpython_of(minor: &crate::version::Version) -> Result<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")))
         .map(|r| r.join("versions"));
-    let mut found: Vec<(crate::version::Version, PathBuf)> = pyenv
+    // The builds of that release by their directory names, newest first; only those are run.
+    let mut candidates: Vec<(crate::version::Version, PathBuf)> = pyenv
         .as_deref()
         .and_then(|d| std::fs::read_dir(d).ok())
         .into_iter()
@@ -92,12 +93,11 @@ pub fn cpython_of(minor: &crate::version::Version) -> Result<PathBuf> {
         .flatten()
         .filter_map(|e| {
             let version: crate::version::Version = e.file_name().to_str()?.parse().ok()?;
-            let path = e.path().join("bin").join(&name);
-            (version.major_minor() == mm && is_it(&path)).then_some((version, path))
+            (version.major_minor() == mm).then(|| (version, e.path().join("bin").join(&name)))
         })
         .collect();
-    found.sort();
-    if let Some((_, p)) = found.pop() {
+    candidates.sort();
+    if let Some((_, p)) = candidates.into_iter().rev().find(|(_, p)| is_it(p)) {
         return Ok(p);
     }
     anyhow::bail!(

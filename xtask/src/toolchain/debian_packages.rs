@@ -94,10 +94,11 @@ pub const TORCH_LIBRARIES: &[&str] = &[
 ];
 
 /// Which of a row's closures a toolkit holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Closure {
     /// What an extension build needs (the row's `closure`).
+    #[default]
     Extensions,
     /// That and the CUDA libraries torch's own build links (the row's `torch_libraries` too).
     TorchBuild,
@@ -264,7 +265,7 @@ pub struct LockFile {
     /// `sm_75 sm_89 sm_90`: what the verification kernel held.
     pub verified_sass: Vec<String>,
     /// Which closure: an extension build's, or with the libraries torch's own build links.
-    #[serde(default = "extensions")]
+    #[serde(default)]
     pub closure: Closure,
     /// Files archsmith changed after unpacking, and why.
     #[serde(default)]
@@ -364,10 +365,6 @@ pub fn lock_table(lock: &LockFile) -> String {
     }
     out.push_str(&t.render());
     out
-}
-
-fn extensions() -> Closure {
-    Closure::Extensions
 }
 
 /// Reads a Debian toolchain's lock file.
