@@ -12,6 +12,7 @@ pub mod cuda_arch;
 pub mod version;
 
 // Infrastructure: processes, files, caches, output and what the driver reports; no knowledge base.
+pub mod build_insight;
 pub mod build_output;
 pub mod cache;
 pub mod data;
@@ -25,8 +26,10 @@ pub mod paths;
 pub mod process;
 pub mod stamp;
 pub mod wheel;
-// Same-layer uses: build_output → process, data → cache, data → paths, data → stamp,
-// git_submodules → process, host → process, lint → output, process → offline.
+// Same-layer uses: build_insight → build_output, build_insight → cache, build_insight → host,
+// build_insight → paths, build_insight → stamp, build_output → process, data → cache,
+// data → paths, data → stamp, git_submodules → process, host → process, lint → output,
+// process → offline.
 
 // Model: the knowledge base and the arch model planned with it.
 pub mod arch;

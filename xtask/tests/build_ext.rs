@@ -182,6 +182,7 @@ fn tiny_multi_file_extension_builds_then_rebuilds_as_a_no_op_in_under_a_second()
     );
     assert!(heaviest[1].as_u64().unwrap() > 10 << 20, "{heaviest}");
     assert!(heaviest[2].as_u64().unwrap() > 0, "{heaviest}");
+    assert_trace_of_tinyext(r);
     // Progress came from ninja's [N/M] lines (stderr is not a terminal here: plain lines).
     assert!(first.stderr.contains("[3/3]"), "{}", first.stderr);
     let log = PathBuf::from(r["log"].as_str().unwrap());
@@ -219,6 +220,76 @@ fn tiny_multi_file_extension_builds_then_rebuilds_as_a_no_op_in_under_a_second()
         strings(&v3["result"]["audit"]["files"][0]["sass"]),
         ["sm_75"]
     );
+}
+
+/// The build's Chrome trace and summary (issue 48): every compile once (the two .cu files
+/// measured by the arch guard, the .cpp from ninja's log), nvcc's phases for each of the three
+/// archs under each .cu, a measured peak for each; the per-arch costs add up to the device time,
+/// and the timeline page beside it draws the same jobs.
+fn assert_trace_of_tinyext(r: &serde_json::Value) {
+    let insight = &r["insight"];
+    let trace: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(insight["trace"].as_str().expect("a trace path")).unwrap(),
+    )
+    .unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let jobs: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X" && ["nvcc", "c++", "link"].contains(&e["cat"].as_str().unwrap_or(""))
+        })
+        .collect();
+    let mut names: Vec<&str> = jobs.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["axpy.cu", "bind.o", "scale.cu"], "{trace}");
+    for cu in jobs.iter().filter(|e| e["cat"] == "nvcc") {
+        assert!(cu["args"]["peak_rss_mib"].as_u64().unwrap() > 10, "{cu}");
+        assert!(
+            cu["args"]["file"].as_str().unwrap().ends_with(".cu"),
+            "{cu}"
+        );
+        // Its phases sit inside it, on its slot, one cicc and one ptxas per arch.
+        let (t0, t1) = (
+            cu["ts"].as_u64().unwrap(),
+            cu["ts"].as_u64().unwrap() + cu["dur"].as_u64().unwrap(),
+        );
+        let phases: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["cat"] == "nvcc phase" && e["tid"] == cu["tid"])
+            .filter(|e| e["ts"].as_u64().unwrap() >= t0 && e["ts"].as_u64().unwrap() <= t1)
+            .collect();
+        for arch in ["75", "89", "90"] {
+            for tool in ["cicc", "ptxas"] {
+                assert_eq!(
+                    phases
+                        .iter()
+                        .filter(|p| p["args"]["arch"] == arch
+                            && p["name"].as_str().unwrap().starts_with(tool))
+                        .count(),
+                    1,
+                    "{tool} for {arch} under {cu}"
+                );
+            }
+        }
+    }
+    let s = &insight["summary"];
+    let costs = s["arch_costs"].as_array().unwrap();
+    let archs: Vec<&str> = costs.iter().map(|c| c["arch"].as_str().unwrap()).collect();
+    assert_eq!(archs, ["75", "89", "90"]);
+    let sum: f64 = costs
+        .iter()
+        .map(|c| c["device_seconds"].as_f64().unwrap())
+        .sum();
+    let device = s["device_seconds"].as_f64().unwrap();
+    assert!(device > 0.0 && (sum - device).abs() < 1e-6, "{s}");
+    assert!(
+        costs.iter().all(|c| c["wheel_bytes"].as_u64().unwrap() > 0),
+        "{s}"
+    );
+    let page = std::fs::read_to_string(insight["timeline"].as_str().unwrap()).unwrap();
+    for name in ["axpy.cu", "scale.cu", "bind.o", "Cost of each arch"] {
+        assert!(page.contains(name), "{name}");
+    }
 }
 
 #[test]

@@ -52,6 +52,9 @@ pub struct Image {
     pub container: usize,
     /// True when the image is a sub-entry of a CUDA 13 concatenated entry.
     pub concatenated: bool,
+    /// Bytes it takes in the file: its entry's header and (compressed) payload; a concatenated
+    /// entry's bytes shared out by each sub-entry's decompressed size (what each arch costs).
+    pub file_bytes: u64,
 }
 
 /// What one fatbin section holds.
@@ -95,9 +98,12 @@ pub fn audit_elf(data: &[u8]) -> Result<ElfAudit, Error> {
             containers += 1;
             for e in c.entries() {
                 let e = e?;
+                let entry_bytes = (e.header.len() + e.payload.len()) as u64;
                 if e.kind == Kind::Concat {
                     let compression = e.compression();
-                    for s in e.sub_entries()? {
+                    let subs = e.sub_entries()?;
+                    let whole: u64 = subs.iter().map(|s| s.size).sum::<u64>().max(1);
+                    for s in subs {
                         images.push(Image {
                             kind: s.kind,
                             arch: s.arch,
@@ -105,6 +111,8 @@ pub fn audit_elf(data: &[u8]) -> Result<ElfAudit, Error> {
                             offset: s.offset,
                             container: ci,
                             concatenated: true,
+                            file_bytes: (u128::from(entry_bytes) * u128::from(s.size)
+                                / u128::from(whole)) as u64,
                         });
                     }
                 } else {
@@ -115,6 +123,7 @@ pub fn audit_elf(data: &[u8]) -> Result<ElfAudit, Error> {
                         offset: e.offset,
                         container: ci,
                         concatenated: false,
+                        file_bytes: entry_bytes,
                     });
                 }
             }
@@ -145,6 +154,15 @@ pub fn audit_elf(data: &[u8]) -> Result<ElfAudit, Error> {
 }
 
 impl SectionAudit {
+    /// File bytes of the images of `kind` per arch.
+    pub fn bytes(&self, kind: Kind) -> BTreeMap<ImageArch, u64> {
+        let mut m = BTreeMap::new();
+        for i in self.images.iter().filter(|i| i.kind == kind) {
+            *m.entry(i.arch).or_insert(0) += i.file_bytes;
+        }
+        m
+    }
+
     /// Images of `kind` per arch, in arch order.
     pub fn counts(&self, kind: Kind) -> BTreeMap<ImageArch, usize> {
         let mut m = BTreeMap::new();
@@ -225,6 +243,11 @@ impl ElfAudit {
     /// Counted images of `kind` per arch (empty when there is no fatbin section).
     pub fn counts(&self, kind: Kind) -> BTreeMap<ImageArch, usize> {
         self.counted().map(|s| s.counts(kind)).unwrap_or_default()
+    }
+
+    /// File bytes of the counted images of `kind` per arch (empty without a fatbin section).
+    pub fn bytes(&self, kind: Kind) -> BTreeMap<ImageArch, u64> {
+        self.counted().map(|s| s.bytes(kind)).unwrap_or_default()
     }
 
     /// Counted images per compression kind.

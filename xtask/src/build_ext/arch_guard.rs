@@ -19,6 +19,8 @@
 //! build and says which archs the extension asked for that the build does not carry.
 
 use crate::arch::spec::Plan;
+use crate::build_insight::compile_record;
+use crate::build_insight::memory_gate::Gate;
 use crate::toolchain::Toolchain;
 use anyhow::{Context, Result};
 use fs_err as fs;
@@ -26,6 +28,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+mod measured;
 
 /// The nvcc the guard runs (the toolkit's, or the compiler cache's wrapper of it).
 pub const REAL_VAR: &str = "ARCHSMITH_NVCC_REAL";
@@ -134,17 +138,6 @@ struct Record {
     sources: Vec<String>,
 }
 
-/// The line written when the compile ended: how long it took and its largest process's peak
-/// resident memory (cicc, ptxas, cudafe++ or the host compiler), from the kernel's accounting of
-/// the guard's waited-for children.
-#[derive(Debug, Serialize, Deserialize)]
-struct Measured {
-    compiled: Vec<String>,
-    seconds: f64,
-    peak_rss_bytes: u64,
-    exit: i32,
-}
-
 /// `archsmith nvcc-guard ARGS…`: rewrites, records, and runs the real nvcc with the same stdin,
 /// stdout and stderr; returns its exit status.
 pub fn run(args: &[OsString]) -> Result<i32> {
@@ -177,51 +170,29 @@ pub fn run(args: &[OsString]) -> Result<i32> {
             }
         }
     }
-    if let Some(log) = std::env::var_os(LOG_VAR) {
+    let sources: Vec<String> = args
+        .iter()
+        .filter(|a| a.ends_with(".cu"))
+        .cloned()
+        .collect();
+    let log = std::env::var_os(LOG_VAR).map(PathBuf::from);
+    if let Some(log) = &log {
         let record = Record {
             removed: r.removed.clone(),
             added: r.added,
-            sources: args
-                .iter()
-                .filter(|a| a.ends_with(".cu"))
-                .cloned()
-                .collect(),
+            sources: sources.clone(),
         };
-        append_line(Path::new(&log), &serde_json::to_string(&record)?)?;
+        compile_record::append(log, &serde_json::to_string(&record)?)?;
     }
-    let started = std::time::Instant::now();
-    let status = cmd
-        .args(&r.args)
-        .status()
-        .with_context(|| format!("running {}", Path::new(&real).display()))?;
-    let exit = status.code().unwrap_or(1);
-    if let (Some(log), Some((_, peak))) = (std::env::var_os(LOG_VAR), crate::process::rusage(true))
-    {
-        let m = Measured {
-            compiled: args
-                .iter()
-                .filter(|a| a.ends_with(".cu"))
-                .cloned()
-                .collect(),
-            seconds: started.elapsed().as_secs_f64(),
-            peak_rss_bytes: peak,
-            exit,
-        };
-        append_line(Path::new(&log), &serde_json::to_string(&m)?)?;
+    if sources.is_empty() || !r.added {
+        // Not a compile (a version query, a dependency scan): run it as it is.
+        return cmd
+            .args(&r.args)
+            .status()
+            .map(|s| s.code().unwrap_or(1))
+            .with_context(|| format!("running {}", Path::new(&real).display()));
     }
-    Ok(exit)
-}
-
-/// One `write` of a whole line with `O_APPEND`, so parallel compiles do not interleave lines.
-fn append_line(path: &Path, line: &str) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("opening the guard log {}", path.display()))?;
-    f.write_all(format!("{line}\n").as_bytes())
-        .with_context(|| format!("writing the guard log {}", path.display()))
+    measured::run(cmd, r.args, &plan, &sources, log.as_deref())
 }
 
 /// A guard set up for one build.
@@ -237,6 +208,20 @@ pub struct Guard {
     real: PathBuf,
     flags: Vec<String>,
     cmake_architectures: String,
+    /// The build's memory pool every guarded compile waits in.
+    pub gate: Option<Gate>,
+    /// Where nvcc's `--time` files go; None when a compiler cache runs nvcc.
+    time_dir: Option<PathBuf>,
+    /// The peaks kept across builds.
+    pub peaks: PathBuf,
+}
+
+/// How a guard measures: the memory budget of the build's pool (None: no pool) and whether nvcc
+/// times its phases (not under a compiler cache).
+#[derive(Debug, Clone, Copy)]
+pub struct Measure {
+    pub budget_bytes: Option<u64>,
+    pub time_phases: bool,
 }
 
 /// What the guard saw in a build.
@@ -289,7 +274,13 @@ impl Guard {
     /// Writes the guard's `CUDA_HOME` under `dir`: links to every entry of the toolkit's home and
     /// of its `bin/`, except `bin/nvcc`, a wrapper that runs this executable's `nvcc-guard`.
     /// `real` is what the guard runs (the toolkit's nvcc or the compiler cache's wrapper).
-    pub fn prepare(dir: &Path, tc: &Toolchain, plan: &Plan, real: PathBuf) -> Result<Guard> {
+    pub fn prepare(
+        dir: &Path,
+        tc: &Toolchain,
+        plan: &Plan,
+        real: PathBuf,
+        measure: Measure,
+    ) -> Result<Guard> {
         let home = dir.join("cuda-home");
         if home.exists() {
             fs::remove_dir_all(&home)?;
@@ -330,6 +321,10 @@ impl Guard {
         )?;
         let log = dir.join("nvcc-guard.jsonl");
         let _ = fs::remove_file(&log);
+        let time_dir = measure.time_phases.then(|| dir.join("nvcc-time"));
+        if let Some(d) = &time_dir {
+            fs::create_dir_all(d)?;
+        }
         Ok(Guard {
             cuda_home: home,
             nvcc,
@@ -338,6 +333,12 @@ impl Guard {
             real,
             flags: plan.gencode(),
             cmake_architectures: plan.cmake_cuda_architectures(),
+            gate: measure
+                .budget_bytes
+                .map(|b| Gate::new(dir.join("memory-ledger"), b)),
+            time_dir,
+            peaks: std::env::var_os(measured::PEAKS_VAR)
+                .map_or_else(crate::build_insight::peaks::default_path, PathBuf::from),
         })
     }
 
@@ -346,7 +347,7 @@ impl Guard {
     pub fn env(&self) -> Vec<(String, String)> {
         let home = self.cuda_home.display().to_string();
         let nvcc = self.nvcc.display().to_string();
-        vec![
+        let mut vars: Vec<(String, String)> = vec![
             ("CUDA_HOME".into(), home.clone()),
             ("CUDA_PATH".into(), home),
             ("PYTORCH_NVCC".into(), nvcc.clone()),
@@ -360,7 +361,22 @@ impl Guard {
             (REAL_VAR.into(), self.real.display().to_string()),
             (FLAGS_VAR.into(), self.flags.join(" ")),
             (LOG_VAR.into(), self.log.display().to_string()),
-        ]
+            (measured::PEAKS_VAR.into(), self.peaks.display().to_string()),
+        ];
+        vars.extend(self.gate.iter().flat_map(Gate::env));
+        vars.extend(
+            self.time_dir
+                .iter()
+                .map(|d| (measured::TIME_DIR_VAR.to_string(), d.display().to_string())),
+        );
+        vars
+    }
+
+    /// The measured compiles of the build (in the order they ended).
+    pub fn compiles(&self) -> Vec<compile_record::CompileRecord> {
+        std::fs::read_to_string(&self.log)
+            .map(|t| compile_record::parse(&t))
+            .unwrap_or_default()
     }
 
     /// The guard's bin dir, for the front of `PATH` (a build script that runs `nvcc` by name).
@@ -380,14 +396,14 @@ impl Guard {
         let mut report = Report::default();
         let (mut flags, mut asked) = (BTreeSet::new(), BTreeSet::new());
         for line in text.lines() {
-            if let Ok(m) = serde_json::from_str::<Measured>(line) {
-                let file = m.compiled.first().cloned().unwrap_or_default();
+            if let Some(m) = compile_record::parse(line).pop() {
+                let file = m.sources.first().cloned().unwrap_or_default();
                 if report
                     .heaviest
                     .as_ref()
                     .is_none_or(|h| m.peak_rss_bytes > h.1)
                 {
-                    report.heaviest = Some((file, m.peak_rss_bytes, (m.seconds * 1000.0) as u64));
+                    report.heaviest = Some((file, m.peak_rss_bytes, m.end_ms - m.start_ms));
                 }
                 continue;
             }
@@ -502,6 +518,9 @@ mod tests {
             real: "nvcc".into(),
             flags: s(&PLAN),
             cmake_architectures: "75-real;90-real".into(),
+            gate: None,
+            time_dir: None,
+            peaks: d.path().join("peaks.json"),
         };
         assert_eq!(guard.report().unwrap(), Report::default());
         let lines = [

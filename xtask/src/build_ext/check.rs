@@ -31,6 +31,22 @@ pub struct AuditSummary {
     pub cpu_only: bool,
 }
 
+/// The bytes each image (`sm_75`, `compute_90`) takes over the wheel's shared objects: what
+/// each arch adds to it.
+pub fn image_bytes(wheel: &Path) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for f in audit_paths(&[wheel.to_path_buf()], &Options::default()) {
+        if let Outcome::Audited(a) = &f.outcome {
+            for kind in [Kind::Elf, Kind::Ptx] {
+                for (arch, bytes) in a.bytes(kind) {
+                    *out.entry(arch.name(kind)).or_insert(0) += bytes;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Audits every shared object in `wheel` against the plan: each file with device code must carry
 /// the planned SASS and PTX in every container; at least one file must have device code when the
 /// package `declares_cuda` (a package of C++ extensions only has none to plan, and says so).

@@ -472,7 +472,19 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     let guard = if req.own_arch_flags {
         None
     } else {
-        Some(Guard::prepare(&job.scratch.path, tc, plan, tc.nvcc())?)
+        let measure = super::arch_guard::Measure {
+            budget_bytes: Some(super::jobs::memory_budget_bytes(
+                crate::host::mem_available_gib(),
+            )),
+            time_phases: true,
+        };
+        Some(Guard::prepare(
+            &job.scratch.path,
+            tc,
+            plan,
+            tc.nvcc(),
+            measure,
+        )?)
     };
     // Triggers build at once in the driver's pool (the pool a package's extensions share), so
     // the build hooks' own extensions-at-once stays off (its patch of cpp_extension would also

@@ -7,6 +7,11 @@ pub const GIB_PER_NVCC_JOB: f64 = 2.5;
 /// Memory kept free for the rest of the machine.
 pub const RESERVE_GIB: f64 = 1.0;
 
+/// The memory pool of a build's compiles: what is free for builds now, less the reserve.
+pub fn memory_budget_bytes(mem_available_gib: f64) -> u64 {
+    ((mem_available_gib - RESERVE_GIB).max(0.25) * 1024.0 * 1024.0 * 1024.0) as u64
+}
+
 /// Parallelism for one build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Parallelism {

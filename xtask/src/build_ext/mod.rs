@@ -28,6 +28,7 @@ pub mod arch_guard;
 pub mod check;
 pub mod command;
 pub mod hf_kernels;
+pub mod insight;
 pub mod jit;
 pub mod jobs;
 pub mod scratch;
@@ -173,6 +174,9 @@ pub struct Outcome {
     /// exports ([`Outcome::check_torch_range`]; worked out for each run, not kept in the record).
     #[serde(default, skip_deserializing)]
     pub torch_range: Option<crate::verify::load_check::release_range::RangeReport>,
+    /// Where the build's time and memory went: its trace, timeline and summary.
+    #[serde(default)]
+    pub insight: Option<insight::Insight>,
 }
 
 /// The load check's verdict on a built wheel: whether every shared object loads after
@@ -508,36 +512,42 @@ impl Outcome {
     }
 
     /// The nvcc compile with the highest measured peak resident memory, for the summary.
-    fn heaviest_compile(&self) -> Option<String> {
+    fn heaviest_compile(&self) -> Option<(&'static str, String)> {
         let (file, peak, ms) = self.arch_guard.as_ref()?.heaviest.as_ref()?;
         let name = std::path::Path::new(file)
             .file_name()
             .map_or(file.clone(), |n| n.to_string_lossy().into_owned());
-        Some(format!(
-            "{name}: {:.2} GiB peak resident (measured), {:.0} s",
-            *peak as f64 / (1024.0 * 1024.0 * 1024.0),
-            *ms as f64 / 1000.0
+        Some((
+            "heaviest nvcc",
+            format!(
+                "{name}: {:.2} GiB peak resident (measured), {:.0} s",
+                *peak as f64 / (1024.0 * 1024.0 * 1024.0),
+                *ms as f64 / 1000.0
+            ),
         ))
+    }
+
+    /// Built (and how long) or up to date.
+    fn verdict(&self) -> String {
+        match self.reused {
+            true => format!(
+                "up to date (stamp {}), {:.2} s",
+                &self.stamp[..12],
+                self.total_seconds
+            ),
+            false => format!(
+                "built in {:.0} s (compile {:.0} s)",
+                self.total_seconds, self.build_seconds
+            ),
+        }
     }
 
     /// The aligned summary people read.
     pub fn table(&self) -> String {
         let o = self;
         let mut t = Table::headerless();
-        let verdict = if o.reused {
-            format!(
-                "up to date (stamp {}), {:.2} s",
-                &o.stamp[..12],
-                o.total_seconds
-            )
-        } else {
-            format!(
-                "built in {:.0} s (compile {:.0} s)",
-                o.total_seconds, o.build_seconds
-            )
-        };
         t.row(["wheel".to_string(), o.wheel.display().to_string()]);
-        t.row(["result".to_string(), verdict]);
+        t.row(["result".to_string(), o.verdict()]);
         t.row(["source".to_string(), o.source.clone()]);
         t.row([
             "torch / CUDA".to_string(),
@@ -581,8 +591,12 @@ impl Outcome {
                 t.row(["torch range".to_string(), v.verdict.clone()]);
             }
         }
-        if let Some(row) = o.heaviest_compile() {
-            t.row(["heaviest nvcc".to_string(), row]);
+        for (what, detail) in o
+            .heaviest_compile()
+            .into_iter()
+            .chain(o.insight.as_ref().map(insight::rows).unwrap_or_default())
+        {
+            t.row([what.to_string(), detail]);
         }
         if let Some(s) = &o.cache_stats {
             t.row(["compiler cache".to_string(), s.clone()]);

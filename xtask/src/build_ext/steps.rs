@@ -61,6 +61,8 @@ pub struct Workspace {
 pub struct Compiled {
     pub lines: Vec<String>,
     pub build_seconds: f64,
+    /// Unix ms when the build command started and ended.
+    pub window: (u64, u64),
 }
 
 /// What [`collect`] reads after a successful compile.
@@ -75,6 +77,8 @@ pub struct Collected {
 
 /// What [`check`] found in the built wheel.
 pub struct Checked {
+    /// Unix ms when the checks started and ended.
+    pub window: (u64, u64),
     pub audit: AuditSummary,
     pub sweep: Sweep,
     /// The load check's verdict on the wheel in the build env (the import stays the proof).
@@ -205,7 +209,17 @@ pub fn provision(job: &Job, scratch: Scratch) -> Result<Workspace> {
         let real = compiler_cache
             .as_ref()
             .map_or_else(|| job.tc.nvcc(), |c| c.wrappers.join("nvcc"));
-        Some(Guard::prepare(&scratch.path, &job.tc, &job.plan, real)?)
+        let measure = arch_guard::Measure {
+            budget_bytes: Some(jobs::memory_budget_bytes(crate::host::mem_available_gib())),
+            time_phases: compiler_cache.is_none(),
+        };
+        Some(Guard::prepare(
+            &scratch.path,
+            &job.tc,
+            &job.plan,
+            real,
+            measure,
+        )?)
     };
     Ok(Workspace {
         scratch,
@@ -297,6 +311,10 @@ pub fn compile(
     let compiled = Compiled {
         lines,
         build_seconds: build_started.elapsed().as_secs_f64(),
+        window: (
+            super::insight::Times::unix_ms(build_started),
+            crate::build_insight::compile_record::now_ms(),
+        ),
     };
     Ok(Ok((compiled, import_check)))
 }
@@ -409,6 +427,7 @@ pub fn check(
     wheel: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<Checked> {
+    let started = crate::build_insight::compile_record::now_ms();
     let audit = match job.req.cpu_only {
         true => check::audit_cpu_only(wheel, &job.plan),
         false => check::audit_wheel(wheel, &job.plan, source::declares_cuda(&ws.tree)?),
@@ -445,7 +464,12 @@ pub fn check(
             f.missing.as_deref().unwrap_or("?")
         ));
     }
-    Ok(Checked { audit, sweep, load })
+    Ok(Checked {
+        window: (started, crate::build_insight::compile_record::now_ms()),
+        audit,
+        sweep,
+        load,
+    })
 }
 
 /// What the load check says of the built wheel in the env it was built for; a check that cannot
@@ -541,6 +565,26 @@ pub fn stamp(
         .iter()
         .filter_map(|l| parse_extension_line(l))
         .collect();
+    let report = super::insight::Build {
+        spec: &job.src.spec,
+        builder: job.builder,
+        tree: &ws.tree,
+        log_path: &ws.log_path,
+        guard: ws.guard.as_ref(),
+        times: super::insight::Times {
+            started: super::insight::Times::unix_ms(job.started),
+            build: compiled.window,
+            checks: checked.window,
+        },
+    };
+    let mut warnings = collected.warnings;
+    let insight = match super::insight::write(&report, &wheel) {
+        Ok(i) => Some(i),
+        Err(e) => {
+            warnings.push(format!("the build's trace was not written: {e:#}"));
+            None
+        }
+    };
     let outcome = Outcome {
         wheel,
         reused: false,
@@ -560,7 +604,7 @@ pub fn stamp(
         imported: checked.sweep.imported,
         operator_libraries: checked.sweep.operator_libraries,
         load: checked.load,
-        warnings: collected.warnings,
+        warnings,
         cache_stats: collected.cache_stats,
         shared_sources: collected.shared_sources,
         arch_guard: collected.arch_guard,
@@ -573,6 +617,7 @@ pub fn stamp(
             .any(|l| l.starts_with("archsmith-ext: ninja turned back on")),
         distributed: collected.distributed,
         torch_range: None,
+        insight,
     };
     crate::stamp::record(&ws.out, &job.inputs, &outcome.wheel, &outcome)?;
     drop(ws);

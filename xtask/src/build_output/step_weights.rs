@@ -181,18 +181,46 @@ fn split_unescaped(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Outputs and durations (seconds) of a `.ninja_log` (v5: start, end, mtime, output, hash; ms);
-/// a step logged twice counts with its last time.
-pub fn logged(ninja_log: &str) -> std::collections::HashMap<&str, f64> {
+/// One line of a `.ninja_log` (v5–v7: start and end in ms since that ninja run began, the
+/// output's mtime, the output, the command's hash).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedStep<'a> {
+    pub start_ms: u64,
+    pub end_ms: u64,
+    /// The output's mtime as ninja recorded it (v6 and later: nanoseconds since the epoch).
+    pub mtime: u64,
+    pub output: &'a str,
+}
+
+/// The steps of a `.ninja_log`, in the order logged.
+pub fn entries(ninja_log: &str) -> impl Iterator<Item = LoggedStep<'_>> {
     ninja_log
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let mut f = l.split('\t');
-            let start: f64 = f.next()?.parse().ok()?;
-            let end: f64 = f.next()?.parse().ok()?;
-            let out = f.nth(1)?;
-            Some((out, (end - start).max(0.0) / 1000.0))
+            let start_ms = f.next()?.parse().ok()?;
+            let end_ms = f.next()?.parse().ok()?;
+            let mtime = f.next()?.parse().ok()?;
+            let output = f.next()?;
+            Some(LoggedStep {
+                start_ms,
+                end_ms,
+                mtime,
+                output,
+            })
+        })
+}
+
+/// Outputs and durations (seconds) of a `.ninja_log`; a step logged twice counts with its last
+/// time.
+pub fn logged(ninja_log: &str) -> std::collections::HashMap<&str, f64> {
+    entries(ninja_log)
+        .map(|e| {
+            (
+                e.output,
+                e.end_ms.saturating_sub(e.start_ms) as f64 / 1000.0,
+            )
         })
         .collect()
 }

@@ -1,0 +1,162 @@
+//! One guarded compile, measured: it waits for room in the build's memory pool, runs with nvcc's
+//! own phase timing where that costs the compiler cache nothing, and is watched for its peak
+//! resident memory over its whole process tree; then its record is appended to the guard's log.
+
+use crate::build_insight::compile_record::{self, CompileRecord};
+use crate::build_insight::memory_gate::Gate;
+use crate::build_insight::{nvcc_time, peaks};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Where nvcc's `--time` files go. Set only when the guard runs the toolkit's own nvcc: a
+/// compiler cache counts a compile with `--time` as uncacheable (sccache 0.16 does, even when the
+/// flag comes through `NVCC_APPEND_FLAGS`), and a build must not lose its cache hits to a report.
+pub const TIME_DIR_VAR: &str = "ARCHSMITH_NVCC_TIME_DIR";
+/// The peaks kept across builds ([`peaks::default_path`] unless set).
+pub const PEAKS_VAR: &str = "ARCHSMITH_COMPILE_PEAKS";
+/// What a compile reserves above its measured peak.
+const HEADROOM: f64 = 1.15;
+
+/// nvcc's `--threads` for this command line (its own flags, then `NVCC_APPEND_FLAGS`, which
+/// nvcc reads after them); 1 when unset. `0` (one per arch) counts as the archs it compiles.
+fn nvcc_threads(args: &[String], plan: &[String]) -> u32 {
+    let env = std::env::var("NVCC_APPEND_FLAGS").unwrap_or_default();
+    let words: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .chain(env.split_whitespace())
+        .collect();
+    let mut threads = 1;
+    for (i, w) in words.iter().enumerate() {
+        let value = match w.split_once('=') {
+            Some(("--threads" | "-t", v)) => Some(v),
+            None if *w == "--threads" || *w == "-t" => words.get(i + 1).copied(),
+            _ => None,
+        };
+        if let Some(n) = value.and_then(|v| v.parse::<u32>().ok()) {
+            threads = if n == 0 { plan.len().max(1) as u32 } else { n };
+        }
+    }
+    threads
+}
+
+/// What the compile reserves, and where the figure comes from.
+fn reservation(key: &str, threads: u32) -> (u64, &'static str) {
+    let path = std::env::var_os(PEAKS_VAR).map_or_else(peaks::default_path, PathBuf::from);
+    match peaks::Peaks::load(&path).get(key) {
+        Some(k) if !key.is_empty() => (
+            (k.peak_rss_bytes as f64 * HEADROOM) as u64,
+            "its peak in an earlier build",
+        ),
+        _ => (
+            (peaks::FIRST_NVCC_GIB_PER_THREAD * f64::from(threads) * 1024.0 * 1024.0 * 1024.0)
+                as u64,
+            "the first-build estimate for nvcc",
+        ),
+    }
+}
+
+/// Runs `cmd` with `args` for `sources` as described above; returns nvcc's exit status.
+pub fn run(
+    mut cmd: std::process::Command,
+    mut args: Vec<String>,
+    plan: &[String],
+    sources: &[String],
+    log: Option<&Path>,
+) -> Result<i32> {
+    let threads = nvcc_threads(&args, plan);
+    let mut sizing = plan.to_vec();
+    sizing.push(format!("--threads={threads}"));
+    let key = sources
+        .first()
+        .and_then(|s| crate::stamp::hash_file(Path::new(s)).ok())
+        .map(|h| peaks::key("nvcc", &h, &sizing))
+        .unwrap_or_default();
+    let (reserved_bytes, reserved_from) = reservation(&key, threads);
+    let name = sources
+        .first()
+        .map_or("?", |s| s.rsplit('/').next().unwrap_or(s));
+    let admission = Gate::from_env()
+        .map(|g| {
+            g.admit(reserved_bytes, &mut |why| {
+                crate::errln!("archsmith: {name} waits for memory: {why}")
+            })
+        })
+        .transpose()?;
+    let time_file = std::env::var_os(TIME_DIR_VAR)
+        .map(|d| PathBuf::from(d).join(format!("{}.csv", std::process::id())));
+    if let Some(f) = &time_file {
+        args.push(format!("--time={}", f.display()));
+    }
+    let start_ms = compile_record::now_ms();
+    let (exit, sampled) = run_sampled(cmd.args(&args))?;
+    let end_ms = compile_record::now_ms();
+    if let Some(log) = log {
+        let phases = time_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .map(|t| nvcc_time::parse(&t))
+            .unwrap_or_default();
+        let largest = crate::process::rusage(true).map_or(0, |(_, p)| p);
+        let record = CompileRecord {
+            tool: "nvcc".into(),
+            sources: sources.to_vec(),
+            start_ms,
+            end_ms,
+            waited_ms: admission.as_ref().map_or(0, |a| a.waited_ms),
+            peak_rss_bytes: sampled.max(largest),
+            reserved_bytes,
+            reserved_from: reserved_from.into(),
+            key,
+            exit,
+            phases,
+        };
+        compile_record::append(log, &serde_json::to_string(&record)?)?;
+    }
+    if let Some(f) = &time_file {
+        let _ = std::fs::remove_file(f);
+    }
+    drop(admission);
+    Ok(exit)
+}
+
+/// Runs `cmd`, sampling its process tree's resident memory every 50 ms: its exit status and the
+/// highest sum seen.
+fn run_sampled(cmd: &mut std::process::Command) -> Result<(i32, u64)> {
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    let pid = child.id();
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(compile_record::tree_rss_bytes(pid));
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            peak
+        })
+    };
+    let status = child.wait().context("waiting for nvcc")?;
+    done.store(true, Ordering::Relaxed);
+    Ok((status.code().unwrap_or(1), sampler.join().unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_come_from_the_command_line_or_nvccs_own_variable() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let plan = s(&["-gencode=a", "-gencode=b", "-gencode=c"]);
+        assert_eq!(nvcc_threads(&s(&["-c", "k.cu"]), &plan), 1);
+        assert_eq!(nvcc_threads(&s(&["--threads", "2", "k.cu"]), &plan), 2);
+        assert_eq!(nvcc_threads(&s(&["--threads=4"]), &plan), 4);
+        assert_eq!(nvcc_threads(&s(&["-t", "0"]), &plan), 3);
+    }
+}

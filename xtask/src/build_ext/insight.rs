@@ -1,0 +1,162 @@
+//! Where the build's time and memory went, beside its log: a Chrome trace
+//! (`NAME-STAMP.trace.json`), a page (`NAME-STAMP.timeline.html`) and the summary the outcome
+//! shows, made of the arch guard's measured compiles, the ninja logs of the source copy and the
+//! build's own steps. The measured peaks are kept for the next build's memory pool.
+
+use super::arch_guard::Guard;
+use super::source::SourceSpec;
+use crate::build_insight::build_summary::Summary;
+use crate::build_insight::build_trace::{BuildTrace, Span};
+use crate::build_insight::compile_record::now_ms;
+use crate::build_insight::peaks::Peaks;
+use crate::build_insight::timeline;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// What the outcome says of where the build's time and memory went.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Insight {
+    pub trace: PathBuf,
+    pub timeline: PathBuf,
+    pub summary: Summary,
+    /// Measured peaks kept for the next build.
+    pub peaks_kept: usize,
+}
+
+/// The build's steps in Unix ms: when it started, when the build command started and ended,
+/// when the checks started and ended.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Times {
+    pub started: u64,
+    pub build: (u64, u64),
+    pub checks: (u64, u64),
+}
+
+impl Times {
+    /// Unix ms of an `Instant` in the past.
+    pub fn unix_ms(at: std::time::Instant) -> u64 {
+        now_ms().saturating_sub(at.elapsed().as_millis() as u64)
+    }
+}
+
+/// The `.ninja_log` files of the build (torch's ninja builds one per extension's temp dir).
+fn ninja_logs(tree: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![(tree.to_path_buf(), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() && depth < 6 {
+                dirs.push((e.path(), depth + 1));
+            } else if t.is_file() && e.file_name() == ".ninja_log" {
+                out.extend(std::fs::read_to_string(e.path()).ok());
+            }
+        }
+    }
+    out
+}
+
+/// What the report is made from.
+pub struct Build<'a> {
+    pub spec: &'a SourceSpec,
+    /// `uv build`, `pip wheel`…
+    pub builder: &'a str,
+    /// The source copy the build ran in.
+    pub tree: &'a Path,
+    pub log_path: &'a Path,
+    pub guard: Option<&'a Guard>,
+    pub times: Times,
+}
+
+/// Writes the trace and the page beside the log and keeps the peaks; a report, so a failure to
+/// write it is a warning, never a failed build.
+pub fn write(b: &Build, wheel: &Path) -> Result<Insight> {
+    let (times, tree) = (b.times, b.tree);
+    let mut compiles = b.guard.map(|g| g.compiles()).unwrap_or_default();
+    let peaks_kept = match b.guard {
+        Some(g) => Peaks::remember(&g.peaks, &compiles)?,
+        None => 0,
+    };
+    for c in &mut compiles {
+        for s in &mut c.sources {
+            super::source::user_path(s, tree, b.spec);
+        }
+    }
+    let label = b.spec.label();
+    let mut trace = BuildTrace::new(
+        &format!("archsmith build-ext {label}"),
+        Vec::new(),
+        &compiles,
+        &ninja_logs(tree),
+    );
+    let first = trace
+        .jobs
+        .iter()
+        .map(|j| j.span.start_ms - j.waited_ms)
+        .min();
+    let last = trace.jobs.iter().map(|j| j.span.end_ms).max();
+    let step = |name: &str, start_ms: u64, end_ms: u64| Span {
+        name: name.to_string(),
+        kind: "step".into(),
+        start_ms,
+        end_ms: end_ms.max(start_ms),
+    };
+    trace.steps = vec![
+        step(
+            "prepare: env, toolkit, source copy",
+            times.started,
+            times.build.0,
+        ),
+        step(
+            &format!("{}: until the first compile", b.builder),
+            times.build.0,
+            first.unwrap_or(times.build.1),
+        ),
+        step(
+            "after the last compile: the wheel",
+            last.unwrap_or(times.build.1),
+            times.build.1,
+        ),
+        step("audit, load check, import", times.checks.0, times.checks.1),
+    ];
+    let wheel_bytes = std::fs::metadata(wheel).map_or(0, |m| m.len());
+    let summary = Summary::of(&trace, &super::check::image_bytes(wheel), wheel_bytes);
+    let base = b.log_path.with_extension("");
+    let trace_path = base.with_extension("trace.json");
+    let timeline_path = base.with_extension("timeline.html");
+    crate::cache::store(&trace_path, &serde_json::to_vec(&trace.chrome_json())?)?;
+    crate::cache::store(&timeline_path, timeline::html(&trace, &summary).as_bytes())?;
+    Ok(Insight {
+        trace: trace_path,
+        timeline: timeline_path,
+        summary,
+        peaks_kept,
+    })
+}
+
+/// The summary's rows for the outcome's table.
+pub fn rows(i: &Insight) -> Vec<(&'static str, String)> {
+    let s = &i.summary;
+    let timed = |v: &[(String, f64)], sep: &str| -> String {
+        v.iter()
+            .map(|(n, secs)| format!("{n} {secs:.0} s"))
+            .collect::<Vec<_>>()
+            .join(sep)
+    };
+    let mut rows = vec![
+        ("slowest", timed(&s.slowest[..s.slowest.len().min(3)], ", ")),
+        ("critical path", timed(&s.critical_path, " → ")),
+        (
+            "job slots",
+            format!(
+                "{} used, {:.0} slot-seconds idle, {:.0} s waiting for memory",
+                s.slots, s.idle_slot_seconds, s.waited_seconds
+            ),
+        ),
+    ];
+    rows.extend(s.arch_sentences().into_iter().map(|l| ("arch cost", l)));
+    rows.push(("timeline", i.timeline.display().to_string()));
+    rows.push(("trace", i.trace.display().to_string()));
+    rows
+}

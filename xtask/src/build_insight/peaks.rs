@@ -1,0 +1,141 @@
+//! Peaks kept across builds: each compile's measured peak resident memory and time, under a key
+//! of its tool, its source's content and the flags that change its size (the archs, nvcc's
+//! threads), in one file under archsmith's cache. The memory gate reserves a kept peak for the
+//! same compile in a later build; a compile never seen reserves the per-kind estimate.
+
+use super::compile_record::CompileRecord;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One nvcc job on torch headers, per nvcc thread, before anything was measured (1.5–3.5 GB
+/// measured: docs/build-ext.md; the legacy demo's ROIAlign for three archs peaks at 3.5 GB).
+pub const FIRST_NVCC_GIB_PER_THREAD: f64 = 2.5;
+/// The most compiles the file keeps (the least recently measured go first).
+const KEPT: usize = 20_000;
+
+/// A compile's measured peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kept {
+    pub peak_rss_bytes: u64,
+    pub seconds: f64,
+    /// The source's file name, for people reading the file.
+    pub file: String,
+    /// Unix seconds of the measurement.
+    pub measured_at: u64,
+}
+
+/// The kept peaks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Peaks {
+    pub compiles: BTreeMap<String, Kept>,
+}
+
+/// Where the peaks are kept.
+pub fn default_path() -> PathBuf {
+    crate::paths::cache_dir()
+        .join("build-records")
+        .join("compile-peaks.json")
+}
+
+/// The key of a compile: its tool, its source's content hash and the flags that size it.
+pub fn key(tool: &str, source_sha256: &str, sizing_flags: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(tool.as_bytes());
+    h.update([0]);
+    h.update(source_sha256.as_bytes());
+    for f in sizing_flags {
+        h.update([0]);
+        h.update(f.as_bytes());
+    }
+    crate::stamp::hex(&h.finalize())[..32].to_string()
+}
+
+impl Peaks {
+    /// The peaks kept in `path`; none when it is missing or unreadable (they are a hint).
+    pub fn load(path: &Path) -> Peaks {
+        std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Kept> {
+        self.compiles.get(key)
+    }
+
+    /// Keeps the peaks of `records` (successful compiles with a key) in `path`, under its lock;
+    /// returns how many were kept.
+    pub fn remember(path: &Path, records: &[CompileRecord]) -> Result<usize> {
+        let _lock = crate::cache::lock(&path.with_extension("lock"), &mut || {})?;
+        let mut peaks = Peaks::load(path);
+        let now = super::compile_record::now_ms() / 1000;
+        let mut n = 0;
+        for r in records.iter().filter(|r| r.exit == 0 && !r.key.is_empty()) {
+            peaks.compiles.insert(
+                r.key.clone(),
+                Kept {
+                    peak_rss_bytes: r.peak_rss_bytes,
+                    seconds: r.seconds(),
+                    file: r.file_name(),
+                    measured_at: now,
+                },
+            );
+            n += 1;
+        }
+        if peaks.compiles.len() > KEPT {
+            let mut by_age: Vec<(u64, String)> = peaks
+                .compiles
+                .iter()
+                .map(|(k, v)| (v.measured_at, k.clone()))
+                .collect();
+            by_age.sort();
+            for (_, k) in by_age.iter().take(peaks.compiles.len() - KEPT) {
+                peaks.compiles.remove(k);
+            }
+        }
+        crate::cache::store(path, &serde_json::to_vec_pretty(&peaks)?)?;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peaks_are_kept_by_key_and_a_failed_compile_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("peaks.json");
+        assert!(Peaks::load(&path).compiles.is_empty());
+        let k = key(
+            "nvcc",
+            "abc",
+            &["-gencode=arch=compute_75,code=sm_75".into()],
+        );
+        assert_ne!(k, key("nvcc", "abc", &[]));
+        let rec = |key: &str, exit, peak| CompileRecord {
+            tool: "nvcc".into(),
+            sources: vec!["/t/a.cu".into()],
+            start_ms: 0,
+            end_ms: 2000,
+            waited_ms: 0,
+            peak_rss_bytes: peak,
+            reserved_bytes: 0,
+            reserved_from: String::new(),
+            key: key.into(),
+            exit,
+            phases: vec![],
+        };
+        let n = Peaks::remember(&path, &[rec(&k, 0, 7 << 20), rec("other", 1, 9 << 20)]).unwrap();
+        assert_eq!(n, 1);
+        let kept = Peaks::load(&path);
+        assert_eq!(kept.get(&k).unwrap().peak_rss_bytes, 7 << 20);
+        assert_eq!(kept.get(&k).unwrap().file, "a.cu");
+        assert!(kept.get("other").is_none());
+        std::fs::write(&path, "{garbled").unwrap();
+        assert!(Peaks::load(&path).compiles.is_empty());
+    }
+}
