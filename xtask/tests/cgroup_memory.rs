@@ -107,3 +107,92 @@ fn a_compile_the_kernel_kills_is_named_as_an_out_of_memory_kill() {
     );
     assert!(!stderr.contains("no compiler error"), "{stderr}");
 }
+
+/// The nvcc compiles of the trace of `outcome` (build-ext's --json): (start µs, end µs, args),
+/// and how many waited for memory.
+fn nvcc_spans(outcome: &serde_json::Value) -> (Vec<(u64, u64, serde_json::Value)>, usize) {
+    let path = outcome["result"]["insight"]["trace"]
+        .as_str()
+        .expect("a trace");
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let spans = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "nvcc")
+        .map(|e| {
+            let ts = e["ts"].as_u64().unwrap();
+            (ts, ts + e["dur"].as_u64().unwrap(), e["args"].clone())
+        })
+        .collect();
+    let waits = events
+        .iter()
+        .filter(|e| e["name"] == "waiting for memory")
+        .count();
+    (spans, waits)
+}
+
+/// The memory pool refuses to start a compile that would not fit (issue 48): in a 3 GiB cgroup
+/// the build's pool is what the cgroup leaves less a 1 GiB reserve (under 2 GiB), a first build knows no peak and
+/// reserves 2.5 GiB per nvcc compile, so with three jobs asked for, tinyext's second .cu waits
+/// for the first to end instead of running beside it; the next build of the same source reserves
+/// the peaks it measured (about 0.1 GiB) and runs them at once.
+#[test]
+fn the_memory_pool_makes_a_compile_wait_that_would_not_fit_and_learns_from_measured_peaks() {
+    // 3 GiB: the C++ compile of torch headers beside them (not in the pool) takes about 1.5.
+    let group = Group::new("archsmith-pool", 3072 * 1024 * 1024);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tinyext");
+    let peaks = tempfile::tempdir().unwrap();
+    let build = || {
+        let out_dir = tempfile::tempdir().unwrap();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > {}/cgroup.procs && exec {XTASK} build-ext {} --arch 7.5,9.0 --torch 2.15.0 --jobs 3 --json --out {}",
+                group.0.display(),
+                fixture.display(),
+                out_dir.path().display()
+            ))
+            .env("ARCHSMITH_COMPILE_PEAKS", peaks.path().join("peaks.json"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v, stderr, out_dir)
+    };
+    let (first, stderr, _out) = build();
+    let (spans, waits) = nvcc_spans(&first);
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    assert_eq!(waits, 1, "{spans:?}");
+    let (a, b) = (&spans[0], &spans[1]);
+    assert!(
+        a.1 <= b.0 || b.1 <= a.0,
+        "the two compiles overlapped: {spans:?}"
+    );
+    // The guard says so in the build's log.
+    let log = std::fs::read_to_string(first["result"]["log"].as_str().unwrap()).unwrap();
+    assert!(
+        log.contains("waits for memory: needs 2.50 GiB; 1 running compile(s) reserved 2.50 GiB of the build's"),
+        "{stderr}\n{log}"
+    );
+    assert!(spans
+        .iter()
+        .all(|s| s.2["reserved_from"] == "the first-build estimate for nvcc"));
+    assert_eq!(first["result"]["insight"]["peaks_kept"], 2);
+
+    let (second, _, _out) = build();
+    let (spans, waits) = nvcc_spans(&second);
+    assert_eq!(waits, 0, "{spans:?}");
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.2["reserved_from"] == "its peak in an earlier build"
+                && s.2["reserved_mib"].as_u64().unwrap() < 512),
+        "{spans:?}"
+    );
+    let (a, b) = (&spans[0], &spans[1]);
+    assert!(
+        a.0 < b.1 && b.0 < a.1,
+        "measured peaks fit together: they ran at once: {spans:?}"
+    );
+}

@@ -38,6 +38,8 @@ pub struct Job {
     /// Measured by the compile wrapper; None for what only ninja logged.
     pub peak_rss_bytes: Option<u64>,
     pub reserved_bytes: Option<u64>,
+    /// Where the reservation came from (a peak measured before, or the first-build estimate).
+    pub reserved_from: Option<String>,
     pub phases: Vec<Phase>,
     pub exit: i32,
 }
@@ -124,6 +126,7 @@ impl BuildTrace {
                 waited_ms: c.waited_ms,
                 peak_rss_bytes: Some(c.peak_rss_bytes),
                 reserved_bytes: Some(c.reserved_bytes),
+                reserved_from: Some(c.reserved_from.clone()),
                 phases: c.phases.clone(),
                 exit: c.exit,
             })
@@ -145,6 +148,7 @@ impl BuildTrace {
                         waited_ms: 0,
                         peak_rss_bytes: None,
                         reserved_bytes: None,
+                        reserved_from: None,
                         phases: Vec::new(),
                         exit: 0,
                     });
@@ -218,6 +222,7 @@ impl BuildTrace {
             }
             if let Some(r) = j.reserved_bytes {
                 args["reserved_mib"] = json!(r / (1024 * 1024));
+                args["reserved_from"] = json!(j.reserved_from);
             }
             let dur = j.span.end_ms.saturating_sub(j.span.start_ms) * 1000;
             events.push(

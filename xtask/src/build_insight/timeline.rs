@@ -292,6 +292,7 @@ mod tests {
             waited_ms: 0,
             peak_rss_bytes: Some(1 << 30),
             reserved_bytes: None,
+            reserved_from: None,
             phases: vec![],
             exit: 0,
         };
