@@ -251,6 +251,7 @@ pub mod documents {
         TOOLCHAIN_ENV = "toolchain-env", 1;
         TOOLCHAIN_INSTALL = "toolchain-install", 1;
         TOOLCHAIN_LIST = "toolchain-list", 1;
+        TRACE_BUILD = "trace-build", 1;
         VERIFY_BINARY = "verify-binary", 1;
         VERIFY_ENV = "verify-env", 1;
         VERIFY_PINS = "verify-pins", 1;

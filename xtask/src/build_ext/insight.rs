@@ -9,17 +9,16 @@ use crate::build_insight::build_summary::Summary;
 use crate::build_insight::build_trace::{BuildTrace, Span};
 use crate::build_insight::compile_record::now_ms;
 use crate::build_insight::peaks::Peaks;
-use crate::build_insight::timeline;
+use crate::build_insight::written::Written;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What the outcome says of where the build's time and memory went.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Insight {
-    pub trace: PathBuf,
-    pub timeline: PathBuf,
-    pub summary: Summary,
+    #[serde(flatten)]
+    pub written: Written,
     /// Measured peaks kept for the next build.
     pub peaks_kept: usize,
 }
@@ -122,41 +121,10 @@ pub fn write(b: &Build, wheel: &Path) -> Result<Insight> {
     ];
     let wheel_bytes = std::fs::metadata(wheel).map_or(0, |m| m.len());
     let summary = Summary::of(&trace, &super::check::image_bytes(wheel), wheel_bytes);
-    let base = b.log_path.with_extension("");
-    let trace_path = base.with_extension("trace.json");
-    let timeline_path = base.with_extension("timeline.html");
-    crate::cache::store(&trace_path, &serde_json::to_vec(&trace.chrome_json())?)?;
-    crate::cache::store(&timeline_path, timeline::html(&trace, &summary).as_bytes())?;
+    let written =
+        crate::build_insight::written::write(&b.log_path.with_extension(""), &trace, summary)?;
     Ok(Insight {
-        trace: trace_path,
-        timeline: timeline_path,
-        summary,
+        written,
         peaks_kept,
     })
-}
-
-/// The summary's rows for the outcome's table.
-pub fn rows(i: &Insight) -> Vec<(&'static str, String)> {
-    let s = &i.summary;
-    let timed = |v: &[(String, f64)], sep: &str| -> String {
-        v.iter()
-            .map(|(n, secs)| format!("{n} {secs:.0} s"))
-            .collect::<Vec<_>>()
-            .join(sep)
-    };
-    let mut rows = vec![
-        ("slowest", timed(&s.slowest[..s.slowest.len().min(3)], ", ")),
-        ("critical path", timed(&s.critical_path, " → ")),
-        (
-            "job slots",
-            format!(
-                "{} used, {:.0} slot-seconds idle, {:.0} s waiting for memory",
-                s.slots, s.idle_slot_seconds, s.waited_seconds
-            ),
-        ),
-    ];
-    rows.extend(s.arch_sentences().into_iter().map(|l| ("arch cost", l)));
-    rows.push(("timeline", i.timeline.display().to_string()));
-    rows.push(("trace", i.trace.display().to_string()));
-    rows
 }

@@ -591,11 +591,12 @@ impl Outcome {
                 t.row(["torch range".to_string(), v.verdict.clone()]);
             }
         }
-        for (what, detail) in o
-            .heaviest_compile()
-            .into_iter()
-            .chain(o.insight.as_ref().map(insight::rows).unwrap_or_default())
-        {
+        for (what, detail) in o.heaviest_compile().into_iter().chain(
+            o.insight
+                .as_ref()
+                .map(|i| i.written.rows())
+                .unwrap_or_default(),
+        ) {
             t.row([what.to_string(), detail]);
         }
         if let Some(s) = &o.cache_stats {

@@ -92,7 +92,8 @@ impl Summary {
                 None => s.shared_seconds += p.ms / 1000.0,
             }
         }
-        s.device_seconds = per_arch.values().sum();
+        // `+ 0.0`: an empty float sum is -0.0.
+        s.device_seconds = per_arch.values().sum::<f64>() + 0.0;
         let mut bytes_per_arch: BTreeMap<String, u64> = BTreeMap::new();
         for (image, b) in image_bytes {
             if let Some(a) = arch_of_image(image) {

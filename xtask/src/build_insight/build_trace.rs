@@ -52,11 +52,14 @@ pub struct BuildTrace {
     pub jobs: Vec<Job>,
 }
 
-/// The steps of one `.ninja_log` as spans in Unix ms. ninja logs times from its own start and a
-/// time in ns per step: up to log v6 the output's mtime (written as the step ends), from v7 the
-/// time the step started (ninja 1.12 records it so that an input changed during the step is
-/// seen). So the run's start is the median of `mtime − end` (v5, v6) or `mtime − start` (v7)
-/// over its steps. Logs without such times give nothing (they cannot be placed).
+/// The steps of one `.ninja_log` as spans in Unix ms, each command once (a command with several
+/// outputs is logged once per output). A log holds every ninja run of its build dir, one after
+/// another, each timed from its own start (a run begins where the logged end times fall back).
+/// Besides those times ninja logs one in ns per step: up to log v6 the output's mtime (written as
+/// the step ends), from v7 the time the step started (ninja 1.12 records it so that an input
+/// changed during the step is seen). So each run's start is the median of `mtime − end` (v5, v6)
+/// or `mtime − start` (v7) over its steps (a median: an output restat left untouched keeps an
+/// old mtime). Logs without such times give nothing (they cannot be placed).
 pub fn ninja_spans(ninja_log: &str) -> Vec<(Span, String)> {
     let version: u32 = ninja_log
         .lines()
@@ -65,38 +68,64 @@ pub fn ninja_spans(ninja_log: &str) -> Vec<(Span, String)> {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
     let steps: Vec<_> = step_weights::entries(ninja_log).collect();
-    let mut origins: Vec<u64> = steps
-        .iter()
-        .filter(|s| s.mtime > 1_000_000_000_000_000_000)
-        .map(|s| {
-            let at = if version >= 7 { s.start_ms } else { s.end_ms };
-            (s.mtime / 1_000_000).saturating_sub(at)
-        })
-        .collect();
-    origins.sort_unstable();
-    let Some(&origin) = origins.get(origins.len() / 2) else {
-        return Vec::new();
+    // Each step's guess of its run's start (None without a time in ns).
+    let origin_of = |s: &step_weights::LoggedStep| {
+        let at = if version >= 7 { s.start_ms } else { s.end_ms };
+        (s.mtime > 1_000_000_000_000_000_000).then(|| (s.mtime / 1_000_000).saturating_sub(at))
     };
-    steps
-        .iter()
-        .map(|s| {
+    let mut runs: Vec<&[step_weights::LoggedStep]> = Vec::new();
+    let (mut begin, mut latest) = (0, None::<u64>);
+    for i in 0..=steps.len() {
+        // Within a run steps are logged as they end: an earlier end starts a new run, and so
+        // does a start a minute past every start this run has implied (an output restat left
+        // untouched implies an earlier one, never a later).
+        let new_run = i == steps.len()
+            || (i > begin
+                && (steps[i].end_ms < steps[i - 1].end_ms
+                    || origin_of(&steps[i])
+                        .zip(latest)
+                        .is_some_and(|(o, l)| o > l + 60_000)));
+        if new_run {
+            if i > begin {
+                runs.push(&steps[begin..i]);
+            }
+            begin = i;
+            latest = None;
+        }
+        if let Some(o) = steps.get(i).and_then(origin_of) {
+            latest = Some(latest.map_or(o, |l| l.max(o)));
+        }
+    }
+    let mut out = Vec::new();
+    for run in runs {
+        let mut origins: Vec<u64> = run.iter().filter_map(origin_of).collect();
+        origins.sort_unstable();
+        let Some(&origin) = origins.get(origins.len() / 2) else {
+            continue;
+        };
+        let mut seen = std::collections::HashSet::new();
+        for s in run {
+            if !s.hash.is_empty() && !seen.insert((s.start_ms, s.end_ms, s.hash)) {
+                continue;
+            }
             let name = s.output.rsplit('/').next().unwrap_or(s.output).to_string();
-            let kind = if name.ends_with(".o") || name.ends_with(".obj") {
+            let kind = if name.ends_with(".cu.o") || name.ends_with(".cu.obj") {
+                "nvcc"
+            } else if name.ends_with(".o") || name.ends_with(".obj") {
                 "c++"
             } else {
                 "link"
             };
-            (
-                Span {
-                    name,
-                    kind: kind.into(),
-                    start_ms: origin + s.start_ms,
-                    end_ms: origin + s.end_ms,
-                },
-                s.output.to_string(),
-            )
-        })
-        .collect()
+            let span = Span {
+                name,
+                kind: kind.into(),
+                start_ms: origin + s.start_ms,
+                end_ms: origin + s.end_ms,
+            };
+            out.push((span, s.output.to_string()));
+        }
+    }
+    out
 }
 
 fn stem(path: &str) -> &str {
@@ -161,6 +190,11 @@ impl BuildTrace {
             steps,
             jobs,
         }
+    }
+
+    /// The trace of a build known only by its `.ninja_log` (a torch build, a running build).
+    pub fn of_ninja_log(title: &str, ninja_log: &str) -> BuildTrace {
+        BuildTrace::new(title, Vec::new(), &[], &[ninja_log.to_string()])
     }
 
     /// The earliest time on the timeline.
@@ -294,14 +328,14 @@ mod tests {
     #[test]
     fn ninja_logs_are_placed_by_their_own_clock() {
         // ninja 1.12 (log v7): the ns time is when the step started.
-        let v7 = "# ninja log v7\n1\t5348\t1795830792611439851\tCMakeFiles/f.dir/f.cu.o\tab\n6641\t6868\t1795830799251440245\tf\tcd\n";
+        let v7 = "# ninja log v7\n1\t5348\t1795830792611439851\tCMakeFiles/f.dir/f.cu.o\tab\n6641\t6868\t1795830799251440245\tf\tcd\n6641\t6868\t1795830799251440245\tf.lib\tcd\n";
         let spans = ninja_spans(v7);
         assert_eq!(spans.len(), 2);
         assert_eq!(spans[0].0.start_ms, 1795830792611);
         assert_eq!(spans[0].0.end_ms, 1795830792611 + 5347);
         assert_eq!(
             (spans[0].0.kind.as_str(), spans[1].0.kind.as_str()),
-            ("c++", "link")
+            ("nvcc", "link")
         );
         // v5: the output's mtime, as the step ended.
         let v5 = "# ninja log v5\n0\t1000\t1795830793610000000\ta.o\tab\n";

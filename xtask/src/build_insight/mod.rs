@@ -12,3 +12,4 @@ pub mod memory_gate;
 pub mod nvcc_time;
 pub mod peaks;
 pub mod timeline;
+pub mod written;

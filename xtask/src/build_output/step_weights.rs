@@ -190,6 +190,8 @@ pub struct LoggedStep<'a> {
     /// The output's mtime as ninja recorded it (v6 and later: nanoseconds since the epoch).
     pub mtime: u64,
     pub output: &'a str,
+    /// The command's hash: the outputs of one command share it.
+    pub hash: &'a str,
 }
 
 /// The steps of a `.ninja_log`, in the order logged.
@@ -203,11 +205,13 @@ pub fn entries(ninja_log: &str) -> impl Iterator<Item = LoggedStep<'_>> {
             let end_ms = f.next()?.parse().ok()?;
             let mtime = f.next()?.parse().ok()?;
             let output = f.next()?;
+            let hash = f.next().unwrap_or("");
             Some(LoggedStep {
                 start_ms,
                 end_ms,
                 mtime,
                 output,
+                hash,
             })
         })
 }

@@ -5,6 +5,9 @@
 
 use super::plan::BuildPlan;
 use super::{Prepared, Request};
+use crate::build_insight::build_summary::Summary;
+use crate::build_insight::build_trace::BuildTrace;
+use crate::build_insight::written::Written;
 use crate::build_output::log::{
     first_cmake_error, first_compiler_error, first_front_end_error, last_python_error,
 };
@@ -26,15 +29,20 @@ pub struct Driven {
     /// With `--dist`: compiles per build server.
     pub distributed: Option<crate::compiler_cache::dist::DistStats>,
     pub slowest: Vec<(String, f64)>,
+    /// The build's trace and timeline, from its `.ninja_log`.
+    pub insight: Option<Written>,
 }
 
 /// The build failed: where, and the log with everything.
 #[derive(Debug, thiserror::Error, serde::Serialize)]
-#[error("the torch build failed ({exit}){first}\nfull log: {}", log.display())]
+#[error("the torch build failed ({exit}){first}\nfull log: {}{}", log.display(), timeline.as_ref().map_or(String::new(), |t| format!("\ntimeline: {}", t.display())))]
 pub struct BuildFailed {
     pub exit: String,
     pub first: String,
     pub log: PathBuf,
+    /// The timeline of what ran before it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<PathBuf>,
 }
 
 /// The command with the plan's environment.
@@ -73,10 +81,13 @@ pub fn drive(
         Some((lines, dist)) => (Some(lines), dist),
         None => (None, None),
     };
-    if status != Some(0) {
-        return Ok(Err(failure(status, log_path)));
-    }
     let ninja_log = Some(plan.build_dir.join(".ninja_log")).filter(|p| p.is_file());
+    let insight = ninja_log.as_deref().and_then(|l| trace_of(l, out));
+    if status != Some(0) {
+        let mut failed = failure(status, log_path);
+        failed.timeline = insight.map(|i| i.timeline);
+        return Ok(Err(failed));
+    }
     let slowest = ninja_log
         .as_ref()
         .and_then(|p| std::fs::read_to_string(p).ok())
@@ -95,7 +106,23 @@ pub fn drive(
         cache_stats,
         distributed,
         slowest,
+        insight,
     }))
+}
+
+/// `OUT/build-torch.trace.json` and `.timeline.html` from the build's `.ninja_log`; a report,
+/// so one that cannot be written is said and the build goes on.
+fn trace_of(ninja_log: &Path, out: &Path) -> Option<Written> {
+    let text = std::fs::read_to_string(ninja_log).ok()?;
+    let trace = BuildTrace::of_ninja_log("archsmith build-torch", &text);
+    let summary = Summary::of(&trace, &Default::default(), 0);
+    match crate::build_insight::written::write(&out.join("build-torch"), &trace, summary) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            crate::errln!("warning: the build's trace was not written: {e:#}");
+            None
+        }
+    }
 }
 
 /// The build directory, made, and held: one build at a time in a tree (a second run waits
@@ -314,6 +341,7 @@ fn failure(status: Option<i32>, log_path: PathBuf) -> BuildFailed {
         exit: status.map_or("killed by a signal".into(), |c| format!("exit {c}")),
         first,
         log: log_path,
+        timeline: None,
     }
 }
 

@@ -220,6 +220,9 @@ pub struct Outcome {
     /// With `--dist`: compiles per build server, and failed distributions.
     pub distributed: Option<crate::compiler_cache::dist::DistStats>,
     pub slowest_steps: Vec<(String, f64)>,
+    /// The build's trace and timeline, from its `.ninja_log`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub insight: Option<crate::build_insight::written::Written>,
     pub verify: Option<torch_wheel::Report>,
     /// `--only`: what the slice built, its audit and the whole build's estimate.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -361,6 +364,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         cache_stats: None,
         distributed: None,
         slowest_steps: Vec::new(),
+        insight: None,
         verify: None,
         slice: None,
         build_failed: None,
@@ -406,7 +410,9 @@ pub fn run(req: &Request) -> Result<Outcome> {
         cache_stats,
         distributed,
         slowest,
+        insight,
     } = driven;
+    outcome.insight = insight;
     outcome.log = Some(log);
     outcome.build_seconds = seconds;
     outcome.cache_stats = cache_stats;

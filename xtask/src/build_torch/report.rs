@@ -145,6 +145,13 @@ pub fn outcome(o: &Outcome) -> String {
         }
         s += &indent(&tab.render());
     }
+    if let Some(i) = &o.insight {
+        let mut tab = Table::headerless();
+        for (what, detail) in i.rows() {
+            tab.row([what.to_string(), detail]);
+        }
+        s += &tab.render();
+    }
     if let Some(c) = &o.cache_stats {
         s += &format!("compiler cache: {c}\n");
     }

@@ -11,6 +11,7 @@ pub mod kb;
 pub mod kernels;
 pub mod port_extension;
 pub mod toolchain;
+pub mod trace_build;
 pub mod verify;
 
 use crate::output::Exit;
@@ -72,6 +73,11 @@ pub enum Command {
     PortExtension(port_extension::PortExtensionArgs),
     /// CUDA toolchains: install from PyPI (13.x) or find on the system, print env, list.
     Toolchain(toolchain::ToolchainArgs),
+    /// Where a ninja build's time went (torch's, a running one): a Chrome trace, an HTML timeline,
+    /// the slowest steps, the critical path and the idle job slots, from its .ninja_log.
+    #[command(after_help = "Example:
+  archsmith trace-build pytorch/build")]
+    TraceBuild(trace_build::TraceBuildArgs),
     /// Check what was built and what is installed: `verify binary` (SASS/PTX in .so files and
     /// wheels), `verify env` (a Python env with torch), `verify pins` (a repository's requirements).
     Verify(verify::VerifyArgs),
@@ -107,6 +113,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Kernels(args) => kernels::run(&args),
         Command::PortExtension(args) => port_extension::run(&args),
         Command::Toolchain(args) => toolchain::run(args),
+        Command::TraceBuild(args) => trace_build::run(&args),
         Command::Verify(args) => verify::run(args),
         Command::Kb(args) => kb::run(&args),
         Command::NvccGuard { args } => crate::build_ext::arch_guard::run(&args).map(Exit::Program),
