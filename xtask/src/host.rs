@@ -275,6 +275,94 @@ impl Memory {
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// A memory cgroup made to run commands under a limit (a child of the v1 memory hierarchy, or
+/// of the v2 root), removed when dropped. Making one needs root, or a delegated hierarchy.
+#[derive(Debug)]
+pub struct LimitedGroup {
+    pub path: std::path::PathBuf,
+    pub limit_bytes: u64,
+    v2: bool,
+}
+
+impl LimitedGroup {
+    /// A new group `NAME-PID` limited to `limit_bytes`.
+    pub fn create(name: &str, limit_bytes: u64) -> anyhow::Result<LimitedGroup> {
+        use anyhow::Context;
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let (root, v2) = match v1.is_dir() {
+            true => (v1, false),
+            false => (Path::new("/sys/fs/cgroup"), true),
+        };
+        let path = root.join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&path).with_context(|| {
+            format!(
+                "making the memory cgroup {}: this needs root and a memory cgroup hierarchy (v1 at /sys/fs/cgroup/memory, or v2 with the memory controller)",
+                path.display()
+            )
+        })?;
+        let group = LimitedGroup {
+            path,
+            limit_bytes,
+            v2,
+        };
+        let file = if v2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        std::fs::write(group.path.join(file), limit_bytes.to_string())
+            .with_context(|| format!("limiting {}", group.path.display()))?;
+        Ok(group)
+    }
+
+    /// The file a process joins the group through ([`crate::process::Cmd::in_cgroup`]).
+    pub fn procs(&self) -> std::path::PathBuf {
+        self.path.join("cgroup.procs")
+    }
+
+    fn read_u64(&self, file: &str) -> Option<u64> {
+        std::fs::read_to_string(self.path.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The highest memory use the group has seen, in bytes.
+    pub fn peak_bytes(&self) -> Option<u64> {
+        self.read_u64(if self.v2 {
+            "memory.peak"
+        } else {
+            "memory.max_usage_in_bytes"
+        })
+    }
+
+    /// How many processes the kernel's out-of-memory killer killed in the group.
+    pub fn oom_kills(&self) -> Option<u64> {
+        let file = if self.v2 {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
+        let text = std::fs::read_to_string(self.path.join(file)).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+    }
+}
+
+impl Drop for LimitedGroup {
+    fn drop(&mut self) {
+        // Its processes have exited; the kernel may take a moment to let the group go.
+        for _ in 0..20 {
+            if std::fs::remove_dir(&self.path).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
 /// The host's memory and this process's cgroup limit, read now.
 pub fn memory() -> Memory {
     let host_available_gib = std::fs::read_to_string("/proc/meminfo")

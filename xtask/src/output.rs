@@ -231,6 +231,7 @@ pub mod documents {
         BENCH_CODEMOD = "bench-codemod", 1;
         BENCH_JIT_HOOK = "bench-jit-hook", 1;
         BENCH_JIT_PREBUILD = "bench-jit-prebuild", 1;
+        BENCH_MEMORY_LIMIT = "bench-memory-limit", 1;
         BUILD_EXT = "build-ext", 1;
         BUILD_EXT_VARIANTS = "build-ext-variants", 1;
         BUILD_TORCH = "build-torch", 1;

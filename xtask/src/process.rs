@@ -26,6 +26,34 @@ pub struct Cmd {
     args: Vec<OsString>,
     envs: Vec<(OsString, Option<OsString>)>,
     dir: Option<PathBuf>,
+    /// A cgroup's `cgroup.procs`: the child joins that group before it runs the program.
+    cgroup_procs: Option<PathBuf>,
+}
+
+/// Makes the child of `c` write `0` (itself) into the cgroup file `procs` between fork and exec.
+fn join_cgroup_before_exec(c: &mut std::process::Command, procs: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let Ok(path) = std::ffi::CString::new(procs.as_os_str().as_bytes()) else {
+        return;
+    };
+    // SAFETY: the closure runs in the forked child; it only calls open, write and close, which
+    // are async-signal-safe, on a path allocated before the fork.
+    unsafe {
+        c.pre_exec(move || {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = std::io::Error::last_os_error();
+            libc::close(fd);
+            if written != 1 {
+                return Err(err);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// The `xshell` shell that one-shot `cmd!` templates are written against (its working directory is
@@ -73,6 +101,7 @@ impl Cmd {
                 .map(|(k, v)| (k.into(), Some(v)))
                 .collect(),
             dir: None,
+            cgroup_procs: None,
         }
     }
 
@@ -99,6 +128,13 @@ impl Cmd {
 
     pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Cmd {
         self.envs.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Runs the program inside the cgroup whose `cgroup.procs` file is `procs` (the child moves
+    /// itself there between fork and exec, so nothing it starts escapes the group).
+    pub fn in_cgroup(mut self, procs: impl AsRef<Path>) -> Cmd {
+        self.cgroup_procs = Some(procs.as_ref().to_path_buf());
         self
     }
 
@@ -136,6 +172,9 @@ impl Cmd {
         }
         if let Some(d) = &self.dir {
             c.current_dir(d);
+        }
+        if let Some(procs) = &self.cgroup_procs {
+            join_cgroup_before_exec(&mut c, procs);
         }
         c
     }
@@ -214,6 +253,12 @@ impl Cmd {
         }
         if let Some(d) = &self.dir {
             expr = expr.dir(d);
+        }
+        if let Some(procs) = self.cgroup_procs.clone() {
+            expr = expr.before_spawn(move |c| {
+                join_cgroup_before_exec(c, &procs);
+                Ok(())
+            });
         }
         let reader = expr
             .reader()

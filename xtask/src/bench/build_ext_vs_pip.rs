@@ -58,7 +58,7 @@ pub struct WheelAudit {
 }
 
 impl WheelAudit {
-    fn of(wheel: &Path, plan: &crate::arch::spec::Plan, cpu_only: bool) -> WheelAudit {
+    pub fn of(wheel: &Path, plan: &crate::arch::spec::Plan, cpu_only: bool) -> WheelAudit {
         let a = match cpu_only {
             true => crate::build_ext::check::audit_cpu_only(wheel, plan),
             false => crate::build_ext::check::audit_wheel(wheel, plan, true),

@@ -7,6 +7,8 @@
 //! * [`build_ext_vs_pip`]: `build-ext` vs plain `pip wheel --no-build-isolation`, clean and no-op.
 //! * [`jit_prebuild_pool`]: a JIT tree's triggers prebuilt in one pool of job slots vs one at a
 //!   time.
+//! * [`memory_limit`]: `build-ext` vs plain `pip wheel` with `MAX_JOBS` = cores, each in a memory
+//!   cgroup with the same limit: killed or finished, and each one's peak.
 //! * [`load_check_vs_python`]: the load check's verdicts vs importing each module in a fresh
 //!   interpreter: agreement and time.
 
@@ -17,6 +19,7 @@ pub mod codemod_scaling;
 pub mod jit_hook_startup;
 pub mod jit_prebuild_pool;
 pub mod load_check_vs_python;
+pub mod memory_limit;
 pub mod torch_range_vs_imports;
 
 /// The 1-minute load average: other work on the machine makes timings noisy.

@@ -31,6 +31,23 @@ pub struct AuditSummary {
     pub cpu_only: bool,
 }
 
+/// The bytes of the wheel's shared objects once installed (inflated).
+pub fn shared_object_bytes(wheel: &Path) -> u64 {
+    let Ok(mut w) = crate::wheel::Wheel::open(wheel) else {
+        return 0;
+    };
+    let names: Vec<String> = w
+        .names()
+        .filter(|n| n.ends_with(".so") || n.contains(".so."))
+        .map(str::to_string)
+        .collect();
+    names
+        .iter()
+        .filter_map(|n| w.span(n).ok().flatten())
+        .map(|s| s.size)
+        .sum()
+}
+
 /// The bytes each image (`sm_75`, `compute_90`) takes over the wheel's shared objects: what
 /// each arch adds to it.
 pub fn image_bytes(wheel: &Path) -> std::collections::BTreeMap<String, u64> {

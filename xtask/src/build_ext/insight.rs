@@ -119,8 +119,8 @@ pub fn write(b: &Build, wheel: &Path) -> Result<Insight> {
         ),
         step("audit, load check, import", times.checks.0, times.checks.1),
     ];
-    let wheel_bytes = std::fs::metadata(wheel).map_or(0, |m| m.len());
-    let summary = Summary::of(&trace, &super::check::image_bytes(wheel), wheel_bytes);
+    let so_bytes = super::check::shared_object_bytes(wheel);
+    let summary = Summary::of(&trace, &super::check::image_bytes(wheel), so_bytes);
     let written =
         crate::build_insight::written::write(&b.log_path.with_extension(""), &trace, summary)?;
     Ok(Insight {

@@ -17,7 +17,8 @@ pub struct ArchCost {
     pub device_share: f64,
     /// Bytes of its images (`sm_XX` SASS and `compute_XX` PTX) in the wheel's shared objects.
     pub wheel_bytes: u64,
-    /// Of the wheel file.
+    /// Of the shared objects' bytes once installed (a wheel is a zip: what it saves compressed
+    /// depends on how its images compress).
     pub wheel_share: f64,
 }
 
@@ -51,11 +52,11 @@ fn arch_of_image(name: &str) -> Option<&str> {
 
 impl Summary {
     /// The summary of `trace`; `image_bytes` are the wheel's images by name (`sm_75`,
-    /// `compute_90`), `wheel_bytes` the wheel file's size.
+    /// `compute_90`), `so_bytes` its shared objects' installed size.
     pub fn of(
         trace: &BuildTrace,
         image_bytes: &BTreeMap<String, u64>,
-        wheel_bytes: u64,
+        so_bytes: u64,
     ) -> Summary {
         let mut s = Summary {
             wall_seconds: trace.end_ms().saturating_sub(trace.origin_ms()) as f64 / 1000.0,
@@ -112,7 +113,7 @@ impl Summary {
                 let bytes = bytes_per_arch.get(&a).copied().unwrap_or(0);
                 ArchCost {
                     device_share: share(device, s.device_seconds),
-                    wheel_share: share(bytes as f64, wheel_bytes as f64),
+                    wheel_share: share(bytes as f64, so_bytes as f64),
                     arch: a,
                     device_seconds: device,
                     wheel_bytes: bytes,
@@ -122,13 +123,14 @@ impl Summary {
         s
     }
 
-    /// "dropping 7.5 saves 31% of device-compile time and 28% of the wheel", one per arch.
+    /// "dropping 7.5 saves 31% of device-compile time and 28% of the wheel's shared objects", one
+    /// per arch.
     pub fn arch_sentences(&self) -> Vec<String> {
         self.arch_costs
             .iter()
             .map(|c| {
                 format!(
-                    "dropping {} saves {} of device-compile time ({:.1} s) and {} of the wheel ({} KiB)",
+                    "dropping {} saves {} of device-compile time ({:.1} s) and {} of the shared objects ({} KiB)",
                     dotted(&c.arch),
                     percent(c.device_share),
                     c.device_seconds,
@@ -295,7 +297,7 @@ mod tests {
         assert!((s.arch_costs[1].wheel_share - 5000.0 / 16000.0).abs() < 1e-9);
         assert_eq!(
             s.arch_sentences()[0],
-            "dropping 7.5 saves 45% of device-compile time (1.8 s) and 19% of the wheel (2 KiB)"
+            "dropping 7.5 saves 45% of device-compile time (1.8 s) and 19% of the shared objects (2 KiB)"
         );
         assert_eq!(
             (dotted("90a"), dotted("120"), dotted("x")),

@@ -245,7 +245,7 @@ fn page(
     }
     let _ = write!(h, "</p>\n{svg}\n");
     if !s.arch_costs.is_empty() {
-        h.push_str("<h3>Cost of each arch</h3><table><tr><th>arch</th><th>device-compile s</th><th>of device time</th><th>wheel bytes</th><th>of the wheel</th></tr>");
+        h.push_str("<h3>Cost of each arch</h3><table><tr><th>arch</th><th>device-compile s</th><th>of device time</th><th>image bytes</th><th>of the shared objects</th></tr>");
         for c in &s.arch_costs {
             let _ = write!(
                 h,

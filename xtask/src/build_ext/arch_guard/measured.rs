@@ -19,8 +19,8 @@ pub const PEAKS_VAR: &str = "ARCHSMITH_COMPILE_PEAKS";
 /// What a compile reserves above its measured peak.
 const HEADROOM: f64 = 1.15;
 
-/// nvcc's `--threads` for this command line (its own flags, then `NVCC_APPEND_FLAGS`, which
-/// nvcc reads after them); 1 when unset. `0` (one per arch) counts as the archs it compiles.
+/// How many archs nvcc compiles at once for this command line: its `--threads` (its own flags,
+/// then `NVCC_APPEND_FLAGS`, which nvcc reads after them; 1 when unset), at most the plan's archs.
 fn nvcc_threads(args: &[String], plan: &[String]) -> u32 {
     let env = std::env::var("NVCC_APPEND_FLAGS").unwrap_or_default();
     let words: Vec<&str> = args
@@ -36,10 +36,16 @@ fn nvcc_threads(args: &[String], plan: &[String]) -> u32 {
             _ => None,
         };
         if let Some(n) = value.and_then(|v| v.parse::<u32>().ok()) {
-            threads = if n == 0 { plan.len().max(1) as u32 } else { n };
+            threads = n;
         }
     }
-    threads
+    // nvcc runs one arch a thread (0: one per arch): never more at once than the plan's archs.
+    let archs = plan.len().max(1) as u32;
+    if threads == 0 {
+        archs
+    } else {
+        threads.min(archs)
+    }
 }
 
 /// What the compile reserves, and where the figure comes from.
@@ -156,7 +162,9 @@ mod tests {
         let plan = s(&["-gencode=a", "-gencode=b", "-gencode=c"]);
         assert_eq!(nvcc_threads(&s(&["-c", "k.cu"]), &plan), 1);
         assert_eq!(nvcc_threads(&s(&["--threads", "2", "k.cu"]), &plan), 2);
-        assert_eq!(nvcc_threads(&s(&["--threads=4"]), &plan), 4);
+        assert_eq!(nvcc_threads(&s(&["--threads=2"]), &plan), 2);
+        // causal-conv1d passes --threads 4: three archs run three at most.
+        assert_eq!(nvcc_threads(&s(&["--threads", "4"]), &plan), 3);
         assert_eq!(nvcc_threads(&s(&["-t", "0"]), &plan), 3);
     }
 }

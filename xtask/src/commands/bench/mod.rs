@@ -8,6 +8,7 @@ mod codemod;
 mod jit_hook;
 mod jit_prebuild;
 mod load_check;
+mod memory_limit;
 mod torch_range;
 
 use crate::output::Exit;
@@ -49,6 +50,12 @@ pub enum BenchCommand {
         after_help = "Example:\n  archsmith bench load-check --python .venv/bin/python --wheel torchvision-0.21.0-cp311-cp311-manylinux1_x86_64.whl"
     )]
     LoadCheck(load_check::LoadCheckArgs),
+    /// archsmith's build vs plain `pip wheel` with MAX_JOBS = cores, each in a memory cgroup with
+    /// the same limit (needs root): which one the kernel kills, and each one's peak.
+    #[command(
+        after_help = "Example:\n  archsmith bench memory-limit --source ./causal_conv1d-1.5.2 --torch 2.6.0 --limit-gib 5"
+    )]
+    MemoryLimit(memory_limit::MemoryLimitArgs),
     /// The range verdict (`verify binary --target 'torch>=A,<B'`) for every shared object of some
     /// wheels vs importing each in an env of every release: agreement, time.
     #[command(
@@ -72,6 +79,7 @@ pub fn run(args: BenchArgs) -> Result<Exit> {
         BenchCommand::JitHook(a) => jit_hook::jit_hook(a),
         BenchCommand::JitPrebuild(a) => jit_prebuild::jit_prebuild(a),
         BenchCommand::LoadCheck(a) => load_check::load_check(a),
+        BenchCommand::MemoryLimit(a) => memory_limit::memory_limit(a),
         BenchCommand::TorchRange(a) => torch_range::torch_range(a),
         BenchCommand::AbiCheckers(a) => abi_checkers::abi_checkers(a),
     }
