@@ -1,11 +1,15 @@
 //! Decisions made before compiling: how many jobs and how many nvcc threads. (Whether the
 //! extension's own flags override the plan is decided where they reach nvcc: [`super::arch_guard`].)
 
-/// Memory one nvcc job on torch headers needs, per nvcc thread (measured 1.5–3 GB; the model
-/// takes 2.5 GiB so that the peak of two heavy translation units still fits).
-pub const GIB_PER_NVCC_JOB: f64 = 2.5;
+/// Memory one nvcc job on torch headers needs, per nvcc thread, before anything was measured
+/// (measured 1.5–3.5 GB; the model takes 2.5 GiB so that the peak of two heavy translation units
+/// still fits): the same figure the memory pool reserves for a compile it has no peak of.
+pub const GIB_PER_NVCC_JOB: f64 = crate::build_insight::peaks::FIRST_NVCC_GIB_PER_THREAD;
 /// Memory kept free for the rest of the machine.
 pub const RESERVE_GIB: f64 = 1.0;
+/// Below this much free memory the import check (a Python with torch imported, ~0.5 GB) waits
+/// for the compiles instead of running beside them.
+pub const EARLY_IMPORT_CHECK_GIB: f64 = 8.0;
 
 /// The memory pool of a build's compiles: what is free for builds now, less the reserve.
 pub fn memory_budget_bytes(mem_available_gib: f64) -> u64 {

@@ -294,8 +294,14 @@ pub fn compile(
         ws.log_path.display()
     );
     // Started now so its `import torch` runs while setup.py imports torch too, on the core the
-    // build leaves idle until ninja starts; it only imports the wheel's modules at the end.
-    let import_check = ImportCheck::start(&job.env.python, &ws.scratch.path.join("import"), &[])?;
+    // build leaves idle until ninja starts; it only imports the wheel's modules at the end. Where
+    // memory is short it starts after the compiles instead: its torch holds about 0.5 GB all
+    // along, which under a tight cgroup limit is a compile's margin.
+    let import_dir = ws.scratch.path.join("import");
+    let early = crate::host::mem_available_gib() >= jobs::EARLY_IMPORT_CHECK_GIB;
+    let import_check = early
+        .then(|| ImportCheck::start(&job.env.python, &import_dir, &[]))
+        .transpose()?;
     let build_started = Instant::now();
     let mut lines: Vec<String> = Vec::new();
     let log_offset = log::lines_in(&ws.log_path);
@@ -315,6 +321,10 @@ pub fn compile(
             super::insight::Times::unix_ms(build_started),
             crate::build_insight::compile_record::now_ms(),
         ),
+    };
+    let import_check = match import_check {
+        Some(c) => c,
+        None => ImportCheck::start(&job.env.python, &import_dir, &[])?,
     };
     Ok(Ok((compiled, import_check)))
 }

@@ -53,11 +53,7 @@ fn arch_of_image(name: &str) -> Option<&str> {
 impl Summary {
     /// The summary of `trace`; `image_bytes` are the wheel's images by name (`sm_75`,
     /// `compute_90`), `so_bytes` its shared objects' installed size.
-    pub fn of(
-        trace: &BuildTrace,
-        image_bytes: &BTreeMap<String, u64>,
-        so_bytes: u64,
-    ) -> Summary {
+    pub fn of(trace: &BuildTrace, image_bytes: &BTreeMap<String, u64>, so_bytes: u64) -> Summary {
         let mut s = Summary {
             wall_seconds: trace.end_ms().saturating_sub(trace.origin_ms()) as f64 / 1000.0,
             compiles: trace.jobs.len(),
