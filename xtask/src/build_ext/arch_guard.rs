@@ -337,8 +337,7 @@ impl Guard {
                 .budget_bytes
                 .map(|b| Gate::new(dir.join("memory-ledger"), b)),
             time_dir,
-            peaks: std::env::var_os(measured::PEAKS_VAR)
-                .map_or_else(crate::build_insight::peaks::default_path, PathBuf::from),
+            peaks: crate::build_insight::peaks::default_path_for_env(),
         })
     }
 

@@ -5,6 +5,9 @@
 /// (measured 1.5–3.5 GB; the model takes 2.5 GiB so that the peak of two heavy translation units
 /// still fits): the same figure the memory pool reserves for a compile it has no peak of.
 pub const GIB_PER_NVCC_JOB: f64 = crate::build_insight::peaks::FIRST_NVCC_GIB_PER_THREAD;
+/// A C++ compile of torch headers (measured 1.5 GB; not measured per build: C++ compiles do not
+/// pass through the arch guard).
+pub const CXX_GIB: f64 = 1.5;
 /// Memory kept free for the rest of the machine.
 pub const RESERVE_GIB: f64 = 1.0;
 /// Below this much free memory the import check (a Python with torch imported, ~0.5 GB) waits
@@ -65,8 +68,28 @@ pub fn parallelism(
     images: u32,
     jobs_override: Option<u32>,
 ) -> Parallelism {
+    let units = (translation_units, cu_files, images);
+    parallelism_for(
+        cores,
+        mem_available_gib,
+        units,
+        jobs_override,
+        GIB_PER_NVCC_JOB,
+    )
+}
+
+/// [`parallelism`] with the memory of one job per nvcc thread given: `GIB_PER_NVCC_JOB` on a
+/// first build, the compiles' measured peaks once a build of the same sources kept them
+/// ([`learned_gib_per_job`]). `units`: translation units, .cu files, images.
+pub fn parallelism_for(
+    cores: u32,
+    mem_available_gib: f64,
+    (translation_units, cu_files, images): (u32, u32, u32),
+    jobs_override: Option<u32>,
+    gib_per_job: f64,
+) -> Parallelism {
     let cores = cores.max(1);
-    let by_mem = ((mem_available_gib - RESERVE_GIB) / GIB_PER_NVCC_JOB)
+    let by_mem = ((mem_available_gib - RESERVE_GIB) / gib_per_job.max(0.05))
         .floor()
         .max(1.0) as u32;
     let (jobs, reason) = match jobs_override {
@@ -104,6 +127,38 @@ pub fn parallelism(
     }
 }
 
+/// What one job needs per nvcc thread by the peaks kept from an earlier build of these sources
+/// for this plan (`plan_flags`, `images` archs), with the pool's headroom: the largest over the
+/// .cu files, at least `cxx_gib` where there are C++ units too (their peaks are not measured).
+/// None unless every .cu file's peak is known.
+pub fn learned_gib_per_job(
+    kept: &crate::build_insight::peaks::Peaks,
+    cu_files: &[std::path::PathBuf],
+    plan_flags: &[String],
+    images: u32,
+    cxx_gib: Option<f64>,
+) -> Option<f64> {
+    use crate::build_insight::peaks;
+    if cu_files.is_empty() {
+        return None;
+    }
+    let mut worst: f64 = 0.0;
+    for f in cu_files {
+        let hash = crate::stamp::hash_file(f).ok()?;
+        let per_thread = (1..=images.max(1))
+            .filter_map(|t| {
+                let mut sizing = plan_flags.to_vec();
+                sizing.push(format!("--threads={t}"));
+                let k = kept.get(&peaks::key("nvcc", &hash, &sizing))?;
+                Some(k.peak_rss_bytes as f64 / f64::from(t))
+            })
+            .reduce(f64::max)?;
+        worst = worst.max(per_thread);
+    }
+    let gib = worst * peaks::HEADROOM / (1024.0 * 1024.0 * 1024.0);
+    Some(gib.max(cxx_gib.unwrap_or(0.0)))
+}
+
 /// Counts `.cu` files and C++/CUDA translation units under `root` (skipping build outputs).
 pub fn count_sources(files: &[std::path::PathBuf]) -> (u32, u32) {
     let ext = |p: &std::path::PathBuf| {
@@ -123,6 +178,49 @@ pub fn count_sources(files: &[std::path::PathBuf]) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn measured_peaks_replace_the_first_build_figure_once_every_cu_file_has_one() {
+        use crate::build_insight::peaks::{key, Kept, Peaks};
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a.cu"), d.path().join("b.cu"));
+        std::fs::write(&a, "__global__ void a() {}").unwrap();
+        std::fs::write(&b, "__global__ void b() {}").unwrap();
+        let plan = vec!["-gencode=arch=compute_75,code=sm_75".to_string()];
+        let mut kept = Peaks::default();
+        let keep = |kept: &mut Peaks, f: &std::path::Path, threads: u32, mib: u64| {
+            let mut sizing = plan.clone();
+            sizing.push(format!("--threads={threads}"));
+            let k = key("nvcc", &crate::stamp::hash_file(f).unwrap(), &sizing);
+            kept.compiles.insert(
+                k,
+                Kept {
+                    peak_rss_bytes: mib << 20,
+                    seconds: 1.0,
+                    file: String::new(),
+                    measured_at: 0,
+                },
+            );
+        };
+        keep(&mut kept, &a, 1, 400);
+        let files = [a.clone(), b.clone()];
+        assert_eq!(
+            learned_gib_per_job(&kept, &files, &plan, 1, None),
+            None,
+            "b.cu unknown"
+        );
+        keep(&mut kept, &b, 1, 800);
+        let gib = learned_gib_per_job(&kept, &files, &plan, 1, None).unwrap();
+        assert!((gib - 800.0 * 1.15 / 1024.0).abs() < 1e-9, "{gib}");
+        // C++ units beside them keep their floor.
+        assert_eq!(
+            learned_gib_per_job(&kept, &files, &plan, 1, Some(CXX_GIB)),
+            Some(CXX_GIB)
+        );
+        // 6 GiB free: 2 jobs by the first-build figure, 5 by the peaks measured (0.9 GiB).
+        assert_eq!(parallelism(8, 6.0, 8, 8, 1, None).jobs, 2);
+        assert_eq!(parallelism_for(8, 6.0, (8, 8, 1), None, gib).jobs, 5);
+    }
 
     #[test]
     fn jobs_follow_memory_cores_and_units() {

@@ -241,14 +241,29 @@ fn parallelism(job: &Job, tree: &Path) -> Result<Parallelism> {
     let files = source::tree_files(tree)?;
     let (units, cu) = jobs::count_sources(&files);
     let images = (job.plan.sass().len() + job.plan.ptx().len()) as u32;
-    let mut par = jobs::parallelism(
+    // Measured peaks from an earlier build of these sources, where every .cu file has one; C++
+    // compiles of torch headers (not measured) keep their 1.5 GB floor.
+    let cu_files: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "cu"))
+        .cloned()
+        .collect();
+    let cxx_floor = (units > cu).then_some(jobs::CXX_GIB);
+    let kept = crate::build_insight::peaks::Peaks::load(
+        &crate::build_insight::peaks::default_path_for_env(),
+    );
+    let learned =
+        jobs::learned_gib_per_job(&kept, &cu_files, &job.plan.gencode(), images, cxx_floor);
+    let mut par = jobs::parallelism_for(
         crate::host::cores(),
         crate::host::mem_available_gib(),
-        units,
-        cu,
-        images,
+        (units, cu, images),
         job.req.jobs,
+        learned.unwrap_or(jobs::GIB_PER_NVCC_JOB),
     );
+    if learned.is_some() && par.reason == "limited by available memory" {
+        par.reason = "limited by available memory, by the peaks measured before";
+    }
     if job.req.serial_extensions {
         par.extensions = 1;
     }

@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 /// One nvcc job on torch headers, per nvcc thread, before anything was measured (1.5–3.5 GB
 /// measured: docs/build-ext.md; the legacy demo's ROIAlign for three archs peaks at 3.5 GB).
 pub const FIRST_NVCC_GIB_PER_THREAD: f64 = 2.5;
+/// What a compile reserves above its measured peak.
+pub const HEADROOM: f64 = 1.15;
+/// The variable that names another file for the peaks (tests, a CI cache).
+pub const PATH_VAR: &str = "ARCHSMITH_COMPILE_PEAKS";
 /// The most compiles the file keeps (the least recently measured go first).
 const KEPT: usize = 20_000;
 
@@ -37,6 +41,11 @@ pub fn default_path() -> PathBuf {
     crate::paths::cache_dir()
         .join("build-records")
         .join("compile-peaks.json")
+}
+
+/// Where the peaks are kept for this process: [`PATH_VAR`] when set, else [`default_path`].
+pub fn default_path_for_env() -> PathBuf {
+    std::env::var_os(PATH_VAR).map_or_else(default_path, PathBuf::from)
 }
 
 /// The key of a compile: its tool, its source's content hash and the flags that size it.

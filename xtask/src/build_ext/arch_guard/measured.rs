@@ -15,9 +15,7 @@ use std::sync::Arc;
 /// flag comes through `NVCC_APPEND_FLAGS`), and a build must not lose its cache hits to a report.
 pub const TIME_DIR_VAR: &str = "ARCHSMITH_NVCC_TIME_DIR";
 /// The peaks kept across builds ([`peaks::default_path`] unless set).
-pub const PEAKS_VAR: &str = "ARCHSMITH_COMPILE_PEAKS";
-/// What a compile reserves above its measured peak.
-const HEADROOM: f64 = 1.15;
+pub const PEAKS_VAR: &str = peaks::PATH_VAR;
 
 /// How many archs nvcc compiles at once for this command line: its `--threads` (its own flags,
 /// then `NVCC_APPEND_FLAGS`, which nvcc reads after them; 1 when unset), at most the plan's archs.
@@ -50,10 +48,9 @@ fn nvcc_threads(args: &[String], plan: &[String]) -> u32 {
 
 /// What the compile reserves, and where the figure comes from.
 fn reservation(key: &str, threads: u32) -> (u64, &'static str) {
-    let path = std::env::var_os(PEAKS_VAR).map_or_else(peaks::default_path, PathBuf::from);
-    match peaks::Peaks::load(&path).get(key) {
+    match peaks::Peaks::load(&peaks::default_path_for_env()).get(key) {
         Some(k) if !key.is_empty() => (
-            (k.peak_rss_bytes as f64 * HEADROOM) as u64,
+            (k.peak_rss_bytes as f64 * peaks::HEADROOM) as u64,
             "its peak in an earlier build",
         ),
         _ => (
