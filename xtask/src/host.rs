@@ -282,6 +282,8 @@ pub struct LimitedGroup {
     pub path: std::path::PathBuf,
     pub limit_bytes: u64,
     v2: bool,
+    /// Made by this handle, so removed with it.
+    owned: bool,
 }
 
 impl LimitedGroup {
@@ -304,6 +306,7 @@ impl LimitedGroup {
             path,
             limit_bytes,
             v2,
+            owned: true,
         };
         let file = if v2 {
             "memory.max"
@@ -313,6 +316,17 @@ impl LimitedGroup {
         std::fs::write(group.path.join(file), limit_bytes.to_string())
             .with_context(|| format!("limiting {}", group.path.display()))?;
         Ok(group)
+    }
+
+    /// A handle on an existing group `path` that reads it and never removes it.
+    pub fn watch(path: std::path::PathBuf) -> LimitedGroup {
+        let v2 = !path.starts_with("/sys/fs/cgroup/memory");
+        LimitedGroup {
+            path,
+            limit_bytes: 0,
+            v2,
+            owned: false,
+        }
     }
 
     /// The file a process joins the group through ([`crate::process::Cmd::in_cgroup`]).
@@ -328,7 +342,19 @@ impl LimitedGroup {
             .ok()
     }
 
-    /// The highest memory use the group has seen, in bytes.
+    /// The anonymous memory its processes hold now (what the kernel cannot reclaim without
+    /// killing: `total_rss` in v1's `memory.stat`, `anon` in v2's), in bytes.
+    pub fn anon_bytes(&self) -> Option<u64> {
+        let key = if self.v2 { "anon " } else { "total_rss " };
+        std::fs::read_to_string(self.path.join("memory.stat"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|n| n.trim().parse().ok())
+    }
+
+    /// The highest memory use the group has seen, in bytes, page cache included (it reaches the
+    /// limit in any long build: the kernel reclaims cache there rather than kill).
     pub fn peak_bytes(&self) -> Option<u64> {
         self.read_u64(if self.v2 {
             "memory.peak"
@@ -353,6 +379,9 @@ impl LimitedGroup {
 
 impl Drop for LimitedGroup {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // Its processes have exited; the kernel may take a moment to let the group go.
         for _ in 0..20 {
             if std::fs::remove_dir(&self.path).is_ok() {
