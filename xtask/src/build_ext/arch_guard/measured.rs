@@ -61,6 +61,68 @@ fn reservation(key: &str, threads: u32) -> (u64, &'static str) {
     }
 }
 
+/// The most nvcc threads, up to `asked`, whose reservation fits the pool's `budget` (one at
+/// least: a compile alone always runs): each thread compiles one arch at once, so memory grows
+/// with them. Returns the threads, the compile's key and its reservation.
+fn threads_that_fit(
+    asked: u32,
+    plan: &[String],
+    source_hash: Option<&str>,
+    budget: Option<u64>,
+) -> (u32, String, (u64, &'static str)) {
+    let sized = |t: u32| {
+        let mut sizing = plan.to_vec();
+        sizing.push(format!("--threads={t}"));
+        let key = source_hash.map_or(String::new(), |h| peaks::key("nvcc", h, &sizing));
+        let r = reservation(&key, t);
+        (t, key, r)
+    };
+    let mut t = asked;
+    loop {
+        let candidate = sized(t);
+        if t == 1 || budget.is_none_or(|b| candidate.2 .0 <= b) {
+            return candidate;
+        }
+        t -= 1;
+    }
+}
+
+/// Replaces nvcc's `--threads` in `args` and in `NVCC_APPEND_FLAGS` (nvcc reads it last) with
+/// `threads`.
+fn set_threads(cmd: &mut std::process::Command, args: &mut Vec<String>, threads: u32) {
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip_next = false;
+    for a in args.iter() {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        match a.as_str() {
+            "--threads" | "-t" => skip_next = true,
+            _ if a.starts_with("--threads=") || a.starts_with("-t=") => {}
+            _ => out.push(a.clone()),
+        }
+    }
+    out.push(format!("--threads={threads}"));
+    *args = out;
+    if let Ok(env) = std::env::var("NVCC_APPEND_FLAGS") {
+        let words: Vec<String> = env.split_whitespace().map(str::to_string).collect();
+        let mut kept = Vec::new();
+        let mut i = 0;
+        while i < words.len() {
+            match words[i].as_str() {
+                "--threads" | "-t" => i += 2,
+                w if w.starts_with("--threads=") || w.starts_with("-t=") => i += 1,
+                _ => {
+                    kept.push(words[i].clone());
+                    i += 1;
+                }
+            }
+        }
+        cmd.env("NVCC_APPEND_FLAGS", kept.join(" "));
+    }
+}
+
 /// Runs `cmd` with `args` for `sources` as described above; returns nvcc's exit status.
 pub fn run(
     mut cmd: std::process::Command,
@@ -69,19 +131,24 @@ pub fn run(
     sources: &[String],
     log: Option<&Path>,
 ) -> Result<i32> {
-    let threads = nvcc_threads(&args, plan);
-    let mut sizing = plan.to_vec();
-    sizing.push(format!("--threads={threads}"));
-    let key = sources
+    let gate = Gate::from_env();
+    let hash = sources
         .first()
-        .and_then(|s| crate::stamp::hash_file(Path::new(s)).ok())
-        .map(|h| peaks::key("nvcc", &h, &sizing))
-        .unwrap_or_default();
-    let (reserved_bytes, reserved_from) = reservation(&key, threads);
+        .and_then(|s| crate::stamp::hash_file(Path::new(s)).ok());
+    let asked = nvcc_threads(&args, plan);
+    let (threads, key, (reserved_bytes, reserved_from)) = threads_that_fit(
+        asked,
+        plan,
+        hash.as_deref(),
+        gate.as_ref().map(|g| g.budget),
+    );
+    if threads < asked {
+        set_threads(&mut cmd, &mut args, threads);
+    }
     let name = sources
         .first()
         .map_or("?", |s| s.rsplit('/').next().unwrap_or(s));
-    let admission = Gate::from_env()
+    let admission = gate
         .map(|g| {
             g.admit(reserved_bytes, &mut |why| {
                 crate::errln!("archsmith: {name} waits for memory: {why}")
@@ -163,5 +230,21 @@ mod tests {
         // causal-conv1d passes --threads 4: three archs run three at most.
         assert_eq!(nvcc_threads(&s(&["--threads", "4"]), &plan), 3);
         assert_eq!(nvcc_threads(&s(&["-t", "0"]), &plan), 3);
+    }
+
+    #[test]
+    fn threads_shrink_until_the_compile_fits_the_pool() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let plan = s(&["-gencode=a", "-gencode=b", "-gencode=c"]);
+        let gib = 1u64 << 30;
+        // A first build reserves 2.5 GiB a thread: 3 threads fit 8 GiB, 2 fit 6, 1 fits 2.6.
+        assert_eq!(threads_that_fit(3, &plan, Some("h"), Some(8 * gib)).0, 3);
+        assert_eq!(threads_that_fit(3, &plan, Some("h"), Some(6 * gib)).0, 2);
+        assert_eq!(threads_that_fit(3, &plan, Some("h"), Some(gib)).0, 1);
+        assert_eq!(threads_that_fit(3, &plan, None, None).0, 3);
+        let mut cmd = std::process::Command::new("nvcc");
+        let mut args = s(&["-c", "k.cu", "--threads", "4", "-O3"]);
+        set_threads(&mut cmd, &mut args, 2);
+        assert_eq!(args, s(&["-c", "k.cu", "-O3", "--threads=2"]));
     }
 }
