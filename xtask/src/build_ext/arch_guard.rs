@@ -402,7 +402,8 @@ impl Guard {
                     .as_ref()
                     .is_none_or(|h| m.peak_rss_bytes > h.1)
                 {
-                    report.heaviest = Some((file, m.peak_rss_bytes, m.end_ms - m.start_ms));
+                    report.heaviest =
+                        Some((file, m.peak_rss_bytes, m.end_ms.saturating_sub(m.start_ms)));
                 }
                 continue;
             }

@@ -92,7 +92,7 @@ pub fn write(b: &Build, wheel: &Path) -> Result<Insight> {
     let first = trace
         .jobs
         .iter()
-        .map(|j| j.span.start_ms - j.waited_ms)
+        .map(|j| j.span.start_ms.saturating_sub(j.waited_ms))
         .min();
     let last = trace.jobs.iter().map(|j| j.span.end_ms).max();
     let step = |name: &str, start_ms: u64, end_ms: u64| Span {

@@ -202,7 +202,11 @@ impl BuildTrace {
         self.steps
             .iter()
             .map(|s| s.start_ms)
-            .chain(self.jobs.iter().map(|j| j.span.start_ms - j.waited_ms))
+            .chain(
+                self.jobs
+                    .iter()
+                    .map(|j| j.span.start_ms.saturating_sub(j.waited_ms)),
+            )
             .min()
             .unwrap_or(0)
     }
@@ -246,7 +250,7 @@ impl BuildTrace {
             if j.waited_ms > 0 {
                 events.push(
                     json!({"name": "waiting for memory", "cat": "wait", "ph": "X",
-                    "pid": 1, "tid": tid, "ts": us(j.span.start_ms - j.waited_ms),
+                    "pid": 1, "tid": tid, "ts": us(j.span.start_ms.saturating_sub(j.waited_ms)),
                     "dur": j.waited_ms * 1000, "args": {"file": j.path}}),
                 );
             }
@@ -300,15 +304,10 @@ fn phase_events(j: &Job, start_us: u64, dur_us: u64, tid: usize) -> Vec<Value> {
 
 /// Puts each job on the lowest slot free when it began to wait or run.
 fn assign_slots(jobs: &mut [Job]) {
-    jobs.sort_by_key(|j| {
-        (
-            j.span.start_ms - j.waited_ms.min(j.span.start_ms),
-            j.span.end_ms,
-        )
-    });
+    jobs.sort_by_key(|j| (j.span.start_ms.saturating_sub(j.waited_ms), j.span.end_ms));
     let mut free_at: Vec<u64> = Vec::new();
     for j in jobs.iter_mut() {
-        let begins = j.span.start_ms - j.waited_ms.min(j.span.start_ms);
+        let begins = j.span.start_ms.saturating_sub(j.waited_ms);
         let slot = match free_at.iter().position(|&f| f <= begins) {
             Some(i) => i,
             None => {

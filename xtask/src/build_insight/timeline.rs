@@ -120,7 +120,7 @@ fn job_bars(
     if j.waited_ms > 0 {
         bar(
             svg,
-            x(j.span.start_ms - j.waited_ms),
+            x(j.span.start_ms.saturating_sub(j.waited_ms)),
             x(j.span.start_ms),
             lane,
             colour("wait"),
