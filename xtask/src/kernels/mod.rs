@@ -239,6 +239,15 @@ pub fn build(b: &Build<'_>, selections: &[Selection]) -> Result<()> {
             .arg(b.build_dir),
         "building kernels/",
     )?;
+    // Where the build's time went, beside its ninja log (a report: one that cannot be written
+    // is said, never a failed build).
+    match crate::build_insight::written::of_ninja_build(b.build_dir, None) {
+        Ok(w) => crate::errln!(
+            "archsmith: the kernels build's timeline: {}",
+            w.timeline.display()
+        ),
+        Err(e) => crate::errln!("warning: the kernels build's trace was not written: {e:#}"),
+    }
     Ok(())
 }
 
