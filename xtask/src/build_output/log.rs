@@ -126,16 +126,21 @@ pub fn first_killed_compile<'a>(lines: impl IntoIterator<Item = &'a str>) -> Opt
         Regex::new(concat!(
             r"(?:fatal error: Killed signal terminated program (?P<gcc>\S+)",
             r"|'(?P<nvcc>[^']+)' died due to signal 9",
-            r"|internal compiler error: Killed \(program (?P<ice>[^)]+)\))"
+            r"|internal compiler error: Killed \(program (?P<ice>[^)]+)\)",
+            // nvcc --threads runs its steps through a shell, which prints only this.
+            r"|^\s*(?P<shell>Killed)\s*$)"
         ))
         .expect("killed compile regex")
     });
     lines.into_iter().enumerate().find_map(|(i, line)| {
         let c = re.captures(line)?;
-        let program = ["gcc", "nvcc", "ice"]
-            .iter()
-            .find_map(|n| c.name(n))
-            .map(|m| m.as_str().to_string())?;
+        let program = match c.name("shell") {
+            Some(_) => "a compiler process".to_string(),
+            None => ["gcc", "nvcc", "ice"]
+                .iter()
+                .find_map(|n| c.name(n))
+                .map(|m| m.as_str().to_string())?,
+        };
         Some(KilledCompile {
             program,
             log_line: i + 1,
@@ -243,6 +248,21 @@ mod tests {
         let ice = ["g++: internal compiler error: Killed (program cc1plus)"];
         assert_eq!(first_killed_compile(ice).unwrap().program, "cc1plus");
         assert_eq!(first_killed_compile(["caught signal 9 in the test"]), None);
+        // nvcc --threads 4 under a 4 GiB cgroup (causal-conv1d's plain pip build): the shell's word.
+        let threaded = [
+            "  Remark: The warnings can be suppressed",
+            "  Killed",
+            "  ptxas info : x",
+        ];
+        let k2 = first_killed_compile(threaded).unwrap();
+        assert_eq!(
+            (k2.program.as_str(), k2.log_line),
+            ("a compiler process", 2)
+        );
+        assert_eq!(
+            first_killed_compile(["Killed 3 processes in the test"]),
+            None
+        );
         let said = k.explain("0.4 GiB was available", Some(1));
         assert!(
             said.contains("killed cc1plus (SIGKILL: out of memory) with 1 job(s)"),
