@@ -2,19 +2,9 @@
 //! `.ninja_log` (issue 48), end to end on a log written here in ninja 1.12's format (v7: the ns
 //! time is when each step started), two runs of the same build dir one after the other.
 
-use std::process::Command;
+mod support;
 
-fn xtask(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args)
-        .output()
-        .expect("run xtask");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use support::xtask;
 
 /// Two ninja runs: the first compiles a .cu and two .cpp files on two slots and links (a command
 /// with two outputs, logged twice); the second, an hour later, recompiles one file.

@@ -173,3 +173,16 @@ pub fn oldest_torch_on_another_python() -> archsmith::python::TorchEnv {
     }
     .unwrap()
 }
+
+/// Runs this crate's binary with `args`: its exit code, stdout and stderr.
+pub fn xtask(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .output()
+        .expect("run xtask");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
