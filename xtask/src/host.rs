@@ -282,8 +282,6 @@ pub struct LimitedGroup {
     pub path: std::path::PathBuf,
     pub limit_bytes: u64,
     v2: bool,
-    /// Made by this handle, so removed with it.
-    owned: bool,
 }
 
 impl LimitedGroup {
@@ -306,7 +304,6 @@ impl LimitedGroup {
             path,
             limit_bytes,
             v2,
-            owned: true,
         };
         let file = if v2 {
             "memory.max"
@@ -316,17 +313,6 @@ impl LimitedGroup {
         std::fs::write(group.path.join(file), limit_bytes.to_string())
             .with_context(|| format!("limiting {}", group.path.display()))?;
         Ok(group)
-    }
-
-    /// A handle on an existing group `path` that reads it and never removes it.
-    pub fn watch(path: std::path::PathBuf) -> LimitedGroup {
-        let v2 = !path.starts_with("/sys/fs/cgroup/memory");
-        LimitedGroup {
-            path,
-            limit_bytes: 0,
-            v2,
-            owned: false,
-        }
     }
 
     /// The file a process joins the group through ([`crate::process::Cmd::in_cgroup`]).
@@ -379,9 +365,6 @@ impl LimitedGroup {
 
 impl Drop for LimitedGroup {
     fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
         // Its processes have exited; the kernel may take a moment to let the group go.
         for _ in 0..20 {
             if std::fs::remove_dir(&self.path).is_ok() {

@@ -30,6 +30,30 @@ pub struct Cmd {
     cgroup_procs: Option<PathBuf>,
 }
 
+/// Runs `work` while another thread calls `measure` every `every`: `work`'s result and the
+/// highest value `measure` gave (a process tree's or a cgroup's memory while a build runs).
+pub fn with_peak<T>(
+    every: std::time::Duration,
+    measure: impl Fn() -> u64 + Sync,
+    work: impl FnOnce() -> T,
+) -> (T, u64) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(measure());
+                std::thread::sleep(every);
+            }
+            peak
+        });
+        let out = work();
+        done.store(true, Ordering::Relaxed);
+        (out, sampler.join().unwrap_or(0))
+    })
+}
+
 /// Makes the child of `c` write `0` (itself) into the cgroup file `procs` between fork and exec.
 fn join_cgroup_before_exec(c: &mut std::process::Command, procs: &Path) {
     use std::os::unix::ffi::OsStrExt;

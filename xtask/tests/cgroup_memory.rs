@@ -3,61 +3,40 @@
 //! whatever the host has free. Before, `host::mem_available_gib` read only /proc/meminfo and a
 //! build in such a group started 4 nvcc jobs on this 24 GiB machine; the kernel killed them.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use archsmith::host::LimitedGroup;
+use archsmith::process::{Cmd, Output};
+use std::path::Path;
 
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 const LIMIT: u64 = 1536 * 1024 * 1024;
 
-/// A child memory cgroup, removed when dropped (once its processes have exited).
-struct Group(PathBuf);
-
-impl Group {
-    /// A child group of the v1 memory hierarchy limited to `limit` bytes.
-    fn new(name: &str, limit: u64) -> Group {
-        let hierarchy = Path::new("/sys/fs/cgroup/memory");
-        let group = Group(hierarchy.join(format!("{name}-{}", std::process::id())));
-        std::fs::create_dir(&group.0).unwrap_or_else(|e| {
-            panic!(
-                "this test needs the cgroup v1 memory hierarchy at {} and the right to make a child group in it (root): {e}",
-                hierarchy.display()
-            )
-        });
-        std::fs::write(group.0.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
-        group
-    }
+/// A child memory cgroup limited to `limit` bytes (archsmith's own, removed when dropped).
+fn group(name: &str, limit: u64) -> LimitedGroup {
+    LimitedGroup::create(name, limit).unwrap_or_else(|e| panic!("this test needs it: {e:#}"))
 }
 
-impl Drop for Group {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
+/// archsmith run with `args` inside `group` (it joins the group before it starts).
+fn xtask_in(group: &LimitedGroup, args: &[&str], peaks: Option<&Path>) -> Output {
+    let mut cmd = Cmd::new(XTASK).args(args).in_cgroup(group.procs());
+    if let Some(p) = peaks {
+        cmd = cmd.env("ARCHSMITH_COMPILE_PEAKS", p);
     }
+    cmd.output().unwrap()
 }
 
 #[test]
 fn a_cgroup_limit_bounds_the_memory_builds_plan_for() {
-    let group = Group::new("archsmith-test", LIMIT);
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && exec {XTASK} doctor --json",
-            group.0.display()
-        ))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let group = group("archsmith-test", LIMIT);
+    let out = xtask_in(&group, &["doctor", "--json"], None);
+    let stdout = &out.stdout;
+    assert!(out.success(), "{stdout}\n{}", out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(stdout).unwrap();
     let memory = &doc["memory"];
     assert_eq!(memory["cgroup"]["limit_bytes"], LIMIT, "{memory}");
     assert!(
         memory["cgroup"]["path"]
             .as_str()
-            .is_some_and(|p| p.ends_with(group.0.file_name().unwrap().to_str().unwrap())),
+            .is_some_and(|p| p.ends_with(group.path.file_name().unwrap().to_str().unwrap())),
         "{memory}"
     );
     assert!(
@@ -66,15 +45,8 @@ fn a_cgroup_limit_bounds_the_memory_builds_plan_for() {
     );
 
     // The people's line says which limit and what is left.
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && exec {XTASK} doctor",
-            group.0.display()
-        ))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let out = xtask_in(&group, &["doctor"], None);
+    let text = &out.stdout;
     assert!(text.contains("limits this process to 1.5 GiB"), "{text}");
 }
 
@@ -83,21 +55,22 @@ fn a_cgroup_limit_bounds_the_memory_builds_plan_for() {
 /// the error says so, with the limit and the fix, instead of "no compiler error in the output".
 #[test]
 fn a_compile_the_kernel_kills_is_named_as_an_out_of_memory_kill() {
-    let group = Group::new("archsmith-oom", 400 * 1024 * 1024);
+    let group = group("archsmith-oom", 400 * 1024 * 1024);
     let out_dir = tempfile::tempdir().unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tinyext");
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && exec {XTASK} build-ext {} --arch 7.5 --torch 2.15.0 --out {}",
-            group.0.display(),
-            fixture.display(),
-            out_dir.path().display()
-        ))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let args = [
+        "build-ext",
+        fixture.to_str().unwrap(),
+        "--arch",
+        "7.5",
+        "--torch",
+        "2.15.0",
+        "--out",
+        out_dir.path().to_str().unwrap(),
+    ];
+    let out = xtask_in(&group, &args, None);
+    let stderr = &out.stderr;
+    assert_eq!(out.status, Some(1), "{stderr}");
     assert!(stderr.contains("(limited by available memory)"), "{stderr}");
     assert!(
         stderr.contains("(SIGKILL: out of memory)")
@@ -139,25 +112,29 @@ fn nvcc_spans(outcome: &serde_json::Value) -> (Vec<(u64, u64, serde_json::Value)
 #[test]
 fn the_memory_pool_makes_a_compile_wait_that_would_not_fit_and_learns_from_measured_peaks() {
     // 3 GiB: the C++ compile of torch headers beside them (not in the pool) takes about 1.5.
-    let group = Group::new("archsmith-pool", 3072 * 1024 * 1024);
+    let group = group("archsmith-pool", 3072 * 1024 * 1024);
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tinyext");
     let peaks = tempfile::tempdir().unwrap();
+    let peaks_file = peaks.path().join("peaks.json");
     let build = || {
         let out_dir = tempfile::tempdir().unwrap();
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "echo $$ > {}/cgroup.procs && exec {XTASK} build-ext {} --arch 7.5,9.0 --torch 2.15.0 --jobs 3 --json --out {}",
-                group.0.display(),
-                fixture.display(),
-                out_dir.path().display()
-            ))
-            .env("ARCHSMITH_COMPILE_PEAKS", peaks.path().join("peaks.json"))
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(0), "{stderr}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let args = [
+            "build-ext",
+            fixture.to_str().unwrap(),
+            "--arch",
+            "7.5,9.0",
+            "--torch",
+            "2.15.0",
+            "--jobs",
+            "3",
+            "--json",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ];
+        let out = xtask_in(&group, &args, Some(&peaks_file));
+        let stderr = out.stderr.clone();
+        assert_eq!(out.status, Some(0), "{stderr}");
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         (v, stderr, out_dir)
     };
     let (first, stderr, _out) = build();

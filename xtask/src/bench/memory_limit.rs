@@ -90,33 +90,28 @@ fn measured(label: String, cmd: Cmd, limit: u64, log: PathBuf) -> Result<(Side, 
     writeln!(f, "# {}", cmd.display())?;
     let mut lines = Vec::new();
     let started = Instant::now();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (flag, sampled_group) = (done.clone(), group.path.clone());
-    let sampler = std::thread::spawn(move || {
-        let group = LimitedGroup::watch(sampled_group);
-        let mut peak = 0;
-        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-            peak = peak.max(group.anon_bytes().unwrap_or(0));
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        peak
-    });
     crate::errln!(
         "bench: {label} under {:.1} GiB; log: {}",
         limit as f64 / (1u64 << 30) as f64,
         log.display()
     );
-    let exit = cmd.stream_lines(|l| {
-        let _ = writeln!(f, "{l}");
-        lines.push(l.to_string());
-    })?;
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (exit, peak_bytes) = crate::process::with_peak(
+        std::time::Duration::from_millis(100),
+        || group.anon_bytes().unwrap_or(0),
+        || {
+            cmd.stream_lines(|l| {
+                let _ = writeln!(f, "{l}");
+                lines.push(l.to_string());
+            })
+        },
+    );
+    let exit = exit?;
     let side = Side {
         label,
         finished: exit == Some(0),
         exit,
         oom_kills: group.oom_kills().unwrap_or(0),
-        peak_bytes: sampler.join().unwrap_or(0),
+        peak_bytes,
         peak_with_cache_bytes: group.peak_bytes().unwrap_or(0),
         seconds: started.elapsed().as_secs_f64(),
         killed: first_killed_compile(lines.iter().map(String::as_str))

@@ -7,8 +7,6 @@ use crate::build_insight::memory_gate::Gate;
 use crate::build_insight::{nvcc_time, peaks};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// Where nvcc's `--time` files go. Set only when the guard runs the toolkit's own nvcc: a
 /// compiler cache counts a compile with `--time` as uncacheable (sccache 0.16 does, even when the
@@ -47,8 +45,8 @@ fn nvcc_threads(args: &[String], plan: &[String]) -> u32 {
 }
 
 /// What the compile reserves, and where the figure comes from.
-fn reservation(key: &str, threads: u32) -> (u64, &'static str) {
-    match peaks::Peaks::load(&peaks::default_path_for_env()).get(key) {
+fn reservation(kept: &peaks::Peaks, key: &str, threads: u32) -> (u64, &'static str) {
+    match kept.get(key) {
         Some(k) if !key.is_empty() => (
             (k.peak_rss_bytes as f64 * peaks::HEADROOM) as u64,
             "its peak in an earlier build",
@@ -65,6 +63,7 @@ fn reservation(key: &str, threads: u32) -> (u64, &'static str) {
 /// least: a compile alone always runs): each thread compiles one arch at once, so memory grows
 /// with them. Returns the threads, the compile's key and its reservation.
 fn threads_that_fit(
+    kept: &peaks::Peaks,
     asked: u32,
     plan: &[String],
     source_hash: Option<&str>,
@@ -74,7 +73,7 @@ fn threads_that_fit(
         let mut sizing = plan.to_vec();
         sizing.push(format!("--threads={t}"));
         let key = source_hash.map_or(String::new(), |h| peaks::key("nvcc", h, &sizing));
-        let r = reservation(&key, t);
+        let r = reservation(kept, &key, t);
         (t, key, r)
     };
     let mut t = asked;
@@ -136,7 +135,10 @@ pub fn run(
         .first()
         .and_then(|s| crate::stamp::hash_file(Path::new(s)).ok());
     let asked = nvcc_threads(&args, plan);
+    // Read once: the reservation is looked up for each thread count tried.
+    let kept = peaks::Peaks::load(&peaks::default_path_for_env());
     let (threads, key, (reserved_bytes, reserved_from)) = threads_that_fit(
+        &kept,
         asked,
         plan,
         hash.as_deref(),
@@ -199,21 +201,15 @@ fn run_sampled(cmd: &mut std::process::Command) -> Result<(i32, u64)> {
         .spawn()
         .with_context(|| format!("running {:?}", cmd.get_program()))?;
     let pid = child.id();
-    let done = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while !done.load(Ordering::Relaxed) {
-                peak = peak.max(compile_record::tree_rss_bytes(pid));
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            peak
-        })
-    };
-    let status = child.wait().context("waiting for nvcc")?;
-    done.store(true, Ordering::Relaxed);
-    Ok((status.code().unwrap_or(1), sampler.join().unwrap_or(0)))
+    let (status, peak) = crate::process::with_peak(
+        std::time::Duration::from_millis(50),
+        || compile_record::tree_rss_bytes(pid),
+        || child.wait(),
+    );
+    Ok((
+        status.context("waiting for nvcc")?.code().unwrap_or(1),
+        peak,
+    ))
 }
 
 #[cfg(test)]
@@ -237,11 +233,18 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let plan = s(&["-gencode=a", "-gencode=b", "-gencode=c"]);
         let gib = 1u64 << 30;
+        let none = peaks::Peaks::default();
         // A first build reserves 2.5 GiB a thread: 3 threads fit 8 GiB, 2 fit 6, 1 fits 2.6.
-        assert_eq!(threads_that_fit(3, &plan, Some("h"), Some(8 * gib)).0, 3);
-        assert_eq!(threads_that_fit(3, &plan, Some("h"), Some(6 * gib)).0, 2);
-        assert_eq!(threads_that_fit(3, &plan, Some("h"), Some(gib)).0, 1);
-        assert_eq!(threads_that_fit(3, &plan, None, None).0, 3);
+        assert_eq!(
+            threads_that_fit(&none, 3, &plan, Some("h"), Some(8 * gib)).0,
+            3
+        );
+        assert_eq!(
+            threads_that_fit(&none, 3, &plan, Some("h"), Some(6 * gib)).0,
+            2
+        );
+        assert_eq!(threads_that_fit(&none, 3, &plan, Some("h"), Some(gib)).0, 1);
+        assert_eq!(threads_that_fit(&none, 3, &plan, None, None).0, 3);
         let mut cmd = std::process::Command::new("nvcc");
         let mut args = s(&["-c", "k.cu", "--threads", "4", "-O3"]);
         set_threads(&mut cmd, &mut args, 2);
