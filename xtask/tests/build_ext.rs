@@ -538,6 +538,13 @@ fn repeated_build_stats(kind: &str) -> String {
     let v = json(&second);
     assert_eq!(v["result"]["reused"], false);
     assert_eq!(v["result"]["audit"]["ok"], true);
+    // Through a cache a compile is a hit, or a miss sccache's server runs outside the guard's
+    // process tree: no peak is taken as the compile's (nor kept for the next build's pool).
+    assert!(
+        v["result"]["arch_guard"]["heaviest"].is_null(),
+        "{}",
+        v["result"]["arch_guard"]
+    );
     let stats = v["result"]["cache_stats"]
         .as_str()
         .unwrap_or_default()

@@ -210,18 +210,22 @@ pub struct Guard {
     cmake_architectures: String,
     /// The build's memory pool every guarded compile waits in.
     pub gate: Option<Gate>,
-    /// Where nvcc's `--time` files go; None when a compiler cache runs nvcc.
+    /// Where nvcc's `--time` files go; None when a compiler cache runs nvcc (which also means
+    /// no peak is measured).
     time_dir: Option<PathBuf>,
     /// The peaks kept across builds.
     pub peaks: PathBuf,
 }
 
-/// How a guard measures: the memory budget of the build's pool (None: no pool) and whether nvcc
-/// times its phases (not under a compiler cache).
+/// How a guard measures: the memory budget of the build's pool (None: no pool) and whether the
+/// guard runs the toolkit's own nvcc (`direct`) or a compiler cache's. Only a direct compile is
+/// measured whole: nvcc times its phases, and its peak is the compile's own. Through a cache, a
+/// hit compiles nothing and sccache runs a miss in its server, outside the process tree the guard
+/// watches, so neither a phase time nor a peak of it is taken (nor kept for the next build).
 #[derive(Debug, Clone, Copy)]
 pub struct Measure {
     pub budget_bytes: Option<u64>,
-    pub time_phases: bool,
+    pub direct: bool,
 }
 
 /// What the guard saw in a build.
@@ -321,7 +325,7 @@ impl Guard {
         )?;
         let log = dir.join("nvcc-guard.jsonl");
         let _ = fs::remove_file(&log);
-        let time_dir = measure.time_phases.then(|| dir.join("nvcc-time"));
+        let time_dir = measure.direct.then(|| dir.join("nvcc-time"));
         if let Some(d) = &time_dir {
             fs::create_dir_all(d)?;
         }
@@ -401,6 +405,8 @@ impl Guard {
                     .heaviest
                     .as_ref()
                     .is_none_or(|h| m.peak_rss_bytes > h.1)
+                    // 0: not measured (a compiler cache ran it).
+                    && m.peak_rss_bytes > 0
                 {
                     report.heaviest =
                         Some((file, m.peak_rss_bytes, m.end_ms.saturating_sub(m.start_ms)));

@@ -476,7 +476,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
             budget_bytes: Some(super::jobs::memory_budget_bytes(
                 crate::host::mem_available_gib(),
             )),
-            time_phases: true,
+            direct: true,
         };
         Some(Guard::prepare(
             &job.scratch.path,

@@ -211,7 +211,7 @@ pub fn provision(job: &Job, scratch: Scratch) -> Result<Workspace> {
             .map_or_else(|| job.tc.nvcc(), |c| c.wrappers.join("nvcc"));
         let measure = arch_guard::Measure {
             budget_bytes: Some(jobs::memory_budget_bytes(crate::host::mem_available_gib())),
-            time_phases: compiler_cache.is_none(),
+            direct: compiler_cache.is_none(),
         };
         Some(Guard::prepare(
             &scratch.path,

@@ -153,7 +153,8 @@ impl BuildTrace {
                 path: c.sources.first().cloned().unwrap_or_default(),
                 slot: 0,
                 waited_ms: c.waited_ms,
-                peak_rss_bytes: Some(c.peak_rss_bytes),
+                // 0: not measured (a compiler cache ran the compile).
+                peak_rss_bytes: (c.peak_rss_bytes > 0).then_some(c.peak_rss_bytes),
                 reserved_bytes: Some(c.reserved_bytes),
                 reserved_from: Some(c.reserved_from.clone()),
                 phases: c.phases.clone(),

@@ -22,7 +22,8 @@ pub struct CompileRecord {
     pub waited_ms: u64,
     /// The peak resident memory of the compile: the highest sampled sum over its process tree
     /// (nvcc runs cicc and ptxas of several archs at once with `--threads`), and never less than
-    /// its largest single process (the kernel's `ru_maxrss`, exact).
+    /// its largest single process (the kernel's `ru_maxrss`, exact); 0 where a compiler cache ran
+    /// it (a hit, or a miss sccache's server compiled: not in the measured tree).
     pub peak_rss_bytes: u64,
     /// What the memory gate reserved for it, and where that figure came from.
     #[serde(default)]

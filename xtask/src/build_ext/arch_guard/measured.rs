@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 /// Where nvcc's `--time` files go. Set only when the guard runs the toolkit's own nvcc: a
 /// compiler cache counts a compile with `--time` as uncacheable (sccache 0.16 does, even when the
 /// flag comes through `NVCC_APPEND_FLAGS`), and a build must not lose its cache hits to a report.
+/// Unset, the compile went through a cache: what the guard's process tree holds is sccache's
+/// client (the server runs a miss) or a hit, not the compile, so no peak is recorded or kept.
 pub const TIME_DIR_VAR: &str = "ARCHSMITH_NVCC_TIME_DIR";
 /// The peaks kept across builds ([`peaks::default_path`] unless set).
 pub const PEAKS_VAR: &str = peaks::PATH_VAR;
@@ -172,16 +174,17 @@ pub fn run(
             .map(|t| nvcc_time::parse(&t))
             .unwrap_or_default();
         let largest = crate::process::rusage(true).map_or(0, |(_, p)| p);
+        let direct = time_file.is_some();
         let record = CompileRecord {
             tool: "nvcc".into(),
             sources: sources.to_vec(),
             start_ms,
             end_ms,
             waited_ms: admission.as_ref().map_or(0, |a| a.waited_ms),
-            peak_rss_bytes: sampled.max(largest),
+            peak_rss_bytes: if direct { sampled.max(largest) } else { 0 },
             reserved_bytes,
             reserved_from: reserved_from.into(),
-            key,
+            key: if direct { key } else { String::new() },
             exit,
             phases,
         };
