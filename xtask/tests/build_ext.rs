@@ -183,6 +183,7 @@ fn tiny_multi_file_extension_builds_then_rebuilds_as_a_no_op_in_under_a_second()
     assert!(heaviest[1].as_u64().unwrap() > 10 << 20, "{heaviest}");
     assert!(heaviest[2].as_u64().unwrap() > 0, "{heaviest}");
     assert_trace_of_tinyext(r);
+    assert_archs_reads_the_last_build(&src, r);
     // Progress came from ninja's [N/M] lines (stderr is not a terminal here: plain lines).
     assert!(first.stderr.contains("[3/3]"), "{}", first.stderr);
     let log = PathBuf::from(r["log"].as_str().unwrap());
@@ -290,6 +291,56 @@ fn assert_trace_of_tinyext(r: &serde_json::Value) {
     for name in ["axpy.cu", "scale.cu", "bind.o", "Cost of each arch"] {
         assert!(page.contains(name), "{name}");
     }
+}
+
+/// `archs --src` on the source just built (issue 48): each arch of a new plan beside what it cost
+/// in that build — the dropped 7.5 with its measured seconds, 10.0 never built so not measured.
+fn assert_archs_reads_the_last_build(src: &Path, r: &serde_json::Value) {
+    let run = xtask(&[
+        "archs",
+        "--arch",
+        "8.9,9.0,10.0",
+        "--src",
+        src.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let last = &json(&run)["last_build"];
+    assert_eq!(last["same_source"], true, "{last}");
+    assert_eq!(last["torch_cuda_arch_list"], "7.5;8.9;9.0+PTX", "{last}");
+    let costs = r["insight"]["summary"]["arch_costs"].as_array().unwrap();
+    let built = |arch: &str| costs.iter().find(|c| c["arch"] == arch).unwrap().clone();
+    let row = |arch: &str| {
+        last["archs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["arch"] == arch)
+            .unwrap_or_else(|| panic!("{arch} in {last}"))
+            .clone()
+    };
+    assert_eq!(row("7.5")["planned"], false);
+    assert_eq!(row("7.5")["last_build"], built("75"));
+    assert_eq!(row("9.0")["planned"], true);
+    assert_eq!(row("9.0")["last_build"], built("90"));
+    assert_eq!(row("10.0")["planned"], true);
+    assert!(row("10.0")["last_build"].is_null(), "{last}");
+    let kept = built("89")["device_seconds"].as_f64().unwrap()
+        + built("90")["device_seconds"].as_f64().unwrap();
+    assert!((last["planned_known_seconds"].as_f64().unwrap() - kept).abs() < 1e-6);
+    let table = xtask(&[
+        "archs",
+        "--arch",
+        "8.9,9.0,10.0",
+        "--src",
+        src.to_str().unwrap(),
+    ]);
+    assert!(
+        table.stdout.contains("measured in a build of this source")
+            && table.stdout.contains("7.5    dropped: saves"),
+        "{}",
+        table.stdout
+    );
 }
 
 #[test]

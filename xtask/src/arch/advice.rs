@@ -44,6 +44,9 @@ pub struct ArchsReport {
     pub consumers: Vec<ConsumerReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus: Option<Vec<GpuVerdict>>,
+    /// With `--src`: what each arch cost in that source's last build (none where it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_build: Option<crate::build_insight::arch_cost_records::LastBuild>,
 }
 
 /// What `archs` asks for: a spec, optional releases, GPUs and driver to check the plan against.
@@ -127,6 +130,7 @@ pub fn plan_report(args: &PlanRequest) -> Result<ArchsReport> {
         consumers: consumer_reports(&ctx, &args.arch, &plan),
         notes,
         gpus,
+        last_build: None,
     })
 }
 
@@ -613,6 +617,13 @@ impl ArchsReport {
         out.push_str(&t.render());
         out.push('\n');
         r.consumer_and_gpu_lines(&mut out);
+        if let Some(last) = &r.last_build {
+            out.push('\n');
+            for line in last.lines() {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
         if !r.notes.is_empty() {
             out.push('\n');
             for n in &r.notes {

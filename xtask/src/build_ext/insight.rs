@@ -1,11 +1,13 @@
 //! Where the build's time and memory went, beside its log: a Chrome trace
 //! (`NAME-STAMP.trace.json`), a page (`NAME-STAMP.timeline.html`) and the summary the outcome
 //! shows, made of the arch guard's measured compiles, the ninja logs of the source copy and the
-//! build's own steps. The measured peaks are kept for the next build's memory pool.
+//! build's own steps. The measured peaks are kept for the next build's memory pool, and each
+//! arch's cost for `archs --src`.
 
 use super::arch_guard::Guard;
 use super::source::SourceSpec;
-use crate::build_insight::build_summary::Summary;
+use crate::build_insight::arch_cost_records::{self, ArchCostRecord, LastBuild};
+use crate::build_insight::build_summary::{arch_of_image, Summary};
 use crate::build_insight::build_trace::{BuildTrace, Span};
 use crate::build_insight::compile_record::now_ms;
 use crate::build_insight::peaks::Peaks;
@@ -66,6 +68,11 @@ pub struct Build<'a> {
     pub log_path: &'a Path,
     pub guard: Option<&'a Guard>,
     pub times: Times,
+    /// What the arch costs are kept under for `archs --src`.
+    pub source_sha256: &'a str,
+    pub torch: &'a str,
+    pub nvcc: &'a str,
+    pub torch_cuda_arch_list: &'a str,
 }
 
 /// Writes the trace and the page beside the log and keeps the peaks; a report, so a failure to
@@ -121,10 +128,41 @@ pub fn write(b: &Build, wheel: &Path) -> Result<Insight> {
     ];
     let so_bytes = super::check::shared_object_bytes(wheel);
     let summary = Summary::of(&trace, &super::check::image_bytes(wheel), so_bytes);
+    let record = ArchCostRecord {
+        label,
+        source_sha256: b.source_sha256.to_string(),
+        built_at: now_ms() / 1000,
+        torch: b.torch.to_string(),
+        nvcc: b.nvcc.to_string(),
+        torch_cuda_arch_list: b.torch_cuda_arch_list.to_string(),
+        device_seconds: summary.device_seconds,
+        costs: summary.arch_costs.clone(),
+    };
+    arch_cost_records::remember(&arch_cost_records::records_dir(), &record)?;
     let written =
         crate::build_insight::written::write(&b.log_path.with_extension(""), &trace, summary)?;
     Ok(Insight {
         written,
         peaks_kept,
     })
+}
+
+/// What each of a plan's archs (`sm_75`, `compute_90`: the plan's images) cost in the build of
+/// `spec` (the source's content, else its name) that measured most of them: none when no build of
+/// it was recorded.
+pub fn last_build(spec: &SourceSpec, images: &[String]) -> Result<Option<LastBuild>> {
+    let resolved = super::source::resolve(spec)?;
+    let mut planned: Vec<String> = Vec::new();
+    for a in images.iter().filter_map(|i| arch_of_image(i)) {
+        if !planned.iter().any(|p| p == a) {
+            planned.push(a.to_string());
+        }
+    }
+    Ok(arch_cost_records::recall(
+        &arch_cost_records::records_dir(),
+        &spec.label(),
+        &resolved.hash,
+        &planned,
+    )
+    .map(|(record, same)| LastBuild::new(record, same, &planned)))
 }

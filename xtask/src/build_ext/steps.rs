@@ -601,6 +601,10 @@ pub fn stamp(
             build: compiled.window,
             checks: checked.window,
         },
+        source_sha256: &job.src.hash,
+        torch: &job.env.torch.to_string(),
+        nvcc: &job.tc.nvcc_version.to_string(),
+        torch_cuda_arch_list: &job.plan.torch_cuda_arch_list(),
     };
     let mut warnings = collected.warnings;
     let insight = match super::insight::write(&report, &wheel) {

@@ -45,7 +45,7 @@ pub struct Summary {
 }
 
 /// `90` of `sm_90`, `compute_90`, `sm_90a` → `90a`.
-fn arch_of_image(name: &str) -> Option<&str> {
+pub fn arch_of_image(name: &str) -> Option<&str> {
     name.strip_prefix("sm_")
         .or_else(|| name.strip_prefix("compute_"))
 }

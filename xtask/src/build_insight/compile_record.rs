@@ -80,6 +80,14 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// `2026-11-28 09:14 UTC` of Unix seconds, for people reading a record.
+pub fn utc_date(unix_s: u64) -> String {
+    chrono::DateTime::from_timestamp(unix_s as i64, 0).map_or_else(
+        || format!("{unix_s} s after 1970"),
+        |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+    )
+}
+
 /// The resident memory of `pid` and all its descendants now, in bytes (`/proc/PID/statm` and
 /// `/proc/PID/task/*/children`); 0 once it is gone.
 pub fn tree_rss_bytes(pid: u32) -> u64 {

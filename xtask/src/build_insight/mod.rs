@@ -3,8 +3,10 @@
 //! [`compile_record`] (with nvcc's own phases per arch, [`nvcc_time`]); the build keeps the
 //! measured peaks for the next one ([`peaks`]) and makes of the records a Chrome trace
 //! ([`build_trace`]), an HTML timeline ([`timeline`]) and a summary with each arch's cost
-//! ([`build_summary`]).
+//! ([`build_summary`]), each arch's cost kept for planning the
+//! same source again ([`arch_cost_records`]).
 
+pub mod arch_cost_records;
 pub mod build_summary;
 pub mod build_trace;
 pub mod compile_record;

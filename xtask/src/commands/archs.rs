@@ -2,6 +2,7 @@
 //! CMake wants, and whether named GPUs will run the result ([`crate::arch::advice::plan_report`]).
 
 use crate::arch::advice::{plan_report, ArchsReport, PlanRequest};
+use crate::build_ext::SourceSpec;
 use crate::kb::kb;
 use crate::output::{documents, emit, Exit};
 use crate::version::Version;
@@ -28,6 +29,14 @@ pub struct ArchsArgs {
     /// The NVIDIA driver that would run the code (decides whether PTX can be JIT-compiled).
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::driver_version)]
     pub driver: Option<Version>,
+    /// A source built before (build-ext's SOURCE: a directory, an sdist, pypi:NAME==VER): shows
+    /// what each arch cost in its last build — device-compile seconds and image bytes.
+    #[arg(
+        long,
+        value_name = "DIR|SDIST|pypi:NAME==VER",
+        conflicts_with = "print"
+    )]
+    pub src: Option<String>,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
     /// Print one value alone, for CI scripts: `torch-cuda-arch-list` (`7.5;8.9;9.0`), `nvcc-flags`…
@@ -72,7 +81,17 @@ pub fn run(args: &ArchsArgs) -> Result<Exit> {
         gpus: args.gpus.clone(),
         driver: args.driver.clone(),
     };
-    let report = plan_report(&request)?;
+    let mut report = plan_report(&request)?;
+    if let Some(src) = &args.src {
+        let images: Vec<String> = report.sass.iter().chain(&report.ptx).cloned().collect();
+        report.last_build =
+            crate::build_ext::insight::last_build(&SourceSpec::parse(src)?, &images)?;
+        if report.last_build.is_none() {
+            report.notes.push(format!(
+                "no build of {src} is recorded: build it once (build-ext, port-extension) and archs shows what each arch cost"
+            ));
+        }
+    }
     match args.print {
         Some(value) => crate::outln!("{}", value.of(&report)),
         None => emit(
