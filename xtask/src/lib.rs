@@ -27,7 +27,8 @@ pub mod process;
 pub mod stamp;
 pub mod wheel;
 // Same-layer uses: build_insight → build_output, build_insight → cache, build_insight → host,
-// build_insight → output, build_insight → paths, build_insight → stamp, build_output → process,
+// build_insight → output, build_insight → paths, build_insight → process, build_insight → stamp,
+// build_output → process,
 // data → cache, data → paths, data → stamp, git_submodules → process, host → process,
 // lint → output, process → offline.
 

@@ -609,6 +609,7 @@ fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
             wheel.file_name().unwrap().to_str().unwrap()
         ))
         .is_file());
+    assert_compiles_were_metered(&v, &[("kernel.cu", "nvcc")]);
     // The verify step: exactly the planned images, and the live module's answers.
     let verify = &v["verify"];
     assert_eq!(verify["ok"], true, "{verify}");
@@ -702,6 +703,40 @@ fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
         assert!(!n.contains(".partial-"), "{n}");
     }
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// Every compile of the build ran through archsmith's compile meter (CMake's launcher): the trace
+/// holds each of `compiles` (file, tool) measured — a peak of its own process tree, what the
+/// memory pool reserved for it — CMake's own probes while configuring do not show, and the
+/// summary names the heaviest.
+fn assert_compiles_were_metered(v: &Value, compiles: &[(&str, &str)]) {
+    let insight = &v["insight"];
+    let trace: Value = serde_json::from_slice(
+        &std::fs::read(insight["trace"].as_str().expect("a trace path")).unwrap(),
+    )
+    .unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    for (name, tool) in compiles {
+        let e = events
+            .iter()
+            .find(|e| e["ph"] == "X" && e["name"] == *name && e["cat"] == *tool)
+            .unwrap_or_else(|| panic!("{name} ({tool}) in {trace}"));
+        assert!(e["args"]["peak_rss_mib"].as_u64().unwrap() > 1, "{e}");
+        assert!(
+            e["args"]["reserved_from"]
+                .as_str()
+                .is_some_and(|r| r.contains("estimate") || r.contains("earlier build")),
+            "{e}"
+        );
+    }
+    assert!(
+        !events.iter().any(|e| e["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("CompilerABI"))),
+        "{trace}"
+    );
+    let heaviest = &insight["summary"]["heaviest"];
+    assert!(heaviest[1].as_u64().unwrap() > 1 << 20, "{heaviest}");
 }
 
 /// `--set USE_CUDA=0`: no arch list, toolkit or cuDNN in preflight or the plan, a `+cpu` wheel,
@@ -832,6 +867,7 @@ fn a_cpu_only_build_plans_no_cuda_and_verifies_a_wheel_without_device_code() {
     assert_eq!(item("arch flags")["status"], "ok");
     // The matmul ran through the built libtorch_cpu.so and matched plain Python's sums.
     assert_eq!(item("cpu smoke")["status"], "ok", "{}", v["verify"]);
+    assert_compiles_were_metered(&v, &[("c10.cpp", "c++"), ("cpu_kernel.cpp", "c++")]);
 
     // The same wheel verified on its own: as CPU-only it passes; held to an arch list it fails
     // for carrying no device code.

@@ -5,9 +5,9 @@
 /// (measured 1.5–3.5 GB; the model takes 2.5 GiB so that the peak of two heavy translation units
 /// still fits): the same figure the memory pool reserves for a compile it has no peak of.
 pub const GIB_PER_NVCC_JOB: f64 = crate::build_insight::peaks::FIRST_NVCC_GIB_PER_THREAD;
-/// A C++ compile of torch headers (measured 1.5 GB; not measured per build: C++ compiles do not
-/// pass through the arch guard).
-pub const CXX_GIB: f64 = 1.5;
+/// A C++ compile of torch headers (measured 1.5 GB; not measured per build-ext build: its C++
+/// compiles do not pass through the arch guard).
+pub const CXX_GIB: f64 = crate::build_insight::peaks::FIRST_CXX_GIB;
 /// Memory kept free for the rest of the machine.
 pub const RESERVE_GIB: f64 = 1.0;
 /// Below this much free memory the import check (a Python with torch imported, ~0.5 GB) waits
@@ -16,7 +16,7 @@ pub const EARLY_IMPORT_CHECK_GIB: f64 = 8.0;
 
 /// The memory pool of a build's compiles: what is free for builds now, less the reserve.
 pub fn memory_budget_bytes(mem_available_gib: f64) -> u64 {
-    ((mem_available_gib - RESERVE_GIB).max(0.25) * 1024.0 * 1024.0 * 1024.0) as u64
+    crate::build_insight::memory_gate::Gate::budget_for(mem_available_gib, RESERVE_GIB)
 }
 
 /// Parallelism for one build.

@@ -89,6 +89,12 @@ impl Gate {
         Gate { dir, budget }
     }
 
+    /// A build's budget: what is free for builds now (`mem_available_gib`), less what is left
+    /// for the rest of the machine.
+    pub fn budget_for(mem_available_gib: f64, reserve_gib: f64) -> u64 {
+        ((mem_available_gib - reserve_gib).max(0.25) * 1024.0 * 1024.0 * 1024.0) as u64
+    }
+
     /// The gate of the build this process runs in, when it has one.
     pub fn from_env() -> Option<Gate> {
         let dir = std::env::var_os(LEDGER_VAR)?;

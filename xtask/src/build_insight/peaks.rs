@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 /// One nvcc job on torch headers, per nvcc thread, before anything was measured (1.5–3.5 GB
 /// measured: docs/build-ext.md; the legacy demo's ROIAlign for three archs peaks at 3.5 GB).
 pub const FIRST_NVCC_GIB_PER_THREAD: f64 = 2.5;
+/// One C++ compile on torch headers before anything was measured (1.5 GB: the floor the jobs
+/// models keep for C++ units; torch's own heaviest units, FlashAttention's CPU kernels, are
+/// learned once measured).
+pub const FIRST_CXX_GIB: f64 = 1.5;
 /// What a compile reserves above its measured peak.
 pub const HEADROOM: f64 = 1.15;
 /// The variable that names another file for the peaks (tests, a CI cache).
@@ -73,6 +77,18 @@ impl Peaks {
 
     pub fn get(&self, key: &str) -> Option<&Kept> {
         self.compiles.get(key)
+    }
+
+    /// What a compile under `key` reserves, and where the figure comes from: its kept peak with
+    /// [`HEADROOM`], else `first` (the first-build estimate of its kind).
+    pub fn reservation(&self, key: &str, first: (u64, &'static str)) -> (u64, &'static str) {
+        match self.get(key) {
+            Some(k) if !key.is_empty() => (
+                (k.peak_rss_bytes as f64 * HEADROOM) as u64,
+                "its peak in an earlier build",
+            ),
+            _ => first,
+        }
     }
 
     /// Keeps the peaks of `records` (successful compiles with a key) in `path`, under its lock;

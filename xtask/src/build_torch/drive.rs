@@ -7,6 +7,8 @@ use super::plan::BuildPlan;
 use super::{Prepared, Request};
 use crate::build_insight::build_summary::Summary;
 use crate::build_insight::build_trace::BuildTrace;
+use crate::build_insight::compile_record;
+use crate::build_insight::peaks::{self, Peaks};
 use crate::build_insight::written::Written;
 use crate::build_output::log::{
     first_cmake_error, first_compiler_error, first_front_end_error, last_python_error,
@@ -71,6 +73,7 @@ pub fn drive(
     let started = Instant::now();
     let _lock = lock_build_dir(p, plan)?;
     prepare_build_dir(p, plan)?;
+    meter_ready(plan)?;
     let log_path = out.join("build-torch.log");
     let cache = req
         .cache_kind()
@@ -82,7 +85,7 @@ pub fn drive(
         None => (None, None),
     };
     let ninja_log = Some(plan.build_dir.join(".ninja_log")).filter(|p| p.is_file());
-    let insight = ninja_log.as_deref().and_then(|l| trace_of(l, out));
+    let insight = ninja_log.as_deref().and_then(|l| trace_of(plan, l, 0, out));
     if status != Some(0) {
         let mut failed = failure(status, log_path);
         failed.timeline = insight.map(|i| i.timeline);
@@ -110,19 +113,44 @@ pub fn drive(
     }))
 }
 
-/// `OUT/build-torch.trace.json` and `.timeline.html` from the build's `.ninja_log`; a report,
-/// so one that cannot be written is said and the build goes on.
-fn trace_of(ninja_log: &Path, out: &Path) -> Option<Written> {
+/// `OUT/build-torch.trace.json` and `.timeline.html` from the build's `.ninja_log` (from byte
+/// `since`: a slice's own steps) and the compile meter's records of this run, whose peaks are
+/// kept for the next build's pool; a report, so one that cannot be written is said and the build
+/// goes on.
+fn trace_of(plan: &BuildPlan, ninja_log: &Path, since: usize, out: &Path) -> Option<Written> {
     let text = std::fs::read_to_string(ninja_log).ok()?;
-    let trace = BuildTrace::of_ninja_log("archsmith build-torch", &text);
-    let summary = Summary::of(&trace, &Default::default(), 0);
-    match crate::build_insight::written::write(&out.join("build-torch"), &trace, summary) {
+    let header = text.lines().next().unwrap_or_default();
+    let text = match text.get(since..) {
+        Some(rest) if since > 0 => format!("{header}\n{rest}"),
+        _ => text,
+    };
+    let compiles = std::fs::read_to_string(super::plan::compile_log(&plan.build_dir))
+        .map(|t| compile_record::parse(&t))
+        .unwrap_or_default();
+    let written = Peaks::remember(&peaks::default_path_for_env(), &compiles).and_then(|_| {
+        let trace = BuildTrace::new("archsmith build-torch", Vec::new(), &compiles, &[text]);
+        let summary = Summary::of(&trace, &Default::default(), 0);
+        crate::build_insight::written::write(&out.join("build-torch"), &trace, summary)
+    });
+    match written {
         Ok(w) => Some(w),
         Err(e) => {
             crate::errln!("warning: the build's trace was not written: {e:#}");
             None
         }
     }
+}
+
+/// The compile meter CMake's launchers name (written anew each run: it names this executable)
+/// and an empty compile log for this run's records.
+fn meter_ready(plan: &BuildPlan) -> Result<()> {
+    let exe = std::env::current_exe().context("finding archsmith's own executable")?;
+    crate::compiler_cache::write_wrapper(
+        &super::plan::meter_launcher(&plan.build_dir),
+        "written by archsmith build-torch: the compile meter CMake runs as each compiler's launcher",
+        &[exe.display().to_string(), "compile-meter".to_string()],
+    )?;
+    crate::cache::remove_path(&super::plan::compile_log(&plan.build_dir))
 }
 
 /// The build directory, made, and held: one build at a time in a tree (a second run waits
@@ -255,6 +283,7 @@ pub fn drive_slice(
     use super::slice;
     let started = Instant::now();
     let _lock = lock_build_dir(p, plan)?;
+    meter_ready(plan)?;
     let log_path = out.join("build-torch.log");
     let mut log = open_log(p, plan, req, &log_path)?;
     let build_ninja_path = plan.build_dir.join("build.ninja");
@@ -293,8 +322,11 @@ pub fn drive_slice(
     ];
     words.extend(targets.iter().cloned());
     let status = run_streamed(plan, req, &words, &p.tree.root, &mut log, &log_path, false)?;
+    let insight = trace_of(plan, &ninja_log_path, before, out);
     if status != Some(0) {
-        return Ok(Err(failure(status, log_path)));
+        let mut failed = failure(status, log_path);
+        failed.timeline = insight.map(|i| i.timeline);
+        return Ok(Err(failed));
     }
     let ninja_log = std::fs::read_to_string(&ninja_log_path).unwrap_or_default();
     let ran = slice::steps_since(&ninja_log, before);
@@ -306,6 +338,7 @@ pub fn drive_slice(
         estimate: slice::Estimate::of(&build_ninja, &ninja_log, plan.jobs.jobs),
         seconds: started.elapsed().as_secs_f64(),
         log: log_path,
+        insight,
     }))
 }
 

@@ -8,6 +8,8 @@
 use super::reads::{BuildFiles, Reader};
 use super::tree::{FrontEnd, TorchTree};
 use crate::arch::spec::Plan;
+use crate::build_insight::compile_meter;
+use crate::build_insight::memory_gate::Gate;
 use crate::host::HostCompiler;
 use crate::kb::kb;
 use crate::toolchain::Toolchain;
@@ -239,6 +241,16 @@ impl Vars {
     }
 }
 
+/// The compile meter's launcher in `build_dir` (written when the build runs).
+pub fn meter_launcher(build_dir: &Path) -> PathBuf {
+    build_dir.join("archsmith-compile-meter")
+}
+
+/// The records of the compiles the meter measured in `build_dir`.
+pub fn compile_log(build_dir: &Path) -> PathBuf {
+    build_dir.join("archsmith-compiles.jsonl")
+}
+
 /// Computes the plan and the reader of each build variable: the arch list and the knowledge
 /// base's switches, one CUDA root, the compilers, nvcc's flags and cuDNN, jobs and the wheel's
 /// version, the compiler cache, then `--set`; each variable's reader in the tree; the commands.
@@ -424,24 +436,59 @@ fn job_and_version_vars(vars: &mut Vars, i: &Inputs) {
     }
 }
 
-/// `--cache`: the launcher for C, C++ and CUDA and its directory; `--dist`: sccache's client
-/// config and its own server port.
+/// Every C, C++ and CUDA compile goes through archsmith's compile meter (its launcher in the
+/// build directory): each waits in the build's memory pool, is measured, and its record goes to
+/// the build's compile log for the trace and the peaks kept. `--cache`: the meter runs the
+/// compiler cache's launcher (a CMake launcher list), with its directory; `--dist`: sccache's
+/// client config and its own server port.
 fn launcher_vars(vars: &mut Vars, i: &Inputs) {
-    let Some((launcher, (dir_var, dir))) = &i.launcher else {
-        return;
-    };
-    let l = launcher.display().to_string();
+    let build_dir = i.tree.root.join("build");
+    let meter = meter_launcher(&build_dir).display().to_string();
     let langs: &[&str] = match i.cuda {
         Some(_) => &["C", "CXX", "CUDA"],
         None => &["C", "CXX"],
     };
+    let launcher = match &i.launcher {
+        Some((cache, _)) => format!("{meter};{}", cache.display()),
+        None => meter,
+    };
     for lang in langs {
         vars.build(
             &format!("CMAKE_{lang}_COMPILER_LAUNCHER"),
-            l.clone(),
-            "--cache",
+            launcher.clone(),
+            match i.launcher {
+                Some(_) => "archsmith's compile meter, then --cache's launcher",
+                None => "archsmith's compile meter: the memory pool and each compile's peak",
+            },
         );
     }
+    vars.set(
+        compile_meter::LOG_VAR,
+        compile_log(&build_dir).display().to_string(),
+        "where each compile's record goes (time, peak memory)",
+        VarKind::Process,
+    );
+    let gate = Gate::new(
+        build_dir.join("archsmith-memory-ledger"),
+        Gate::budget_for(i.jobs.mem_available_gib, RESERVE_GIB),
+    );
+    for (name, value) in gate.env() {
+        vars.set(
+            &name,
+            value,
+            "the memory pool every compile waits in",
+            VarKind::Process,
+        );
+    }
+    let Some((_, (dir_var, dir))) = &i.launcher else {
+        return;
+    };
+    vars.set(
+        compile_meter::THROUGH_CACHE_VAR,
+        "1".into(),
+        "the meter runs a compiler cache: no peak is taken of a hit or of sccache's server",
+        VarKind::Process,
+    );
     vars.set(
         dir_var,
         dir.clone(),

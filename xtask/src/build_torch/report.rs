@@ -199,6 +199,9 @@ pub fn slice(r: &super::slice::SliceReport) -> String {
         ]);
     }
     s += &t.render();
+    if let Some(i) = &r.insight {
+        s += &i.table();
+    }
     s += &estimate(&r.estimate);
     if !r.ok {
         s += "a step's output does not carry what the plan asks: see FAIL above\n";

@@ -80,6 +80,8 @@ pub struct SliceReport {
     pub estimate: Estimate,
     pub seconds: f64,
     pub log: std::path::PathBuf,
+    /// The slice's trace, timeline and summary (its own steps, measured compiles).
+    pub insight: Option<crate::build_insight::written::Written>,
 }
 
 /// One step the slice ran: its output, kind, time, and what its binary carries.

@@ -90,6 +90,13 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// The compile meter (build_insight/compile_meter.rs): the compiler launcher build-torch gives
+    /// CMake, never run by hand.
+    #[command(hide = true)]
+    CompileMeter {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Print a shell completion script: `archsmith completions bash > /etc/bash_completion.d/archsmith`.
     #[command(after_help = "Example:\n  archsmith completions zsh")]
     Completions {
@@ -117,6 +124,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Verify(args) => verify::run(args),
         Command::Kb(args) => kb::run(&args),
         Command::NvccGuard { args } => crate::build_ext::arch_guard::run(&args).map(Exit::Program),
+        Command::CompileMeter { args } => {
+            crate::build_insight::compile_meter::run(&args).map(Exit::Program)
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let name = crate::output::program().replace("cargo ", "cargo-");

@@ -4,8 +4,8 @@
 
 use crate::build_insight::compile_record::{self, CompileRecord};
 use crate::build_insight::memory_gate::Gate;
-use crate::build_insight::{nvcc_time, peaks};
-use anyhow::{Context, Result};
+use crate::build_insight::{compile_meter, nvcc_time, peaks};
+use anyhow::Result;
 use std::path::{Path, PathBuf};
 
 /// Where nvcc's `--time` files go. Set only when the guard runs the toolkit's own nvcc: a
@@ -48,17 +48,8 @@ fn nvcc_threads(args: &[String], plan: &[String]) -> u32 {
 
 /// What the compile reserves, and where the figure comes from.
 fn reservation(kept: &peaks::Peaks, key: &str, threads: u32) -> (u64, &'static str) {
-    match kept.get(key) {
-        Some(k) if !key.is_empty() => (
-            (k.peak_rss_bytes as f64 * peaks::HEADROOM) as u64,
-            "its peak in an earlier build",
-        ),
-        _ => (
-            (peaks::FIRST_NVCC_GIB_PER_THREAD * f64::from(threads) * 1024.0 * 1024.0 * 1024.0)
-                as u64,
-            "the first-build estimate for nvcc",
-        ),
-    }
+    let (per_thread, from) = compile_meter::first_estimate("nvcc");
+    kept.reservation(key, (per_thread * u64::from(threads), from))
 }
 
 /// The most nvcc threads, up to `asked`, whose reservation fits the pool's `budget` (one at
@@ -165,7 +156,7 @@ pub fn run(
         args.push(format!("--time={}", f.display()));
     }
     let start_ms = compile_record::now_ms();
-    let (exit, sampled) = run_sampled(cmd.args(&args))?;
+    let (exit, sampled) = compile_meter::run_sampled(cmd.args(&args))?;
     let end_ms = compile_record::now_ms();
     if let Some(log) = log {
         let phases = time_file
@@ -195,24 +186,6 @@ pub fn run(
     }
     drop(admission);
     Ok(exit)
-}
-
-/// Runs `cmd`, sampling its process tree's resident memory every 50 ms: its exit status and the
-/// highest sum seen.
-fn run_sampled(cmd: &mut std::process::Command) -> Result<(i32, u64)> {
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("running {:?}", cmd.get_program()))?;
-    let pid = child.id();
-    let (status, peak) = crate::process::with_peak(
-        std::time::Duration::from_millis(50),
-        || compile_record::tree_rss_bytes(pid),
-        || child.wait(),
-    );
-    Ok((
-        status.context("waiting for nvcc")?.code().unwrap_or(1),
-        peak,
-    ))
 }
 
 #[cfg(test)]
