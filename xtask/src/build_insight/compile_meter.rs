@@ -112,32 +112,79 @@ fn run_logged(args: &[OsString], log: Option<PathBuf>, direct: bool) -> Result<i
     let kept = Peaks::load(&peaks::default_path_for_env());
     let (reserved_bytes, reserved_from) = kept.reservation(&key, first_estimate(tool));
     let name = source.rsplit('/').next().unwrap_or(source);
+    let ran = run_in_pool(&mut cmd, name, reserved_bytes)?;
+    let record = ran.record(
+        tool,
+        vec![source.to_string()],
+        (reserved_bytes, reserved_from),
+        key,
+        direct,
+        Vec::new(),
+    );
+    compile_record::append(&log, &serde_json::to_string(&record)?)?;
+    Ok(ran.exit)
+}
+
+/// A compile's run: its exit status, when it ran, how long it waited for memory, its peak.
+pub struct Ran {
+    pub exit: i32,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub waited_ms: u64,
+    /// The highest sample of its process tree's resident memory, never below its largest
+    /// process's `ru_maxrss`.
+    pub peak_rss_bytes: u64,
+}
+
+/// Waits in the build's memory pool (when this process has one) until `reserved` bytes fit,
+/// saying why it waits for `name`, then runs `cmd` measured; the pool's slot is freed as the
+/// compile ends.
+pub fn run_in_pool(cmd: &mut std::process::Command, name: &str, reserved: u64) -> Result<Ran> {
     let admission = Gate::from_env()
         .map(|g| {
-            g.admit(reserved_bytes, &mut |why| {
+            g.admit(reserved, &mut |why| {
                 crate::errln!("archsmith: {name} waits for memory: {why}")
             })
         })
         .transpose()?;
     let start_ms = compile_record::now_ms();
-    let (exit, sampled) = run_sampled(&mut cmd)?;
+    let (exit, sampled) = run_sampled(cmd)?;
     let largest = crate::process::rusage(true).map_or(0, |(_, p)| p);
-    let record = CompileRecord {
-        tool: tool.into(),
-        sources: vec![source.to_string()],
+    Ok(Ran {
+        exit,
         start_ms,
         end_ms: compile_record::now_ms(),
         waited_ms: admission.as_ref().map_or(0, |a| a.waited_ms),
-        peak_rss_bytes: if direct { sampled.max(largest) } else { 0 },
-        reserved_bytes,
-        reserved_from: reserved_from.into(),
-        key: if direct { key } else { String::new() },
-        exit,
-        phases: Vec::new(),
-    };
-    compile_record::append(&log, &serde_json::to_string(&record)?)?;
-    drop(admission);
-    Ok(exit)
+        peak_rss_bytes: sampled.max(largest),
+    })
+}
+
+impl Ran {
+    /// Its record. `direct`: the compiler ran in the measured tree; through a compiler cache
+    /// (`direct` false) the peak is not the compile's, so none is recorded or kept (`key` empty).
+    pub fn record(
+        &self,
+        tool: &str,
+        sources: Vec<String>,
+        (reserved_bytes, reserved_from): (u64, &str),
+        key: String,
+        direct: bool,
+        phases: Vec<super::nvcc_time::Phase>,
+    ) -> CompileRecord {
+        CompileRecord {
+            tool: tool.into(),
+            sources,
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+            waited_ms: self.waited_ms,
+            peak_rss_bytes: if direct { self.peak_rss_bytes } else { 0 },
+            reserved_bytes,
+            reserved_from: reserved_from.into(),
+            key: if direct { key } else { String::new() },
+            exit: self.exit,
+            phases,
+        }
+    }
 }
 
 /// Runs `cmd`, sampling its process tree's resident memory every 50 ms: its exit status and the

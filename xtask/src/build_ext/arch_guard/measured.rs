@@ -2,7 +2,7 @@
 //! own phase timing where that costs the compiler cache nothing, and is watched for its peak
 //! resident memory over its whole process tree; then its record is appended to the guard's log.
 
-use crate::build_insight::compile_record::{self, CompileRecord};
+use crate::build_insight::compile_record;
 use crate::build_insight::memory_gate::Gate;
 use crate::build_insight::{compile_meter, nvcc_time, peaks};
 use anyhow::Result;
@@ -143,49 +143,32 @@ pub fn run(
     let name = sources
         .first()
         .map_or("?", |s| s.rsplit('/').next().unwrap_or(s));
-    let admission = gate
-        .map(|g| {
-            g.admit(reserved_bytes, &mut |why| {
-                crate::errln!("archsmith: {name} waits for memory: {why}")
-            })
-        })
-        .transpose()?;
     let time_file = std::env::var_os(TIME_DIR_VAR)
         .map(|d| PathBuf::from(d).join(format!("{}.csv", std::process::id())));
     if let Some(f) = &time_file {
         args.push(format!("--time={}", f.display()));
     }
-    let start_ms = compile_record::now_ms();
-    let (exit, sampled) = compile_meter::run_sampled(cmd.args(&args))?;
-    let end_ms = compile_record::now_ms();
+    let ran = compile_meter::run_in_pool(cmd.args(&args), name, reserved_bytes)?;
     if let Some(log) = log {
         let phases = time_file
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok())
             .map(|t| nvcc_time::parse(&t))
             .unwrap_or_default();
-        let largest = crate::process::rusage(true).map_or(0, |(_, p)| p);
-        let direct = time_file.is_some();
-        let record = CompileRecord {
-            tool: "nvcc".into(),
-            sources: sources.to_vec(),
-            start_ms,
-            end_ms,
-            waited_ms: admission.as_ref().map_or(0, |a| a.waited_ms),
-            peak_rss_bytes: if direct { sampled.max(largest) } else { 0 },
-            reserved_bytes,
-            reserved_from: reserved_from.into(),
-            key: if direct { key } else { String::new() },
-            exit,
+        let record = ran.record(
+            "nvcc",
+            sources.to_vec(),
+            (reserved_bytes, reserved_from),
+            key,
+            time_file.is_some(),
             phases,
-        };
+        );
         compile_record::append(log, &serde_json::to_string(&record)?)?;
     }
     if let Some(f) = &time_file {
         let _ = std::fs::remove_file(f);
     }
-    drop(admission);
-    Ok(exit)
+    Ok(ran.exit)
 }
 
 #[cfg(test)]
