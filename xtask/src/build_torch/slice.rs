@@ -23,10 +23,10 @@ use std::path::Path;
 #[error("{0}")]
 pub struct UnknownTarget(pub String);
 
-/// The ninja targets `given` names in `build_ninja` (the tree at `root`, built in `build_dir`): a
-/// source file becomes the outputs of the steps that compile it — itself, and the copies torch
-/// compiles once per CPU capability (`build/aten/src/ATen/native/cpu/X.cpp.AVX2.cpp`); anything
-/// else must be an output or phony target.
+/// The ninja targets `given` names in `build_ninja` (the tree at `root`, built in `build_dir`): an
+/// output or phony target is itself; a source file becomes the outputs of the steps that compile
+/// it — itself, and the copies torch compiles once per CPU capability
+/// (`build/aten/src/ATen/native/cpu/X.cpp.AVX2.cpp`); anything else is refused.
 pub fn resolve_targets(
     build_ninja: &str,
     root: &Path,
@@ -36,12 +36,21 @@ pub fn resolve_targets(
     let all: Vec<_> = edges(build_ninja).collect();
     let mut out = Vec::new();
     for t in given {
+        // An output of build.ninja (a CMake target, an object) is built as named: never the
+        // library a given object is linked into, which lists it among its inputs.
+        let is_output = all
+            .iter()
+            .any(|e| e.first_output() == *t || e.outputs.split_whitespace().any(|o| o == t));
+        if is_output {
+            out.push(t.clone());
+            continue;
+        }
         let source = root.join(t);
         let source = source.to_string_lossy();
         let copies = format!("{}.", build_dir.join(t).to_string_lossy());
         let compiling: Vec<String> = all
             .iter()
-            .filter(|e| e.kind().is_some())
+            .filter(|e| matches!(e.kind(), Some(StepKind::Cuda | StepKind::Cxx)))
             .filter(|e| {
                 e.inputs.iter().any(|i| {
                     let i = unescape(i);
@@ -50,19 +59,12 @@ pub fn resolve_targets(
             })
             .map(|e| e.first_output())
             .collect();
-        if !compiling.is_empty() {
-            out.extend(compiling);
-            continue;
-        }
-        let known = all
-            .iter()
-            .any(|e| e.first_output() == *t || e.outputs.split_whitespace().any(|o| o == t));
-        if !known {
+        if compiling.is_empty() {
             bail!(UnknownTarget(format!(
                 "--only {t}: build.ninja has no such target and no step that compiles it; give a CMake target (c10_cuda, torch_cuda), an output (…/AbsKernel.cu.o) or a source file of the tree (aten/src/ATen/native/cuda/AbsKernel.cu) that this configuration builds"
             )));
         }
-        out.push(t.clone());
+        out.extend(compiling);
     }
     out.dedup();
     Ok(out)
@@ -389,6 +391,13 @@ build small: CUSTOM_COMMAND /src/tools/s.py
                 "caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/cpu/Bin.cpp.AVX2.cpp.o",
             ],
             "a path with a space is written with `$ ` in build.ninja"
+        );
+        // An object given as such is built alone, not the library it is linked into (whose
+        // link step lists it as an input).
+        let object = "c10/cuda/CMakeFiles/c10_cuda.dir/CUDAStream.cpp.o";
+        assert_eq!(
+            resolve_targets(NINJA, root, build, &[object.into()]).unwrap(),
+            [object]
         );
         let e = resolve_targets(NINJA, root, build, &["torch_cudaa".into()]).unwrap_err();
         assert!(e.is::<UnknownTarget>(), "{e}");
