@@ -55,11 +55,15 @@ pub struct BuildTrace {
 /// The steps of one `.ninja_log` as spans in Unix ms, each command once (a command with several
 /// outputs is logged once per output). A log holds every ninja run of its build dir, one after
 /// another, each timed from its own start (a run begins where the logged end times fall back).
-/// Besides those times ninja logs one in ns per step: up to log v6 the output's mtime (written as
-/// the step ends), from v7 the time the step started (ninja 1.12 records it so that an input
-/// changed during the step is seen). So each run's start is the median of `mtime − end` (v5, v6)
-/// or `mtime − start` (v7) over its steps (a median: an output restat left untouched keeps an
-/// old mtime). Logs without such times give nothing (they cannot be placed).
+/// Besides those times ninja logs one in ns per step: the output's mtime as the step ended (up to
+/// ninja 1.11), or the time the step started (ninja 1.12 records it so that an input changed
+/// during the step is seen; measured here: Debian trixie's ninja 1.12.1 does so under a
+/// `# ninja log v6` header, so the header does not say which). Each run's start is the median of
+/// `mtime − start` or of `mtime − end` over its steps, whichever agrees across them (the other
+/// spreads by the steps' durations); a median, as an output restat left untouched keeps an old
+/// mtime. A log ninja has recompacted (it rewrites a long log, one line per output, in no order)
+/// has no runs in order: its steps are grouped by the start they imply instead. Logs without
+/// such times give nothing (they cannot be placed).
 pub fn ninja_spans(ninja_log: &str) -> Vec<(Span, String)> {
     let version: u32 = ninja_log
         .lines()
@@ -68,64 +72,133 @@ pub fn ninja_spans(ninja_log: &str) -> Vec<(Span, String)> {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
     let steps: Vec<_> = step_weights::entries(ninja_log).collect();
-    // Each step's guess of its run's start (None without a time in ns).
-    let origin_of = |s: &step_weights::LoggedStep| {
-        let at = if version >= 7 { s.start_ms } else { s.end_ms };
-        (s.mtime > 1_000_000_000_000_000_000).then(|| (s.mtime / 1_000_000).saturating_sub(at))
-    };
-    let mut runs: Vec<&[step_weights::LoggedStep]> = Vec::new();
-    let (mut begin, mut latest) = (0, None::<u64>);
-    for i in 0..=steps.len() {
-        // Within a run steps are logged as they end: an earlier end starts a new run, and so
-        // does a start a minute past every start this run has implied (an output restat left
-        // untouched implies an earlier one, never a later).
-        let new_run = i == steps.len()
-            || (i > begin
-                && (steps[i].end_ms < steps[i - 1].end_ms
-                    || origin_of(&steps[i])
-                        .zip(latest)
-                        .is_some_and(|(o, l)| o > l + 60_000)));
-        if new_run {
-            if i > begin {
-                runs.push(&steps[begin..i]);
-            }
-            begin = i;
-            latest = None;
-        }
-        if let Some(o) = steps.get(i).and_then(origin_of) {
-            latest = Some(latest.map_or(o, |l| l.max(o)));
-        }
+    let all: Vec<&step_weights::LoggedStep> = steps.iter().collect();
+    let at_start = implied_at_start(&all).unwrap_or(version >= 7);
+    let mut runs = runs_in_order(&steps, at_start);
+    // In order, each run's steps imply one start (but for a few restat left untouched); a
+    // recompacted log's "runs" mix several.
+    if runs.iter().any(|r| mixed(r, at_start)) {
+        runs = runs_by_origin(&steps, at_start);
     }
     let mut out = Vec::new();
-    for run in runs {
-        let mut origins: Vec<u64> = run.iter().filter_map(origin_of).collect();
+    for run in &runs {
+        let mut origins: Vec<u64> = run.iter().filter_map(|s| origin(s, at_start)).collect();
         origins.sort_unstable();
         let Some(&origin) = origins.get(origins.len() / 2) else {
             continue;
         };
         let mut seen = std::collections::HashSet::new();
-        for s in run {
+        for s in run.iter().copied() {
             if !s.hash.is_empty() && !seen.insert((s.start_ms, s.end_ms, s.hash)) {
                 continue;
             }
-            let name = s.output.rsplit('/').next().unwrap_or(s.output).to_string();
-            let kind = if name.ends_with(".cu.o") || name.ends_with(".cu.obj") {
-                "nvcc"
-            } else if name.ends_with(".o") || name.ends_with(".obj") {
-                "c++"
-            } else {
-                "link"
-            };
-            let span = Span {
-                name,
-                kind: kind.into(),
-                start_ms: origin + s.start_ms,
-                end_ms: origin + s.end_ms,
-            };
-            out.push((span, s.output.to_string()));
+            out.push(span_of(s, origin));
         }
     }
     out
+}
+
+/// A step's guess of its run's start: its ns time read as the step's start or as its end (None
+/// without a time in ns).
+fn origin(s: &step_weights::LoggedStep, at_start: bool) -> Option<u64> {
+    let at = if at_start { s.start_ms } else { s.end_ms };
+    (s.mtime > 1_000_000_000_000_000_000).then(|| (s.mtime / 1_000_000).saturating_sub(at))
+}
+
+/// Whether the ns times of `steps` are their starts: the reading under which more of them imply
+/// the same run start as another step (within 50 ms: the steps of one run agree to a few ms, read
+/// the other way they differ by their durations). None where both readings agree alike.
+fn implied_at_start(steps: &[&step_weights::LoggedStep]) -> Option<bool> {
+    let agreeing = |at_start: bool| {
+        let mut o: Vec<u64> = steps.iter().filter_map(|s| origin(s, at_start)).collect();
+        o.sort_unstable();
+        o.windows(2).filter(|w| w[1] - w[0] <= 50).count()
+    };
+    let (starts, ends) = (agreeing(true), agreeing(false));
+    (starts != ends).then_some(starts > ends)
+}
+
+/// The runs of a log written in order: steps are logged as they end, so an earlier end starts a
+/// new run, and so does a start a minute past every start this run has implied (an output
+/// restat left untouched implies an earlier one, never a later).
+fn runs_in_order<'a, 'l>(
+    steps: &'a [step_weights::LoggedStep<'l>],
+    at_start: bool,
+) -> Vec<Vec<&'a step_weights::LoggedStep<'l>>> {
+    let mut runs = Vec::new();
+    let (mut begin, mut latest) = (0, None::<u64>);
+    for i in 0..=steps.len() {
+        let new_run = i == steps.len()
+            || (i > begin
+                && (steps[i].end_ms < steps[i - 1].end_ms
+                    || origin(&steps[i], at_start)
+                        .zip(latest)
+                        .is_some_and(|(o, l)| o > l + 60_000)));
+        if new_run {
+            if i > begin {
+                runs.push(steps[begin..i].iter().collect());
+            }
+            begin = i;
+            latest = None;
+        }
+        if let Some(o) = steps.get(i).and_then(|s| origin(s, at_start)) {
+            latest = Some(latest.map_or(o, |l| l.max(o)));
+        }
+    }
+    runs
+}
+
+/// The runs of a recompacted log: steps whose implied starts lie within a second of each other.
+fn runs_by_origin<'a, 'l>(
+    steps: &'a [step_weights::LoggedStep<'l>],
+    at_start: bool,
+) -> Vec<Vec<&'a step_weights::LoggedStep<'l>>> {
+    let mut placed: Vec<(u64, &step_weights::LoggedStep)> = steps
+        .iter()
+        .filter_map(|s| Some((origin(s, at_start)?, s)))
+        .collect();
+    placed.sort_by_key(|(o, _)| *o);
+    let mut runs: Vec<Vec<&'a step_weights::LoggedStep<'l>>> = Vec::new();
+    let mut last = None::<u64>;
+    for (o, s) in placed {
+        match (last, runs.last_mut()) {
+            (Some(l), Some(run)) if o <= l + 1000 => run.push(s),
+            _ => runs.push(vec![s]),
+        }
+        last = Some(o);
+    }
+    runs
+}
+
+/// A logged step as a span of a run that started at `origin` (Unix ms).
+fn span_of(s: &step_weights::LoggedStep, origin: u64) -> (Span, String) {
+    let name = s.output.rsplit('/').next().unwrap_or(s.output).to_string();
+    let kind = if name.ends_with(".cu.o") || name.ends_with(".cu.obj") {
+        "nvcc"
+    } else if name.ends_with(".o") || name.ends_with(".obj") {
+        "c++"
+    } else {
+        "link"
+    };
+    let span = Span {
+        name,
+        kind: kind.into(),
+        start_ms: origin + s.start_ms,
+        end_ms: origin + s.end_ms,
+    };
+    (span, s.output.to_string())
+}
+
+/// Whether more than a tenth of `run`'s steps imply a start over a second from the median's:
+/// steps of several runs (restat leaves a few outputs' old mtimes, never that many).
+fn mixed(run: &[&step_weights::LoggedStep], at_start: bool) -> bool {
+    let mut o: Vec<u64> = run.iter().filter_map(|s| origin(s, at_start)).collect();
+    if o.len() < 2 {
+        return false;
+    }
+    o.sort_unstable();
+    let mid = o[o.len() / 2];
+    o.iter().filter(|x| x.abs_diff(mid) > 1000).count() * 10 > o.len()
 }
 
 fn stem(path: &str) -> &str {
@@ -341,6 +414,50 @@ mod tests {
         let v5 = "# ninja log v5\n0\t1000\t1795830793610000000\ta.o\tab\n";
         assert_eq!(ninja_spans(v5)[0].0.start_ms, 1795830792610);
         assert!(ninja_spans("# ninja log v5\n0\t10\t7\ta.o\tab\n").is_empty());
+        // Debian trixie's ninja 1.12.1 under a v6 header: the ns time is the step's start (two
+        // steps started together, 127 and 126 ms in, and ended 16 s apart: their ns times are
+        // 2 ms apart). Read as end times they would spread by their durations.
+        let v6_starts = "# ninja log v6\n127\t80509\t1795857991971403874\tG.cpp.o\tab\n126\t96384\t1795857991969056661\tS.cpp.o\tcd\n96384\t171168\t1795858088225062383\tC.cpp.o\tef\n";
+        let spans = ninja_spans(v6_starts);
+        assert_eq!(spans.len(), 3);
+        let run_start = 1795857991971 - 127;
+        assert!(
+            spans
+                .iter()
+                .all(|(s, _)| s.start_ms.abs_diff(run_start + (s.start_ms - run_start)) < 5),
+            "{spans:?}"
+        );
+        assert!(
+            spans[0].0.start_ms.abs_diff(run_start + 127) <= 3,
+            "{spans:?}"
+        );
+        assert!(
+            spans[2].0.start_ms.abs_diff(run_start + 96384) <= 3,
+            "{spans:?}"
+        );
+    }
+
+    #[test]
+    fn a_recompacted_log_is_placed_by_the_start_each_step_implies() {
+        // Two runs ten minutes apart, their lines interleaved as ninja's recompaction writes
+        // them (no order); ns times are starts (ninja 1.12).
+        let (a, b) = (1_795_857_000_000u64, 1_795_857_600_000u64);
+        let mut log = String::from("# ninja log v6\n");
+        for i in 0..8u64 {
+            for (run, t0) in [("a", a), ("b", b)] {
+                let (start, end) = (i * 1000, i * 1000 + 500 + i * 100);
+                let ns = (t0 + start) * 1_000_000 + 7;
+                log += &format!("{start}\t{end}\t{ns}\t{run}{i}.o\th{run}{i}\n");
+            }
+        }
+        let spans = ninja_spans(&log);
+        assert_eq!(spans.len(), 16);
+        for (span, output) in &spans {
+            let i: u64 = output[1..2].parse().unwrap();
+            let t0 = if output.starts_with('a') { a } else { b };
+            assert_eq!(span.start_ms, t0 + i * 1000, "{output}");
+            assert_eq!(span.end_ms, t0 + i * 1000 + 500 + i * 100, "{output}");
+        }
     }
 
     #[test]
