@@ -46,10 +46,19 @@ pub fn compiled_source<'a>(args: &'a [String], cwd: &Path) -> Option<&'a str> {
     after_c.or_else(|| args.iter().map(String::as_str).find(|a| is_source(a)))
 }
 
-/// The arguments that change how big a compile is: the device archs it builds.
+/// The arguments that change how big a compile is: the device archs it builds, the machine
+/// options, optimization level and macros (torch compiles one source once per CPU capability,
+/// `X.cpp.AVX2.cpp` and `X.cpp.AVX512.cpp` of the same content, told apart by `-mavx512f` and
+/// `-DCPU_CAPABILITY=AVX512`).
 fn sizing_flags(args: &[String]) -> Vec<String> {
     args.iter()
-        .filter(|a| a.contains("sm_") || a.contains("compute_"))
+        .filter(|a| {
+            a.contains("sm_")
+                || a.contains("compute_")
+                || a.starts_with("-m")
+                || a.starts_with("-O")
+                || a.starts_with("-D")
+        })
         .cloned()
         .collect()
 }
@@ -238,13 +247,25 @@ mod tests {
         assert_eq!(sizing_flags(&cu), ["arch=compute_75,code=sm_75"]);
         let cxx = s(&[
             "-O3",
+            "-I/src/include",
             "-o",
             "caffe2/CMakeFiles/torch_cpu.dir/__/x.cpp.o",
             "-c",
             "/src/x.cpp",
         ]);
         assert_eq!(compiled_source(&cxx, build), Some("/src/x.cpp"));
-        assert!(sizing_flags(&cxx).is_empty());
+        assert_eq!(sizing_flags(&cxx), ["-O3"]);
+        // One source per CPU capability: the same content, sized apart by its flags.
+        let avx512 = s(&[
+            "-mavx512f",
+            "-DCPU_CAPABILITY=AVX512",
+            "-c",
+            "/b/k.cpp.AVX512.cpp",
+        ]);
+        assert_eq!(
+            sizing_flags(&avx512),
+            ["-mavx512f", "-DCPU_CAPABILITY=AVX512"]
+        );
         // No source, or CMake's own probes while configuring: nothing to measure.
         assert_eq!(compiled_source(&s(&["--version"]), build), None);
         let abi = s(&[
