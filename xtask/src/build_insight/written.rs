@@ -47,10 +47,23 @@ impl Written {
                 self.summary.wall_seconds, self.summary.compiles, self.summary.slots
             ),
         ]);
-        for (what, detail) in self.rows() {
+        for (what, detail) in self.heaviest_row().into_iter().chain(self.rows()) {
             t.row([what.to_string(), detail]);
         }
         t.render()
+    }
+
+    /// The compile with the highest measured peak, for tables that show no other (build-ext's
+    /// names its heaviest nvcc compile itself).
+    pub fn heaviest_row(&self) -> Option<(&'static str, String)> {
+        let (file, bytes) = self.summary.heaviest.as_ref()?;
+        Some((
+            "heaviest",
+            format!(
+                "{file} {:.2} GiB peak resident",
+                *bytes as f64 / (1u64 << 30) as f64
+            ),
+        ))
     }
 
     /// The summary's rows for a command's table.

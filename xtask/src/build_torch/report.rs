@@ -147,7 +147,7 @@ pub fn outcome(o: &Outcome) -> String {
     }
     if let Some(i) = &o.insight {
         let mut tab = Table::headerless();
-        for (what, detail) in i.rows() {
+        for (what, detail) in i.heaviest_row().into_iter().chain(i.rows()) {
             tab.row([what.to_string(), detail]);
         }
         s += &tab.render();
