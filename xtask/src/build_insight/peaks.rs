@@ -126,9 +126,52 @@ impl Peaks {
     }
 }
 
+/// The GiB one job of `tool` (`c++`, `nvcc`) takes as `records` measured it: the largest peak
+/// of its successful measured compiles with [`HEADROOM`], once at least `at_least` were measured
+/// (None before: the first-build figure stands).
+pub fn measured_gib_per_job(records: &[CompileRecord], tool: &str, at_least: usize) -> Option<f64> {
+    let peaks: Vec<u64> = records
+        .iter()
+        .filter(|r| r.tool == tool && r.exit == 0 && r.peak_rss_bytes > 0)
+        .map(|r| r.peak_rss_bytes)
+        .collect();
+    let largest = *peaks.iter().max()?;
+    (peaks.len() >= at_least).then(|| largest as f64 * HEADROOM / (1u64 << 30) as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_is_sized_by_the_largest_measured_peak_once_enough_were_measured() {
+        let rec = |tool: &str, peak: u64, exit| CompileRecord {
+            tool: tool.into(),
+            sources: vec!["/t/a.cpp".into()],
+            start_ms: 0,
+            end_ms: 1,
+            waited_ms: 0,
+            peak_rss_bytes: peak,
+            reserved_bytes: 0,
+            reserved_from: String::new(),
+            key: String::new(),
+            exit,
+            phases: vec![],
+        };
+        let g = 1u64 << 30;
+        let records = [
+            rec("c++", g, 0),
+            rec("c++", g / 2, 0),
+            rec("c++", 4 * g, 1),
+            rec("c++", 0, 0),
+            rec("nvcc", 3 * g, 0),
+        ];
+        // The failed compile and the unmeasured one (through a cache) do not count.
+        let gib = measured_gib_per_job(&records, "c++", 2).unwrap();
+        assert!((gib - HEADROOM).abs() < 1e-9, "{gib}");
+        assert_eq!(measured_gib_per_job(&records, "c++", 3), None);
+        assert_eq!(measured_gib_per_job(&records, "link", 1), None);
+    }
 
     #[test]
     fn peaks_are_kept_by_key_and_a_failed_compile_is_not() {

@@ -73,7 +73,7 @@ pub fn drive(
     let started = Instant::now();
     let _lock = lock_build_dir(p, plan)?;
     prepare_build_dir(p, plan)?;
-    meter_ready(plan)?;
+    let run_began_ms = meter_ready(plan)?;
     let log_path = out.join("build-torch.log");
     let cache = req
         .cache_kind()
@@ -85,7 +85,9 @@ pub fn drive(
         None => (None, None),
     };
     let ninja_log = Some(plan.build_dir.join(".ninja_log")).filter(|p| p.is_file());
-    let insight = ninja_log.as_deref().and_then(|l| trace_of(plan, l, 0, out));
+    let insight = ninja_log
+        .as_deref()
+        .and_then(|l| trace_of(plan, l, (0, run_began_ms), out));
     if status != Some(0) {
         let mut failed = failure(status, log_path);
         failed.timeline = insight.map(|i| i.timeline);
@@ -117,16 +119,22 @@ pub fn drive(
 /// `since`: a slice's own steps) and the compile meter's records of this run, whose peaks are
 /// kept for the next build's pool; a report, so one that cannot be written is said and the build
 /// goes on.
-fn trace_of(plan: &BuildPlan, ninja_log: &Path, since: usize, out: &Path) -> Option<Written> {
+fn trace_of(
+    plan: &BuildPlan,
+    ninja_log: &Path,
+    (since, run_began_ms): (usize, u64),
+    out: &Path,
+) -> Option<Written> {
     let text = std::fs::read_to_string(ninja_log).ok()?;
     let header = text.lines().next().unwrap_or_default();
     let text = match text.get(since..) {
         Some(rest) if since > 0 => format!("{header}\n{rest}"),
         _ => text,
     };
-    let compiles = std::fs::read_to_string(super::plan::compile_log(&plan.build_dir))
+    let mut compiles = std::fs::read_to_string(super::plan::compile_log(&plan.build_dir))
         .map(|t| compile_record::parse(&t))
         .unwrap_or_default();
+    compiles.retain(|c| c.start_ms >= run_began_ms);
     let written = Peaks::remember(&peaks::default_path_for_env(), &compiles).and_then(|_| {
         let trace = BuildTrace::new("archsmith build-torch", Vec::new(), &compiles, &[text]);
         let summary = Summary::of(&trace, &Default::default(), 0);
@@ -141,16 +149,17 @@ fn trace_of(plan: &BuildPlan, ninja_log: &Path, since: usize, out: &Path) -> Opt
     }
 }
 
-/// The compile meter CMake's launchers name (written anew each run: it names this executable)
-/// and an empty compile log for this run's records.
-fn meter_ready(plan: &BuildPlan) -> Result<()> {
+/// The compile meter CMake's launchers name (written anew each run: it names this executable).
+/// Its log keeps every run's records (the next plan sizes its jobs by them); returns when this
+/// run began, which tells its own records apart.
+fn meter_ready(plan: &BuildPlan) -> Result<u64> {
     let exe = std::env::current_exe().context("finding archsmith's own executable")?;
     crate::compiler_cache::write_wrapper(
         &super::plan::meter_launcher(&plan.build_dir),
         "written by archsmith build-torch: the compile meter CMake runs as each compiler's launcher",
         &[exe.display().to_string(), "compile-meter".to_string()],
     )?;
-    crate::cache::remove_path(&super::plan::compile_log(&plan.build_dir))
+    Ok(compile_record::now_ms())
 }
 
 /// The build directory, made, and held: one build at a time in a tree (a second run waits
@@ -283,7 +292,7 @@ pub fn drive_slice(
     use super::slice;
     let started = Instant::now();
     let _lock = lock_build_dir(p, plan)?;
-    meter_ready(plan)?;
+    let run_began_ms = meter_ready(plan)?;
     let log_path = out.join("build-torch.log");
     let mut log = open_log(p, plan, req, &log_path)?;
     let build_ninja_path = plan.build_dir.join("build.ninja");
@@ -322,7 +331,7 @@ pub fn drive_slice(
     ];
     words.extend(targets.iter().cloned());
     let status = run_streamed(plan, req, &words, &p.tree.root, &mut log, &log_path, false)?;
-    let insight = trace_of(plan, &ninja_log_path, before, out);
+    let insight = trace_of(plan, &ninja_log_path, (before, run_began_ms), out);
     if status != Some(0) {
         let mut failed = failure(status, log_path);
         failed.timeline = insight.map(|i| i.timeline);

@@ -72,14 +72,30 @@ pub struct Jobs {
     pub reason: String,
 }
 
+/// How many of a kind's compiles a build directory must have measured before their largest peak
+/// sizes its jobs instead of the first-build figure.
+pub const MEASURED_AT_LEAST: usize = 5;
+
 /// `jobs = min(cores, floor((MemAvailable − 2 GiB) / per-job))`, at least 1, per-job 5 GiB when
 /// FlashAttention is on and an sm_80+ image is planned (its kernels are only built for those),
-/// else 2.5 GiB. `--jobs` replaces the count (preflight then checks it fits in memory).
-pub fn jobs(cores: u32, mem_available_gib: f64, flash: bool, jobs_override: Option<u32>) -> Jobs {
-    let per_job = if flash {
-        GIB_PER_JOB_FLASH
-    } else {
-        GIB_PER_JOB
+/// else `measured` where this build directory's compiles were measured (the largest peak with
+/// headroom: [`crate::build_insight::peaks::measured_gib_per_job`]), else 2.5 GiB. `--jobs`
+/// replaces the count (preflight then checks it fits in memory). A compile larger than its job
+/// waits in the build's memory pool rather than being killed.
+pub fn jobs(
+    cores: u32,
+    mem_available_gib: f64,
+    flash: bool,
+    jobs_override: Option<u32>,
+    measured: Option<f64>,
+) -> Jobs {
+    let (per_job, basis) = match (flash, measured) {
+        (true, _) => (GIB_PER_JOB_FLASH, "GiB a job".to_string()),
+        (false, Some(m)) => (
+            (m * 100.0).ceil() / 100.0,
+            "GiB a job, the largest compile measured in this build directory +15%".to_string(),
+        ),
+        (false, None) => (GIB_PER_JOB, "GiB a job".to_string()),
     };
     let by_mem = ((mem_available_gib - RESERVE_GIB) / per_job)
         .floor()
@@ -90,7 +106,7 @@ pub fn jobs(cores: u32, mem_available_gib: f64, flash: bool, jobs_override: Opti
         None if by_mem < cores => (
             by_mem,
             format!(
-                "limited by memory: ({mem_available_gib:.1} − {RESERVE_GIB}) GiB / {per_job} GiB a job"
+                "limited by memory: ({mem_available_gib:.1} − {RESERVE_GIB}) GiB / {per_job} {basis}"
             ),
         ),
         None => (cores, "one job per core".to_string()),
@@ -581,15 +597,22 @@ mod tests {
     #[test]
     fn jobs_model() {
         // 2 cores, 20 GiB: cores bound it.
-        let j = jobs(2, 20.0, true, None);
+        let j = jobs(2, 20.0, true, None, None);
         assert_eq!((j.jobs, j.gib_per_job), (2, 5.0));
         // 16 cores, 30 GiB with FlashAttention: (30 − 2) / 5 = 5.
-        assert_eq!(jobs(16, 30.0, true, None).jobs, 5);
+        assert_eq!(jobs(16, 30.0, true, None, None).jobs, 5);
         // without: (30 − 2) / 2.5 = 11.
-        assert_eq!(jobs(16, 30.0, false, None).jobs, 11);
+        assert_eq!(jobs(16, 30.0, false, None, None).jobs, 11);
         // never below one; --jobs wins.
-        assert_eq!(jobs(16, 1.0, true, None).jobs, 1);
-        assert_eq!(jobs(16, 30.0, true, Some(12)).jobs, 12);
+        assert_eq!(jobs(16, 1.0, true, None, None).jobs, 1);
+        assert_eq!(jobs(16, 30.0, true, Some(12), None).jobs, 12);
+        // Measured in this build directory (torch 2.6.0's heaviest CPU unit: 1,240 MiB, +15%):
+        // (64 − 2) / 1.40 = 44 jobs where 2.5 GiB gives 24; FlashAttention keeps its 5 GiB.
+        let measured = jobs(64, 64.0, false, None, Some(1240.0 * 1.15 / 1024.0));
+        assert_eq!((measured.jobs, measured.gib_per_job), (44, 1.4));
+        assert!(measured.reason.contains("measured in this build directory"));
+        assert_eq!(jobs(64, 64.0, false, None, None).jobs, 24);
+        assert_eq!(jobs(64, 64.0, true, None, Some(1.43)).gib_per_job, 5.0);
     }
 
     #[test]

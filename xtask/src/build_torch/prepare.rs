@@ -222,9 +222,30 @@ fn disk_and_memory(
                 .chain(p.ptx().iter())
                 .any(|a| a.cc().major >= 8)
         });
-    let jobs = plan::jobs(host::cores(), host::mem_available_gib(), flash, req.jobs);
+    let measured = measured_gib_per_job(&tree.root.join("build"), arch_plan.is_some());
+    let jobs = plan::jobs(
+        host::cores(),
+        host::mem_available_gib(),
+        flash,
+        req.jobs,
+        measured,
+    );
     checks.push(preflight::memory(&jobs));
     jobs
+}
+
+/// GiB a job as the compile meter measured this build directory's compiles in earlier runs: the
+/// larger of the C++ and (for a CUDA build) the nvcc figure; None until each kind has enough.
+fn measured_gib_per_job(build_dir: &std::path::Path, cuda: bool) -> Option<f64> {
+    use crate::build_insight::{compile_record, peaks};
+    let text = std::fs::read_to_string(plan::compile_log(build_dir)).ok()?;
+    let records = compile_record::parse(&text);
+    let of = |tool| peaks::measured_gib_per_job(&records, tool, plan::MEASURED_AT_LEAST);
+    let cxx = of("c++")?;
+    match cuda {
+        true => Some(cxx.max(of("nvcc")?)),
+        false => Some(cxx),
+    }
 }
 
 /// A `--dry-run` of a release not cloned yet: what needs no tree (the CUDA, the arch list, torch
