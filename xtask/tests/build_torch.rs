@@ -1607,6 +1607,33 @@ fn a_target_slice_builds_only_those_steps_audits_each_and_estimates_the_whole() 
         );
     }
     assert_eq!(slice["ok"], true);
+    // The slice's own trace: its two compiles, measured by the compile meter, and nothing else
+    // (the configure's probes are not compiles).
+    let trace: Value = serde_json::from_slice(
+        &std::fs::read(slice["insight"]["trace"].as_str().expect("a slice trace")).unwrap(),
+    )
+    .unwrap();
+    let mut jobs: Vec<(String, bool)> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] != 0)
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["args"]["peak_rss_mib"].is_u64(),
+            )
+        })
+        .collect();
+    jobs.sort();
+    assert_eq!(
+        jobs,
+        [
+            ("host.cpp".to_string(), true),
+            ("kernel2.cu".to_string(), true)
+        ],
+        "{trace}"
+    );
     // The whole build: four CUDA units, one measured; the other three at its time.
     let e = &slice["estimate"];
     assert_eq!(e["steps"][0], 4);

@@ -73,7 +73,7 @@ pub fn drive(
     let started = Instant::now();
     let _lock = lock_build_dir(p, plan)?;
     prepare_build_dir(p, plan)?;
-    let run_began_ms = meter_ready(plan)?;
+    meter_ready(plan)?;
     let log_path = out.join("build-torch.log");
     let cache = req
         .cache_kind()
@@ -87,7 +87,7 @@ pub fn drive(
     let ninja_log = Some(plan.build_dir.join(".ninja_log")).filter(|p| p.is_file());
     let insight = ninja_log
         .as_deref()
-        .and_then(|l| trace_of(plan, l, (0, run_began_ms), out));
+        .and_then(|l| trace_of(plan, l, None, out));
     if status != Some(0) {
         let mut failed = failure(status, log_path);
         failed.timeline = insight.map(|i| i.timeline);
@@ -115,28 +115,29 @@ pub fn drive(
     }))
 }
 
-/// `OUT/build-torch.trace.json` and `.timeline.html` from the build's `.ninja_log` (from byte
-/// `since`: a slice's own steps) and the compile meter's records of this run, whose peaks are
-/// kept for the next build's pool; a report, so one that cannot be written is said and the build
-/// goes on.
+/// `OUT/build-torch.trace.json` and `.timeline.html` from the build's `.ninja_log` and the compile
+/// meter's records (whose peaks are kept for the next build's pool): the whole build over all its
+/// runs, or with `run_began_ms` only the steps of the run that began then (a slice's own; by time,
+/// as ninja may have recompacted its log at the run's start). A report, so one that cannot be
+/// written is said and the build goes on.
 fn trace_of(
     plan: &BuildPlan,
     ninja_log: &Path,
-    (since, run_began_ms): (usize, u64),
+    run_began_ms: Option<u64>,
     out: &Path,
 ) -> Option<Written> {
     let text = std::fs::read_to_string(ninja_log).ok()?;
-    let header = text.lines().next().unwrap_or_default();
-    let text = match text.get(since..) {
-        Some(rest) if since > 0 => format!("{header}\n{rest}"),
-        _ => text,
-    };
     let mut compiles = std::fs::read_to_string(super::plan::compile_log(&plan.build_dir))
         .map(|t| compile_record::parse(&t))
         .unwrap_or_default();
-    compiles.retain(|c| c.start_ms >= run_began_ms);
+    if let Some(began) = run_began_ms {
+        compiles.retain(|c| c.start_ms >= began);
+    }
     let written = Peaks::remember(&peaks::default_path_for_env(), &compiles).and_then(|_| {
-        let trace = BuildTrace::new("archsmith build-torch", Vec::new(), &compiles, &[text]);
+        let mut trace = BuildTrace::new("archsmith build-torch", Vec::new(), &compiles, &[text]);
+        if let Some(began) = run_began_ms {
+            trace.jobs.retain(|j| j.span.end_ms >= began);
+        }
         let summary = Summary::of(&trace, &Default::default(), 0);
         crate::build_insight::written::write(&out.join("build-torch"), &trace, summary)
     });
@@ -151,7 +152,7 @@ fn trace_of(
 
 /// The compile meter CMake's launchers name (written anew each run: it names this executable).
 /// Its log keeps every run's records (the next plan sizes its jobs by them); returns when this
-/// run began, which tells its own records apart.
+/// run began, which tells a slice's own records and steps apart.
 fn meter_ready(plan: &BuildPlan) -> Result<u64> {
     let exe = std::env::current_exe().context("finding archsmith's own executable")?;
     crate::compiler_cache::write_wrapper(
@@ -331,7 +332,7 @@ pub fn drive_slice(
     ];
     words.extend(targets.iter().cloned());
     let status = run_streamed(plan, req, &words, &p.tree.root, &mut log, &log_path, false)?;
-    let insight = trace_of(plan, &ninja_log_path, (before, run_began_ms), out);
+    let insight = trace_of(plan, &ninja_log_path, Some(run_began_ms), out);
     if status != Some(0) {
         let mut failed = failure(status, log_path);
         failed.timeline = insight.map(|i| i.timeline);
