@@ -72,7 +72,7 @@ fn planted_errors_in_torch_rows_and_tables_are_found() {
     let planted = replace_in(
         &text,
         "version = \"2.11.0\"",
-        "torchaudio = [\"2.11.0\"]",
+        "torchaudio = [\"2.11.0\", \"2.11.1\"]",
         "torchaudio = []",
     );
     let planted = replace_in(

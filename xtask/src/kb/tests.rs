@@ -520,7 +520,11 @@ fn torch_rows_are_ordered_and_complete() {
     assert_eq!(kb.torch_row(&v("2.0.1")).unwrap().cxx_std, "c++17");
     assert_eq!(kb.torch_row(&v("1.13.1")).unwrap().cxx_std, "c++14");
     assert_eq!(kb.torch_row(&v("2.12.0")).unwrap().cxx_std, "c++20");
-    assert!(kb.torch_row(&v("2.12.0")).unwrap().torchaudio.is_empty());
+    // torchaudio 2.11.1 requires torch>=2.11: the one torchaudio for every torch since.
+    assert_eq!(
+        kb.torch_row(&v("2.12.0")).unwrap().torchaudio,
+        [v("2.11.1")]
+    );
 }
 
 #[test]
