@@ -234,14 +234,22 @@ impl BuildTrace {
                 exit: c.exit,
             })
             .collect();
+        // The wrapper's compiles by their sources' stems: a ninja step is looked up, not compared
+        // with every compile (a torch build has thousands of each).
+        let mut by_stem: std::collections::HashMap<&str, Vec<&CompileRecord>> =
+            std::collections::HashMap::new();
+        for c in compiles {
+            for s in &c.sources {
+                by_stem.entry(stem(s)).or_default().push(c);
+            }
+        }
         for log in ninja_logs {
             for (span, output) in ninja_spans(log) {
                 // The same compile measured by the wrapper: its output is named for its source
                 // (`x.cu` → `x.o`, `x.cuda.o`) and they overlap in time.
-                let measured = compiles.iter().any(|c| {
-                    c.sources.iter().any(|s| stem(s) == stem(&output))
-                        && c.start_ms < span.end_ms + 1000
-                        && span.start_ms < c.end_ms + 1000
+                let measured = by_stem.get(stem(&output)).is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.start_ms < span.end_ms + 1000 && span.start_ms < c.end_ms + 1000)
                 });
                 if !measured {
                     jobs.push(Job {

@@ -65,19 +65,17 @@ fn sizing_flags(args: &[String]) -> Vec<String> {
 
 /// What a compile of `tool` reserves before anything was measured for it.
 pub fn first_estimate(tool: &str) -> (u64, &'static str) {
-    let gib = if tool == "nvcc" {
-        peaks::FIRST_NVCC_GIB_PER_THREAD
-    } else {
-        peaks::FIRST_CXX_GIB
+    let (gib, from) = match tool {
+        "nvcc" => (
+            peaks::FIRST_NVCC_GIB_PER_THREAD,
+            "the first-build estimate for nvcc",
+        ),
+        _ => (
+            peaks::FIRST_CXX_GIB,
+            "the first-build estimate for a C++ compile",
+        ),
     };
-    (
-        (gib * 1024.0 * 1024.0 * 1024.0) as u64,
-        if tool == "nvcc" {
-            "the first-build estimate for nvcc"
-        } else {
-            "the first-build estimate for a C++ compile"
-        },
-    )
+    ((gib * 1024.0 * 1024.0 * 1024.0) as u64, from)
 }
 
 /// Runs `args` (a program and its arguments: CMake's launcher form), measured when the build
