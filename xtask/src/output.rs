@@ -82,9 +82,10 @@ impl Exit {
     }
 }
 
-/// `print!` that never panics: a reader that went away (`archsmith … | head`) ends the program
-/// quietly with status 0, as ripgrep does, instead of std's "failed printing to stdout" panic.
-/// Every line archsmith prints for people or machines goes through these four.
+/// `print!` that never panics: once the reader went away (`archsmith … | head`) the rest of the
+/// output is dropped quietly, instead of std's "failed printing to stdout" panic, and the command
+/// ends with the status its checks decide: a CI job that pipes a failing check into `head` still
+/// fails. Every line archsmith prints for people or machines goes through these four.
 #[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => { $crate::output::write_stdout(format_args!($($arg)*)) };
@@ -110,9 +111,16 @@ macro_rules! errln {
     ($($arg:tt)*) => { $crate::output::write_stderr(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
+/// Set once stdout's reader has gone: later output is dropped.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Writes to stdout for [`out!`]/[`outln!`].
 pub fn write_stdout(args: std::fmt::Arguments) {
     use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
     if let Err(e) = std::io::stdout().lock().write_fmt(args) {
         stdout_failed(&e);
     }
@@ -125,12 +133,14 @@ pub fn write_stderr(args: std::fmt::Arguments) {
     let _ = std::io::stderr().lock().write_fmt(args);
 }
 
-/// Stdout failed. A closed pipe is the reader's choice: stop quietly, status 0 (what the reader
-/// asked for was printed). Anything else (a full disk under `> report.json`) loses output a user
+/// Stdout failed. A closed pipe is the reader's choice: print nothing more, and let the command
+/// finish with the status its work decides (exiting 0 here turned every failed check piped into
+/// `head` into a pass). Anything else (a full disk under `> report.json`) loses output a user
 /// relies on: say so, status 2.
 fn stdout_failed(e: &std::io::Error) {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+        STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+        return;
     }
     write_stderr(format_args!("error: cannot write to stdout: {e}\n"));
     std::process::exit(2);

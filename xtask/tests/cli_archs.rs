@@ -290,8 +290,9 @@ fn with_closed_stdout(args: &[&str]) -> (i32, String) {
 }
 
 /// Issue 50: `archs … --json | head -c 10` exited 101 with std's "failed printing to stdout"
-/// panic and a backtrace. Every output form ends quietly on a closed pipe, as ripgrep does:
-/// status 0, nothing on stderr.
+/// panic and a backtrace. Every output form ends quietly on a closed pipe: nothing on stderr, and
+/// (issue 60) the status its work decides, not 0: `codemod --check` on a file it would change
+/// exits 1 whether or not anyone reads the findings.
 #[test]
 fn a_closed_pipe_ends_every_output_form_quietly() {
     let dir = std::env::temp_dir().join(format!("archsmith-epipe-{}", std::process::id()));
@@ -303,21 +304,21 @@ fn a_closed_pipe_ends_every_output_form_quietly() {
     )
     .unwrap();
     let cu = cu.to_str().unwrap();
-    for args in [
-        &["archs", "--arch", "7.5,8.9,9.0", "--json"][..],
-        &["archs", "--arch", "7.5,8.9,9.0"],
-        &["archs", "--list-gpus"],
-        &["codemod", "--check", "--format", "sarif", cu],
-        &["codemod", "--check", "--format", "plain", cu],
-        &["codemod", "--dry-run", cu],
-        &["completions", "bash"],
+    for (args, status) in [
+        (&["archs", "--arch", "7.5,8.9,9.0", "--json"][..], 0),
+        (&["archs", "--arch", "7.5,8.9,9.0"], 0),
+        (&["archs", "--list-gpus"], 0),
+        (&["codemod", "--check", "--format", "sarif", cu], 1),
+        (&["codemod", "--check", "--format", "plain", cu], 1),
+        (&["codemod", "--dry-run", cu], 0),
+        (&["completions", "bash"], 0),
     ] {
         let (code, stderr) = with_closed_stdout(args);
         assert!(
             !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
             "{args:?}: {stderr}"
         );
-        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert_eq!(code, status, "{args:?}: {stderr}");
     }
 }
 
@@ -346,4 +347,25 @@ fn repeated_archs_and_names_get_one_note_each() {
     assert!(notes.len() <= 4, "{notes:?}");
     let (_, table, _) = xtask(&["archs", "--arch", &spec]);
     assert!(table.len() < 4000, "{} bytes:\n{table}", table.len());
+}
+
+/// Issue 60: a GPU with a matching SASS image still runs nothing under a driver older than the
+/// build's CUDA major needs (CUDA 13 needs ≥ 580): `archs` says so, as `doctor` does.
+#[test]
+fn a_driver_below_the_cuda_floor_runs_nothing_even_with_matching_sass() {
+    let (code, stdout, stderr) = xtask(&[
+        "archs", "--arch", "8.0", "--gpu", "A100", "--driver", "535.54", "--cuda", "13.2", "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let gpu = &v["gpus"][0];
+    assert_eq!(gpu["runs"], false, "{gpu}");
+    let reason = gpu["reason"].as_str().unwrap();
+    assert!(reason.contains("driver 535.54 < 580"), "{reason}");
+    // The same driver runs a CUDA 12 build of it.
+    let (_, stdout, _) = xtask(&[
+        "archs", "--arch", "8.0", "--gpu", "A100", "--driver", "535.54", "--cuda", "12.4", "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["gpus"][0]["runs"], true, "{}", v["gpus"][0]);
 }

@@ -236,3 +236,81 @@ fn empty_git_submodules_stop_builds_and_ports_before_any_work() {
         assert!(!home.path().join(made).exists(), "{made} was made");
     }
 }
+
+/// A reader that went away (`archsmith … | head -n 3` under `set -o pipefail`) changes nothing
+/// about the verdict: a failed check still exits 1, refused input 2. The pipe's read end is
+/// closed before the program starts, so every write it makes meets a closed pipe.
+#[test]
+fn a_closed_pipe_keeps_the_exit_status() {
+    use archsmith::binary::synth::{self, Store};
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A module with SASS for sm_90 only: `--expect-arch 12.0+PTX` fails.
+    let c = synth::container(&[synth::entry(2, 90, 0, &synth::fake_cubin(1), Store::Raw)]);
+    std::fs::create_dir(d.join("wheel")).unwrap();
+    std::fs::write(
+        d.join("wheel/_C.so"),
+        synth::elf64(&[(archsmith::binary::EXEC_SECTION, c)]),
+    )
+    .unwrap();
+    std::fs::write(d.join("k.cu"), "void f() { AT_CHECK(true, \"x\"); }\n").unwrap();
+    std::fs::create_dir(d.join("repo")).unwrap();
+    std::fs::write(d.join("repo/requirements.txt"), "torch==2.3.1\n").unwrap();
+    std::fs::write(d.join("repo/requirements-dev.txt"), "torch==2.4.0\n").unwrap();
+    let at = |p: &str| d.join(p).display().to_string();
+    let cases: [(Vec<String>, i32); 5] = [
+        (
+            vec![
+                "verify".into(),
+                "binary".into(),
+                at("wheel"),
+                "--expect-arch".into(),
+                "12.0+PTX".into(),
+            ],
+            1,
+        ),
+        (vec!["verify".into(), "pins".into(), at("repo")], 1),
+        (
+            vec!["verify".into(), "pins".into(), at("repo"), "--json".into()],
+            1,
+        ),
+        (
+            vec![
+                "codemod".into(),
+                at("k.cu"),
+                "--check".into(),
+                "--json".into(),
+            ],
+            1,
+        ),
+        (
+            vec![
+                "archs".into(),
+                "--arch".into(),
+                "10.1".into(),
+                "--json".into(),
+            ],
+            2,
+        ),
+    ];
+    for (args, code) in cases {
+        let open = run(&args, home.path());
+        assert_eq!(
+            open.code,
+            Some(code),
+            "{args:?} without a pipe:\n{}",
+            open.stderr
+        );
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(&args)
+            .env("ARCHSMITH_HOME", home.path())
+            .stdout(writer)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(code), "{args:?} into a closed pipe");
+    }
+}

@@ -161,7 +161,17 @@ pub fn gpu_verdicts(
             if cc != newest_cc {
                 reason = format!("{reason} ({name} reports CC {cc} with CUDA {}, CC {newest_cc} from a later CUDA)", ctx.cuda);
             }
-            if let Some(problem) = below_gpu_floor(&name, cc, driver) {
+            // The driver decides before any image does: too old for the build's CUDA, or for
+            // the GPU itself, nothing runs (the same rule as doctor's).
+            let driver_problems: Vec<String> = below_cuda_floor(driver, &ctx.cuda)
+                .into_iter()
+                .chain(below_gpu_floor(&name, cc, driver))
+                .collect();
+            if !driver_problems.is_empty() {
+                let problem = format!(
+                    "{}: update the driver",
+                    driver_problems.join("; ")
+                );
                 reason = if runs {
                     problem
                 } else {
@@ -183,6 +193,15 @@ pub fn gpu_verdicts(
             })
         })
         .collect()
+}
+
+/// Why `driver` cannot run anything built with CUDA `cuda` (older than that major's floor, or the
+/// release's own minimum before minor-version compatibility), if so. The one rule `archs --driver`
+/// and `doctor` share, beside [`below_gpu_floor`].
+pub fn below_cuda_floor(driver: Option<&Version>, cuda: &Version) -> Option<String> {
+    let d = driver?;
+    let (floor, why) = kb().driver_floor(cuda)?;
+    (*d < floor).then(|| format!("driver {d} < {floor}, {why}"))
 }
 
 /// Why `driver` cannot run GPU `name` at all (older than the GPU's own floor), if so.
@@ -294,11 +313,7 @@ pub fn torch_options(gpus: &[(String, Cc)], driver: Option<&Version>) -> Vec<Tor
         for variant in variants {
             let mut problems = Vec::new();
             let floor = kb().driver_floor(&variant.cuda);
-            if let (Some(d), Some((floor, why))) = (driver, &floor) {
-                if d < floor {
-                    problems.push(format!("driver {d} < {floor}, {why}"));
-                }
-            }
+            problems.extend(below_cuda_floor(driver, &variant.cuda));
             let images = variant_images(variant);
             let jit = PtxJit {
                 driver: driver.cloned(),
