@@ -19,6 +19,7 @@ pub mod data;
 pub mod git_submodules;
 pub mod host;
 pub mod http;
+pub mod input_file;
 pub mod lint;
 pub mod offline;
 pub mod output;
@@ -27,7 +28,7 @@ pub mod process;
 pub mod stamp;
 pub mod wheel;
 // Same-layer uses: build_insight → build_output, build_insight → cache, build_insight → host,
-// build_insight → output, build_insight → paths, build_insight → process, build_insight → stamp,
+// build_insight → input_file, build_insight → output, build_insight → paths, build_insight → process, build_insight → stamp,
 // build_output → process,
 // data → cache, data → paths, data → stamp, git_submodules → process, host → process,
 // lint → output, process → offline.

@@ -253,7 +253,7 @@ fn rules(
 ) -> Result<(Vec<Change>, std::borrow::Cow<'static, codemod::Catalogue>)> {
     let mut changes = builtin_changes();
     for f in &req.changes {
-        let text = fs_err::read_to_string(f)?;
+        let text = crate::input_file::read_text(f, "change table")?;
         changes.extend(parse_changes(&f.display().to_string(), &text)?);
     }
     let port = codemod::catalogue::builtin();

@@ -80,13 +80,17 @@ pub fn ninja_spans(ninja_log: &str) -> Vec<(Span, String)> {
     if runs.iter().any(|r| mixed(r, at_start)) {
         runs = runs_by_origin(&steps, at_start);
     }
-    let mut out = Vec::new();
+    let mut out: Vec<(Span, String)> = Vec::new();
     for run in &runs {
         let mut origins: Vec<u64> = run.iter().filter_map(|s| origin(s, at_start)).collect();
         origins.sort_unstable();
-        let Some(&origin) = origins.get(origins.len() / 2) else {
-            continue;
-        };
+        // A run with no time in ns (a log whose outputs are gone, an old ninja's seconds) is
+        // placed after the run before it: its steps keep their order and durations.
+        let after_previous = || out.iter().map(|(s, _)| s.end_ms).max().unwrap_or(0);
+        let origin = origins
+            .get(origins.len() / 2)
+            .copied()
+            .unwrap_or_else(after_previous);
         let mut seen = std::collections::HashSet::new();
         for s in run.iter().copied() {
             if !s.hash.is_empty() && !seen.insert((s.start_ms, s.end_ms, s.hash)) {
@@ -421,7 +425,17 @@ mod tests {
         // v5: the output's mtime, as the step ended.
         let v5 = "# ninja log v5\n0\t1000\t1795830793610000000\ta.o\tab\n";
         assert_eq!(ninja_spans(v5)[0].0.start_ms, 1795830792610);
-        assert!(ninja_spans("# ninja log v5\n0\t10\t7\ta.o\tab\n").is_empty());
+        // Without a time in ns the run is placed at 0, not dropped.
+        let relative = ninja_spans("# ninja log v5\n0\t10\t7\ta.o\tab\n5\t20\t7\tb.o\tcd\n");
+        let placed: Vec<(u64, u64)> = relative
+            .iter()
+            .map(|(s, _)| (s.start_ms, s.end_ms))
+            .collect();
+        assert_eq!(placed, [(0, 10), (5, 20)]);
+        // A tab inside an output's name, and a step that ends before it starts.
+        let odd = ninja_spans("# ninja log v5\n0\t1000\t1795830793610000000\ta\tb.o\tab\n9\t3\t1795830793610000000\tc.o\tcd\n");
+        assert_eq!(odd.len(), 1);
+        assert_eq!(odd[0].1, "a\tb.o");
         // Debian trixie's ninja 1.12.1 under a v6 header: the ns time is the step's start (two
         // steps started together, 127 and 126 ms in, and ended 16 s apart: their ns times are
         // 2 ms apart). Read as end times they would spread by their durations.

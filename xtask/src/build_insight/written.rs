@@ -113,7 +113,7 @@ pub fn of_ninja_build(path: &Path, out_dir: Option<&Path>) -> Result<Written> {
     } else {
         path.to_path_buf()
     };
-    let text = std::fs::read_to_string(&log).with_context(|| {
+    let text = crate::input_file::read_text(&log, "ninja log").with_context(|| {
         format!(
             "reading {}: give a ninja build directory (one with a .ninja_log) or the .ninja_log itself",
             log.display()
@@ -122,7 +122,7 @@ pub fn of_ninja_build(path: &Path, out_dir: Option<&Path>) -> Result<Written> {
     let trace = BuildTrace::of_ninja_log(&format!("ninja build {}", log.display()), &text);
     anyhow::ensure!(
         !trace.jobs.is_empty(),
-        "{} has no steps with times ninja 1.10 or later writes (log v6, v7): nothing to draw",
+        "{} has no steps (lines `START\tEND\tMTIME\tOUTPUT\tHASH`, as ninja 1.10 or later writes in log v5, v6 and v7): nothing to draw",
         log.display()
     );
     let summary = Summary::of(&trace, &Default::default(), 0);

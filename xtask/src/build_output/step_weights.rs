@@ -200,12 +200,17 @@ pub fn entries(ninja_log: &str) -> impl Iterator<Item = LoggedStep<'_>> {
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
-            let mut f = l.split('\t');
-            let start_ms = f.next()?.parse().ok()?;
-            let end_ms = f.next()?.parse().ok()?;
+            let mut f = l.splitn(4, '\t');
+            let start_ms: u64 = f.next()?.parse().ok()?;
+            let end_ms: u64 = f.next()?.parse().ok()?;
             let mtime = f.next()?.parse().ok()?;
-            let output = f.next()?;
-            let hash = f.next().unwrap_or("");
+            // The hash is the last field; an output's name may hold a tab of its own.
+            let rest = f.next()?;
+            let (output, hash) = rest.rsplit_once('\t').unwrap_or((rest, ""));
+            // A step that ends before it starts is no step (a hand-edited or torn line).
+            if end_ms < start_ms {
+                return None;
+            }
             Some(LoggedStep {
                 start_ms,
                 end_ms,

@@ -424,7 +424,7 @@ impl Catalogue {
     }
 
     pub fn load(path: &Path) -> Result<Catalogue> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::input_file::read_text(path, "rule catalogue")
             .with_context(|| format!("reading rule catalogue {}", path.display()))?;
         Catalogue::parse(&path.display().to_string(), &text)
     }
