@@ -341,7 +341,11 @@ fn pattern_matches(rule: &Rule, pat: &Pattern, m: &Matcher) -> Vec<(usize, usize
     let mut i = 0;
     while i < m.toks.len() {
         if let Some((end, caps)) = m.match_at_where(pat, i, &|caps| wheres_hold(rule, m, caps)) {
-            if end > i && !is_macro_name_position(m, i) && in_define_holds(rule, m, i) {
+            if end > i
+                && !is_macro_name_position(m, i)
+                && !is_qualified_macro_like(m, i)
+                && in_define_holds(rule, m, i)
+            {
                 out.push((i, end, caps));
                 i = end;
                 continue;
@@ -402,6 +406,18 @@ fn is_macro_name_position(m: &Matcher, i: usize) -> bool {
         return matches!(d.as_slice(), b"define" | b"undef" | b"ifdef" | b"ifndef");
     }
     m.text(i - 1) == b"defined" || (m.text(i - 1) == b"(" && i >= 2 && m.text(i - 2) == b"defined")
+}
+
+/// A macro-like name (`AT_CHECK`: capitals, digits, underscores) that another scope qualifies
+/// (`my::AT_CHECK`): a macro is never qualified, so this is some namespace's own name.
+fn is_qualified_macro_like(m: &Matcher, i: usize) -> bool {
+    let name = m.text(i);
+    let macro_like = m.toks[i].kind == Kind::Ident
+        && name.iter().any(u8::is_ascii_uppercase)
+        && name
+            .iter()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_');
+    macro_like && i >= 2 && m.text(i - 1) == b"::" && m.toks[i - 2].kind == Kind::Ident
 }
 
 /// True when tokens `[a, b)` contain a comment or literal.

@@ -531,8 +531,17 @@ fn is_definition(n: Node) -> bool {
     };
     let field = |f: &str| p.child_by_field_name(f).is_some_and(|c| c.id() == n.id());
     match p.kind() {
-        "keyword_argument" | "function_definition" | "class_definition" => field("name"),
-        "parameters" | "default_parameter" | "typed_parameter" => true,
+        // A parameter's default value and its annotation are code (`def f(a=inf)`,
+        // `lambda t=inf: …`, `def g(x: Tensor = inf)`): only the parameter's name is defined.
+        "keyword_argument"
+        | "function_definition"
+        | "class_definition"
+        | "default_parameter"
+        | "typed_default_parameter" => field("name"),
+        "typed_parameter" => !field("type"),
+        // `np.float = float` (a package's own shim for a removed alias) assigns the name: no use.
+        "assignment" => field("left"),
+        "parameters" | "lambda_parameters" => true,
         _ => false,
     }
 }

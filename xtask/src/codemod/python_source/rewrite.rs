@@ -535,6 +535,30 @@ mod tests {
         assert_eq!(rules, ["torch._six.inf", "torch._six.string_classes"]);
     }
 
+    /// A name the import bound, used as a parameter's default value (of a function, a coroutine,
+    /// a lambda, an annotated parameter): rewritten there too, or the file fails with NameError.
+    #[test]
+    fn parameter_defaults_are_uses() {
+        let src = "from torch._six import inf\n\ndef f(a=inf, *, b: float = inf):\n    return a\n\nasync def a(y=inf):\n    pass\n\ng = lambda t=inf: t\n\ndef h(x: inf = 2):\n    return x\n";
+        let (out, o) = port(src, "2.6");
+        assert_eq!(
+            out,
+            "import math\n\ndef f(a=math.inf, *, b: float = math.inf):\n    return a\n\nasync def a(y=math.inf):\n    pass\n\ng = lambda t=math.inf: t\n\ndef h(x: math.inf = 2):\n    return x\n",
+            "{o:?}"
+        );
+        // Idempotent.
+        assert_eq!(port(&out, "2.6").0, out);
+    }
+
+    /// A package's own shim assigns the removed alias (`np.float = float`): that is no use of
+    /// it, and is left as written; a use after it is rewritten.
+    #[test]
+    fn an_assignment_target_is_not_a_use() {
+        let src = "import numpy as np\nnp.float = float\nx = np.float(1)\n";
+        let (out, _) = port(src, "2.6");
+        assert_eq!(out, "import numpy as np\nnp.float = float\nx = float(1)\n");
+    }
+
     #[test]
     fn new_imports_go_after_a_shebang_when_the_file_has_none() {
         let (out, _) = port(
