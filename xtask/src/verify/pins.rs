@@ -80,6 +80,8 @@ pub struct PinsReport {
     pub files: Vec<PathBuf>,
     pub requirements: usize,
     pub findings: Vec<Finding>,
+    /// Includes that were not followed, and why (`-r https://…`: verify pins reads local files).
+    pub not_read: Vec<String>,
 }
 
 /// The kinds of finding, as rule ids (`--select`, SARIF): the kind with `-` for spaces.
@@ -103,6 +105,10 @@ pub const RULES: &[(&str, &str)] = &[
     (
         "gpu",
         "The pinned torch has no kernel image for a GPU the project must run on",
+    ),
+    (
+        "release",
+        "A torch pin names a version that is not a torch release",
     ),
 ];
 
@@ -189,9 +195,17 @@ impl PinsReport {
             self.files.len(),
             self.findings.len()
         );
+        for n in &self.not_read {
+            s += &format!("not read: {n}\n");
+        }
         let mut t = crate::output::Table::new(["KIND", "WHERE", "FINDING"]);
         for f in &self.findings {
-            t.row([f.kind.to_string(), f.places.join(" + "), f.message.clone()]);
+            // Every place is in the JSON; the table names the first few.
+            let shown = match f.places.len() {
+                n if n > 4 => format!("{} + {} more", f.places[..3].join(" + "), n - 3),
+                _ => f.places.join(" + "),
+            };
+            t.row([f.kind.to_string(), shown, f.message.clone()]);
             t.row([String::new(), String::new(), format!("fix: {}", f.fix)]);
         }
         if !self.findings.is_empty() {
@@ -210,14 +224,16 @@ pub struct PinsRequest {
 
 /// The requirement files under `path` (a directory) or `path` itself.
 pub fn find_files(path: &Path) -> Result<Vec<PathBuf>> {
-    if path.is_file() {
-        return Ok(vec![path.to_path_buf()]);
-    }
-    if !path.is_dir() {
-        anyhow::bail!(
+    match std::fs::metadata(path) {
+        Err(_) => anyhow::bail!(
             "{}: no such file or directory; give a repository or a requirements file",
             path.display()
-        );
+        ),
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            crate::input_file::check_regular(path)?;
+            return Ok(vec![path.to_path_buf()]);
+        }
     }
     let mut out = Vec::new();
     for dir in [path.to_path_buf(), path.join("requirements")] {
@@ -239,32 +255,86 @@ pub fn find_files(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Reads every pin of `files` (following `-r`/`-c` includes once each).
-pub fn read_pins(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Pin>)> {
-    let mut seen: Vec<PathBuf> = Vec::new();
-    let mut pins = Vec::new();
+/// An include line of a requirements file: where it is and what it names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Include {
+    pub place: String,
+    pub target: String,
+}
+
+/// What [`read_pins`] read: the files, their pins, and the includes it did not follow.
+#[derive(Debug, Default)]
+pub struct ReadPins {
+    pub files: Vec<PathBuf>,
+    pub pins: Vec<Pin>,
+    pub not_read: Vec<String>,
+}
+
+/// The directory includes must stay in: the repository given, or for a file the nearest
+/// directory above it that holds `.git` (else its own directory).
+fn repository_of(path: &Path) -> PathBuf {
+    let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if canon.is_dir() {
+        return canon;
+    }
+    let dir = canon.parent().unwrap_or(Path::new("/")).to_path_buf();
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map_or(dir.clone(), Path::to_path_buf)
+}
+
+/// Reads every pin of `files` (following `-r`/`-c` includes once each, inside `root` only).
+pub fn read_pins(files: &[PathBuf], root: &Path) -> Result<ReadPins> {
+    let mut out = ReadPins::default();
+    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     let mut queue: Vec<PathBuf> = files.to_vec();
     while let Some(f) = queue.pop() {
         let canon = std::fs::canonicalize(&f).unwrap_or_else(|_| f.clone());
-        if seen
-            .iter()
-            .any(|s| std::fs::canonicalize(s).ok().as_ref() == Some(&canon))
-        {
+        if !seen.insert(canon) {
             continue;
         }
-        seen.push(f.clone());
-        let text =
-            std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
+        out.files.push(f.clone());
+        let text = crate::input_file::read_text(&f, "requirements file")?;
+        // pip reads a UTF-8 byte-order mark as no text.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         if f.file_name().is_some_and(|n| n == "pyproject.toml") {
-            pins.extend(pyproject_pins(&f, &text)?);
-        } else {
-            let (p, includes) = requirements_pins(&f, &text)?;
-            pins.extend(p);
-            queue.extend(includes);
+            out.pins.extend(pyproject_pins(&f, text)?);
+            continue;
+        }
+        let (p, includes) = requirements_pins(&f, text)?;
+        out.pins.extend(p);
+        for inc in includes {
+            if inc.target.contains("://") {
+                out.not_read.push(format!(
+                    "{}: `{}` is a URL; verify pins reads the repository's own files (download it into the repository and include it by path to check it)",
+                    inc.place, inc.target
+                ));
+                continue;
+            }
+            let dir = f.parent().unwrap_or(Path::new("."));
+            let path = dir.join(&inc.target);
+            let inside = std::fs::canonicalize(&path).is_ok_and(|c| c.starts_with(root));
+            if path.exists() && !inside {
+                anyhow::bail!(
+                    "{}: `{}` includes a file outside the repository ({}); verify pins reads only files under it: give the repository that holds both",
+                    inc.place,
+                    inc.target,
+                    root.display()
+                );
+            }
+            if !path.exists() {
+                anyhow::bail!(
+                    "{}: `{}` includes {}, which does not exist; fix the include",
+                    inc.place,
+                    inc.target,
+                    path.display()
+                );
+            }
+            queue.push(path);
         }
     }
-    seen.sort();
-    Ok((seen, pins))
+    out.files.sort();
+    Ok(out)
 }
 
 fn parse_requirement(
@@ -279,9 +349,19 @@ fn parse_requirement(
             file.display()
         )
     })?;
-    let specifiers = match &req.version_or_url {
-        Some(VersionOrUrl::VersionSpecifier(s)) => Some(s.clone()),
-        _ => None,
+    let (specifiers, index_variant) = match &req.version_or_url {
+        Some(VersionOrUrl::VersionSpecifier(s)) => (Some(s.clone()), index_variant),
+        // `torch @ https://…/cu118/torch-2.1.0%2Bcu118-cp310-….whl`: the wheel's file name
+        // pins the version (with its variant's label) exactly, as pip installs it.
+        Some(VersionOrUrl::Url(u)) => {
+            let url = u.to_string();
+            (
+                wheel_version(&url)
+                    .and_then(|v| VersionSpecifiers::from_str(&format!("=={v}")).ok()),
+                index_variant.or_else(|| variant_of_url(&url)),
+            )
+        }
+        None => (None, index_variant),
     };
     Ok(Pin {
         file: file.to_path_buf(),
@@ -292,6 +372,26 @@ fn parse_requirement(
         marker: req.marker,
         index_variant,
     })
+}
+
+/// The version in a wheel URL's file name (`torch-2.1.0%2Bcu118-cp310-…whl` → `2.1.0+cu118`).
+fn wheel_version(url: &str) -> Option<String> {
+    let name = url.split(['?', '#']).next()?.rsplit('/').next()?;
+    let stem = name.strip_suffix(".whl")?;
+    let version = stem.split('-').nth(1)?;
+    let version = version.replace("%2B", "+").replace("%2b", "+");
+    pep440_rs::Version::from_str(&version).ok()?;
+    Some(version)
+}
+
+/// A CUDA variant named by a directory of the URL (`…/whl/cu118/torch-…`).
+fn variant_of_url(url: &str) -> Option<String> {
+    let path = url.split(['?', '#']).next()?;
+    let dirs: Vec<&str> = path.split('/').collect();
+    dirs[..dirs.len().saturating_sub(1)]
+        .iter()
+        .rev()
+        .find_map(|d| variant_of_index(d))
 }
 
 /// `https://download.pytorch.org/whl/cu121` → `cu121`.
@@ -306,11 +406,11 @@ fn variant_of_index(url: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn requirements_pins(file: &Path, text: &str) -> Result<(Vec<Pin>, Vec<PathBuf>)> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    let mut pins = Vec::new();
-    let mut includes = Vec::new();
-    let mut index = None;
+/// The logical lines of a requirements file, as pip joins them: a line ending in `\\` goes on
+/// into the next (the file's last line too: pip reads what it has), comments dropped; each with
+/// its first line's number.
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
     let mut logical = String::new();
     let mut start = 0;
     for (i, raw) in text.lines().enumerate() {
@@ -324,7 +424,19 @@ fn requirements_pins(file: &Path, text: &str) -> Result<(Vec<Pin>, Vec<PathBuf>)
             continue;
         }
         logical.push_str(line);
-        let l = std::mem::take(&mut logical);
+        out.push((start, std::mem::take(&mut logical)));
+    }
+    if !logical.is_empty() {
+        out.push((start, logical));
+    }
+    out
+}
+
+fn requirements_pins(file: &Path, text: &str) -> Result<(Vec<Pin>, Vec<Include>)> {
+    let mut pins = Vec::new();
+    let mut includes = Vec::new();
+    let mut index = None;
+    for (start, l) in logical_lines(text) {
         let l = l.trim();
         if l.is_empty() || l.starts_with('#') {
             continue;
@@ -334,7 +446,10 @@ fn requirements_pins(file: &Path, text: &str) -> Result<(Vec<Pin>, Vec<PathBuf>)
         match first {
             "-r" | "--requirement" | "-c" | "--constraint" => {
                 if let Some(f) = words.next() {
-                    includes.push(dir.join(f));
+                    includes.push(Include {
+                        place: format!("{}:{start}", file.display()),
+                        target: f.to_string(),
+                    });
                 }
             }
             "-i" | "--index-url" | "--extra-index-url" => {
@@ -375,10 +490,33 @@ fn pyproject_pins(file: &Path, text: &str) -> Result<Vec<Pin>> {
                 .into_iter()
                 .flat_map(|t| t.values()),
         );
+    let groups = doc.get("dependency-groups").and_then(|g| g.as_table());
     for a in arrays {
-        for v in a.as_array().into_iter().flatten() {
+        let Some(items) = a.as_array() else {
+            anyhow::bail!(
+                "{}: a dependency list is {} `{}`, not an array of requirement strings (PEP 621, PEP 735): write it as [\"…\", …]",
+                file.display(),
+                a.type_str(),
+                crate::kb::user_input::echo(&a.to_string())
+            );
+        };
+        for v in items {
             if let Some(s) = v.as_str() {
                 strings.push(s.to_string());
+            } else if let Some(g) = v.get("include-group").and_then(|g| g.as_str()) {
+                // PEP 735: the included group's requirements are read where it is defined.
+                if !groups.is_some_and(|t| t.contains_key(g)) {
+                    anyhow::bail!(
+                        "{}: `{{include-group = \"{g}\"}}` names no group in [dependency-groups]; define it or fix the name",
+                        file.display()
+                    );
+                }
+            } else {
+                anyhow::bail!(
+                    "{}: `{}` in a dependency list is neither a requirement string nor {{include-group = \"…\"}}",
+                    file.display(),
+                    crate::kb::user_input::echo(&v.to_string())
+                );
             }
         }
     }
@@ -421,7 +559,8 @@ pub fn check_pins(req: &PinsRequest) -> Result<PinsReport> {
     for g in &req.gpus {
         gpus.push(kb().resolve_gpu(g)?);
     }
-    let (files, pins) = read_pins(&files)?;
+    let read = read_pins(&files, &repository_of(&req.path))?;
+    let pins = read.pins;
     let mut findings = contradictions(&pins);
     findings.extend(cuda_variants(&pins));
     // Pairs, Python, GPUs: for each exact torch pin.
@@ -429,62 +568,189 @@ pub fn check_pins(req: &PinsRequest) -> Result<PinsReport> {
         let Some(tv) = t.exact().as_ref().map(Version::from) else {
             continue;
         };
+        if let Some(f) = unknown_release(t, &tv) {
+            findings.push(f);
+            continue;
+        }
         let Some(row) = kb().torch_row(&tv) else {
             continue;
         };
         findings.extend(pairings(&pins, t, &tv, row));
         if let Some(py) = &req.python {
-            findings.extend(python_wheel(t, &tv, row, py));
+            // A pin whose marker rules that Python out is not installed there.
+            if !marker_excludes_python(&t.marker, py) {
+                findings.extend(python_wheel(t, &tv, row, py));
+            }
         }
         for (name, cc) in &gpus {
             findings.extend(gpu_image(t, &tv, row, name, *cc));
         }
     }
     Ok(PinsReport {
-        files,
+        files: read.files,
         requirements: pins.len(),
         findings,
+        not_read: read.not_read,
     })
 }
 
-/// Two pins of one distribution in different places whose markers can both hold and whose version
-/// ranges do not meet.
+/// Whether `marker` cannot hold under Python `py` (`python_version < "3.12"` for 3.12).
+fn marker_excludes_python(marker: &MarkerTree, py: &Version) -> bool {
+    let on = format!("python_version == '{}'", py.major_minor());
+    MarkerTree::from_str(&on).is_ok_and(|py| marker.is_disjoint(&py))
+}
+
+/// An exact torch pin of a version no torch release has: past the newest the knowledge base
+/// knows, or a patch its line never had. Versions older than the knowledge base are not judged.
+fn unknown_release(t: &Pin, tv: &Version) -> Option<Finding> {
+    // Nightlies and release candidates are real versions the knowledge base does not list.
+    if t.exact().is_some_and(|v| v.any_prerelease() || v.is_post()) {
+        return None;
+    }
+    let releases = &kb().torch;
+    let oldest = releases.iter().map(|r| &r.version).min()?;
+    let newest = releases.iter().map(|r| &r.version).max()?;
+    let plain: Version = tv.to_string().split('+').next()?.parse().ok()?;
+    if plain < *oldest || releases.iter().any(|r| r.version == plain) {
+        return None;
+    }
+    let line: Vec<String> = releases
+        .iter()
+        .filter(|r| r.version.major_minor() == plain.major_minor())
+        .map(|r| r.version.to_string())
+        .collect();
+    Some(Finding {
+        kind: "release",
+        places: vec![t.place()],
+        message: if line.is_empty() {
+            format!("torch {plain} is not a torch release (the newest this archsmith knows is {newest}): pip will find no such version")
+        } else {
+            format!("torch {plain} is not a torch release ({} has {})", plain.major_minor(), line.join(", "))
+        },
+        fix: format!(
+            "pin a released version (torch=={}); if {plain} came out after this archsmith's knowledge base, update archsmith",
+            line.last().map_or(newest.to_string(), Clone::clone)
+        ),
+    })
+}
+
+/// Pins of one distribution whose markers can both hold and whose version ranges do not meet:
+/// one finding per distribution, naming every pin that meets another it cannot agree with.
+/// Pins are grouped by name, and pins of one range and marker are judged once, so a file of
+/// thousands of contradictory lines costs as many comparisons as it has distinct pins (each
+/// stops at the first pin it contradicts), not one per pair, and one finding.
 fn contradictions(pins: &[Pin]) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    for (i, a) in pins.iter().enumerate() {
-        for b in &pins[i + 1..] {
-            if a.name != b.name || a.marker.is_disjoint(&b.marker) {
-                continue;
-            }
-            if range(a).intersection(&range(b)).is_empty() {
-                findings.push(Finding {
-                    kind: "contradiction",
-                    places: vec![a.place(), b.place()],
-                    message: format!(
-                        "`{}` and `{}` allow no common version of {}",
-                        a.text, b.text, a.name
-                    ),
-                    fix: match (a.exact(), b.exact()) {
-                        (Some(v), None) => format!(
-                            "widen {} to include {v}, or pin in {} a version `{}` allows",
-                            b.place(),
-                            a.place(),
-                            b.text
-                        ),
-                        (None, Some(v)) => format!(
-                            "widen {} to include {v}, or pin in {} a version `{}` allows",
-                            a.place(),
-                            b.place(),
-                            a.text
-                        ),
-                        _ => format!("make {} and {} agree", a.place(), b.place()),
-                    },
-                });
+    let mut by_name: std::collections::BTreeMap<&str, Vec<&Pin>> = Default::default();
+    for p in pins {
+        by_name.entry(p.name.as_str()).or_default().push(p);
+    }
+    by_name
+        .into_values()
+        .filter_map(|group| contradiction_in(&group))
+        .collect()
+}
+
+/// The contradiction among the pins of one distribution, if any.
+fn contradiction_in(group: &[&Pin]) -> Option<Finding> {
+    // Distinct (range, marker) classes, each with its pins in file order.
+    let mut classes: Vec<(Ranges<pep440_rs::Version>, &MarkerTree, Vec<&Pin>)> = Vec::new();
+    let mut index: std::collections::HashMap<(String, MarkerTree), usize> = Default::default();
+    for p in group {
+        let r = range(p);
+        let key = (format!("{r}"), p.marker.clone());
+        match index.get(&key) {
+            Some(&i) => classes[i].2.push(p),
+            None => {
+                index.insert(key, classes.len());
+                classes.push((r, &p.marker, vec![p]));
             }
         }
     }
+    if classes.len() < 2 {
+        return None;
+    }
+    // Every class meets every other when all of them share a version: no pair to look for.
+    let common = classes
+        .iter()
+        .fold(Ranges::full(), |acc, (r, _, _)| acc.intersection(r));
+    if !common.is_empty() {
+        return None;
+    }
+    let clash = |a: usize, b: usize| {
+        let ((ra, ma, _), (rb, mb, _)) = (&classes[a], &classes[b]);
+        !ma.is_disjoint(mb) && ra.intersection(rb).is_empty()
+    };
+    let involved: Vec<usize> = (0..classes.len())
+        .filter(|&a| (0..classes.len()).any(|b| a != b && clash(a, b)))
+        .collect();
+    if involved.is_empty() {
+        return None;
+    }
+    // In the order the files were read.
+    let named: std::collections::HashSet<*const Pin> = involved
+        .iter()
+        .flat_map(|&i| classes[i].2.iter().map(|p| *p as *const Pin))
+        .collect();
+    let pins: Vec<&Pin> = group
+        .iter()
+        .copied()
+        .filter(|p| named.contains(&(*p as *const Pin)))
+        .collect();
+    let places: Vec<String> = pins.iter().map(|p| p.place()).collect();
+    let firsts: Vec<&Pin> = involved.iter().map(|&i| classes[i].2[0]).collect();
+    let (message, fix) = contradiction_words(&firsts, &pins);
+    Some(Finding {
+        kind: "contradiction",
+        places,
+        message,
+        fix,
+    })
+}
 
-    findings
+/// What a contradiction says: two pins named with the fix for each, or many summed up with the
+/// first few of their distinct forms (`firsts`, one pin each).
+fn contradiction_words(firsts: &[&Pin], pins: &[&Pin]) -> (String, String) {
+    let name = &pins[0].name;
+    if let ([_, _], [a, b]) = (firsts, pins) {
+        let fix = match (a.exact(), b.exact()) {
+            (Some(v), None) => format!(
+                "widen {} to include {v}, or pin in {} a version `{}` allows",
+                b.place(),
+                a.place(),
+                b.text
+            ),
+            (None, Some(v)) => format!(
+                "widen {} to include {v}, or pin in {} a version `{}` allows",
+                a.place(),
+                b.place(),
+                a.text
+            ),
+            _ => format!("make {} and {} agree", a.place(), b.place()),
+        };
+        let message = format!(
+            "`{}` and `{}` allow no common version of {name}",
+            a.text, b.text
+        );
+        return (message, fix);
+    }
+    let texts: Vec<String> = firsts
+        .iter()
+        .take(3)
+        .map(|p| format!("`{}` ({})", p.text, p.place()))
+        .collect();
+    let more = match firsts.len().saturating_sub(3) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    (
+        format!(
+            "{} requirements of {name} in {} different forms allow no common version: {}{more}",
+            pins.len(),
+            firsts.len(),
+            texts.join(", ")
+        ),
+        format!("pin {name} to one version range that every file allows"),
+    )
 }
 
 /// The torch packages naming different CUDA variants.
@@ -621,9 +887,125 @@ mod tests {
         assert_eq!(pins[0].variant().as_deref(), Some("cu121"));
         assert_eq!(pins[1].name, "numpy");
         assert_eq!(pins[1].index_variant.as_deref(), Some("cu121"));
-        assert_eq!(includes, [PathBuf::from("/r/other.txt")]);
+        assert_eq!(
+            includes,
+            [Include {
+                place: "/r/requirements.txt:6".into(),
+                target: "other.txt".into()
+            }]
+        );
         let err = requirements_pins(Path::new("/r/req.txt"), "torch===\n").unwrap_err();
         assert!(format!("{err:#}").contains("/r/req.txt:1"), "{err:#}");
+    }
+
+    /// pip reads a last line that ends in `\\` as a requirement; so does verify pins.
+    #[test]
+    fn a_continuation_on_the_last_line_keeps_its_requirement() {
+        let (pins, _) =
+            requirements_pins(Path::new("/r/requirements.txt"), "numpy\ntorch==2.3.1 \\").unwrap();
+        let names: Vec<(&str, usize)> = pins.iter().map(|p| (p.text.as_str(), p.line)).collect();
+        assert_eq!(names, [("numpy", 1), ("torch==2.3.1", 2)]);
+    }
+
+    /// A torch wheel named by URL pins its version and variant, as pip installs it.
+    #[test]
+    fn a_wheel_url_pins_its_version_and_variant() {
+        let p = parse_requirement(
+            Path::new("x"),
+            1,
+            "torch @ https://download.pytorch.org/whl/cu118/torch-2.1.0%2Bcu118-cp310-cp310-linux_x86_64.whl",
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.exact().unwrap().to_string(), "2.1.0+cu118");
+        assert_eq!(p.variant().as_deref(), Some("cu118"));
+    }
+
+    fn pins_of(lines: &[(&str, usize, &str)]) -> Vec<Pin> {
+        lines
+            .iter()
+            .map(|(f, l, t)| parse_requirement(Path::new(f), *l, t, None).unwrap())
+            .collect()
+    }
+
+    /// Many contradictory lines of one package make one finding naming each of them; lines that
+    /// agree with every other are not named; markers that cannot both hold never contradict.
+    #[test]
+    fn contradictions_are_grouped_per_package() {
+        let lines: Vec<String> = (0..800)
+            .map(|i| format!("torch==2.{}.{}", i / 10, i % 10))
+            .collect();
+        let pins: Vec<Pin> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, t)| parse_requirement(Path::new("r.txt"), i + 1, t, None).unwrap())
+            .collect();
+        let f = contradictions(&pins);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].places.len(), 800);
+        assert!(
+            f[0].message
+                .starts_with("800 requirements of torch in 800 different forms"),
+            "{}",
+            f[0].message
+        );
+        let f = contradictions(&pins_of(&[
+            ("a.txt", 1, "torch==2.3.1"),
+            ("b.txt", 1, "torch==2.4.0"),
+            ("c.txt", 1, "torch>=2.0"),
+            ("d.txt", 1, "numpy==1.0"),
+            ("e.txt", 1, "numpy==2.0 ; python_version < '3.9'"),
+            ("f.txt", 1, "numpy==1.5 ; python_version >= '3.9'"),
+        ]));
+        let places: Vec<&Vec<String>> = f.iter().map(|f| &f.places).collect();
+        // In the order read. numpy: d meets e and f, whose markers never both hold (so they do not contradict
+        // each other); torch's `>=2.0` meets both of its exact pins.
+        assert_eq!(
+            places,
+            [
+                &vec!["d.txt:1".to_string(), "e.txt:1".into(), "f.txt:1".into()],
+                &vec!["a.txt:1".to_string(), "b.txt:1".into()]
+            ]
+        );
+        let f = contradictions(&pins_of(&[
+            ("e.txt", 1, "numpy==2.0 ; python_version < '3.9'"),
+            ("f.txt", 1, "numpy==1.5 ; python_version >= '3.9'"),
+        ]));
+        assert!(f.is_empty());
+    }
+
+    #[test]
+    fn a_marker_that_rules_the_python_out_is_not_judged_for_it() {
+        let p = pins_of(&[("r", 1, "torch==2.1.2; python_version < \"3.12\"")]);
+        assert!(marker_excludes_python(
+            &p[0].marker,
+            &"3.12".parse().unwrap()
+        ));
+        assert!(!marker_excludes_python(
+            &p[0].marker,
+            &"3.11".parse().unwrap()
+        ));
+        let p = pins_of(&[("r", 1, "torch==2.1.2")]);
+        assert!(!marker_excludes_python(
+            &p[0].marker,
+            &"3.12".parse().unwrap()
+        ));
+    }
+
+    #[test]
+    fn a_version_torch_never_released_is_a_finding() {
+        let p = pins_of(&[
+            ("r", 1, "torch==2.99.0"),
+            ("r", 2, "torch==2.6.9"),
+            ("r", 3, "torch==2.6.0+cu124"),
+            ("r", 4, "torch==1.4.0"),
+            ("r", 5, "torch==2.16.0rc1"),
+        ]);
+        let f: Vec<Option<&'static str>> = p
+            .iter()
+            .map(|p| unknown_release(p, &Version::from(&p.exact().unwrap())).map(|f| f.kind))
+            .collect();
+        assert_eq!(f, [Some("release"), Some("release"), None, None, None]);
     }
 
     #[test]
