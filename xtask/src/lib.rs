@@ -20,6 +20,7 @@ pub mod git_submodules;
 pub mod host;
 pub mod http;
 pub mod input_file;
+pub mod interrupts;
 pub mod lint;
 pub mod offline;
 pub mod output;

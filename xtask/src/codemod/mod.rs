@@ -216,7 +216,7 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
     for path in files {
         let lang = Lang::of_path(path)
             .with_context(|| format!("{}: not a C/C++/CUDA file or setup.py", path.display()))?;
-        let src = fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let src = crate::input_file::read_bytes(path, crate::input_file::TEXT_CAP, "source file")?;
         let out = outcome(cat, lang, path, &src)?;
         let changed = out.output != src;
         let diff = (mode == Mode::DryRun && changed).then(|| unified_diff(path, &src, &out.output));
@@ -439,9 +439,39 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Replaces every file, or none where that can be helped: all temporaries are written and synced
 /// first (a failure removes them and changes nothing), then renamed into place; a rename that
 /// fails (rare: the directory changed underneath) stops with the list of files written and not.
+///
+/// Ctrl-C, SIGTERM or SIGHUP is held off meanwhile: one that comes while the temporaries are
+/// written removes them and leaves every file as it was; one that comes while they are renamed
+/// into place waits for the last rename. Either way the signal then ends the process as usual.
 fn write_all_or_nothing(outputs: &[(PathBuf, Vec<u8>)]) -> Result<()> {
+    let deferred = crate::interrupts::Deferred::start();
+    let result = write_deferred(outputs, &deferred);
+    if let Some(sig) = deferred.end() {
+        crate::errln!(
+            "archsmith: interrupted; {}",
+            if result.is_ok() {
+                "every rewritten file was already in place"
+            } else {
+                "nothing was rewritten"
+            }
+        );
+        crate::interrupts::deliver(sig);
+    }
+    result
+}
+
+fn write_deferred(
+    outputs: &[(PathBuf, Vec<u8>)],
+    deferred: &crate::interrupts::Deferred,
+) -> Result<()> {
     let mut ready = Vec::new();
     for (path, bytes) in outputs {
+        if deferred.interrupted().is_some() {
+            for (_, tmp) in &ready {
+                let _ = fs::remove_file(tmp);
+            }
+            anyhow::bail!("interrupted: nothing was rewritten");
+        }
         match prepare(path, bytes) {
             Ok(tmp) => ready.push((path, tmp)),
             Err(e) => {
