@@ -28,11 +28,28 @@ impl Position {
 /// Where each line of a text starts, so that mapping many offsets to lines costs a binary search
 /// each: a generated file with one finding per line has as many look-ups as lines, and counting
 /// newlines from the start for each one made `codemod --check` quadratic.
+///
+/// Columns likewise: a line of megabytes (minified or generated code) with thousands of findings
+/// on it would be counted from its start once per finding, so a long line's columns are counted
+/// once into checkpoints every [`COLUMN_STRIDE`] bytes, and a look-up counts from the nearest one.
 #[derive(Debug, Clone)]
 pub struct LineIndex<'a> {
     text: &'a [u8],
     /// Byte offset of the first byte of each line; `starts[0] == 0`.
     starts: Vec<usize>,
+    /// Per long line (by its start), `(offset, column)` checkpoints in order, made on first use.
+    checkpoints: std::cell::RefCell<std::collections::HashMap<usize, Vec<(usize, usize)>>>,
+}
+
+/// Bytes between two column checkpoints of a long line.
+const COLUMN_STRIDE: usize = 4096;
+
+/// Code points in `bytes` as a lossy decode counts them (a maximal invalid sequence counts once).
+fn code_points(bytes: &[u8]) -> usize {
+    bytes
+        .utf8_chunks()
+        .map(|c| c.valid().chars().count() + usize::from(!c.invalid().is_empty()))
+        .sum()
 }
 
 impl<'a> LineIndex<'a> {
@@ -44,7 +61,11 @@ impl<'a> LineIndex<'a> {
                 .filter(|(_, &c)| c == b'\n')
                 .map(|(i, _)| i + 1),
         );
-        LineIndex { text, starts }
+        LineIndex {
+            text,
+            starts,
+            checkpoints: Default::default(),
+        }
     }
 
     /// 1-based line of byte `offset` (clamped to the text's end).
@@ -58,15 +79,47 @@ impl<'a> LineIndex<'a> {
         self.starts[line.clamp(1, self.starts.len()) - 1]
     }
 
-    /// The position of byte `offset` (clamped to the text's end; a non-UTF-8 byte counts once).
+    /// The position of byte `offset` (clamped to the text's end; a maximal run of bytes that are
+    /// not UTF-8 counts once, as a lossy decode shows it).
     pub fn position(&self, offset: usize) -> Position {
         let offset = offset.min(self.text.len());
         let line = self.line(offset);
         let line_start = self.line_start(line);
-        let column = 1 + String::from_utf8_lossy(&self.text[line_start..offset])
-            .chars()
-            .count();
+        if offset - line_start <= COLUMN_STRIDE {
+            let column = 1 + code_points(&self.text[line_start..offset]);
+            return Position { line, column };
+        }
+        let mut cache = self.checkpoints.borrow_mut();
+        let marks = cache
+            .entry(line_start)
+            .or_insert_with(|| self.column_checkpoints(line_start));
+        let i = marks.partition_point(|&(at, _)| at <= offset);
+        let (at, before) = marks[i - 1];
+        let column = 1 + before + code_points(&self.text[at..offset]);
         Position { line, column }
+    }
+
+    /// `(offset, code points before it)` from the line's start, every [`COLUMN_STRIDE`] bytes at
+    /// a byte that starts a character (a count split there adds up to the whole line's).
+    fn column_checkpoints(&self, line_start: usize) -> Vec<(usize, usize)> {
+        let end = self.text[line_start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(self.text.len(), |p| line_start + p);
+        let mut marks = vec![(line_start, 0)];
+        let mut at = line_start;
+        let mut count = 0;
+        while at + COLUMN_STRIDE < end {
+            let mut next = at + COLUMN_STRIDE;
+            // A continuation byte (0b10xx_xxxx) would split a character's count.
+            while next < end && self.text[next] & 0xC0 == 0x80 {
+                next += 1;
+            }
+            count += code_points(&self.text[at..next]);
+            marks.push((next, count));
+            at = next;
+        }
+        marks
     }
 }
 
@@ -475,6 +528,39 @@ pub fn emit<T: Serialize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A long line's columns from checkpoints equal a count from the line's start, through
+    /// multi-byte characters and bytes that are not UTF-8.
+    #[test]
+    fn long_line_columns_equal_a_count_from_the_start() {
+        let mut text = b"ab\n".to_vec();
+        for i in 0..5000u32 {
+            text.extend_from_slice("x\u{e9}\u{20ac}\u{1F600}".as_bytes());
+            if i % 7 == 0 {
+                text.extend_from_slice(b"\xe2\x82\xff\x80");
+            }
+        }
+        text.extend_from_slice(b"\nz");
+        let index = LineIndex::new(&text);
+        for offset in (0..text.len())
+            .step_by(997)
+            .chain([text.len() - 3, text.len()])
+        {
+            let line = index.line(offset);
+            let start = index.line_start(line);
+            let naive = 1 + String::from_utf8_lossy(&text[start..offset])
+                .chars()
+                .count();
+            assert_eq!(
+                index.position(offset),
+                Position {
+                    line,
+                    column: naive
+                },
+                "{offset}"
+            );
+        }
+    }
 
     fn diag(rule: &str, line: usize) -> Diagnostic {
         Diagnostic {
