@@ -210,3 +210,66 @@ fn finds_everything_torchfix_finds() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 60: a subdirectory that could not be read made the C++ half of the audit report "0
+/// C++/CUDA file(s)" and exit 0, and an unreadable `.py` file counted as scanned. What could not
+/// be read is named, and the result is not clean. Run as an unprivileged user (root reads
+/// everything), so the test means the same as root in CI and as a developer.
+#[test]
+fn what_cannot_be_read_is_named_and_never_clean() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    std::fs::create_dir_all(root.join("csrc/locked")).unwrap();
+    std::fs::write(
+        root.join("csrc/locked/k.cu"),
+        "void f() { AT_CHECK(true, \"x\"); }\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("train.py"), "import torch\n").unwrap();
+    std::fs::write(root.join("secret.py"), "from torch._six import inf\n").unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    for (p, mode) in [
+        (tmp.path().to_path_buf(), 0o755),
+        (home.clone(), 0o777),
+        (root.clone(), 0o755),
+        (root.join("csrc"), 0o755),
+        (root.join("train.py"), 0o644),
+        (root.join("csrc/locked"), 0o000),
+        (root.join("secret.py"), 0o000),
+    ] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(["audit", "upgrade", "--from", "2.0", "--to", "2.6"])
+        .arg(&root)
+        .arg("--json")
+        .env("ARCHSMITH_HOME", &home);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd.output().unwrap();
+    let restore = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+    restore(&root.join("csrc/locked")).unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{v}\n{stderr}");
+    let unread: Vec<String> = v["unreadable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["path"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        unread.iter().any(|p| p.ends_with("csrc/locked")),
+        "{unread:?}"
+    );
+    assert!(
+        unread.iter().any(|p| p.ends_with("secret.py")),
+        "{unread:?}"
+    );
+    assert_eq!(v["python_files"], 1, "{v}");
+}

@@ -234,3 +234,72 @@ fn a_wheel_truncated_while_read_gets_a_message_not_a_bus_error() {
     assert!(signalled.is_empty(), "killed by a signal: {signalled:?}");
     eprintln!("{hit} of 5 truncations landed during the read");
 }
+
+/// Issue 60: a FIFO made `trace-build` and `codemod --rules` hang, `/dev/zero` made them (and
+/// `audit upgrade --changes`) read until memory ran out, and `verify pins` called a FIFO "no such
+/// file". Every reader refuses what is not a regular file, at once, naming it; each run is
+/// bounded by a timeout so a hang fails the test instead of stalling it.
+#[test]
+fn fifos_and_devices_are_refused_by_every_reader() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("input.cu");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let f = fifo.to_str().unwrap();
+    for input in [f, "/dev/zero"] {
+        let kind = if input == f {
+            "is a FIFO"
+        } else {
+            "is a character device"
+        };
+        let runs: [&[&str]; 6] = [
+            &["trace-build", input],
+            &["codemod", "--check", "--rules", input, "."],
+            &[
+                "audit",
+                "upgrade",
+                "--from",
+                "2.0",
+                "--to",
+                "2.6",
+                "--changes",
+                input,
+                ".",
+            ],
+            &["verify", "pins", input],
+            &["codemod", "--check", input],
+            &["verify", "binary", input],
+        ];
+        for args in runs {
+            if input == "/dev/zero" && args[0] == "codemod" && args[2] == input {
+                continue; // `/dev/zero` is no source name the codemod takes
+            }
+            let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+                .args(args)
+                .current_dir(dir.path())
+                .env("ARCHSMITH_HOME", home.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while child.try_wait().unwrap().is_none() {
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    panic!("{args:?} still running after 20 s");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            let said = format!("{err}{}", String::from_utf8_lossy(&out.stdout));
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+            assert!(
+                said.contains(kind) || said.contains("not a regular file"),
+                "{args:?}: {said}"
+            );
+        }
+    }
+}

@@ -33,11 +33,20 @@ pub struct Finding {
     pub source: String,
 }
 
+/// A file or directory the audit could not read: what it did not see.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unreadable {
+    pub path: PathBuf,
+    pub error: String,
+}
+
 #[derive(Debug, Serialize)]
 pub struct AuditReport {
     pub from: Version,
     pub to: Version,
     pub python_files: usize,
+    /// What could not be read: the result says nothing of it, so it is never clean.
+    pub unreadable: Vec<Unreadable>,
     pub findings: Vec<Finding>,
     /// C++/CUDA sources the port catalogue would rewrite or flags for review.
     pub native: Vec<codemod::FileReport>,
@@ -97,7 +106,7 @@ impl AuditReport {
             self.findings.len(),
             self.native.iter().filter(|f| f.changed || !f.review.is_empty()).count()
         );
-        let mut t = crate::output::Table::new(["WHERE", "CODE", "WHAT", "FIX"]);
+        let mut t = self.unreadable_rows(&mut s);
         for f in &self.findings {
             t.row([
                 format!("{}:{}", f.file.display(), f.line),
@@ -157,8 +166,29 @@ impl AuditReport {
         s
     }
 
+    /// The line that says what could not be read, and the table begun with a row for each.
+    fn unreadable_rows(&self, s: &mut String) -> crate::output::Table {
+        if !self.unreadable.is_empty() {
+            *s += &format!(
+                "{} path(s) could not be read, so nothing is said of them: make them readable and run again\n",
+                self.unreadable.len()
+            );
+        }
+        let mut t = crate::output::Table::new(["WHERE", "CODE", "WHAT", "FIX"]);
+        for u in &self.unreadable {
+            t.row([
+                u.path.display().to_string(),
+                String::new(),
+                format!("not read: {}", u.error),
+                "make it readable".to_string(),
+            ]);
+        }
+        t
+    }
+
     pub fn is_clean(&self) -> bool {
-        self.compiled.as_ref().is_none_or(|c| c.breaking.is_empty())
+        self.unreadable.is_empty()
+            && self.compiled.as_ref().is_none_or(|c| c.breaking.is_empty())
             && self.findings.is_empty()
             && self
                 .native
@@ -227,8 +257,9 @@ fn compiled_check(req: &AuditRequest) -> Result<Option<CompiledCheck>> {
     }))
 }
 
-/// Python files under `root`, git-ignored and hidden ones skipped.
-fn python_files(root: &Path) -> Vec<PathBuf> {
+/// Python files under `root`, git-ignored and hidden ones skipped; what could not be listed goes
+/// to `unreadable`.
+fn python_files(root: &Path, unreadable: &mut Vec<Unreadable>) -> Vec<PathBuf> {
     if root.is_file() {
         return if root.extension().is_some_and(|x| x == "py") {
             vec![root.to_path_buf()]
@@ -236,13 +267,22 @@ fn python_files(root: &Path) -> Vec<PathBuf> {
             Vec::new()
         };
     }
-    let mut out: Vec<PathBuf> = ignore::WalkBuilder::new(root)
-        .build()
-        .flatten()
-        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-        .map(|e| e.into_path())
-        .filter(|p| p.extension().is_some_and(|x| x == "py"))
-        .collect();
+    let mut out = Vec::new();
+    for entry in ignore::WalkBuilder::new(root).build() {
+        match entry {
+            Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
+                let p = e.into_path();
+                if p.extension().is_some_and(|x| x == "py") {
+                    out.push(p);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => unreadable.push(Unreadable {
+                path: codemod::walk_error_path(&e).unwrap_or_else(|| root.to_path_buf()),
+                error: codemod::walk_error_reason(&e),
+            }),
+        }
+    }
     out.sort();
     out
 }
@@ -273,13 +313,22 @@ fn rules(
     ))
 }
 
-/// The uses of `changes`' APIs in one Python file, minus those a comment keeps off their line.
-fn file_findings(req: &AuditRequest, changes: &[Change], f: &Path) -> Vec<Finding> {
-    let Ok(src) = std::fs::read_to_string(f) else {
-        return Vec::new();
-    };
+/// The uses of `changes`' APIs in one Python file, minus those a comment keeps off their line;
+/// an error when the file cannot be read.
+fn file_findings(
+    req: &AuditRequest,
+    changes: &[Change],
+    f: &Path,
+) -> std::result::Result<Vec<Finding>, Unreadable> {
+    let src = crate::input_file::read_text(f, "Python source").map_err(|e| Unreadable {
+        path: f.to_path_buf(),
+        error: match e {
+            crate::input_file::InputError::Io { source, .. } => source.to_string(),
+            other => other.to_string(),
+        },
+    })?;
     let Some(uses) = codemod::python_source::reader::uses(&src) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let kept_off = codemod::suppress::Suppressions::of(codemod::Lang::PythonModule, src.as_bytes());
     let mut findings = Vec::new();
@@ -303,7 +352,7 @@ fn file_findings(req: &AuditRequest, changes: &[Change], f: &Path) -> Vec<Findin
             source: c.source.clone(),
         });
     }
-    findings
+    Ok(findings)
 }
 
 pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
@@ -316,13 +365,25 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         }
     }
     let (changes, port) = rules(req)?;
-    let mut files: Vec<PathBuf> = req.paths.iter().flat_map(|p| python_files(p)).collect();
+    let mut unreadable = Vec::new();
+    let mut files: Vec<PathBuf> = req
+        .paths
+        .iter()
+        .flat_map(|p| python_files(p, &mut unreadable))
+        .collect();
     files.sort();
     files.dedup();
-    let findings = files
-        .iter()
-        .flat_map(|f| file_findings(req, &changes, f))
-        .collect();
+    let mut findings = Vec::new();
+    let mut python_files = 0;
+    for f in &files {
+        match file_findings(req, &changes, f) {
+            Ok(found) => {
+                python_files += 1;
+                findings.extend(found);
+            }
+            Err(u) => unreadable.push(u),
+        }
+    }
     // Files given one by one (a hook's staged files) may be of any kind: only C-family ones go
     // to the port catalogue.
     let native_roots: Vec<PathBuf> = req
@@ -331,7 +392,13 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         .filter(|p| p.is_dir() || codemod::Lang::of_path(p).is_some())
         .cloned()
         .collect();
-    let native_files = codemod::discover(&native_roots).unwrap_or_default();
+    let (native_files, native_unreadable) = codemod::discover_readable(&native_roots)?;
+    // A directory unreadable to one walk is to the other: named once.
+    for (path, error) in native_unreadable {
+        if !unreadable.iter().any(|u| u.path == path) {
+            unreadable.push(Unreadable { path, error });
+        }
+    }
     let native_files: Vec<PathBuf> = native_files
         .into_iter()
         .filter(|p| p.extension().is_none_or(|x| x != "py"))
@@ -348,7 +415,8 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
     Ok(AuditReport {
         from: req.from.clone(),
         to: req.to.clone(),
-        python_files: files.len(),
+        python_files,
+        unreadable,
         findings,
         native,
         compiled: compiled_check(req)?,

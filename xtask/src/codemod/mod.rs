@@ -146,7 +146,28 @@ pub fn diagnostics(
 /// sorted. Hidden directories, `build/` and symlinks are skipped; a path given explicitly that is
 /// a symlink or not a handled file is an error.
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let (files, unreadable) = discover_readable(paths)?;
+    if let Some((path, why)) = unreadable.first() {
+        bail!(
+            "{}: cannot read ({why}){}; make it readable, or pass the directories that are",
+            path.display(),
+            match unreadable.len() {
+                1 => String::new(),
+                n => format!(", and {} more", n - 1),
+            }
+        );
+    }
+    Ok(files)
+}
+
+/// Entries a walk could not read, and why.
+pub type Unread = Vec<(PathBuf, String)>;
+
+/// [`discover`], with the entries below the paths that could not be read (a directory without
+/// permission) listed apart instead of failing: for a report that must name what it did not see.
+pub fn discover_readable(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Unread)> {
     let mut out = Vec::new();
+    let mut unreadable = Vec::new();
     for p in paths {
         let meta =
             fs::symlink_metadata(p).with_context(|| format!("{}: cannot read", p.display()))?;
@@ -157,7 +178,7 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             );
         }
         if meta.is_dir() {
-            walk(p, &mut out)?;
+            walk(p, &mut out, &mut unreadable);
         } else if Lang::of_path(p).is_some() {
             out.push(p.clone());
         } else {
@@ -169,13 +190,13 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     }
     out.sort();
     out.dedup();
-    Ok(out)
+    Ok((out, unreadable))
 }
 
 /// The handled files under `dir`, walked with `ignore` (what ruff and ripgrep use): git-ignored
 /// files (generated sources, vendored copies git has no copy of), hidden directories, `build/`,
 /// `__pycache__` and symlinks are skipped.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+fn walk(dir: &Path, out: &mut Vec<PathBuf>, unreadable: &mut Unread) {
     let walker = ignore::WalkBuilder::new(dir)
         .hidden(true)
         .git_ignore(true)
@@ -188,14 +209,44 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         })
         .build();
     for entry in walker {
-        let entry = entry.with_context(|| format!("{}: cannot list directory", dir.display()))?;
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                unreadable.push((
+                    walk_error_path(&e).unwrap_or_else(|| dir.to_path_buf()),
+                    walk_error_reason(&e),
+                ));
+                continue;
+            }
+        };
         let path = entry.into_path();
         let is_file = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
         if is_file && Lang::of_path(&path).is_some() {
             out.push(path);
         }
     }
-    Ok(())
+}
+
+/// The path an `ignore` walk error is about.
+pub fn walk_error_path(e: &ignore::Error) -> Option<PathBuf> {
+    match e {
+        ignore::Error::WithPath { path, .. } => Some(path.clone()),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            walk_error_path(err)
+        }
+        _ => None,
+    }
+}
+
+/// What went wrong, without the path [`walk_error_path`] gives.
+pub fn walk_error_reason(e: &ignore::Error) -> String {
+    match e {
+        ignore::Error::WithPath { err, .. }
+        | ignore::Error::WithDepth { err, .. }
+        | ignore::Error::WithLineNumber { err, .. } => walk_error_reason(err),
+        ignore::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// The rules of `cat` on one file's bytes, then (`--stable-abi`) its bindings as operators.
