@@ -125,7 +125,7 @@ pub fn install_beside(
     if first.is_empty() {
         return Ok(None);
     }
-    let key = crate::stamp::key(&(python_version, &first));
+    let key = crate::stamp::key(&(python_version, env_identity(python), &first));
     let what = format!("{} for the import check", first.join(", "));
     let dir = crate::cache::provision(
         &crate::paths::cache_dir().join("requirements"),
@@ -165,6 +165,17 @@ pub fn install_beside(
         &mut |msg| crate::errln!("archsmith: {msg}"),
     )?;
     Ok(Some((dir, first)))
+}
+
+/// What keys a directory installed beside an env: what is installed there is what that env
+/// lacks (a dependency the env has is left out), so two envs of one Python must not share one
+/// (pytest put beside a Python that had pygments did not import in a torch env that had not).
+/// The env's bin dir, not the interpreter: a venv's python is a link to its base's.
+fn env_identity(python: &Path) -> PathBuf {
+    python
+        .parent()
+        .and_then(|bin| std::fs::canonicalize(bin).ok())
+        .unwrap_or_else(|| python.to_path_buf())
 }
 
 #[cfg(test)]
