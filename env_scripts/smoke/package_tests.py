@@ -7,8 +7,12 @@ wheel installed on PYTHONPATH, not the source tree: what is tested is what was b
 fails only because this host has no GPU (torch not compiled with CUDA, no driver, no device) is
 counted as `needs-gpu`, not as a failure; a test the suite itself skips is `skipped`.
 
+Each test file is imported by its path (`--import-mode=importlib`): a copy of the package's
+directory or a `test/` package (the standard library's name) cannot shadow the installed wheel.
+
 Prints, last, `ARCHSMITH_TESTS {json}`: `passed`, `failed`, `skipped`, `needs_gpu`, `errors`
-(collection errors), `failures` (the first ten: `{test, error}`), `gpu` (whether torch sees one).
+(files not collected), `failures` (the first ten failed tests: `{test, error}`), `not_collected`
+(the first ten files pytest could not import: `{file, error}`), `gpu` (whether torch sees one).
 Exit 0 when it ran (the report says how it went); 2 when pytest is missing.
 """
 
@@ -47,6 +51,7 @@ class Collect:
         self.gpu = gpu
         self.counts = {"passed": 0, "failed": 0, "skipped": 0, "needs_gpu": 0, "errors": 0}
         self.failures = []
+        self.not_collected = []
 
     def pytest_runtest_logreport(self, report):
         # One verdict per test: its call, or its setup when that did not pass.
@@ -69,8 +74,8 @@ class Collect:
         if report.outcome == "failed":
             self.counts["errors"] += 1
             line, _ = first_error(report)
-            if len(self.failures) < 10:
-                self.failures.append({"test": report.nodeid or "collection", "error": line})
+            if len(self.not_collected) < 10:
+                self.not_collected.append({"file": report.nodeid or "collection", "error": line})
 
 
 def main():
@@ -82,10 +87,27 @@ def main():
     except Exception:
         gpu = False
     collect = Collect(gpu)
-    # append: the wheel on PYTHONPATH comes before any copy of the package beside the tests.
-    args = ["-q", "-p", "no:cacheprovider", "--import-mode=append", "--rootdir", directory, directory]
+    # importlib: test files are imported by path, never as a package that shadows the wheel;
+    # their helpers come from the directories archsmith put on PYTHONPATH after the wheel.
+    args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        # A file that cannot be imported is reported; the others still run.
+        "--continue-on-collection-errors",
+        "--rootdir",
+        directory,
+        directory,
+    ]
     code = pytest.main(args, plugins=[collect])
-    report = dict(collect.counts, failures=collect.failures, gpu=gpu, pytest_exit=int(code))
+    report = dict(
+        collect.counts,
+        failures=collect.failures,
+        not_collected=collect.not_collected,
+        gpu=gpu,
+        pytest_exit=int(code),
+    )
     print("ARCHSMITH_TESTS " + json.dumps(report))
     return 0
 

@@ -1312,3 +1312,82 @@ fn the_packages_own_tests_run_against_the_ported_wheel_and_a_failing_one_fails_t
     assert!(v.get("tests").is_none(), "{v}");
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// Issue 60: the package-tests step failed ports that had built exactly and imported. A suite
+/// shaped like those real ones: a test inside the package's own directory (the wheel ships a copy
+/// of it too), a CUDA-only test, a `test/` package (the standard library's name) importing a
+/// top-level helper the wheel does not install, and a file that imports a module nobody has.
+/// The tests import the wheel, not the copy; the CUDA test counts as `needs_gpu`; the file that
+/// cannot be collected is reported with why and fails nothing; a collected test that fails does.
+#[test]
+fn package_tests_import_the_wheel_and_only_a_failing_test_fails() {
+    let python = archsmith::process::which("python3").expect("python3 on PATH");
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, site) = (tmp.path().join("src"), tmp.path().join("site"));
+    let write = |p: PathBuf, text: &str| {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let own_test = "import toolpkg\n\ndef test_imports_the_wheel():\n    assert toolpkg.BUILT == 'wheel'\n\ndef test_on_the_gpu():\n    raise AssertionError('Torch not compiled with CUDA enabled')\n";
+    write(
+        src.join("setup.py"),
+        "from setuptools import setup\nsetup()\n",
+    );
+    write(src.join("toolpkg/__init__.py"), "BUILT = 'source'\n");
+    write(src.join("toolpkg/toolpkg_test.py"), own_test);
+    write(
+        src.join("helper_mod.py"),
+        "def twice(x):\n    return 2 * x\n",
+    );
+    write(src.join("test/__init__.py"), "");
+    write(
+        src.join("test/test_helpers.py"),
+        "import toolpkg\nfrom helper_mod import twice\n\ndef test_twice():\n    assert twice(toolpkg.N) == 4\n",
+    );
+    write(
+        src.join("tests/test_broken.py"),
+        "import a_module_nobody_has\n",
+    );
+    write(site.join("toolpkg/__init__.py"), "BUILT = 'wheel'\nN = 2\n");
+    write(site.join("toolpkg/toolpkg_test.py"), own_test);
+    let scratch = tmp.path().join("scratch");
+    let report = port_extension::package_tests::run(&src, &python, &site, &[], &scratch)
+        .unwrap()
+        .expect("the suite is found")
+        .unwrap_or_else(|f| panic!("{}", f.message));
+    assert_eq!(
+        (
+            report.passed,
+            report.failed,
+            report.needs_gpu,
+            report.errors
+        ),
+        (2, 0, 1, 1),
+        "{report:?}"
+    );
+    assert!(
+        report.not_collected[0]["file"]
+            .as_str()
+            .unwrap()
+            .contains("test_broken.py"),
+        "{report:?}"
+    );
+    assert!(
+        report.not_collected[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("a_module_nobody_has"),
+        "{report:?}"
+    );
+    // A collected test that fails against the wheel fails the step, naming it.
+    write(site.join("toolpkg/__init__.py"), "BUILT = 'wheel'\nN = 3\n");
+    let failed = port_extension::package_tests::run(&src, &python, &site, &[], &scratch)
+        .unwrap()
+        .expect("the suite is found")
+        .expect_err("a failing test fails the step");
+    assert!(
+        failed.message.contains("1 failed") && failed.message.contains("test_twice"),
+        "{}",
+        failed.message
+    );
+}

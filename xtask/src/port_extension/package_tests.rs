@@ -1,11 +1,17 @@
 //! Step 8: the package's own test suite, run against the built wheel on CPU.
 //!
 //! A ported source that ships tests (`test_*.py`, `*_test.py`; pytest or unittest) gets them run in
-//! the target env with the wheel on `PYTHONPATH`, from a copy of the test directories alone, so
-//! the code tested is the wheel's and never the source tree's. pytest comes from the env, else is
-//! installed beside it (as the import sweep installs the wheel's requirements). Tests that fail
-//! only because the host has no GPU are counted apart (`needs_gpu`); a test that fails otherwise
-//! fails the port with its name and first error (`env_scripts/smoke/package_tests.py`).
+//! the target env with the wheel on `PYTHONPATH`, from a copy of the tests and their helpers
+//! alone, so the code tested is the wheel's and never the source tree's: a test file that sits
+//! inside the package's own directory is copied without the package's modules, and pytest imports
+//! each test file by its path (`--import-mode=importlib`), so neither the copy nor a `test/`
+//! package (the standard library's name) can shadow what was built. pytest comes from the env,
+//! else is installed beside it (as the import sweep installs the wheel's requirements).
+//!
+//! What the tests find is reported: counts, each failure named, tests that fail only because the
+//! host has no GPU apart (`needs_gpu`), and files pytest could not collect, with why. Only a
+//! collected test that fails against the built wheel fails the port: a file the harness could not
+//! import is not the package's failure (`env_scripts/smoke/package_tests.py`).
 
 use super::VerifyFailure;
 use crate::process::Cmd;
@@ -41,6 +47,9 @@ pub struct TestsReport {
     pub errors: u64,
     /// The first failures: `{test, error}`.
     pub failures: Vec<serde_json::Value>,
+    /// The files pytest could not collect, and why: `{file, error}`.
+    #[serde(default)]
+    pub not_collected: Vec<serde_json::Value>,
     pub gpu: bool,
     pub seconds: f64,
 }
@@ -67,13 +76,30 @@ pub fn find(root: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Copies what the tests need into `dest`: each directory holding a test file whole (helpers and
-/// data beside them), except the source's top level, from which only the test files and
-/// `conftest.py` come (the package itself must be imported from the wheel).
-fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path) -> Result<()> {
+/// Copies what the tests need into `dest`: the test files with `conftest.py` and the Python
+/// helpers beside them, and the source's top-level helper modules (`from helpers import …`), but
+/// never a module the wheel installs (in `site`): a test inside the package's own directory is
+/// copied alone, so the package is imported from the wheel. Directories outside the package are
+/// copied whole (their data files too). Returns the directories that hold copied tests, for the
+/// path the tests import their helpers from.
+fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path, site: &Path) -> Result<Vec<PathBuf>> {
     if dest.exists() {
         std::fs::remove_dir_all(dest).with_context(|| format!("clearing {}", dest.display()))?;
     }
+    std::fs::create_dir_all(dest)?;
+    // A name the wheel installs (`pkg/`, `pkg.py`, `_pkg.cpython-311-….so`).
+    let installed = |name: &str| {
+        site.join(name).exists()
+            || site.join(format!("{name}.py")).exists()
+            || crate::paths::entries_with_prefix(site, &format!("{name}."))
+                .iter()
+                .any(|p| p.extension().is_some_and(|x| x == "so"))
+    };
+    let in_package = |dir: &Path| {
+        dir.components()
+            .next()
+            .is_some_and(|c| installed(&c.as_os_str().to_string_lossy()))
+    };
     let mut dirs: Vec<&Path> = files.iter().filter_map(|f| f.parent()).collect();
     dirs.sort();
     dirs.dedup();
@@ -81,16 +107,29 @@ fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path) -> Result<()> {
     let whole: Vec<&Path> = dirs
         .iter()
         .copied()
-        .filter(|d| !d.as_os_str().is_empty())
+        .filter(|d| !d.as_os_str().is_empty() && !in_package(d))
         .collect();
+    let test_dirs: Vec<PathBuf> = dirs.iter().map(|d| dest.join(d)).collect();
     dirs.retain(|d| !whole.iter().any(|w| w != d && d.starts_with(w)));
+    // The top level's helpers: modules a test may import by name that the wheel does not install.
+    for e in std::fs::read_dir(root)?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".py") else {
+            continue;
+        };
+        if stem != "setup" && !installed(stem) && e.path().is_file() {
+            copy_file(&e.path(), &dest.join(&name))?;
+        }
+    }
     for dir in dirs {
-        if dir.as_os_str().is_empty() {
+        if dir.as_os_str().is_empty() || in_package(dir) {
+            // Only the tests and their conftest: the package's modules come from the wheel.
             for f in files.iter().filter(|f| f.parent() == Some(dir)) {
                 copy_file(&root.join(f), &dest.join(f))?;
             }
-            if root.join("conftest.py").is_file() {
-                copy_file(&root.join("conftest.py"), &dest.join("conftest.py"))?;
+            let conftest = dir.join("conftest.py");
+            if root.join(&conftest).is_file() {
+                copy_file(&root.join(&conftest), &dest.join(&conftest))?;
             }
             continue;
         }
@@ -104,7 +143,7 @@ fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path) -> Result<()> {
             copy_file(e.path(), &dest.join(rel))?;
         }
     }
-    Ok(())
+    Ok(test_dirs)
 }
 
 fn copy_file(from: &Path, to: &Path) -> Result<()> {
@@ -130,13 +169,16 @@ pub fn run(
     }
     let started = std::time::Instant::now();
     let dir = scratch.join("package-tests");
-    copy_tests(root, &files, &dir)?;
+    let test_dirs = copy_tests(root, &files, &dir, site)?;
     let pytest: pep508_rs::Requirement = "pytest".parse().context("parsing `pytest`")?;
     let pytest_dir = crate::python::requirements::install_beside(python, &[pytest])
         .context("installing pytest beside the env to run the package's tests")?;
     let mut path = vec![site.to_path_buf()];
     path.extend(beside.iter().cloned());
     path.extend(pytest_dir.map(|(d, _)| d));
+    // After the wheel: the tests' own helpers, importable by name as the source tree had them.
+    path.push(dir.clone());
+    path.extend(test_dirs.into_iter().filter(|d| *d != dir));
     let script = super::recipe::data_root().join("env_scripts/smoke/package_tests.py");
     crate::errln!(
         "archsmith: the package's tests: {} file(s), against the built wheel",
@@ -149,33 +191,17 @@ pub fn run(
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .dir(&dir)
         .output()?;
-    let line = out
-        .stdout
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("ARCHSMITH_TESTS "))
-        .with_context(|| {
-            format!(
-                "the package's tests reported nothing (exit {:?}): {}",
-                out.status,
-                out.stderr.lines().last().unwrap_or_default()
-            )
-        })?;
-    let v: serde_json::Value = serde_json::from_str(line).context("the tests' report")?;
-    let n = |k: &str| v[k].as_u64().unwrap_or(0);
-    let report = TestsReport {
-        files: files.iter().map(|f| f.display().to_string()).collect(),
-        passed: n("passed"),
-        failed: n("failed"),
-        skipped: n("skipped"),
-        needs_gpu: n("needs_gpu"),
-        errors: n("errors"),
-        failures: v["failures"].as_array().cloned().unwrap_or_default(),
-        gpu: v["gpu"].as_bool().unwrap_or(false),
-        seconds: started.elapsed().as_secs_f64(),
-    };
+    let report = TestsReport::read(&out, &files, started)?;
     crate::errln!("archsmith: {}", report.summary());
-    if report.failed + report.errors == 0 {
+    for n in &report.not_collected {
+        crate::errln!(
+            "archsmith: not collected (not the package's failure): {}: {}",
+            n["file"].as_str().unwrap_or("?"),
+            n["error"].as_str().unwrap_or("?")
+        );
+    }
+    // A file the harness could not import is reported, not held against the package.
+    if report.failed == 0 {
         return Ok(Some(Ok(report)));
     }
     let first = report.failures.first().cloned().unwrap_or_default();
@@ -192,6 +218,41 @@ pub fn run(
 }
 
 impl TestsReport {
+    /// The report `package_tests.py` printed last (`ARCHSMITH_TESTS {json}`).
+    fn read(
+        out: &crate::process::Output,
+        files: &[PathBuf],
+        started: std::time::Instant,
+    ) -> Result<TestsReport> {
+        let line = out
+            .stdout
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("ARCHSMITH_TESTS "))
+            .with_context(|| {
+                format!(
+                    "the package's tests reported nothing (exit {:?}): {}",
+                    out.status,
+                    out.stderr.lines().last().unwrap_or_default()
+                )
+            })?;
+        let v: serde_json::Value = serde_json::from_str(line).context("the tests' report")?;
+        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+        let list = |k: &str| v[k].as_array().cloned().unwrap_or_default();
+        Ok(TestsReport {
+            files: files.iter().map(|f| f.display().to_string()).collect(),
+            passed: n("passed"),
+            failed: n("failed"),
+            skipped: n("skipped"),
+            needs_gpu: n("needs_gpu"),
+            errors: n("errors"),
+            failures: list("failures"),
+            not_collected: list("not_collected"),
+            gpu: v["gpu"].as_bool().unwrap_or(false),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
     /// `12 passed, 1 failed, 2 skipped, 3 need a GPU (none here)`.
     pub fn summary(&self) -> String {
         let mut parts = vec![
@@ -203,7 +264,7 @@ impl TestsReport {
             parts.push(format!("{} need a GPU (none here)", self.needs_gpu));
         }
         if self.errors > 0 {
-            parts.push(format!("{} file(s) did not import", self.errors));
+            parts.push(format!("{} file(s) could not be collected", self.errors));
         }
         parts.join(", ")
     }
