@@ -88,11 +88,48 @@ print(json.dumps({"scale": direct.scale(x, 2.5).tolist(), "add_one": inline.add_
                   "rowsum": wrapped.rowsum(x).tolist(), "fallback": wrapped._plugin is None}))
 "#;
 
+/// A user's env (`--python ENV`) with torch and no `ninja` of its own: a venv over archsmith's
+/// torch env's packages (a `.pth`), its bin dir holding only Python.
+fn env_without_ninja(base: &Path, at: &Path) -> PathBuf {
+    let status = Command::new(base)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(at)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let python = at.join("bin/python");
+    let base_site = archsmith::python::probe(base, archsmith::python::Depth::Files)
+        .unwrap()
+        .purelib;
+    let site = archsmith::python::probe(&python, archsmith::python::Depth::Files)
+        .unwrap()
+        .purelib;
+    std::fs::write(
+        site.join("archsmith-test-torch-env.pth"),
+        format!("{}\n", base_site.display()),
+    )
+    .unwrap();
+    assert!(!at.join("bin/ninja").exists());
+    python
+}
+
+/// Issue 60 (0b): the prebuild runs in the user's env given with `--python`, which has no ninja
+/// (a prebuild there stopped with torch's "Ninja is required to load C++ extensions"): the
+/// prebuild supplies ninja itself, as a wheel build does.
 #[test]
 fn jit_extensions_prebuild_for_the_plan_and_load_with_no_compiler_on_path() {
     let out = support::scratch("jit-prebuild");
     let fixture = repo_root().join("xtask/tests/fixtures/jit-ext");
-    let (code, v, stderr) = build_ext_json(&fixture, "7.5,8.9,9.0", &out, &[]);
+    let base = archsmith::python::ensure_torch_env(&archsmith::kb::kb().releases.newest_torch)
+        .unwrap()
+        .python;
+    let python = env_without_ninja(&base, &out.join("user-env"));
+    let (code, v, stderr) = build_ext_json(
+        &fixture,
+        "7.5,8.9,9.0",
+        &out,
+        &["--python", python.to_str().unwrap()],
+    );
     assert_eq!(code, 0, "{v}\n{stderr}");
     let jit = &v["jit"];
     assert_eq!(jit["wrappers"], serde_json::json!(["get_plugin"]), "{jit}");
@@ -148,9 +185,6 @@ fn jit_extensions_prebuild_for_the_plan_and_load_with_no_compiler_on_path() {
     // The directory as an image would carry it: `verify binary` audits every file in it against
     // the plan and the load check says each module loads after `import torch`.
     let ext_dir = PathBuf::from(jit["extensions_dir"].as_str().unwrap());
-    let python = archsmith::python::ensure_torch_env(&archsmith::kb::kb().releases.newest_torch)
-        .unwrap()
-        .python;
     let (code, stdout, stderr) = xtask(&[
         "verify",
         "binary",

@@ -387,6 +387,7 @@ fn plain_round(
         guard: None,
         cpu_only: req.cpu_only,
         stable_abi_target: None,
+        ninja_dir: None,
     };
     let cmd = build_command(&setup, &tree, &wheels);
     let cpu = cpu_s();

@@ -150,6 +150,7 @@ fn plain_side(
         guard: None,
         cpu_only: false,
         stable_abi_target: None,
+        ninja_dir: None,
     };
     let cmd = build_command(&setup, &tree, &wheels);
     let label = format!("pip wheel, MAX_JOBS={cores}");

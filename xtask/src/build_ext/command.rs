@@ -29,6 +29,41 @@ pub struct Setup<'a> {
     pub cpu_only: bool,
     /// A stable-ABI build's `TORCH_TARGET_VERSION` ([`super::Request::stable_abi_target`]).
     pub stable_abi_target: Option<&'a str>,
+    /// Where `ninja` is, for an env that has none ([`ninja_for`]).
+    pub ninja_dir: Option<&'a Path>,
+}
+
+/// The directory of a `ninja` for builds in `env`, when the env's own bin dir has none (a user's
+/// `--python ENV`): the system's, else PyPI's (archsmith's build tools). torch's load() refuses
+/// to compile without ninja ("Ninja is required to load C++ extensions") and BuildExtension
+/// falls back to one slow compile at a time: a build supplies its build tools itself. `required`
+/// (the JIT prebuild): an error when none can be had; else a warning, and the build goes on.
+pub fn ninja_for(env: &EnvInfo, required: bool) -> anyhow::Result<Option<PathBuf>> {
+    let has_own = env
+        .python
+        .parent()
+        .is_some_and(|bin| crate::process::is_executable(&bin.join("ninja")));
+    if has_own {
+        return Ok(None);
+    }
+    let tools =
+        crate::toolchain::buildtools::ensure(&crate::paths::cache_dir().join("tools"), &mut |m| {
+            crate::errln!("archsmith: {m}")
+        });
+    match tools {
+        Ok(t) => Ok(t.ninja.parent().map(Path::to_path_buf)),
+        Err(e) if required => Err(e.context(format!(
+            "{} has no ninja, which torch's load() needs: install it there (`pip install ninja`)",
+            env.python.display()
+        ))),
+        Err(e) => {
+            crate::errln!(
+                "archsmith: warning: {} has no ninja and none could be had ({e:#}): setuptools compiles one file at a time",
+                env.python.display()
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// The build command for the source copy in `tree`, writing its wheel into `wheel_dir`.
@@ -88,6 +123,7 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
         }
     }
     path_head.push(env_bin);
+    path_head.extend(s.ninja_dir.map(|d| d.display().to_string()));
     vars.push(("PATH".into(), prepend("PATH", path_head)));
     vars.push(("TORCH_CUDA_ARCH_LIST".into(), plan.torch_cuda_arch_list()));
     // CMake-built extensions: CMake's own search finds a system nvcc (/usr/bin/nvcc) before PATH's.

@@ -495,6 +495,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     let mut par = super::jobs::parallelism(cores, mem, units, cu_files, images, req.jobs);
     let at_once = triggers_at_once(&par, job.triggers.len(), req.serial_extensions);
     par.extensions = 1;
+    let ninja_dir = super::command::ninja_for(env, true)?;
     let setup = Setup {
         env,
         tc,
@@ -506,6 +507,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
         guard: guard.as_ref(),
         cpu_only: false,
         stable_abi_target: None,
+        ninja_dir: ninja_dir.as_deref(),
     };
     let record = job.scratch.path.join("prebuild.jsonl");
     crate::errln!(

@@ -276,6 +276,7 @@ pub fn compile(
     job: &Job,
     ws: &mut Workspace,
 ) -> Result<Result<(Compiled, ImportCheck), BuildFailure>> {
+    let ninja_dir = super::command::ninja_for(&job.env, false)?;
     let setup = Setup {
         env: &job.env,
         tc: &job.tc,
@@ -287,6 +288,7 @@ pub fn compile(
         guard: ws.guard.as_ref(),
         cpu_only: job.req.cpu_only,
         stable_abi_target: job.req.stable_abi_target.as_deref(),
+        ninja_dir: ninja_dir.as_deref(),
     };
     let cmd = build_command(&setup, &ws.tree, &ws.wheel_dir);
     let label = job.src.spec.label();
