@@ -113,6 +113,13 @@ pub fn diagnose(gpus: &[String], plan_driver: Option<&Version>) -> Result<Doctor
         let driver = plan_driver
             .cloned()
             .or_else(|| driver.as_ref().map(|d| d.version.clone()));
+        for (name, _) in &gpus {
+            if let Some(instead) = kb().torch_wheels_instead(name) {
+                notes.push(format!(
+                    "{name}: PyPI's torch wheels do not run there, so no `pip install torch` is advised; {instead}"
+                ));
+            }
+        }
         let torch = torch_options(&gpus, driver.as_ref());
         let runs_with = torch
             .iter()
@@ -618,6 +625,44 @@ mod tests {
         let gpus = vec![kb().resolve_gpu("L4").unwrap()];
         let opts = torch_options(&gpus, Some(&"520.61.05".parse().unwrap()));
         assert!(opts.iter().any(|o| o.runs && o.variant == "cu118"));
+    }
+
+    /// Issue 60: PyPI's wheels are no advice for a Jetson (NVIDIA's JetPack builds are), one
+    /// device has one driver floor whatever the CUDA calls it (Thor: sm_101, then sm_110), and a
+    /// driver typed with fewer parts than the floor is that release.
+    #[test]
+    fn jetson_gets_jetpack_advice_and_one_driver_floor() {
+        let r = diagnose(&["Jetson Orin".into()], Some(&"540.4.0".parse().unwrap())).unwrap();
+        let plan = r.plan_for.unwrap();
+        assert!(plan.runs_with.is_empty(), "{:?}", plan.runs_with);
+        assert!(plan
+            .torch
+            .iter()
+            .all(|o| !o.runs && o.reason.contains("JetPack")));
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.contains("Jetson Orin: PyPI's torch wheels do not run there")));
+        let (thor, cc) = kb().resolve_gpu("Jetson Thor").unwrap();
+        let floors: Vec<String> = ["12.8", "13.0"]
+            .iter()
+            .map(|c| {
+                let cc = kb().gpu_cc_with_cuda(&thor, cc, &c.parse().unwrap());
+                kb().gpu_driver_floor(&thor, cc).unwrap().driver.to_string()
+            })
+            .collect();
+        assert_eq!(floors[0], floors[1]);
+        // A driver between the device's floor and CUDA 13's: no row says it predates the device.
+        let opts = torch_options(&[(thor, cc)], Some(&"575.51".parse().unwrap()));
+        assert!(
+            opts.iter().all(|o| !o.reason.contains("predates")),
+            "{opts:?}"
+        );
+        let below = crate::kb::drivers::driver_below;
+        let v = |s: &str| -> Version { s.parse().unwrap() };
+        assert!(!below(&v("580.65"), &v("580.65.06")));
+        assert!(below(&v("580.64"), &v("580.65.06")));
+        assert!(!below(&v("580.65.06"), &v("580.65.06")));
     }
 
     /// GPUs identified by PCI device ID: an old driver's nvidia-smi prints no CC (the chip gives

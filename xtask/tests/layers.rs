@@ -604,7 +604,7 @@ fn long_function_problems(src: &Path) -> Vec<String> {
 /// new long function fails, one that grew fails, and one that shrank or was split fails until its
 /// line here says so.
 const LONG_FUNCTION_ALLOWANCE: &[(&str, &str, usize)] = &[
-    ("arch/advice.rs", "torch_options", 106),
+    ("arch/advice.rs", "torch_options", 105),
     ("arch/spec.rs", "validate", 82),
     ("arch/torch_flags.rs", "cmake_flags", 89),
     ("binary/dynamic.rs", "read_as", 99),

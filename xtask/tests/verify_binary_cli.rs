@@ -353,3 +353,37 @@ fn doctor_and_verify_agree_that_torch_2_15_runs_on_a_t4_only_partly() {
         advice.stdout
     );
 }
+
+/// Issue 60: Jetson Thor is sm_101 to CUDA 12.9 and sm_110 from 13.0 (one knowledge-base fact,
+/// doctor's too): a binary built by either toolkit runs there, each by its own name of the device
+/// (sm_100 SASS from a CUDA 12.8 build as CC 10.1, as doctor's cu128 rows say); sm_90 does not.
+#[test]
+fn jetson_thor_runs_images_of_either_name() {
+    let dir = scratch("thor");
+    for (name, major, minor) in [
+        ("sm101.so", 10u32, 1u32),
+        ("sm110.so", 11, 0),
+        ("sm100.so", 10, 0),
+        ("sm90.so", 9, 0),
+    ] {
+        let c = synth::container(&[synth::entry(
+            2,
+            major * 10 + minor,
+            0,
+            &synth::fake_cubin(1),
+            Store::Raw,
+        )]);
+        std::fs::write(dir.join(name), synth::elf64(&[(EXEC_SECTION, c)])).unwrap();
+    }
+    for (name, runs) in [
+        ("sm101.so", true),
+        ("sm110.so", true),
+        ("sm100.so", true),
+        ("sm90.so", false),
+    ] {
+        let out = verify(&["--gpu", "Jetson Thor", "--json"], &[&dir.join(name)]);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        let d = &v["files"][0]["runs_on"][0];
+        assert_eq!(d["runs"], runs, "{name}: {d}");
+    }
+}

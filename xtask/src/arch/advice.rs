@@ -201,14 +201,14 @@ pub fn gpu_verdicts(
 pub fn below_cuda_floor(driver: Option<&Version>, cuda: &Version) -> Option<String> {
     let d = driver?;
     let (floor, why) = kb().driver_floor(cuda)?;
-    (*d < floor).then(|| format!("driver {d} < {floor}, {why}"))
+    crate::kb::drivers::driver_below(d, &floor).then(|| format!("driver {d} < {floor}, {why}"))
 }
 
 /// Why `driver` cannot run GPU `name` at all (older than the GPU's own floor), if so.
 pub fn below_gpu_floor(name: &str, cc: Cc, driver: Option<&Version>) -> Option<String> {
     let d = driver?;
     let floor = kb().gpu_driver_floor(name, cc)?;
-    (*d < floor.driver).then(|| {
+    crate::kb::drivers::driver_below(d, &floor.driver).then(|| {
         format!(
             "driver {d} predates the {name}: it needs {} or newer ({}), whatever the CUDA",
             floor.driver, floor.why
@@ -311,9 +311,8 @@ pub fn torch_options(gpus: &[(String, Cc)], driver: Option<&Version>) -> Vec<Tor
             .collect();
         variants.sort_by(|a, b| a.cuda.cmp(&b.cuda));
         for variant in variants {
-            let mut problems = Vec::new();
             let floor = kb().driver_floor(&variant.cuda);
-            problems.extend(below_cuda_floor(driver, &variant.cuda));
+            let mut problems = official_build_problems(gpus, driver, &variant.cuda);
             let images = variant_images(variant);
             let jit = PtxJit {
                 driver: driver.cloned(),
@@ -398,6 +397,23 @@ pub fn torch_options(gpus: &[(String, Cc)], driver: Option<&Version>) -> Vec<Tor
         }
     }
     out
+}
+
+/// What rules out every official build of CUDA `cuda` before any image is looked at: a driver
+/// below CUDA's floor, a GPU PyPI's wheels are not built for (Jetson), whatever its CC.
+fn official_build_problems(
+    gpus: &[(String, Cc)],
+    driver: Option<&Version>,
+    cuda: &Version,
+) -> Vec<String> {
+    let jetson = gpus.iter().filter_map(|(name, _)| {
+        kb().torch_wheels_instead(name)
+            .map(|instead| format!("{name}: PyPI's torch wheels do not run there; {instead}"))
+    });
+    below_cuda_floor(driver, cuda)
+        .into_iter()
+        .chain(jetson)
+        .collect()
 }
 
 /// For one GPU (or compute capability): does torch `torch`'s official wheel already run there,

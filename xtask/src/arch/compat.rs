@@ -127,7 +127,7 @@ pub fn runs_on(images: &[Image], cc: Cc, jit: &PtxJit) -> Verdict {
     }
     if let Some(img) = best(ImageKind::Ptx) {
         let jit_note = match (&jit.driver, &jit.ptx_min_driver) {
-            (Some(d), Some(min)) if d < min => {
+            (Some(d), Some(min)) if crate::kb::drivers::driver_below(d, min) => {
                 let cuda = jit
                     .ptx_cuda
                     .as_ref()

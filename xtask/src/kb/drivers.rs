@@ -51,6 +51,10 @@ impl KnowledgeBase {
     /// else the driver of the first CUDA release whose nvcc compiled for its CC, since an older
     /// driver predates the architecture (an RTX 5090 needs the 570 branch whatever the wheel's
     /// CUDA). None where that release is older than the driver table.
+    ///
+    /// A GPU that older CUDA releases knew by another CC (Jetson Thor: sm_101, then sm_110) is one
+    /// device with one floor: the oldest of its names' (a CUDA 13 build of it still needs CUDA
+    /// 13's own floor, [`KnowledgeBase::driver_floor`], and says so as such).
     pub fn gpu_driver_floor(&self, name: &str, cc: Cc) -> Option<DriverFloor> {
         if let Some(d) = self.gpu(name).and_then(|g| g.min_driver.clone()) {
             return Some(DriverFloor {
@@ -58,15 +62,27 @@ impl KnowledgeBase {
                 driver: d,
             });
         }
-        let plain = Arch::plain(cc.major, cc.minor);
-        let first = &self.target(plain)?.first_cuda;
-        let driver = self.cuda_row(first)?.min_driver_linux.clone()?;
-        Some(DriverFloor {
-            driver,
-            why: format!(
-                "the driver of CUDA {first}, the first release for {} (CC {cc})",
-                plain.sm()
-            ),
-        })
+        self.gpu_ccs(name, cc)
+            .into_iter()
+            .filter_map(|(cc, _)| {
+                let plain = Arch::plain(cc.major, cc.minor);
+                let first = &self.target(plain)?.first_cuda;
+                let driver = self.cuda_row(first)?.min_driver_linux.clone()?;
+                Some(DriverFloor {
+                    driver,
+                    why: format!(
+                        "the driver of CUDA {first}, the first release for {} (CC {cc})",
+                        plain.sm()
+                    ),
+                })
+            })
+            .min_by(|a, b| a.driver.cmp(&b.driver))
     }
+}
+
+/// Whether driver `driver` is older than `floor`. A driver given with fewer parts than the floor
+/// that agrees on those it has is that release (`--driver 580.65` for nvidia-smi's `580.65.06`):
+/// not older.
+pub fn driver_below(driver: &Version, floor: &Version) -> bool {
+    driver < floor && !floor.parts().starts_with(driver.parts())
 }

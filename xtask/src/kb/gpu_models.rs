@@ -29,6 +29,19 @@ pub struct GpuRow {
     pub min_driver: Option<Version>,
     /// `data-centre`, `workstation`, `consumer` or `jetson`.
     pub segment: String,
+    /// Where torch for this GPU comes from when PyPI's wheels are not built for it (Jetson's
+    /// integrated GPUs run NVIDIA's JetPack builds): every official-wheel verdict says so instead
+    /// of recommending `pip install torch`.
+    pub torch_wheels: Option<TorchWheels>,
+    pub source: String,
+}
+
+/// PyPI's torch wheels do not run on a GPU; what does.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchWheels {
+    /// Why PyPI's do not, and where the builds that run come from.
+    pub instead: String,
     pub source: String,
 }
 
@@ -146,6 +159,28 @@ impl KnowledgeBase {
 
     /// The compute capability GPU `name` (resolved as [`Self::resolve_gpu`], `cc` its answer)
     /// reports with CUDA `cuda`; `cc` itself for GPUs whose CC never changed.
+    /// Every compute capability GPU `name` is known by: `cc` (its newest), then those older
+    /// CUDA releases gave it, each with the last CUDA that used it. A binary built by one of those
+    /// releases carries images for that name of the device (Jetson Thor: sm_101 through 12.9).
+    pub fn gpu_ccs(&self, name: &str, cc: Cc) -> Vec<(Cc, Option<Version>)> {
+        let mut out = vec![(cc, None)];
+        if let Some(g) = self.gpu(name) {
+            for e in g.earlier_cc.iter().rev() {
+                if let Ok(c) = e.cc.parse() {
+                    out.push((c, Some(e.through_cuda.clone())));
+                }
+            }
+        }
+        out
+    }
+
+    /// Where torch for GPU `name` comes from when PyPI's wheels do not run there.
+    pub fn torch_wheels_instead(&self, name: &str) -> Option<&str> {
+        self.gpu(name)
+            .and_then(|g| g.torch_wheels.as_ref())
+            .map(|w| w.instead.as_str())
+    }
+
     pub fn gpu_cc_with_cuda(&self, name: &str, cc: Cc, cuda: &Version) -> Cc {
         self.gpu(name)
             .filter(|g| !g.earlier_cc.is_empty())

@@ -198,7 +198,31 @@ impl AtRisk {
 
 /// Applies the runs-on rules per container: a file runs only if every container (compilation
 /// unit) has an image for the device, since a kernel in a container without one cannot launch.
+///
+/// A device older CUDA releases knew by another CC (Jetson Thor: sm_101 through CUDA 12.9,
+/// sm_110 from 13.0; the knowledge base's `earlier_cc`) runs a binary that carries images for
+/// either name, as the toolkit that built it named it: each is tried, the newest first.
 pub fn file_verdict(audit: &ElfAudit, device: &str, cc: Cc) -> Option<DeviceVerdict> {
+    let names = kb().gpu_ccs(device, cc);
+    let newest = file_verdict_at(audit, device, cc)?;
+    if newest.runs {
+        return Some(newest);
+    }
+    for (earlier, through) in names.into_iter().skip(1) {
+        if let Some(mut v) = file_verdict_at(audit, device, earlier).filter(|v| v.runs) {
+            if let Some(t) = through {
+                v.reason = format!(
+                    "{} (CC {earlier}: the {device} as CUDA {t} and older name it, CC {cc} since)",
+                    v.reason
+                );
+            }
+            return Some(v);
+        }
+    }
+    Some(newest)
+}
+
+fn file_verdict_at(audit: &ElfAudit, device: &str, cc: Cc) -> Option<DeviceVerdict> {
     let sec = audit.counted()?;
     let per = sec.container_images();
     if per.is_empty() {
