@@ -49,6 +49,8 @@ pub enum ArchParseError {
     NotAnArch(String),
     #[error("`{0}` is not an sm_/compute_ name: expected e.g. sm_90, sm_90a, compute_120f")]
     NotATargetName(String),
+    #[error("`{0}` is not a compute capability: a device's CC is MAJOR.MINOR, such as 8.6 or 12.0 (or its sm_ name, sm_120); the `a` and `f` suffixes name code built for devices, not a device")]
+    NotACc(String),
 }
 
 impl Arch {
@@ -145,12 +147,19 @@ impl serde::Serialize for Arch {
     }
 }
 
+/// A device's compute capability: `12.0`, or its SASS name `sm_120` (what nvidia-smi's users
+/// and cuobjdump's print). Arch-specific and family suffixes name code, not devices.
 impl FromStr for Cc {
     type Err = ArchParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.parse::<Arch>() {
+        let arch = if s.starts_with("sm_") {
+            Arch::from_target_name(s)
+        } else {
+            s.parse::<Arch>()
+        };
+        match arch {
             Ok(a) if a.variant == Variant::Plain => Ok(a.cc()),
-            _ => Err(ArchParseError::NotAnArch(s.to_string())),
+            _ => Err(ArchParseError::NotACc(s.to_string())),
         }
     }
 }

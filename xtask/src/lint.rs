@@ -496,6 +496,28 @@ pub fn sarif(command: &str, rules: &[RuleDoc], diags: &[Diagnostic]) -> Value {
     })
 }
 
+/// The SARIF log of a run that stopped on bad input: no results, and the invocation marked
+/// unsuccessful with the error, so code scanning shows the failure instead of an empty upload.
+pub fn sarif_error(message: &str) -> Value {
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": { "driver": {
+                "name": "archsmith",
+                "version": env!("CARGO_PKG_VERSION"),
+                "informationUri": "https://github.com/archsmith/archsmith",
+            } },
+            "results": [],
+            "invocations": [{
+                "executionSuccessful": false,
+                "exitCode": 2,
+                "toolExecutionNotifications": [{ "level": "error", "message": { "text": message } }],
+            }],
+        }],
+    })
+}
+
 /// Prints `report` in `format`: the table and the JSON document as every command does, or its
 /// findings (`findings(report)`: the findings, the rules they name and a one-line summary).
 pub fn emit<T: Serialize>(

@@ -6,6 +6,12 @@ fn main() {
     // A CI script that asked for JSON gets a document on stdout, not an empty one: for a usage
     // error as for any other.
     let json = std::env::args().any(|a| a == "--json");
+    // `--format sarif` promises a SARIF log on stdout: on bad input too (CI uploads what it gets).
+    let args: Vec<String> = std::env::args().collect();
+    let sarif = args.iter().any(|a| a == "--format=sarif")
+        || args
+            .windows(2)
+            .any(|w| w[0] == "--format" && w[1] == "sarif");
     let parsed = archsmith::commands::Cli::command()
         .name(name)
         .bin_name(name)
@@ -13,7 +19,7 @@ fn main() {
         .and_then(|m| archsmith::commands::Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(c) => c,
-        Err(e) => usage_error(e, json),
+        Err(e) => usage_error(e, json, sarif),
     };
     let code =
         match archsmith::paths::check_cache_dir().and_then(|()| archsmith::commands::run(cli)) {
@@ -22,6 +28,8 @@ fn main() {
                 archsmith::errln!("error: {e:#}");
                 if json {
                     archsmith::output::print_error_document(&format!("{e:#}"));
+                } else if sarif {
+                    print_sarif_error(&format!("{e:#}"));
                 }
                 2
             }
@@ -29,9 +37,14 @@ fn main() {
     std::process::exit(code);
 }
 
+fn print_sarif_error(message: &str) {
+    let log = archsmith::lint::sarif_error(message);
+    archsmith::outln!("{}", serde_json::to_string_pretty(&log).unwrap_or_default());
+}
+
 /// clap's own handling (help, version, usage errors with exit 2), with the error document on
-/// stdout first under `--json`.
-fn usage_error(e: clap::Error, json: bool) -> ! {
+/// stdout first under `--json` (a SARIF log under `--format sarif`).
+fn usage_error(e: clap::Error, json: bool, sarif: bool) -> ! {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     // clap repeats a refused value whole; a 100 KB `--arch` is quoted bounded, as every other
     // error quotes input.
@@ -53,7 +66,7 @@ fn usage_error(e: clap::Error, json: bool) -> ! {
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     );
-    if json && !shown {
+    if (json || sarif) && !shown {
         let text = e.render().to_string();
         // clap's message without its usage and help lines, on one line.
         let message = text
@@ -65,7 +78,11 @@ fn usage_error(e: clap::Error, json: bool) -> ! {
             .join(" ")
             .trim_start_matches("error: ")
             .to_string();
-        archsmith::output::print_error_document(&message);
+        if json {
+            archsmith::output::print_error_document(&message);
+        } else {
+            print_sarif_error(&message);
+        }
     }
     e.exit()
 }

@@ -169,10 +169,27 @@ impl Cmd {
 
     /// `prog arg1 arg2`, quoted where needed, for messages and logs (never executed).
     pub fn display(&self) -> String {
+        self.display_with(usize::MAX)
+    }
+
+    /// [`Cmd::display`] for a message: an argument longer than 160 characters (a script passed
+    /// with `-c`) is shown by its start and size, so an error stays a line, not the script.
+    pub fn display_bounded(&self) -> String {
+        self.display_with(160)
+    }
+
+    fn display_with(&self, limit: usize) -> String {
         std::iter::once(&self.program)
             .chain(&self.args)
             .map(|a| {
                 let s = a.to_string_lossy();
+                let s = if s.chars().count() > limit {
+                    let start: String = s.chars().take(40).collect();
+                    let start = start.lines().next().unwrap_or_default().to_string();
+                    std::borrow::Cow::Owned(format!("{start}… ({} bytes)", s.len()))
+                } else {
+                    s
+                };
                 if s.is_empty()
                     || s.contains(|c: char| c.is_whitespace() || "'\"$;&|<>()".contains(c))
                 {
@@ -209,7 +226,7 @@ impl Cmd {
             .std_command()
             .stdin(std::process::Stdio::null())
             .output()
-            .with_context(|| format!("could not start `{}`", self.display()))?;
+            .with_context(|| format!("could not start `{}`", self.display_bounded()))?;
         Ok(Output {
             status: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -232,9 +249,9 @@ impl Cmd {
             .std_command()
             .stdin(std::process::Stdio::null())
             .status()
-            .with_context(|| format!("could not start `{}`", self.display()))?;
+            .with_context(|| format!("could not start `{}`", self.display_bounded()))?;
         if !status.success() {
-            bail!("`{}` failed with {}", self.display(), status);
+            bail!("`{}` failed with {}", self.display_bounded(), status);
         }
         Ok(())
     }
@@ -247,9 +264,9 @@ impl Cmd {
             .stdin(std::process::Stdio::null())
             .stdout(std::io::stderr())
             .status()
-            .with_context(|| format!("could not start `{}`", self.display()))?;
+            .with_context(|| format!("could not start `{}`", self.display_bounded()))?;
         if !status.success() {
-            bail!("`{}` failed with {}", self.display(), status);
+            bail!("`{}` failed with {}", self.display_bounded(), status);
         }
         Ok(())
     }
@@ -286,14 +303,14 @@ impl Cmd {
         }
         let reader = expr
             .reader()
-            .with_context(|| format!("could not start `{}`", self.display()))?;
+            .with_context(|| format!("could not start `{}`", self.display_bounded()))?;
         let mut buf = BufReader::new(&reader);
         let mut line = Vec::new();
         loop {
             line.clear();
             let n = buf
                 .read_until(b'\n', &mut line)
-                .with_context(|| format!("reading output of `{}`", self.display()))?;
+                .with_context(|| format!("reading output of `{}`", self.display_bounded()))?;
             if n == 0 {
                 break;
             }
@@ -319,7 +336,7 @@ impl Cmd {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .with_context(|| format!("could not start `{}`", self.display()))?;
+            .with_context(|| format!("could not start `{}`", self.display_bounded()))?;
         Ok(Running {
             cmd: self.clone(),
             child: Some(child),
@@ -344,7 +361,7 @@ impl Cmd {
             .stdout(file)
             .stderr(err)
             .spawn()
-            .with_context(|| format!("could not start `{}`", self.display()))?;
+            .with_context(|| format!("could not start `{}`", self.display_bounded()))?;
         Ok(Service {
             cmd: self.clone(),
             child,
@@ -367,11 +384,11 @@ impl Cmd {
             .rev()
             .collect();
         if tail.is_empty() {
-            format!("`{}` failed with {code}", self.display())
+            format!("`{}` failed with {code}", self.display_bounded())
         } else {
             format!(
                 "`{}` failed with {code}:\n{}",
-                self.display(),
+                self.display_bounded(),
                 tail.join("\n")
             )
         }

@@ -314,3 +314,60 @@ fn a_closed_pipe_keeps_the_exit_status() {
         assert_eq!(status.code(), Some(code), "{args:?} into a closed pipe");
     }
 }
+
+/// Issue 60: `--format sarif` on bad input printed nothing, so CI uploaded an empty file. It
+/// prints a SARIF log whose invocation failed with the error, as `--json` prints its document.
+#[test]
+fn bad_input_under_format_sarif_prints_a_sarif_log() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing-here").display().to_string();
+    for args in [
+        vec!["verify", "pins", &missing, "--format", "sarif"],
+        vec!["codemod", "--check", "--format=sarif", &missing],
+        vec![
+            "audit", "upgrade", "--from", "2.6", "--to", "2.0", "--format", "sarif",
+        ],
+        vec!["codemod", "--check", "--format", "sarif", "--no-such-flag"],
+    ] {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let r = run(&args, home.path());
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+        let log: serde_json::Value = serde_json::from_str(&r.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: no SARIF on stdout ({e}): {}", r.stdout));
+        assert_eq!(log["version"], "2.1.0");
+        let inv = &log["runs"][0]["invocations"][0];
+        assert_eq!(inv["executionSuccessful"], false, "{args:?}: {log}");
+        let text = inv["toolExecutionNotifications"][0]["message"]["text"]
+            .as_str()
+            .unwrap();
+        assert!(!text.is_empty(), "{args:?}");
+    }
+}
+
+/// Issue 60: a `--python` that is no Python printed an 8.8 KB error holding the whole probe
+/// script. The message names the file and what went wrong in a line.
+#[test]
+fn a_python_that_is_not_one_gets_a_short_error() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let not_python = dir.path().join("python");
+    std::fs::write(&not_python, "not a program\n").unwrap();
+    let r = run(
+        &[
+            "verify".into(),
+            "env".into(),
+            "--python".into(),
+            not_python.display().to_string(),
+        ],
+        home.path(),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("is not a working Python"), "{}", r.stderr);
+    assert!(
+        r.stderr.len() < 600,
+        "{} bytes: {}",
+        r.stderr.len(),
+        r.stderr
+    );
+}

@@ -94,6 +94,20 @@ impl KnowledgeBase {
     /// Resolves a `--gpu` argument: a known GPU name, or a compute capability such as `8.9`.
     pub fn resolve_gpu(&self, query: &str) -> anyhow::Result<(String, Cc)> {
         if let Ok(cc) = query.parse::<Cc>() {
+            // A compute capability no GPU has (99.0, 0.0) would be planned for silently.
+            if self.target(Arch::plain(cc.major, cc.minor)).is_none() {
+                let known: Vec<String> = self
+                    .targets
+                    .iter()
+                    .filter_map(|t| t.arch.parse::<Arch>().ok())
+                    .filter(|a| a.variant == Variant::Plain)
+                    .map(|a| a.to_string())
+                    .collect();
+                anyhow::bail!(
+                    "CC {cc} is no GPU's compute capability: give one of {} (or a GPU's name, `archs --list-gpus`)",
+                    known.join(", ")
+                );
+            }
             return Ok((format!("CC {cc}"), cc));
         }
         // Compared lightly (case, spaces, dashes, "NVIDIA"): "Quadro RTX 6000" names one GPU

@@ -622,10 +622,10 @@ mod tests {
         assert!(e.contains("has no source"), "{e}");
         std::fs::write(
             dir.path().join("kernels.toml"),
-            "[[kernel]]\nname = \"k\"\nmin_arch = \"sm_89\"\nwhat = \"x\"\n",
+            "[[kernel]]\nname = \"k\"\nmin_arch = \"8.9a\"\nwhat = \"x\"\n",
         )
         .unwrap();
         let e = format!("{:#}", load_manifest(dir.path()).unwrap_err());
-        assert!(e.contains("sm_89"), "{e}");
+        assert!(e.contains("8.9a"), "{e}");
     }
 }

@@ -29,7 +29,19 @@ pub fn interpreter_arg(value: &str) -> Result<PathBuf, String> {
         return Err("expected a Python interpreter: a path (.venv/bin/python) or a command on PATH (python3)".into());
     }
     if value.contains('/') {
-        return Ok(PathBuf::from(value));
+        let path = PathBuf::from(value);
+        if path.is_dir() {
+            // An env's directory (`--python .venv`) means its interpreter.
+            let inside = path.join("bin/python");
+            return if inside.is_file() {
+                Ok(inside)
+            } else {
+                Err(format!(
+                    "{value} is a directory with no bin/python: give the path of a Python interpreter (an env's bin/python)"
+                ))
+            };
+        }
+        return Ok(path);
     }
     which(value).ok_or_else(|| {
         format!("no `{value}` on PATH: give the interpreter's path (e.g. .venv/bin/python)")

@@ -40,7 +40,10 @@ pub fn audit(req: &BinaryRequest) -> Result<(Vec<FileAudit>, Expectations)> {
     for g in &req.gpus {
         devices.push(kb().resolve_gpu(g)?);
     }
-    devices.extend(req.ccs.iter().map(|cc| (format!("CC {cc}"), *cc)));
+    // A CC is checked as a GPU is: one no device has (`--cc 99.0`) is refused.
+    for cc in &req.ccs {
+        devices.push(kb().resolve_gpu(&cc.to_string())?);
+    }
     let opts = Options {
         extract: req.extract.clone(),
         threads: req.threads,
