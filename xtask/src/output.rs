@@ -126,6 +126,19 @@ pub fn write_stdout(args: std::fmt::Arguments) {
     }
 }
 
+/// Writes bytes as they are to stdout (a patch of a file that is not UTF-8), quiet on a closed
+/// pipe as [`out!`] is.
+pub fn write_stdout_bytes(bytes: &[u8]) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Err(e) = std::io::stdout().lock().write_all(bytes) {
+        stdout_failed(&e);
+    }
+}
+
 /// Writes to stderr for [`errout!`]/[`errln!`]. Progress and messages on a stderr that went
 /// away are dropped and the work goes on: its exit status must not change with where stderr went.
 pub fn write_stderr(args: std::fmt::Arguments) {

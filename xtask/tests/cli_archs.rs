@@ -369,3 +369,19 @@ fn a_driver_below_the_cuda_floor_runs_nothing_even_with_matching_sass() {
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["gpus"][0]["runs"], true, "{}", v["gpus"][0]);
 }
+
+/// Issue 60: `--torch 2.15.0+cpu` was "planned for CUDA 13.2, the variant … is built with": a
+/// CPU build has no CUDA, and the note says so.
+#[test]
+fn a_cpu_torch_is_said_to_run_no_gpu_code() {
+    let (code, stdout, stderr) =
+        xtask(&["archs", "--arch", "8.9", "--torch", "2.15.0+cpu", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("torch 2.15.0+cpu is a CPU-only build"),
+        "{notes}"
+    );
+    assert!(!notes.contains("the variant torch"), "{notes}");
+}

@@ -397,3 +397,30 @@ fn an_interrupt_during_the_write_phase_leaves_the_tree_whole_or_untouched() {
         }
     }
 }
+
+/// Issue 60: `--dry-run` on a file that is not UTF-8 printed U+FFFD for its bytes, so the patch
+/// did not apply. The patch is the bytes as they are: `git apply` takes it, and the result is
+/// what the codemod itself writes.
+#[test]
+fn a_dry_run_patch_of_a_non_utf8_file_applies() {
+    let mut body = b"// Ren\xe9\n".to_vec();
+    body.extend_from_slice(b"void f() { AT_CHECK(true, \"caf\xe9\"); }\n");
+    let repo = repo_with(&[("a.cpp", &body)]);
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["codemod", "--dry-run", "a.cpp"])
+        .current_dir(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let patch_end = out
+        .stdout
+        .windows(2)
+        .rposition(|w| w == b"\n\n")
+        .map_or(out.stdout.len(), |i| i + 1);
+    let start = out.stdout.windows(4).position(|w| w == b"--- ").unwrap();
+    std::fs::write(repo.path().join("p.patch"), &out.stdout[start..patch_end]).unwrap();
+    git(repo.path(), &["apply", "p.patch"]);
+    let mut want = b"// Ren\xe9\n".to_vec();
+    want.extend_from_slice(b"void f() { TORCH_CHECK(true, \"caf\xe9\"); }\n");
+    assert_eq!(std::fs::read(repo.path().join("a.cpp")).unwrap(), want);
+}

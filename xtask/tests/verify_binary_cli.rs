@@ -387,3 +387,25 @@ fn jetson_thor_runs_images_of_either_name() {
         assert_eq!(d["runs"], runs, "{name}: {d}");
     }
 }
+
+/// Issue 60: a little-endian ELF marked big-endian reported "at byte offset 36271789088702464":
+/// the offset its header claimed, read in the wrong byte order. The error is at the header field
+/// that claims it, inside the file.
+#[test]
+fn a_wrong_byte_order_is_reported_at_the_header_field() {
+    let dir = scratch("byte-order");
+    let mut data = synth::elf64(&[(".text", vec![0xc3; 16])]);
+    data[5] = 2; // ELFDATA2MSB
+    let path = dir.join("flipped.so");
+    std::fs::write(&path, &data).unwrap();
+    let out = verify(&["--json"], &[&path]);
+    assert_eq!(out.status, Some(2), "{}{}", out.stdout, out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let offset = v["files"][0]["error"]["offset"].as_u64().unwrap();
+    assert!(
+        offset < data.len() as u64,
+        "offset {offset}: {}",
+        out.stdout
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -71,36 +71,7 @@ pub fn plan_report(args: &PlanRequest) -> Result<ArchsReport> {
             crate::kb::user_input::echo(&args.arch)
         ),
     };
-    let mut notes = Vec::new();
-    if ctx.torch_assumed || ctx.cuda_assumed {
-        notes.push(format!(
-            "no {} given: planned for the newest known {}; pass them to plan for your versions",
-            match (ctx.torch_assumed, ctx.cuda_assumed) {
-                (true, true) => "--torch/--cuda",
-                (true, false) => "--torch",
-                _ => "--cuda",
-            },
-            match (ctx.torch_assumed, ctx.cuda_assumed) {
-                (true, true) => format!("torch {} and CUDA {}", ctx.torch, ctx.cuda),
-                (true, false) => format!("torch {}", ctx.torch),
-                _ => format!("CUDA {}", ctx.cuda),
-            }
-        ));
-    }
-    if ctx.cuda_from_torch && crate::kb::user_input::variant_cuda(&ctx.torch).is_some() {
-        notes.push(format!(
-            "no --cuda given: planned for CUDA {}, the CUDA of torch {}",
-            ctx.cuda, ctx.torch
-        ));
-    } else if ctx.cuda_from_torch {
-        notes.push(format!(
-            "no --cuda given: planned for CUDA {}, the variant torch {} is built with on PyPI (cu{}{}); pass --cuda for another",
-            ctx.cuda,
-            ctx.torch,
-            ctx.cuda.major(),
-            ctx.cuda.minor()
-        ));
-    }
+    let mut notes = version_notes(&ctx);
     notes.extend(plan.notes.iter().cloned());
     if plan.has_family_targets() {
         notes.push("`f` targets: torch's cpp_extension rejects them in TORCH_CUDA_ARCH_LIST; pass them as -gencode in extra_compile_args['nvcc'] (which disables torch's own arch flags) or build through CMake".into());
@@ -132,6 +103,54 @@ pub fn plan_report(args: &PlanRequest) -> Result<ArchsReport> {
         gpus,
         last_build: None,
     })
+}
+
+/// What the plan assumed about the torch and CUDA versions, and what a CPU build of torch means.
+fn version_notes(ctx: &PlanContext) -> Vec<String> {
+    let mut notes = Vec::new();
+    if ctx.torch_assumed || ctx.cuda_assumed {
+        notes.push(format!(
+            "no {} given: planned for the newest known {}; pass them to plan for your versions",
+            match (ctx.torch_assumed, ctx.cuda_assumed) {
+                (true, true) => "--torch/--cuda",
+                (true, false) => "--torch",
+                _ => "--cuda",
+            },
+            match (ctx.torch_assumed, ctx.cuda_assumed) {
+                (true, true) => format!("torch {} and CUDA {}", ctx.torch, ctx.cuda),
+                (true, false) => format!("torch {}", ctx.torch),
+                _ => format!("CUDA {}", ctx.cuda),
+            }
+        ));
+    }
+    let cpu_build = ctx
+        .torch
+        .to_string()
+        .split_once('+')
+        .is_some_and(|(_, local)| local == "cpu");
+    if cpu_build {
+        // A CPU build of torch has no CUDA: nothing planned here runs with it.
+        notes.push(format!(
+            "torch {} is a CPU-only build: it has no CUDA, so it compiles and runs no GPU code; this plan (CUDA {}) is for torch {} with CUDA (PyPI's default variant, or +cuXYZ)",
+            ctx.torch,
+            ctx.cuda,
+            ctx.torch.to_string().split('+').next().unwrap_or_default()
+        ));
+    } else if ctx.cuda_from_torch && crate::kb::user_input::variant_cuda(&ctx.torch).is_some() {
+        notes.push(format!(
+            "no --cuda given: planned for CUDA {}, the CUDA of torch {}",
+            ctx.cuda, ctx.torch
+        ));
+    } else if ctx.cuda_from_torch {
+        notes.push(format!(
+            "no --cuda given: planned for CUDA {}, the variant torch {} is built with on PyPI (cu{}{}); pass --cuda for another",
+            ctx.cuda,
+            ctx.torch,
+            ctx.cuda.major(),
+            ctx.cuda.minor()
+        ));
+    }
+    notes
 }
 
 /// Per GPU query: does the plan run there, through which image, and if not why (and whether the

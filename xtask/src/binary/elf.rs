@@ -224,7 +224,7 @@ impl<'a> Elf<'a> {
             ));
         }
         // Extended numbering: the real counts live in section header 0.
-        let first = elf.raw_section(0)?;
+        let first = elf.first_section_header()?;
         if shnum == 0 {
             elf.shnum = first.size;
         }
@@ -275,6 +275,20 @@ impl<'a> Elf<'a> {
     fn header_offset(&self, index: u64) -> u64 {
         self.shoff
             .saturating_add(index.saturating_mul(u64::from(self.shentsize)))
+    }
+
+    /// Section header 0, once it is known to lie in the file: an offset past the end is the
+    /// header field's fault, reported there (a little-endian file marked big-endian claims a
+    /// table some exabytes in), not at the offset it claims.
+    fn first_section_header(&self) -> Result<RawSection> {
+        range(
+            self.data,
+            self.shoff,
+            u64::from(self.shentsize),
+            "ELF section header table",
+            if self.is_64 { 0x28 } else { 0x20 },
+        )?;
+        self.raw_section(0)
     }
 
     fn raw_section(&self, index: u64) -> Result<RawSection> {

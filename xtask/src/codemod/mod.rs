@@ -51,7 +51,24 @@ pub struct FileReport {
     pub review: Vec<ReviewItem>,
     /// Unified diff of the change (dry-run only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
+    pub diff: Option<Diff>,
+}
+
+/// A unified diff as bytes: byte-exact where the file is not UTF-8, so `git apply` takes the
+/// patch `--dry-run` prints. In JSON it is text, with such bytes shown as U+FFFD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diff(pub Vec<u8>);
+
+impl Serialize for Diff {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl std::fmt::Display for Diff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0))
+    }
 }
 
 /// One rewrite in the file as read: its rule, the code it replaces and, when the rewrite is one
@@ -376,11 +393,9 @@ fn rewrite_sites(src: &[u8], out: &Outcome) -> Vec<RewriteSite> {
     sites
 }
 
-/// A unified diff (`--- a/…`, `+++ b/…`, 3 lines of context). Non-UTF-8 bytes are shown lossily;
-/// the file itself is written byte-exact.
-pub fn unified_diff(path: &Path, old: &[u8], new: &[u8]) -> String {
-    let old = String::from_utf8_lossy(old);
-    let new = String::from_utf8_lossy(new);
+/// A unified diff (`--- a/…`, `+++ b/…`, 3 lines of context) of the bytes as they are: a file
+/// that is not UTF-8 gets a patch that applies to it.
+pub fn unified_diff(path: &Path, old: &[u8], new: &[u8]) -> Diff {
     // `git apply` wants `a/dir/file`: relative to the current directory when the file is under it,
     // without `./` components, and never `a//abs`.
     let cwd = std::env::current_dir().unwrap_or_default();
@@ -398,14 +413,24 @@ pub fn unified_diff(path: &Path, old: &[u8], new: &[u8]) -> String {
     // Patience anchors on unique lines, so the cost follows the file's size, not size × changes
     // (Myers' O(N·D) grew with every rewrite: docs/hostile-input.md); past the deadline `similar`
     // returns a coarser diff, still one `git apply` takes.
-    similar::TextDiff::configure()
+    let diff = similar::TextDiff::configure()
         .algorithm(similar::Algorithm::Patience)
         .deadline(std::time::Instant::now() + std::time::Duration::from_secs(2))
-        .diff_lines(old.as_ref(), new.as_ref())
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{name}"), &format!("b/{name}"))
-        .to_string()
+        .diff_lines(old, new);
+    let mut unified = diff.unified_diff();
+    unified.context_radius(3);
+    // Hunk by hunk through `to_writer`: the whole diff's writer formats hunks as text (lossy).
+    let mut bytes = format!("--- a/{name}\n+++ b/{name}\n").into_bytes();
+    let mut any = false;
+    for hunk in unified.iter_hunks() {
+        any = true;
+        hunk.to_writer(&mut bytes)
+            .expect("writing to a Vec cannot fail");
+    }
+    if !any {
+        bytes.clear();
+    }
+    Diff(bytes)
 }
 
 /// The temporary a write of `path` goes through: `.NAME.archsmith-PID.tmp` beside it.

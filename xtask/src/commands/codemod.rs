@@ -81,16 +81,14 @@ pub fn run(args: &CodemodArgs) -> Result<Exit> {
     let format = args
         .findings
         .format(args.output.json, args.check || args.fix);
-    let table = |r: &Report| {
-        let mut out = String::new();
-        if args.dry_run {
-            for d in r.files.iter().filter_map(|f| f.diff.as_deref()) {
-                out.push_str(d);
-            }
+    // The patch goes out as bytes, ahead of the table: byte-exact, so it applies to a file
+    // that is not UTF-8.
+    if args.dry_run && format == crate::lint::Format::Table {
+        for d in report.files.iter().filter_map(|f| f.diff.as_ref()) {
+            crate::output::write_stdout_bytes(&d.0);
         }
-        out.push_str(&r.table(apply));
-        out
-    };
+    }
+    let table = |r: &Report| r.table(apply);
     let findings = |r: &Report| {
         // Once written, what is left is the review items.
         let diags = r.diagnostics(&cat, !apply);
