@@ -1,5 +1,5 @@
 //! The rule catalogue's own before/after tests, run from the data, plus the catalogue's coverage
-//! of the legacy APIs that shared/research/codemods.md lists.
+//! of the legacy APIs that docs/research/codemods.md lists.
 
 use archsmith::codemod::catalogue::{Action, RuleKind};
 use archsmith::codemod::engine::apply_rules;

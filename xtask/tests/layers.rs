@@ -880,3 +880,51 @@ fn commands_render_through_the_library() {
         "fn planted() -> String { crate::output::Table::headerless().render() }\n",
     );
 }
+
+/// Issue 60: rule catalogues, the knowledge base and the code cited `shared/research/…`, a folder
+/// a clone does not have. Every citation resolves inside the repository (docs/research/).
+#[test]
+fn nothing_cites_a_path_outside_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut found = Vec::new();
+    let mut stack: Vec<PathBuf> = [
+        "xtask/src",
+        "xtask/tests",
+        "xtask/data",
+        "patches",
+        "docs",
+        "env_scripts",
+        "ci",
+        "README.md",
+    ]
+    .iter()
+    .map(|p| root.join(p))
+    .collect();
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            if p.ends_with("docs/research") || p.ends_with("tests/fixtures") {
+                continue;
+            }
+            stack.extend(fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(&p) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            // This test names the pattern it looks for.
+            if line.contains("shared/research") && !p.ends_with("tests/layers.rs") {
+                found.push(format!(
+                    "{}:{}",
+                    p.strip_prefix(root).unwrap().display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "cites shared/research (not in a clone): {found:?}"
+    );
+    assert!(root.join("docs/research/arch.md").is_file());
+}

@@ -1,7 +1,7 @@
 //! Binary compatibility: which compiled image a device loads, or why none does.
 //!
 //! NVIDIA's rules (Blackwell compatibility guide §1.2, CUDA C++ Programming Guide "Feature
-//! Availability"; shared/research/arch.md §3), as one function used by `archs`, `verify binary`,
+//! Availability"; docs/research/arch.md §3), as one function used by `archs`, `verify binary`,
 //! `kernels` and `doctor`:
 //!
 //! | image | runs on device CC D iff |

@@ -1,7 +1,7 @@
 //! The fatbin container format (`.nv_fatbin`, `__nv_relfatbin`): containers, entries and CUDA 13
 //! concatenated entries, read zero-copy from the section bytes.
 //!
-//! Layout (shared/research/fatbin.md §2): a section is a sequence of containers, each a 16-byte
+//! Layout (docs/research/fatbin.md §2): a section is a sequence of containers, each a 16-byte
 //! header (magic 0xBA55ED50, u16 version, u16 header size, u64 size of the entries) followed by
 //! entries. An entry is a 64-byte-or-longer header (kind, header size, payload size, arch, flags…)
 //! followed by its payload. Everything the audit needs is in the headers; nothing is decompressed

@@ -63,7 +63,7 @@ fn compress(store: Store, payload: &[u8]) -> (Vec<u8>, u64) {
     }
 }
 
-/// The 64-byte entry header layout (shared/research/fatbin.md §2.2).
+/// The 64-byte entry header layout (docs/research/fatbin.md §2.2).
 #[allow(clippy::too_many_arguments)]
 fn header(
     kind: u16,

@@ -9,7 +9,7 @@
 //!   versions in `archsmith-toolchain.lock.json`. The install is built in a private staging directory under a
 //!   file lock and renamed into place only once verified, so a crash or a failed download never leaves
 //!   something a later call would take for a good toolchain.
-//! * CUDA 11.x/12.x: the `-cu12`/`-cu11` wheels ship `ptxas` but no `nvcc` (research arch.md §9).
+//! * CUDA 11.x/12.x: the `-cu12`/`-cu11` wheels ship `ptxas` but no `nvcc` (docs/research/arch.md §9).
 //!   archsmith's own install from Debian's archive ([`debian_packages`]: 11.8 from bookworm, 12.4
 //!   from trixie, NVIDIA's binaries) when there is one, else a toolkit on the machine ([`system`]),
 //!   else the Debian install for a release the knowledge base has a row for; for any other
