@@ -8,6 +8,12 @@
 //! [`paths::downloads_dir`]`/pypi-files/FILE/` and a second check reads them from disk. The file
 //! list is asked for every time: it is what changes.
 //!
+//! A file list can also come from a recording kept in the repository ([`Pypi::recorded`],
+//! `xtask/data/pypi-recordings/`): the index page as it was read, with its URL, date and sha256,
+//! so a check's verdict does not turn with an upload to PyPI; `kb check --record` refreshes the
+//! recordings and `kb check --live` says what moved since ([`moved`]). `ARCHSMITH_PYPI_RECORDINGS`
+//! set to such a directory makes every file list come from it.
+//!
 //! The index is [`crate::offline::package_index`] (PyPI unless uv's or pip's index variables name
 //! a mirror). Sdists are downloaded whole here ([`Pypi::download`], sha256 checked); wheels to
 //! install go through uv or pip ([`crate::downloads`]), which read the same variables.
@@ -29,7 +35,7 @@ const MAX_BODY: u64 = 256 << 20;
 const BLOCK: u64 = 512 << 10;
 
 /// One file of a project as the index lists it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub struct IndexFile {
     pub filename: String,
     pub url: String,
@@ -78,23 +84,67 @@ struct ProjectPage {
 pub struct Pypi {
     agent: ureq::Agent,
     cache: PathBuf,
+    /// File lists come from these recordings, not the index.
+    recordings: Option<PathBuf>,
+}
+
+/// The variable that points every file list at a directory of recordings.
+pub const RECORDINGS_VAR: &str = "ARCHSMITH_PYPI_RECORDINGS";
+
+/// The recordings kept in this repository (`xtask/data/pypi-recordings`).
+pub fn repository_recordings() -> PathBuf {
+    paths::repo_root().join("xtask/data/pypi-recordings")
 }
 
 impl Pypi {
+    /// File lists from the index, or from the recordings [`RECORDINGS_VAR`] names.
     pub fn new() -> Pypi {
         Pypi {
             agent: crate::http::agent(Duration::from_secs(300)),
             cache: paths::downloads_dir().join("pypi-files"),
+            recordings: std::env::var_os(RECORDINGS_VAR)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
         }
     }
 
-    /// Every file of `project` the index lists, in its order.
-    pub fn files(&self, project: &str) -> Result<Vec<IndexFile>> {
-        let url = format!(
+    /// File lists always from the index, whatever [`RECORDINGS_VAR`] says (`kb check --live`).
+    pub fn live() -> Pypi {
+        Pypi {
+            recordings: None,
+            ..Pypi::new()
+        }
+    }
+
+    /// File lists from the recordings in `dir` (a project without one is an error); what the
+    /// files hold is read as [`Pypi::new`] reads it (kept on disk once read, it never changes).
+    pub fn recorded(dir: PathBuf) -> Pypi {
+        Pypi {
+            recordings: Some(dir),
+            ..Pypi::new()
+        }
+    }
+
+    /// The index page of `project`.
+    pub fn page_url(project: &str) -> String {
+        format!(
             "{}/{}/",
             crate::offline::package_index(),
             normalized_name(project)
-        );
+        )
+    }
+
+    /// Every file of `project` the index lists, in its order (or as recorded).
+    pub fn files(&self, project: &str) -> Result<Vec<IndexFile>> {
+        if let Some(dir) = &self.recordings {
+            return Ok(read_recording(dir, project)?.files);
+        }
+        self.live_files(project)
+    }
+
+    /// Every file of `project` the index lists today.
+    pub fn live_files(&self, project: &str) -> Result<Vec<IndexFile>> {
+        let url = Pypi::page_url(project);
         let body = self.get(&url, None, Some(SIMPLE_JSON))?;
         let page: ProjectPage = serde_json::from_slice(&body)
             .with_context(|| format!("{url} did not answer the JSON Simple API (PEP 691)"))?;
@@ -321,6 +371,143 @@ impl Pypi {
     }
 }
 
+/// A project's file list as it was read from the index: where, when, and a sha256 over the
+/// lines that follow the header, so a recording edited by hand (and not re-recorded) is refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    pub url: String,
+    /// RFC 3339, UTC.
+    pub read_at: String,
+    pub files: Vec<IndexFile>,
+}
+
+#[derive(Debug, serde::Serialize, Deserialize)]
+struct RecordingHeader {
+    url: String,
+    read_at: String,
+    sha256: String,
+    files: usize,
+}
+
+/// Where `project`'s recording is in `dir`.
+pub fn recording_path(dir: &std::path::Path, project: &str) -> PathBuf {
+    dir.join(format!("{}.jsonl", normalized_name(project)))
+}
+
+/// The recording's text: a header line, then one file a line (a diff shows each file that came
+/// or went, or changed).
+pub fn recording_text(r: &Recording) -> Result<String> {
+    use sha2::Digest;
+    let mut body = String::new();
+    for f in &r.files {
+        body.push_str(&serde_json::to_string(f)?);
+        body.push('\n');
+    }
+    let header = RecordingHeader {
+        url: r.url.clone(),
+        read_at: r.read_at.clone(),
+        sha256: crate::stamp::hex(&sha2::Sha256::digest(body.as_bytes())),
+        files: r.files.len(),
+    };
+    Ok(format!("{}\n{body}", serde_json::to_string(&header)?))
+}
+
+/// Writes `r` as `project`'s recording in `dir`.
+pub fn write_recording(dir: &std::path::Path, project: &str, r: &Recording) -> Result<PathBuf> {
+    let path = recording_path(dir, project);
+    crate::cache::store(&path, recording_text(r)?.as_bytes())?;
+    Ok(path)
+}
+
+/// `project`'s recording in `dir`, its sha256 checked.
+pub fn read_recording(dir: &std::path::Path, project: &str) -> Result<Recording> {
+    use sha2::Digest;
+    let path = recording_path(dir, project);
+    let text = crate::input_file::read_text(&path, "PyPI recording").with_context(|| {
+        format!(
+            "no recording of {project}'s index page: record it with `{} kb check --torch --record`",
+            crate::output::program()
+        )
+    })?;
+    let (head, body) = text.split_once('\n').unwrap_or((&text, ""));
+    let header: RecordingHeader = serde_json::from_str(head)
+        .with_context(|| format!("{}:1: not a recording's header", path.display()))?;
+    let sha = crate::stamp::hex(&sha2::Sha256::digest(body.as_bytes()));
+    if sha != header.sha256 {
+        bail!(
+            "{}: its files do not match the sha256 of its header ({} here, {} recorded): it was edited by hand; record it again with `{} kb check --torch --record`",
+            path.display(),
+            sha,
+            header.sha256,
+            crate::output::program()
+        );
+    }
+    let files = body
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 2))
+        })
+        .collect::<Result<Vec<IndexFile>>>()?;
+    if files.len() != header.files {
+        bail!(
+            "{}: {} files, its header says {}",
+            path.display(),
+            files.len(),
+            header.files
+        );
+    }
+    Ok(Recording {
+        url: header.url,
+        read_at: header.read_at,
+        files,
+    })
+}
+
+/// What changed on the index since a recording: files uploaded, gone, yanked or unyanked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Moved {
+    /// `new`, `gone`, `yanked`, `unyanked`, `changed`.
+    pub what: &'static str,
+    pub filename: String,
+}
+
+/// The files of `live` that are not as `recorded` has them.
+pub fn moved(recorded: &[IndexFile], live: &[IndexFile]) -> Vec<Moved> {
+    let before: HashMap<&str, &IndexFile> =
+        recorded.iter().map(|f| (f.filename.as_str(), f)).collect();
+    let now: HashMap<&str, &IndexFile> = live.iter().map(|f| (f.filename.as_str(), f)).collect();
+    let mut out = Vec::new();
+    for f in live {
+        let what = match before.get(f.filename.as_str()) {
+            None => "new",
+            Some(b) if b.is_yanked() != f.is_yanked() => {
+                if f.is_yanked() {
+                    "yanked"
+                } else {
+                    "unyanked"
+                }
+            }
+            Some(b) if b.hashes != f.hashes || b.size != f.size => "changed",
+            Some(_) => continue,
+        };
+        out.push(Moved {
+            what,
+            filename: f.filename.clone(),
+        });
+    }
+    out.extend(
+        recorded
+            .iter()
+            .filter(|f| !now.contains_key(f.filename.as_str()))
+            .map(|f| Moved {
+                what: "gone",
+                filename: f.filename.clone(),
+            }),
+    );
+    out
+}
+
 impl Default for Pypi {
     fn default() -> Self {
         Pypi::new()
@@ -459,6 +646,86 @@ impl Seek for RangeReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn file(name: &str, sha: &str) -> IndexFile {
+        IndexFile {
+            filename: name.into(),
+            url: format!("https://files.example/{name}"),
+            size: 10,
+            upload_time: Some("2026-10-28T00:00:00Z".into()),
+            yanked: serde_json::Value::Bool(false),
+            core_metadata: serde_json::Value::Bool(true),
+            hashes: [("sha256".to_string(), sha.to_string())].into(),
+        }
+    }
+
+    /// A recording read back is the page it recorded; against a live answer equal to it nothing
+    /// moved; a release uploaded since, a yank, a file gone are each said; a recording edited by
+    /// hand without its hash is refused, naming how to record it again.
+    #[test]
+    fn recordings_round_trip_say_what_moved_and_refuse_hand_edits() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = vec![
+            file(
+                "torchaudio-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+                "aa",
+            ),
+            file(
+                "torchaudio-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+                "bb",
+            ),
+        ];
+        let rec = Recording {
+            url: "https://pypi.org/simple/torchaudio/".into(),
+            read_at: "2026-11-28T15:00:00Z".into(),
+            files: files.clone(),
+        };
+        let path = write_recording(dir.path(), "torchaudio", &rec).unwrap();
+        let back = read_recording(dir.path(), "torchaudio").unwrap();
+        assert_eq!(back, rec);
+        assert!(moved(&back.files, &files).is_empty());
+        // A new release (the upload that failed a landing), a yank, a file gone.
+        let mut live = files.clone();
+        live.push(file(
+            "torchaudio-2.11.1-cp312-cp312-manylinux_2_28_x86_64.whl",
+            "cc",
+        ));
+        live[1].yanked = serde_json::Value::String("broken".into());
+        let m = moved(&back.files, &live);
+        let said: Vec<(&str, &str)> = m.iter().map(|m| (m.what, m.filename.as_str())).collect();
+        assert_eq!(
+            said,
+            [
+                (
+                    "yanked",
+                    "torchaudio-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+                ),
+                (
+                    "new",
+                    "torchaudio-2.11.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+                )
+            ]
+        );
+        let m = moved(&back.files, &live[..1]);
+        assert_eq!(m[0].what, "gone");
+        // Edited by hand: a file's hash changed, the header's sha256 not.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("\"aa\"", "\"ab\"")).unwrap();
+        let e = format!(
+            "{:#}",
+            read_recording(dir.path(), "torchaudio").unwrap_err()
+        );
+        assert!(
+            e.contains("edited by hand") && e.contains("--record"),
+            "{e}"
+        );
+        // A Pypi over recordings answers from them, and names a project it has none of.
+        let pypi = Pypi::recorded(dir.path().to_path_buf());
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(pypi.files("torchaudio").unwrap(), files);
+        let e = format!("{:#}", pypi.files("torch").unwrap_err());
+        assert!(e.contains("no recording of torch's index page"), "{e}");
+    }
 
     #[test]
     fn cpython_tags() {

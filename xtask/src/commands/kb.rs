@@ -51,11 +51,56 @@ pub struct CheckArgs {
     /// from bookworm): each row's packages resolved against the suite's signed index today.
     #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda", "gpus"])]
     pub debian: bool,
+    /// With --torch: read today's index instead of the recordings in xtask/data/pypi-recordings
+    /// (the default: a verdict no upload to PyPI can turn), and say what moved since they were
+    /// made: releases uploaded, files yanked or gone.
+    #[arg(long, requires = "torch")]
+    pub live: bool,
+    /// With --torch: read today's index and write it as the recordings (a diff to review), then
+    /// check against it. Implies --live.
+    #[arg(long, requires = "torch")]
+    pub record: bool,
     /// With --gpus: read this pci.ids instead of Debian's package.
     #[arg(long, value_name = "FILE", requires = "gpus")]
     pub pci_ids: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
+}
+
+/// Where the torch check reads the index pages: the recordings, or (`--live`, `--record`) today's
+/// index, saying what moved since the recordings (and with `--record` replacing them).
+fn torch_index(args: &CheckArgs) -> Result<Pypi> {
+    let dir = crate::pypi::repository_recordings();
+    if !(args.live || args.record) {
+        return Ok(Pypi::recorded(dir));
+    }
+    let moved = crate::kb_check::torch::live_against_recorded(&dir, args.record)?;
+    for (project, since, changes) in &moved {
+        let since = since.as_deref().unwrap_or("never recorded");
+        let what = if changes.is_empty() {
+            "nothing moved".to_string()
+        } else {
+            let shown: Vec<String> = changes
+                .iter()
+                .take(8)
+                .map(|m| format!("{} {}", m.what, m.filename))
+                .collect();
+            format!(
+                "{} moved: {}{}",
+                changes.len(),
+                shown.join(", "),
+                if changes.len() > 8 { ", …" } else { "" }
+            )
+        };
+        crate::errln!("archsmith: {project}'s index page since the recording of {since}: {what}");
+    }
+    if args.record {
+        crate::errln!(
+            "archsmith: recordings in {} (review them with `git diff`)",
+            dir.display()
+        );
+    }
+    Ok(Pypi::live())
 }
 
 pub fn run(args: &KbArgs) -> Result<Exit> {
@@ -89,7 +134,8 @@ fn check(args: &CheckArgs) -> Result<Exit> {
             bail!("--json prints one document: check torch (--torch) and nvcc (--nvcc, --cuda) in two runs");
         }
         let rows = rows_to_check(kb(), filters)?;
-        let report = check_torch(kb(), &Pypi::new(), &rows, args.libraries, !args.output.json)?;
+        let pypi = torch_index(args)?;
+        let report = check_torch(kb(), &pypi, &rows, args.libraries, !args.output.json)?;
         if args.output.json {
             print_json(documents::KB_CHECK_TORCH, &report)?;
         } else {
