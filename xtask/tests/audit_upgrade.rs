@@ -122,7 +122,7 @@ fn users_extend_the_table_and_bad_input_exits_2() {
 #[test]
 fn the_change_table_holds_against_the_real_wheels() {
     // Each member read from PyPI by range (kept under archsmith's cache), not whole wheels.
-    let pypi = archsmith::pypi::Pypi::new();
+    let pypi = archsmith::pypi::Pypi::recorded(archsmith::pypi::repository_recordings());
     let files = pypi.files("torch").unwrap();
     let wheel_for = |v: &archsmith::version::Version, member: &str| {
         let wheel = archsmith::pypi::linux_wheel(&files, v)

@@ -542,7 +542,7 @@ fn the_c10_check_rename_happened_in_the_release_the_rule_names() {
         .iter()
         .find(|v| v.major_minor() == broke)
         .expect("a release of the rule's broke_in");
-    let pypi = archsmith::pypi::Pypi::new();
+    let pypi = archsmith::pypi::Pypi::recorded(archsmith::pypi::repository_recordings());
     let files = pypi.files("torch").unwrap();
     let header = |v: &archsmith::version::Version| {
         let wheel = archsmith::pypi::linux_wheel(&files, v).unwrap();

@@ -13,7 +13,8 @@ use archsmith::version::Version;
 
 fn check_all(filters: &[&str], at_least: usize) {
     let filters: Vec<Version> = filters.iter().map(|f| f.parse().unwrap()).collect();
-    let versions = releases_to_check(&filters).expect("listing the compiler wheels on PyPI");
+    let versions =
+        releases_to_check(&filters, &recorded()).expect("the compiler wheels' recorded pages");
     // Fewer releases than were on PyPI when this was written means the listing broke.
     assert!(
         versions.len() >= at_least,
@@ -63,7 +64,8 @@ fn every_torch_row_agrees_with_its_wheels_as_recorded() {
 #[test]
 #[ignore = "live tier: reads today's PyPI index (cargo test -- --ignored live)"]
 fn live_every_torch_row_agrees_with_todays_index() {
-    use archsmith::kb_check::torch::{check_torch, live_against_recorded, rows_to_check};
+    use archsmith::kb_check::live_against_recorded;
+    use archsmith::kb_check::torch::{check_torch, rows_to_check};
     let moved = live_against_recorded(&archsmith::pypi::repository_recordings(), false).unwrap();
     for (project, since, changes) in &moved {
         eprintln!("{project} since {since:?}: {} moved", changes.len());

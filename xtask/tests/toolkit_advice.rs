@@ -41,7 +41,7 @@ fn torch_files_env(home: &Path, version: &str, name: &str) -> PathBuf {
         .output()
         .unwrap();
     let site = PathBuf::from(String::from_utf8(site.stdout).unwrap().trim());
-    let pypi = Pypi::new();
+    let pypi = Pypi::recorded(archsmith::pypi::repository_recordings());
     let wheel = pypi
         .files("torch")
         .unwrap()

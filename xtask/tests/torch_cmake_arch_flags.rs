@@ -67,7 +67,7 @@ fn archsmith_reads_lists_like_torch_2_15_cmake() {
 fn archsmith_reads_lists_like_each_older_torch_cmake() {
     let env = ensure_torch_env(&"2.15.0".parse().unwrap()).expect("provision the torch 2.15.0 env");
     let cmake = env.root.join("bin/cmake");
-    let pypi = Pypi::new();
+    let pypi = Pypi::recorded(archsmith::pypi::repository_recordings());
     let files = pypi.files("torch").expect("PyPI's file list for torch");
     let dir = tempfile::tempdir().unwrap();
     const MEMBER: &str =

@@ -279,7 +279,7 @@ fn extract_keeps_same_named_inputs_apart_and_ignores_planted_links() {
 /// MAGMA's kernels — "partly" in both, with the same numbers, and verify fails (exit 1).
 #[test]
 fn doctor_and_verify_agree_that_torch_2_15_runs_on_a_t4_only_partly() {
-    let pypi = archsmith::pypi::Pypi::new();
+    let pypi = archsmith::pypi::Pypi::recorded(archsmith::pypi::repository_recordings());
     let files = pypi.files("torch").expect("PyPI's file list for torch");
     let wheel = files
         .iter()

@@ -51,14 +51,14 @@ pub struct CheckArgs {
     /// from bookworm): each row's packages resolved against the suite's signed index today.
     #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda", "gpus"])]
     pub debian: bool,
-    /// With --torch: read today's index instead of the recordings in xtask/data/pypi-recordings
-    /// (the default: a verdict no upload to PyPI can turn), and say what moved since they were
-    /// made: releases uploaded, files yanked or gone.
-    #[arg(long, requires = "torch")]
+    /// Read today's index pages instead of the recordings in xtask/data/pypi-recordings (the
+    /// default: a verdict no upload to PyPI can turn), and say what moved since they were made:
+    /// releases uploaded, files yanked or gone.
+    #[arg(long, conflicts_with_all = ["gpus", "debian"])]
     pub live: bool,
-    /// With --torch: read today's index and write it as the recordings (a diff to review), then
-    /// check against it. Implies --live.
-    #[arg(long, requires = "torch")]
+    /// Read today's index pages and write those that moved as the recordings (a diff to review),
+    /// then check against them. Implies --live.
+    #[arg(long, conflicts_with_all = ["gpus", "debian"])]
     pub record: bool,
     /// With --gpus: read this pci.ids instead of Debian's package.
     #[arg(long, value_name = "FILE", requires = "gpus")]
@@ -67,16 +67,20 @@ pub struct CheckArgs {
     pub output: crate::output::JsonOutput,
 }
 
-/// Where the torch check reads the index pages: the recordings, or (`--live`, `--record`) today's
+/// Where the checks read the index pages: the recordings, or (`--live`, `--record`) today's
 /// index, saying what moved since the recordings (and with `--record` replacing them).
-fn torch_index(args: &CheckArgs) -> Result<Pypi> {
+fn index_pages(args: &CheckArgs) -> Result<Pypi> {
     let dir = crate::pypi::repository_recordings();
     if !(args.live || args.record) {
         return Ok(Pypi::recorded(dir));
     }
-    let moved = crate::kb_check::torch::live_against_recorded(&dir, args.record)?;
+    let moved = crate::kb_check::live_against_recorded(&dir, args.record)?;
     for (project, since, changes) in &moved {
-        let since = since.as_deref().unwrap_or("never recorded");
+        let Some(since) = since.as_deref() else {
+            let done = if args.record { "recorded now" } else { "run with --record to keep it" };
+            crate::errln!("archsmith: {project}'s index page was not recorded before: {done}");
+            continue;
+        };
         let what = if changes.is_empty() {
             "nothing moved".to_string()
         } else {
@@ -128,13 +132,13 @@ fn check(args: &CheckArgs) -> Result<Exit> {
         return Ok(report.exit());
     }
     let nvcc = args.torch.is_none() || args.nvcc || !args.cuda.is_empty();
+    let pypi = index_pages(args)?;
     let mut exit = Exit::Success;
     if let Some(filters) = &args.torch {
         if nvcc && args.output.json {
             bail!("--json prints one document: check torch (--torch) and nvcc (--nvcc, --cuda) in two runs");
         }
         let rows = rows_to_check(kb(), filters)?;
-        let pypi = torch_index(args)?;
         let report = check_torch(kb(), &pypi, &rows, args.libraries, !args.output.json)?;
         if args.output.json {
             print_json(documents::KB_CHECK_TORCH, &report)?;
@@ -147,7 +151,7 @@ fn check(args: &CheckArgs) -> Result<Exit> {
         }
         crate::outln!();
     }
-    let versions = releases_to_check(&args.cuda)?;
+    let versions = releases_to_check(&args.cuda, &pypi)?;
     let report = check_versions(kb(), &versions, !args.output.json);
     if args.output.json {
         print_json(documents::KB_CHECK, &report)?;

@@ -49,3 +49,51 @@ fn exit(failures: &[CheckFailure], differs: bool) -> Exit {
         Exit::passed(!differs)
     }
 }
+
+/// The projects whose index pages `kb check` reads, and `--record` keeps: torch and its
+/// companions, and each CUDA major's compiler wheel.
+pub fn recorded_projects(kb: &crate::kb::KnowledgeBase) -> Vec<String> {
+    let mut out: Vec<String> = torch::PROJECTS.iter().map(|p| p.to_string()).collect();
+    out.extend(kb.cuda_majors.iter().map(|m| m.compiler_wheel.clone()));
+    out
+}
+
+/// One project's index page today against its recording: the project, the recording's date
+/// (None: never recorded), and what moved since.
+pub type SinceRecorded = (String, Option<String>, Vec<crate::pypi::Moved>);
+
+/// What the index answers today beside what was recorded, per project of [`recorded_projects`]:
+/// the recording's date and what moved since (`kb check --live`); with `record`, today's answers
+/// replace the recordings that moved (`kb check --record`), a diff to review.
+pub fn live_against_recorded(
+    dir: &std::path::Path,
+    record: bool,
+) -> anyhow::Result<Vec<SinceRecorded>> {
+    use crate::pypi::{moved, read_recording, write_recording, Pypi, Recording};
+    let live = Pypi::live();
+    let mut out = Vec::new();
+    for project in recorded_projects(crate::kb::kb()) {
+        let files = live.live_files(&project)?;
+        let before = read_recording(dir, &project).ok();
+        let since = before.as_ref().map(|r| r.read_at.clone());
+        let changes = before
+            .as_ref()
+            .map_or_else(Vec::new, |r| moved(&r.files, &files));
+        if record && (before.is_none() || !changes.is_empty()) {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            let now = chrono::DateTime::from_timestamp(secs, 0)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default();
+            let rec = Recording {
+                url: Pypi::page_url(&project),
+                read_at: now,
+                files,
+            };
+            write_recording(dir, &project, &rec)?;
+        }
+        out.push((project, since, changes));
+    }
+    Ok(out)
+}

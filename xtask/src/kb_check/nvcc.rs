@@ -84,8 +84,9 @@ impl CheckReport {
     }
 }
 
-/// Lists PyPI for the CUDA majors `filters` name (13 when none) and keeps the matching releases.
-pub fn releases_to_check(filters: &[Version]) -> Result<Vec<Version>> {
+/// Lists the compiler wheels' index pages (`pypi`: recorded, or today's) for the CUDA majors
+/// `filters` name (13 when none) and keeps the matching releases.
+pub fn releases_to_check(filters: &[Version], pypi: &crate::pypi::Pypi) -> Result<Vec<Version>> {
     let kb = kb();
     for f in filters {
         packaging(kb, f.major()).with_context(|| format!("--cuda {f}"))?;
@@ -98,9 +99,21 @@ pub fn releases_to_check(filters: &[Version]) -> Result<Vec<Version>> {
     majors.dedup();
     let mut available = Vec::new();
     for row in majors.into_iter().filter_map(|m| kb.cuda_major(m)) {
-        available.extend(crate::downloads::list_versions(&row.compiler_wheel)?);
+        available.extend(released_versions(&pypi.files(&row.compiler_wheel)?));
     }
     select_versions(&available, filters)
+}
+
+/// The versions an index page has a wheel of, not yanked and not a pre-release (what `pip index
+/// versions` lists).
+fn released_versions(files: &[crate::pypi::IndexFile]) -> Vec<Version> {
+    files
+        .iter()
+        .filter(|f| !f.is_yanked())
+        .filter_map(|f| f.wheel_version())
+        .filter(|v| v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+        .filter_map(|v| v.parse().ok())
+        .collect()
 }
 
 /// Checks each release in turn; one that cannot be fetched or read becomes a failure, the rest go on.
