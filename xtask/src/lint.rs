@@ -478,44 +478,47 @@ pub fn sarif(command: &str, rules: &[RuleDoc], diags: &[Diagnostic]) -> Value {
     // %SRCROOT%: the directory the command ran in, as the absolute URI SARIF requires.
     let cwd = std::env::current_dir().unwrap_or_default();
     let root = format!("file://{}/", percent_encoded(&cwd).trim_end_matches('/'));
+    let mut driver = sarif_driver();
+    driver["rules"] = json!(driver_rules);
+    sarif_log(json!({
+        "tool": { "driver": driver },
+        "automationDetails": { "id": format!("archsmith/{}/", command.replace(' ', "-")) },
+        "originalUriBaseIds": { "%SRCROOT%": { "uri": root } },
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+    }))
+}
+
+/// archsmith as SARIF's `tool.driver`.
+fn sarif_driver() -> Value {
+    json!({
+        "name": "archsmith",
+        "version": env!("CARGO_PKG_VERSION"),
+        "informationUri": "https://github.com/archsmith/archsmith",
+    })
+}
+
+/// A SARIF 2.1.0 log of the one `run`.
+fn sarif_log(run: Value) -> Value {
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": { "driver": {
-                "name": "archsmith",
-                "version": env!("CARGO_PKG_VERSION"),
-                "informationUri": "https://github.com/archsmith/archsmith",
-                "rules": driver_rules,
-            } },
-            "automationDetails": { "id": format!("archsmith/{}/", command.replace(' ', "-")) },
-            "originalUriBaseIds": { "%SRCROOT%": { "uri": root } },
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
+        "runs": [run],
     })
 }
 
 /// The SARIF log of a run that stopped on bad input: no results, and the invocation marked
 /// unsuccessful with the error, so code scanning shows the failure instead of an empty upload.
 pub fn sarif_error(message: &str) -> Value {
-    json!({
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [{
-            "tool": { "driver": {
-                "name": "archsmith",
-                "version": env!("CARGO_PKG_VERSION"),
-                "informationUri": "https://github.com/archsmith/archsmith",
-            } },
-            "results": [],
-            "invocations": [{
-                "executionSuccessful": false,
-                "exitCode": 2,
-                "toolExecutionNotifications": [{ "level": "error", "message": { "text": message } }],
-            }],
+    sarif_log(json!({
+        "tool": { "driver": sarif_driver() },
+        "results": [],
+        "invocations": [{
+            "executionSuccessful": false,
+            "exitCode": 2,
+            "toolExecutionNotifications": [{ "level": "error", "message": { "text": message } }],
         }],
-    })
+    }))
 }
 
 /// Prints `report` in `format`: the table and the JSON document as every command does, or its

@@ -619,7 +619,7 @@ const LONG_FUNCTION_ALLOWANCE: &[(&str, &str, usize)] = &[
     ("codemod/python_source/rewrite.rs", "code_edits", 97),
     ("codemod/python_source/rewrite.rs", "plan", 162),
     ("compiler_cache/dist.rs", "start", 84),
-    ("lint.rs", "sarif", 98),
+    ("lint.rs", "sarif", 91),
 ];
 
 fn allowance_problems(src: &Path) -> Vec<String> {

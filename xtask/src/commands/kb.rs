@@ -77,7 +77,11 @@ fn index_pages(args: &CheckArgs) -> Result<Pypi> {
     let moved = crate::kb_check::live_against_recorded(&dir, args.record)?;
     for (project, since, changes) in &moved {
         let Some(since) = since.as_deref() else {
-            let done = if args.record { "recorded now" } else { "run with --record to keep it" };
+            let done = if args.record {
+                "recorded now"
+            } else {
+                "run with --record to keep it"
+            };
             crate::errln!("archsmith: {project}'s index page was not recorded before: {done}");
             continue;
         };
