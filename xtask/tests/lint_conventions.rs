@@ -112,6 +112,14 @@ for e in v.iter_errors(doc):
 #[test]
 fn sarif_of_each_check_is_valid_sarif_2_1_0_with_rules_and_fixes() {
     let dir = project("lint-sarif");
+    // Bad input under --format sarif (issue 60): a valid log whose invocation failed.
+    let (code, out, err) = archsmith(
+        &dir,
+        &["verify", "pins", "no-such-dir", "--format", "sarif"],
+    );
+    assert_eq!(code, 2, "{err}");
+    let errors = sarif_errors(&out);
+    assert!(errors.is_empty(), "{errors:#?}\n{out}");
     let checks: [&[&str]; 3] = [
         &[
             "codemod",
