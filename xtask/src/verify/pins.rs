@@ -270,14 +270,16 @@ pub struct ReadPins {
     pub not_read: Vec<String>,
 }
 
-/// The directory includes must stay in: the repository given, or for a file the nearest
-/// directory above it that holds `.git` (else its own directory).
+/// The directory includes must stay in: the git work tree the path is in (a monorepo's
+/// `services/api` may include `../../common/requirements.txt`), else the directory given (or the
+/// file's own directory).
 fn repository_of(path: &Path) -> PathBuf {
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    if canon.is_dir() {
-        return canon;
-    }
-    let dir = canon.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let dir = if canon.is_dir() {
+        canon
+    } else {
+        canon.parent().unwrap_or(Path::new("/")).to_path_buf()
+    };
     dir.ancestors()
         .find(|d| d.join(".git").exists())
         .map_or(dir.clone(), Path::to_path_buf)
@@ -1006,6 +1008,43 @@ mod tests {
             .map(|p| unknown_release(p, &Version::from(&p.exact().unwrap())).map(|f| f.kind))
             .collect();
         assert_eq!(f, [Some("release"), Some("release"), None, None, None]);
+    }
+
+    /// `-r` inside the git work tree is followed (a monorepo's shared file), one that leaves it is
+    /// refused before it is read (`-r /etc/passwd` printed that file's first line), a URL is listed
+    /// as not read.
+    #[test]
+    fn includes_stay_in_the_repository_and_urls_are_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("services/api")).unwrap();
+        std::fs::write(repo.join("common.txt"), "numpy==1.26.4\n").unwrap();
+        std::fs::write(tmp.path().join("outside.txt"), "secret line\n").unwrap();
+        let req = repo.join("services/api/requirements.txt");
+        std::fs::write(
+            &req,
+            "-r ../../common.txt\n-r https://example.org/req.txt\ntorch==2.6.0\n",
+        )
+        .unwrap();
+        let read = read_pins(
+            std::slice::from_ref(&req),
+            &repository_of(&repo.join("services/api")),
+        )
+        .unwrap();
+        let names: Vec<&str> = read.pins.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["torch", "numpy"]);
+        assert!(
+            read.not_read[0].contains("https://example.org/req.txt")
+                && read.not_read[0].contains("is a URL")
+        );
+        std::fs::write(&req, "-r ../../../outside.txt\n").unwrap();
+        let e = format!(
+            "{:#}",
+            read_pins(&[req], &repository_of(&repo.join("services/api"))).unwrap_err()
+        );
+        assert!(e.contains("includes a file outside the repository"), "{e}");
+        assert!(!e.contains("secret line"), "{e}");
     }
 
     #[test]
