@@ -116,25 +116,21 @@ static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 
 /// Writes to stdout for [`out!`]/[`outln!`].
 pub fn write_stdout(args: std::fmt::Arguments) {
-    use std::io::Write;
-    use std::sync::atomic::Ordering;
-    if STDOUT_CLOSED.load(Ordering::Relaxed) {
-        return;
-    }
-    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
-        stdout_failed(&e);
-    }
+    to_stdout(|out| std::io::Write::write_fmt(out, args));
 }
 
 /// Writes bytes as they are to stdout (a patch of a file that is not UTF-8), quiet on a closed
 /// pipe as [`out!`] is.
 pub fn write_stdout_bytes(bytes: &[u8]) {
-    use std::io::Write;
-    use std::sync::atomic::Ordering;
-    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+    to_stdout(|out| std::io::Write::write_all(out, bytes));
+}
+
+/// One write to stdout, unless its reader has gone; a failure goes to [`stdout_failed`].
+fn to_stdout(write: impl FnOnce(&mut std::io::StdoutLock) -> std::io::Result<()>) {
+    if STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
-    if let Err(e) = std::io::stdout().lock().write_all(bytes) {
+    if let Err(e) = write(&mut std::io::stdout().lock()) {
         stdout_failed(&e);
     }
 }
