@@ -1328,13 +1328,14 @@ fn package_tests_import_the_wheel_and_only_a_failing_test_fails() {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     };
-    let own_test = "import toolpkg\n\ndef test_imports_the_wheel():\n    assert toolpkg.BUILT == 'wheel'\n\ndef test_on_the_gpu():\n    raise AssertionError('Torch not compiled with CUDA enabled')\n";
+    // As adam-atan2's own test does: a submodule of the package, imported by its full name.
+    let own_test = "import kernelpkg\nfrom kernelpkg.kernelpkg_ops import ops_built\n\ndef test_imports_the_wheel():\n    assert kernelpkg.BUILT == 'wheel' and ops_built() == 'wheel'\n\ndef test_on_the_gpu():\n    raise AssertionError('Torch not compiled with CUDA enabled')\n";
     write(
         src.join("setup.py"),
         "from setuptools import setup\nsetup()\n",
     );
-    write(src.join("toolpkg/__init__.py"), "BUILT = 'source'\n");
-    write(src.join("toolpkg/toolpkg_test.py"), own_test);
+    write(src.join("kernelpkg/__init__.py"), "BUILT = 'source'\n");
+    write(src.join("kernelpkg/kernelpkg_test.py"), own_test);
     write(
         src.join("helper_mod.py"),
         "def twice(x):\n    return 2 * x\n",
@@ -1342,14 +1343,30 @@ fn package_tests_import_the_wheel_and_only_a_failing_test_fails() {
     write(src.join("test/__init__.py"), "");
     write(
         src.join("test/test_helpers.py"),
-        "import toolpkg\nfrom helper_mod import twice\n\ndef test_twice():\n    assert twice(toolpkg.N) == 4\n",
+        "import kernelpkg\nfrom helper_mod import twice\n\ndef test_twice():\n    assert twice(kernelpkg.N) == 4\n",
     );
     write(
         src.join("tests/test_broken.py"),
         "import a_module_nobody_has\n",
     );
-    write(site.join("toolpkg/__init__.py"), "BUILT = 'wheel'\nN = 2\n");
-    write(site.join("toolpkg/toolpkg_test.py"), own_test);
+    write(
+        site.join("kernelpkg/__init__.py"),
+        "BUILT = 'wheel'\nN = 2\n",
+    );
+    write(site.join("kernelpkg/kernelpkg_test.py"), own_test);
+    // Not installed with the wheel, and a relative import of the package's module, as
+    // adam-atan2's own test has (`from .adam_atan2 import _adam_atan2`); the package's folder
+    // sorts before `test/`, so no other test imported the package first.
+    write(
+        src.join("kernelpkg/ops_test.py"),
+        "from .kernelpkg_ops import ops_built\n\ndef test_ops():\n    assert ops_built() == 'wheel'\n",
+    );
+    for root in [&src, &site] {
+        write(
+            root.join("kernelpkg/kernelpkg_ops.py"),
+            "import kernelpkg\n\ndef ops_built():\n    return kernelpkg.BUILT\n",
+        );
+    }
     let scratch = tmp.path().join("scratch");
     let report = port_extension::package_tests::run(&src, &python, &site, &[], &scratch)
         .unwrap()
@@ -1362,7 +1379,7 @@ fn package_tests_import_the_wheel_and_only_a_failing_test_fails() {
             report.needs_gpu,
             report.errors
         ),
-        (2, 0, 1, 1),
+        (3, 0, 1, 1),
         "{report:?}"
     );
     assert!(
@@ -1379,8 +1396,15 @@ fn package_tests_import_the_wheel_and_only_a_failing_test_fails() {
             .contains("a_module_nobody_has"),
         "{report:?}"
     );
+    assert!(
+        !site.join("kernelpkg/ops_test.py").exists(),
+        "the test added to the installed package is removed"
+    );
     // A collected test that fails against the wheel fails the step, naming it.
-    write(site.join("toolpkg/__init__.py"), "BUILT = 'wheel'\nN = 3\n");
+    write(
+        site.join("kernelpkg/__init__.py"),
+        "BUILT = 'wheel'\nN = 3\n",
+    );
     let failed = port_extension::package_tests::run(&src, &python, &site, &[], &scratch)
         .unwrap()
         .expect("the suite is found")

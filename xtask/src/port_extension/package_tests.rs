@@ -3,9 +3,10 @@
 //! A ported source that ships tests (`test_*.py`, `*_test.py`; pytest or unittest) gets them run in
 //! the target env with the wheel on `PYTHONPATH`, from a copy of the tests and their helpers
 //! alone, so the code tested is the wheel's and never the source tree's: a test file that sits
-//! inside the package's own directory is copied without the package's modules, and pytest imports
-//! each test file by its path (`--import-mode=importlib`), so neither the copy nor a `test/`
-//! package (the standard library's name) can shadow what was built. pytest comes from the env,
+//! inside the package's own directory runs inside the installed package (its relative imports
+//! reach the wheel's modules), and pytest imports each test file by its path
+//! (`--import-mode=importlib`), so a `test/` package (the standard library's name) cannot shadow
+//! what was built. pytest comes from the env,
 //! else is installed beside it (as the import sweep installs the wheel's requirements).
 //!
 //! What the tests find is reported: counts, each failure named, tests that fail only because the
@@ -76,13 +77,24 @@ pub fn find(root: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// Where the copied tests are.
+struct Copied {
+    /// The directories that hold copied tests, for the path they import their helpers from.
+    test_dirs: Vec<PathBuf>,
+    /// Tests of the package's own directory, run in place inside the installed package.
+    in_site: Vec<PathBuf>,
+    /// Files this run added to the installed package, removed when it is done.
+    added: Vec<PathBuf>,
+}
+
 /// Copies what the tests need into `dest`: the test files with `conftest.py` and the Python
 /// helpers beside them, and the source's top-level helper modules (`from helpers import …`), but
-/// never a module the wheel installs (in `site`): a test inside the package's own directory is
-/// copied alone, so the package is imported from the wheel. Directories outside the package are
-/// copied whole (their data files too). Returns the directories that hold copied tests, for the
-/// path the tests import their helpers from.
-fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path, site: &Path) -> Result<Vec<PathBuf>> {
+/// never a module the wheel installs (in `site`). A test inside the package's own directory runs
+/// inside the installed package, as its own module (`pkg.pkg_test`, so `from .ops import f`
+/// imports the wheel's `ops`): the wheel's copy when it ships its tests, else the source's, added
+/// beside the wheel's modules for the run. Directories outside the package are copied whole
+/// (their data files too).
+fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path, site: &Path) -> Result<Copied> {
     if dest.exists() {
         std::fs::remove_dir_all(dest).with_context(|| format!("clearing {}", dest.display()))?;
     }
@@ -109,28 +121,39 @@ fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path, site: &Path) -> Resul
         .copied()
         .filter(|d| !d.as_os_str().is_empty() && !in_package(d))
         .collect();
-    let test_dirs: Vec<PathBuf> = dirs.iter().map(|d| dest.join(d)).collect();
+    // A package directory the wheel installs, that tests can run inside of.
+    let installed_dir = |dir: &Path| {
+        dir.components()
+            .next()
+            .is_some_and(|c| site.join(c).join("__init__.py").is_file())
+    };
+    let mut copied = Copied {
+        test_dirs: dirs
+            .iter()
+            .filter(|d| !installed_dir(d))
+            .map(|d| dest.join(d))
+            .collect(),
+        in_site: Vec::new(),
+        added: Vec::new(),
+    };
     dirs.retain(|d| !whole.iter().any(|w| w != d && d.starts_with(w)));
-    // The top level's helpers: modules a test may import by name that the wheel does not install.
-    for e in std::fs::read_dir(root)?.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(stem) = name.strip_suffix(".py") else {
-            continue;
-        };
-        if stem != "setup" && !installed(stem) && e.path().is_file() {
-            copy_file(&e.path(), &dest.join(&name))?;
-        }
-    }
+    copy_top_level_helpers(root, dest, &installed)?;
     for dir in dirs {
+        if installed_dir(dir) {
+            copied.in_site.extend(
+                files
+                    .iter()
+                    .filter(|f| f.parent() == Some(dir))
+                    .map(|f| site.join(f)),
+            );
+            copied
+                .added
+                .extend(copy_missing_tests(root, files, dir, site)?);
+            continue;
+        }
         if dir.as_os_str().is_empty() || in_package(dir) {
             // Only the tests and their conftest: the package's modules come from the wheel.
-            for f in files.iter().filter(|f| f.parent() == Some(dir)) {
-                copy_file(&root.join(f), &dest.join(f))?;
-            }
-            let conftest = dir.join("conftest.py");
-            if root.join(&conftest).is_file() {
-                copy_file(&root.join(&conftest), &dest.join(&conftest))?;
-            }
+            copy_missing_tests(root, files, dir, dest)?;
             continue;
         }
         for e in ignore::WalkBuilder::new(root.join(dir))
@@ -143,7 +166,49 @@ fn copy_tests(root: &Path, files: &[PathBuf], dest: &Path, site: &Path) -> Resul
             copy_file(e.path(), &dest.join(rel))?;
         }
     }
-    Ok(test_dirs)
+    Ok(copied)
+}
+
+/// The top level's helpers: modules a test may import by name that the wheel does not install.
+fn copy_top_level_helpers(
+    root: &Path,
+    dest: &Path,
+    installed: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    for e in std::fs::read_dir(root)?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".py") else {
+            continue;
+        };
+        if stem != "setup" && !installed(stem) && e.path().is_file() {
+            copy_file(&e.path(), &dest.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the tests of `dir` and its `conftest.py` from `root` to `base`, but not over a file
+/// there (the wheel's own copy of its tests); returns the files it wrote.
+fn copy_missing_tests(
+    root: &Path,
+    files: &[PathBuf],
+    dir: &Path,
+    base: &Path,
+) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for f in files
+        .iter()
+        .filter(|f| f.parent() == Some(dir))
+        .cloned()
+        .chain([dir.join("conftest.py")])
+    {
+        let (from, to) = (root.join(&f), base.join(&f));
+        if from.is_file() && !to.exists() {
+            copy_file(&from, &to)?;
+            written.push(to);
+        }
+    }
+    Ok(written)
 }
 
 fn copy_file(from: &Path, to: &Path) -> Result<()> {
@@ -169,7 +234,7 @@ pub fn run(
     }
     let started = std::time::Instant::now();
     let dir = scratch.join("package-tests");
-    let test_dirs = copy_tests(root, &files, &dir, site)?;
+    let copied = copy_tests(root, &files, &dir, site)?;
     let pytest: pep508_rs::Requirement = "pytest".parse().context("parsing `pytest`")?;
     let pytest_dir = crate::python::requirements::install_beside(python, &[pytest])
         .context("installing pytest beside the env to run the package's tests")?;
@@ -178,7 +243,7 @@ pub fn run(
     path.extend(pytest_dir.map(|(d, _)| d));
     // After the wheel: the tests' own helpers, importable by name as the source tree had them.
     path.push(dir.clone());
-    path.extend(test_dirs.into_iter().filter(|d| *d != dir));
+    path.extend(copied.test_dirs.iter().filter(|d| **d != dir).cloned());
     let script = super::recipe::data_root().join("env_scripts/smoke/package_tests.py");
     crate::errln!(
         "archsmith: the package's tests: {} file(s), against the built wheel",
@@ -187,10 +252,15 @@ pub fn run(
     let out = Cmd::new(python)
         .arg(&script)
         .arg(&dir)
+        .args(&copied.in_site)
         .env("PYTHONPATH", std::env::join_paths(&path)?)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .dir(&dir)
-        .output()?;
+        .output();
+    for f in &copied.added {
+        let _ = std::fs::remove_file(f);
+    }
+    let out = out?;
     let report = TestsReport::read(&out, &files, started)?;
     crate::errln!("archsmith: {}", report.summary());
     for n in &report.not_collected {
