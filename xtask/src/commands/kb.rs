@@ -48,13 +48,14 @@ pub struct CheckArgs {
     #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda"])]
     pub gpus: bool,
     /// Check the CUDA toolkits archsmith installs from Debian's archive (12.4 from trixie, 11.8
-    /// from bookworm): each row's packages resolved against the suite's signed index today.
+    /// from bookworm): each row's packages resolved against the suite's signed index as archsmith
+    /// last read and verified it (today's with --live, or where none is kept yet).
     #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda", "gpus"])]
     pub debian: bool,
     /// Read today's index pages instead of the recordings in xtask/data/pypi-recordings (the
     /// default: a verdict no upload to PyPI can turn), and say what moved since they were made:
-    /// releases uploaded, files yanked or gone.
-    #[arg(long, conflicts_with_all = ["gpus", "debian"])]
+    /// releases uploaded, files yanked or gone. With --debian: today's signed indexes.
+    #[arg(long, conflicts_with_all = ["gpus"])]
     pub live: bool,
     /// Read today's index pages and write those that moved as the recordings (a diff to review),
     /// then check against them. Implies --live.
@@ -119,7 +120,7 @@ pub fn run(args: &KbArgs) -> Result<Exit> {
 
 fn check(args: &CheckArgs) -> Result<Exit> {
     if args.debian {
-        let report = crate::kb_check::debian::check_debian(kb());
+        let report = crate::kb_check::debian::check_debian(kb(), args.live);
         match args.output.json {
             true => print_json(documents::KB_CHECK_DEBIAN, &report)?,
             false => crate::out!("{}", report.table()),

@@ -416,11 +416,26 @@ impl Suite {
     /// The suite's signed index and the `components`' packages, each checked; from the network,
     /// or offline from the copies a previous call verified.
     pub fn index(&self, components: &[String], progress: &mut dyn FnMut(&str)) -> Result<Index> {
+        self.read_index(components, crate::offline::reason().is_some(), progress)
+    }
+
+    /// The index as a previous [`Suite::index`] kept it, its signature and hashes checked again:
+    /// what an installed toolkit was resolved against, the same answer whatever the archive
+    /// holds today (the hermetic tests' index; `index` is the live one).
+    pub fn index_kept(&self, components: &[String]) -> Result<Index> {
+        self.read_index(components, true, &mut |_| {})
+    }
+
+    fn read_index(
+        &self,
+        components: &[String],
+        offline: bool,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Index> {
         fs::create_dir_all(&self.cache)?;
         let scratch = tempfile::Builder::new()
             .prefix(".index-")
             .tempdir_in(&self.cache)?;
-        let offline = crate::offline::reason().is_some();
         let signed = scratch.path().join("InRelease");
         let cached = self.cache.join("InRelease");
         if offline {

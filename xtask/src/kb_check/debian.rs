@@ -64,8 +64,10 @@ impl DebianReport {
     }
 }
 
-/// Reads every archive row of `kb` against its suite.
-pub fn check_debian(kb: &KnowledgeBase) -> DebianReport {
+/// Reads every archive row of `kb` against its suite's signed index: with `live`, today's;
+/// else the one kept when archsmith last read it (its signature and hashes checked again, so no
+/// upload to the archive turns the verdict), today's where none is kept yet.
+pub fn check_debian(kb: &KnowledgeBase, live: bool) -> DebianReport {
     let mut rows = Vec::new();
     for row in kb.debian_archive_toolkits() {
         let suite_name = row.suite.clone().unwrap_or_default();
@@ -77,7 +79,12 @@ pub fn check_debian(kb: &KnowledgeBase) -> DebianReport {
             torch_libraries: Vec::new(),
             problems: Vec::new(),
         };
-        let index = Suite::new(&suite_name).and_then(|s| s.index(&row.components, &mut |_| {}));
+        let index = Suite::new(&suite_name).and_then(|s| match live {
+            false => s
+                .index_kept(&row.components)
+                .or_else(|_| s.index(&row.components, &mut |_| {})),
+            true => s.index(&row.components, &mut |_| {}),
+        });
         let index = match index {
             Ok(i) => i,
             Err(e) => {
