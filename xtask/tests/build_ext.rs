@@ -91,7 +91,12 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The unported sdist through build-ext: the corpus runs it (`cargo xtask corpus
+/// torchsort-0.1.10-unported`, its outcome recorded: the same SASS, the same two modules), and
+/// port_extension's `a_pypi_sdist_source_is_checked_against_its_sha256` builds that sdist, ported,
+/// through the same build-ext for the same archs; here it added about 250 s to every CI run.
 #[test]
+#[ignore = "slow tier (about 250 s): the corpus's torchsort-0.1.10-unported and port_extension's sdist test cover it; cargo test -- --ignored"]
 fn real_pypi_sdist_torchsort_builds_audits_and_imports_for_three_archs() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
