@@ -62,6 +62,7 @@ pub mod build_torch;
 pub mod doctor;
 pub mod kb_check;
 pub mod kernels;
+pub mod port_corpus;
 pub mod port_extension;
 pub mod verify;
 // Same-layer uses: audit_upgrade → verify, bench → build_ext, bench → verify, build_ext → verify,

@@ -258,6 +258,7 @@ pub mod documents {
         BUILD_TORCH_VERIFY_WHEEL = "build-torch-verify-wheel", 1;
         CODEMOD = "codemod", 1;
         CODEMOD_RULES = "codemod-rules", 1;
+        CORPUS = "corpus", 1;
         DOCTOR = "doctor", 1;
         /// What any command prints with `--json` when it stops on bad input (exit 2).
         ERROR = "error", 1;

@@ -234,6 +234,24 @@ impl Cmd {
         })
     }
 
+    /// Runs to completion with stderr written to `log` as it comes (a long run's full record on
+    /// disk) and stdout captured; the returned `stderr` is empty.
+    pub fn output_logging_stderr(&self, log: &Path) -> Result<Output> {
+        let file = std::fs::File::create(log)
+            .with_context(|| format!("creating the log {}", log.display()))?;
+        let out = self
+            .std_command()
+            .stdin(std::process::Stdio::null())
+            .stderr(file)
+            .output()
+            .with_context(|| format!("could not start `{}`", self.display_bounded()))?;
+        Ok(Output {
+            status: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::new(),
+        })
+    }
+
     /// Runs and returns trimmed stdout; a non-zero exit is an error that quotes stderr.
     pub fn read(&self) -> Result<String> {
         let out = self.output()?;

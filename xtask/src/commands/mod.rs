@@ -6,6 +6,7 @@ pub mod bench;
 pub mod build_ext;
 pub mod build_torch;
 pub mod codemod;
+pub mod corpus;
 pub mod doctor;
 pub mod kb;
 pub mod kernels;
@@ -62,6 +63,9 @@ pub enum Command {
     /// Port legacy PyTorch C++/CUDA extension sources (AT_CHECK, THC, `.type()` dispatch, ...) to modern torch.
     #[command(after_help = "Example:\n  archsmith codemod csrc/ --dry-run")]
     Codemod(codemod::CodemodArgs),
+    /// Re-run the regression corpus of real ports and builds; compare each outcome with the recorded one.
+    #[command(after_help = "Example:\n  archsmith corpus adam-atan2 torchsort-0.1.10")]
+    Corpus(corpus::CorpusArgs),
     /// Report this machine as a build host and runtime; with --gpu/--driver, which torch builds would run.
     #[command(after_help = "Example:\n  archsmith doctor --gpu \"RTX 5090\" --driver 570.86")]
     Doctor(doctor::DoctorArgs),
@@ -116,6 +120,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::BuildExt(args) => build_ext::run(args),
         Command::BuildTorch(args) => build_torch::run(args),
         Command::Codemod(args) => codemod::run(&args),
+        Command::Corpus(args) => corpus::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Kernels(args) => kernels::run(&args),
         Command::PortExtension(args) => port_extension::run(&args),
