@@ -78,7 +78,8 @@ pub fn run(args: &CorpusArgs) -> Result<Exit> {
     }
     if args.record {
         record(&mut manifest, &runs);
-        crate::cache::store(&path, manifest.to_toml()?.as_bytes())?;
+        let previous = crate::input_file::read_text(&path, "the corpus manifest")?;
+        crate::cache::store(&path, manifest.to_toml(&previous)?.as_bytes())?;
         crate::errln!(
             "corpus: recorded into {} (review `git diff`)",
             path.display()

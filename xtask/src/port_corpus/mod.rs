@@ -116,9 +116,15 @@ impl Manifest {
             .collect())
     }
 
-    /// The manifest as TOML, for `--record`.
-    pub fn to_toml(&self) -> Result<String> {
-        Ok(toml::to_string_pretty(self)?)
+    /// The manifest as TOML, for `--record`, under the comment lines that open `previous` (the
+    /// file as it was: its header says what the file is and is kept).
+    pub fn to_toml(&self, previous: &str) -> Result<String> {
+        let header: String = previous
+            .lines()
+            .take_while(|l| l.starts_with('#') || l.trim().is_empty())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        Ok(format!("{header}{}", toml::to_string_pretty(self)?))
     }
 }
 
@@ -203,6 +209,8 @@ pub struct Run {
     /// or `error` (the command did not run or printed no document).
     pub verdict: &'static str,
     pub seconds: f64,
+    /// `compiled 499 s`, or `reused` (a stamped wheel of the identical tree and toolchain).
+    pub build: String,
     /// For `changed`: `field: recorded → now`. For `skipped` and `error`: why.
     pub notes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -218,6 +226,7 @@ pub fn run(entry: &Entry, program: &Path, checkouts: Option<&Path>, logs: &Path)
         name: entry.name.clone(),
         verdict: "skipped",
         seconds: 0.0,
+        build: String::new(),
         notes: Vec::new(),
         outcome: None,
         log: None,
@@ -253,6 +262,16 @@ pub fn run(entry: &Entry, program: &Path, checkouts: Option<&Path>, logs: &Path)
         return Ok(run);
     };
     let outcome = Outcome::read(&doc, out.status.unwrap_or(-1));
+    let build = [&doc["build"], &doc["result"]]
+        .into_iter()
+        .find(|b| b.is_object())
+        .cloned()
+        .unwrap_or_default();
+    run.build = match (build["reused"].as_bool(), build["build_seconds"].as_f64()) {
+        (Some(true), _) => "reused".into(),
+        (_, Some(s)) => format!("compiled {s:.0} s"),
+        _ => String::new(),
+    };
     match &entry.expect {
         None => run.verdict = "new",
         Some(expect) => {
@@ -284,12 +303,14 @@ pub fn list_table(entries: &[&Entry]) -> String {
 
 /// What each run came to, and what differs.
 pub fn runs_table(runs: &[Run]) -> String {
-    let mut t = crate::output::Table::new(["PACKAGE", "VERDICT", "TIME", "WHAT DIFFERS / WHY"]);
+    let mut t =
+        crate::output::Table::new(["PACKAGE", "VERDICT", "TIME", "BUILD", "WHAT DIFFERS / WHY"]);
     for r in runs {
         t.row([
             r.name.clone(),
             r.verdict.to_string(),
             format!("{:.0} s", r.seconds),
+            r.build.clone(),
             r.notes.join("; "),
         ]);
     }
@@ -559,6 +580,12 @@ mod tests {
                 e.reported
             );
         }
+        // Recording keeps the header and reads back as the same manifest.
+        let text = std::fs::read_to_string(default_manifest()).unwrap();
+        let again = m.to_toml(&text).unwrap();
+        assert!(again.starts_with("# The regression corpus"), "{again}");
+        let back: Manifest = toml::from_str(&again).unwrap();
+        assert_eq!(back.packages.len(), m.packages.len());
         let err = m.select(&["nope".into()]).unwrap_err().to_string();
         assert!(err.contains("no package `nope`") && err.contains(&m.packages[0].name));
     }
