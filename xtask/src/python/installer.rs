@@ -122,6 +122,23 @@ impl Installer {
         cmd
     }
 
+    /// Offline with no wheel directory: uv installs from its own cache (archsmith's, under the
+    /// cache dir) what an earlier run downloaded, with no network (`UV_OFFLINE`); where it cannot,
+    /// or with pip, the refusal that names the packages stands.
+    fn install_from_uv_cache(
+        &self,
+        uv_args: impl FnOnce(&Path) -> Cmd,
+        refused: anyhow::Error,
+    ) -> Result<()> {
+        let InstallerKind::Uv(uv) = &self.kind else {
+            return Err(refused);
+        };
+        match self.with_sources(uv_args(uv)).output() {
+            Ok(out) if out.success() => Ok(()),
+            _ => Err(refused),
+        }
+    }
+
     /// Offline with no wheel directory, nothing can be installed: say which packages, not what
     /// the resolver prints after its retries.
     fn check_sources(packages: &str) -> Result<()> {
@@ -147,7 +164,15 @@ impl Installer {
     /// Installs `packages` (requirement strings) into the environment of `env_python`, with the
     /// installer's own progress on the terminal.
     pub fn install_into(&self, env_python: &Path, packages: &[String]) -> Result<()> {
-        Self::check_sources(&packages.join(" "))?;
+        if let Err(refused) = Self::check_sources(&packages.join(" ")) {
+            let uv_args = |uv: &Path| {
+                uv_cmd(uv)
+                    .args(["pip", "install", "--quiet", "--python"])
+                    .arg(env_python)
+                    .args(packages)
+            };
+            return self.install_from_uv_cache(uv_args, refused);
+        }
         let cmd = match &self.kind {
             InstallerKind::Uv(uv) => uv_cmd(uv)
                 .args(["pip", "install", "--python"])
@@ -169,12 +194,23 @@ impl Installer {
         target: &Path,
         no_deps: bool,
     ) -> Result<()> {
-        Self::check_sources(&packages.join(" "))?;
         let mut args = vec!["install", "--quiet"];
         if no_deps {
             args.push("--no-deps");
         }
         args.push("--target");
+        if let Err(refused) = Self::check_sources(&packages.join(" ")) {
+            let uv_args = |uv: &Path| {
+                uv_cmd(uv)
+                    .arg("pip")
+                    .args(&args)
+                    .arg(target)
+                    .arg("--python")
+                    .arg(python)
+                    .args(packages)
+            };
+            return self.install_from_uv_cache(uv_args, refused);
+        }
         let cmd = match &self.kind {
             // `uv pip install --target` needs an interpreter to pick wheels for.
             InstallerKind::Uv(uv) => uv_cmd(uv)
