@@ -87,6 +87,8 @@ fn cargo_install_gives_a_binary_that_works_outside_the_repository() {
         .arg(&dir)
         .arg("--target-dir")
         .arg(archsmith::paths::cache_dir().join("maturin-target"))
+        // The test's own `cargo test` fetched every crate of this lockfile: no network needed.
+        .env("CARGO_NET_OFFLINE", "true")
         .read()
         .unwrap();
     let bin = dir.join("bin/archsmith");
@@ -147,6 +149,7 @@ fn the_wheel_installs_into_a_fresh_venv_and_runs() {
         .arg(&wheels)
         .arg("--target-dir")
         .arg(&target)
+        .env("CARGO_NET_OFFLINE", "true")
         .read()
         .unwrap();
     let wheel = std::fs::read_dir(&wheels)
