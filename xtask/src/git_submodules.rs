@@ -261,7 +261,12 @@ impl Unfilled {
                 "\noffline: copy a checkout of each URL above{} into its directory under {} (on a machine with network access: {})",
                 if self.checkout { " at the commit shown" } else { " at the commit the repository pins" },
                 self.root.display(),
-                fill_command(&self.root, &tops)
+                // A snapshot has no git to update its submodules with.
+                if self.checkout {
+                    fill_command(&self.root, &tops)
+                } else {
+                    "clone the repository again with `git clone --recursive URL`".to_string()
+                }
             ),
         };
         text + &format!(
