@@ -106,39 +106,10 @@ pub fn diagnose(gpus: &[String], plan_driver: Option<&Version>) -> Result<Doctor
     let plan_for = if gpus.is_empty() && plan_driver.is_none() {
         None
     } else {
-        let gpus = gpus
-            .iter()
-            .map(|g| kb().resolve_gpu(g))
-            .collect::<Result<Vec<_>>>()?;
         let driver = plan_driver
             .cloned()
             .or_else(|| driver.as_ref().map(|d| d.version.clone()));
-        for (name, _) in &gpus {
-            if let Some(instead) = kb().torch_wheels_instead(name) {
-                notes.push(format!(
-                    "{name}: PyPI's torch wheels do not run there, so no `pip install torch` is advised; {instead}"
-                ));
-            }
-        }
-        let torch = torch_options(&gpus, driver.as_ref());
-        let runs_with = torch
-            .iter()
-            .rev()
-            .filter(|o| o.runs)
-            .map(|o| RunsWith {
-                torch: o.torch.split(", ").last().unwrap_or_default().to_string(),
-                variant: o.variant.clone(),
-                install: o.install.clone(),
-                partly: !o.partly.is_empty(),
-                min_driver: o.min_driver.clone(),
-            })
-            .collect();
-        Some(PlanFor {
-            torch,
-            runs_with,
-            gpus,
-            driver,
-        })
+        Some(plan(gpus, driver, &mut notes)?)
     };
     let (advice_gpus, advice_driver) = match &plan_for {
         Some(p) => (p.gpus.clone(), p.driver.clone()),
@@ -159,6 +130,42 @@ pub fn diagnose(gpus: &[String], plan_driver: Option<&Version>) -> Result<Doctor
         pythons,
         plan_for,
         notes,
+    })
+}
+
+/// Which torch builds would run on `gpus` with `driver` (the machine's, where none is named):
+/// every option with its verdict and the running ones newest first. Notes what PyPI's wheels
+/// cannot serve (a Jetson). Reads the knowledge base only, not the machine.
+pub fn plan(gpus: &[String], driver: Option<Version>, notes: &mut Vec<String>) -> Result<PlanFor> {
+    let gpus = gpus
+        .iter()
+        .map(|g| kb().resolve_gpu(g))
+        .collect::<Result<Vec<_>>>()?;
+    for (name, _) in &gpus {
+        if let Some(instead) = kb().torch_wheels_instead(name) {
+            notes.push(format!(
+                "{name}: PyPI's torch wheels do not run there, so no `pip install torch` is advised; {instead}"
+            ));
+        }
+    }
+    let torch = torch_options(&gpus, driver.as_ref());
+    let runs_with = torch
+        .iter()
+        .rev()
+        .filter(|o| o.runs)
+        .map(|o| RunsWith {
+            torch: o.torch.split(", ").last().unwrap_or_default().to_string(),
+            variant: o.variant.clone(),
+            install: o.install.clone(),
+            partly: !o.partly.is_empty(),
+            min_driver: o.min_driver.clone(),
+        })
+        .collect();
+    Ok(PlanFor {
+        torch,
+        runs_with,
+        gpus,
+        driver,
     })
 }
 
@@ -632,15 +639,19 @@ mod tests {
     /// driver typed with fewer parts than the floor is that release.
     #[test]
     fn jetson_gets_jetpack_advice_and_one_driver_floor() {
-        let r = diagnose(&["Jetson Orin".into()], Some(&"540.4.0".parse().unwrap())).unwrap();
-        let plan = r.plan_for.unwrap();
-        assert!(plan.runs_with.is_empty(), "{:?}", plan.runs_with);
-        assert!(plan
+        let mut notes = Vec::new();
+        let jetson = plan(
+            &["Jetson Orin".into()],
+            Some("540.4.0".parse().unwrap()),
+            &mut notes,
+        )
+        .unwrap();
+        assert!(jetson.runs_with.is_empty(), "{:?}", jetson.runs_with);
+        assert!(jetson
             .torch
             .iter()
             .all(|o| !o.runs && o.reason.contains("JetPack")));
-        assert!(r
-            .notes
+        assert!(notes
             .iter()
             .any(|n| n.contains("Jetson Orin: PyPI's torch wheels do not run there")));
         let (thor, cc) = kb().resolve_gpu("Jetson Thor").unwrap();
@@ -711,8 +722,13 @@ mod tests {
     /// PyPI default, else the variant's index.
     #[test]
     fn runs_with_lists_the_newest_release_first_with_its_install_command() {
-        let report = diagnose(&["RTX 5090".into()], Some(&"570.86.16".parse().unwrap())).unwrap();
-        let pf = report.plan_for.unwrap();
+        // The plan alone: diagnose would probe this machine's Pythons and toolkits too (40 s).
+        let pf = plan(
+            &["RTX 5090".into()],
+            Some("570.86.16".parse().unwrap()),
+            &mut Vec::new(),
+        )
+        .unwrap();
         let first = &pf.runs_with[0];
         assert_eq!(
             (first.torch.as_str(), first.variant.as_str()),
@@ -728,7 +744,7 @@ mod tests {
             .map(|r| r.torch.parse().unwrap())
             .collect();
         assert!(versions.windows(2).all(|w| w[0] >= w[1]), "{versions:?}");
-        let t4 = diagnose(&["T4".into()], None).unwrap().plan_for.unwrap();
+        let t4 = plan(&["T4".into()], None, &mut Vec::new()).unwrap();
         assert_eq!(
             t4.runs_with[0].install,
             "pip install torch==2.15.0 torchvision==0.29.2"
