@@ -40,6 +40,13 @@ pub struct Entry {
     pub command: Vec<String>,
     /// The document that reports it (the measurement the outcome was first recorded from).
     pub reported: String,
+    /// Why the entry is as it is (an `env` it needs, a known limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Variables the package's own build reads (`CAUSAL_CONV1D_FORCE_BUILD`, `FORCE_CUDA`), set
+    /// as its users set them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
     /// When the outcome was recorded, and how long that run took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded: Option<String>,
@@ -220,7 +227,8 @@ pub struct Run {
     pub log: Option<PathBuf>,
 }
 
-/// Runs one entry with `program` (archsmith itself), its stderr logged under `logs`.
+/// Runs one entry with `program` (archsmith itself) in its own directory under `logs`, its
+/// stderr logged there.
 pub fn run(entry: &Entry, program: &Path, checkouts: Option<&Path>, logs: &Path) -> Result<Run> {
     let mut run = Run {
         name: entry.name.clone(),
@@ -241,9 +249,14 @@ pub fn run(entry: &Entry, program: &Path, checkouts: Option<&Path>, logs: &Path)
     std::fs::create_dir_all(logs)?;
     let log = logs.join(format!("{}.log", entry.name));
     let started = std::time::Instant::now();
-    let out = Cmd::new(program)
-        .args(entry.argv(&source))
-        .output_logging_stderr(&log)?;
+    // Its own directory to run in: build-ext writes `dist/` where it runs, never the user's tree.
+    let work = logs.join("runs").join(&entry.name);
+    std::fs::create_dir_all(&work)?;
+    let mut cmd = Cmd::new(program).args(entry.argv(&source)).dir(&work);
+    for (k, v) in &entry.env {
+        cmd = cmd.env(k, v);
+    }
+    let out = cmd.output_logging_stderr(&log)?;
     run.seconds = started.elapsed().as_secs_f64();
     run.log = Some(log.clone());
     let doc: Option<serde_json::Value> = out
