@@ -35,11 +35,6 @@ pub fn run(args: &CorpusArgs) -> Result<Exit> {
         .clone()
         .unwrap_or_else(port_corpus::default_manifest);
     let mut manifest = Manifest::read(&path)?;
-    let selected: Vec<String> = manifest
-        .select(&args.names)?
-        .iter()
-        .map(|e| e.name.clone())
-        .collect();
     if args.list {
         let entries = manifest.select(&args.names)?;
         let doc = serde_json::json!({ "manifest": path, "packages": entries });
@@ -48,6 +43,12 @@ pub fn run(args: &CorpusArgs) -> Result<Exit> {
         })?;
         return Ok(Exit::Success);
     }
+    // Names, not entries: `--record` writes into the manifest while these are run.
+    let selected: Vec<String> = manifest
+        .select(&args.names)?
+        .iter()
+        .map(|e| e.name.clone())
+        .collect();
     let program = std::env::current_exe().context("finding archsmith's own binary")?;
     let logs = crate::paths::cache_dir().join("corpus-logs");
     let mut runs: Vec<Run> = Vec::new();

@@ -259,13 +259,8 @@ pub fn run(entry: &Entry, program: &Path, checkouts: Option<&Path>, logs: &Path)
     let out = cmd.output_logging_stderr(&log)?;
     run.seconds = started.elapsed().as_secs_f64();
     run.log = Some(log.clone());
-    let doc: Option<serde_json::Value> = out
-        .stdout
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .and_then(|l| serde_json::from_str(l).ok())
-        .or_else(|| serde_json::from_str(&out.stdout).ok());
-    let Some(doc) = doc else {
+    // With --json the document is all the command prints on stdout.
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&out.stdout) else {
         run.verdict = "error";
         run.notes.push(format!(
             "exit {:?} and no JSON document; {}",
@@ -275,11 +270,7 @@ pub fn run(entry: &Entry, program: &Path, checkouts: Option<&Path>, logs: &Path)
         return Ok(run);
     };
     let outcome = Outcome::read(&doc, out.status.unwrap_or(-1));
-    let build = [&doc["build"], &doc["result"]]
-        .into_iter()
-        .find(|b| b.is_object())
-        .cloned()
-        .unwrap_or_default();
+    let build = build_section(&doc);
     run.build = match (build["reused"].as_bool(), build["build_seconds"].as_f64()) {
         (Some(true), _) => "reused".into(),
         (_, Some(s)) => format!("compiled {s:.0} s"),
@@ -345,12 +336,7 @@ fn first_error_line(log: &Path) -> String {
 impl Outcome {
     /// The outcome in a port-extension or build-ext document (`--json`).
     pub fn read(doc: &serde_json::Value, exit: i32) -> Outcome {
-        // build-ext prints `result` (a wheel) or `jit` (a JIT prebuild); a port nests `build`.
-        let build = if doc["document"] == "build-ext" {
-            &doc["result"]
-        } else {
-            &doc["build"]
-        };
+        let build = build_section(doc);
         let mut archs = archs_of(build);
         // A JIT prebuild (build-ext's `jit`, a port's `jit`): each extension's audited images.
         let jit = &doc["jit"];
@@ -424,6 +410,16 @@ impl Outcome {
                 format!("{k}: {} → {}", show(a.get(k)), show(b.get(k)))
             })
             .collect()
+    }
+}
+
+/// The build's part of a document: build-ext prints `result` (a wheel; a JIT prebuild is its
+/// `jit`), a port nests `build`.
+fn build_section(doc: &serde_json::Value) -> &serde_json::Value {
+    if doc["document"] == "build-ext" {
+        &doc["result"]
+    } else {
+        &doc["build"]
     }
 }
 
