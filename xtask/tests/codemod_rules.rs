@@ -408,6 +408,76 @@ void legacy(at::Tensor input, at::Tensor* rois, at::Tensor idx, float* host_a, f
     );
 }
 
+/// Issue 62: a THCDeviceTensor kernel of the THC era (the header, the two-, three- and
+/// four-argument forms, getSize/getStride, a value built from data, sizes and strides) ports to
+/// packed accessors with the index types and `RestrictPtrTraits` kept, no review item left, and
+/// compiles against torch 2.15's real headers. Before the rules it stopped at the include.
+#[test]
+fn thc_device_tensors_port_to_packed_accessors_that_compile_against_real_headers() {
+    let legacy = r#"#include <ATen/core/Tensor.h>
+#include <THC/THCDeviceTensor.cuh>
+#include <type_traits>
+
+template <typename scalar_t>
+__global__ void pool(THCDeviceTensor<scalar_t, 4, size_t, RestrictPtrTraits> in,
+                     THCDeviceTensor<scalar_t, 3> out, THCDeviceTensor<int64_t, 2, int64_t> idx) {
+  for (int c = 0; c < in.getSize(1); ++c) {
+    out[0][c][0] = in[0][c][0][0] * static_cast<scalar_t>(in.getStride(3));
+    idx[0][c] = static_cast<int64_t>(out.getSize(2));
+  }
+}
+
+template <typename DType, int Dim>
+static THCDeviceTensor<DType, Dim> devicetensor(const at::Tensor &blob) {
+  int size[Dim];
+  int stride[Dim];
+  for (int i = 0; i < Dim; ++i) {
+    size[i] = blob.size(i);
+    stride[i] = blob.stride(i);
+  }
+  return THCDeviceTensor<DType, Dim>(blob.data_ptr<DType>(), size, stride);
+}
+
+void run(at::Tensor a, at::Tensor b, at::Tensor c) {
+  auto out = devicetensor<float, 3>(b);
+  pool<float><<<1, 1>>>(a.generic_packed_accessor<float, 4, at::RestrictPtrTraits, size_t>(), out,
+              c.generic_packed_accessor<int64_t, 2, at::DefaultPtrTraits, int64_t>());
+  static_assert(std::is_same_v<decltype(out), at::PackedTensorAccessor32<float, 3>>);
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pool.cu");
+    std::fs::write(&file, legacy).unwrap();
+    let report = archsmith::codemod::run(
+        builtin(),
+        std::slice::from_ref(&file),
+        archsmith::codemod::Mode::Apply,
+    )
+    .unwrap();
+    let ported = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        report.review_items, 0,
+        "{:#?}\n{ported}",
+        report.files[0].review
+    );
+    assert!(!ported.contains("THC"), "{ported}");
+    assert!(
+        ported.contains(
+            "at::GenericPackedTensorAccessor<scalar_t, 4, at::RestrictPtrTraits, size_t> in"
+        ),
+        "{ported}"
+    );
+    // nvcc, one arch: at::RestrictPtrTraits is declared for CUDA compiles only
+    // (ATen/core/TensorAccessor.h).
+    let tc = archsmith::toolchain::ensure(&"13.2".parse().unwrap()).unwrap();
+    let mut nvcc = std::process::Command::new(tc.cuda_home.join("bin/nvcc"));
+    nvcc.args(cxx(dir.path()).get_args())
+        .args(["-arch=sm_90", "-c", "-o"])
+        .arg(dir.path().join("pool.o"))
+        .arg(&file);
+    succeeds(&mut nvcc, &format!("{ported}\n"));
+}
+
 /// archsmith_th_blas.h against a plain triple loop, on the CPU with torch's real libraries:
 /// every transpose pair, padded leading dimensions, one-wide matrices with the leading dimension
 /// TH let callers leave wrong, gemv both ways with strided vectors, beta 0 ignoring NaN in C.
