@@ -9,13 +9,16 @@ inputs, every one whose argument types are known:
   * a pybind11 function whose signature names only tensors, floats, ints and bools, unless its
     module is named for CUDA (`hash_cuda`): legacy CUDA functions seldom check the device.
 A call that raises is reported, not failed: a generic input cannot know the shapes an op needs, and
-the message shows the op ran its own checks. Each call runs in a forked child, so a crash (a
+the message shows the op ran its own checks; one that raises because it wants a CUDA tensor
+(`CHECK_CUDA`) is a CUDA op, skipped without a GPU. Each call runs in a forked child, so a crash (a
 segfault in the extension's CPU code on a shape it never checks) is contained and reported as
 `crashed` with its signal: legacy ops seldom check shapes, and whether reading past a wrongly
 shaped tensor faults depends on the heap's layout (DCNv2's and chamferdist's backward passes raised
 on one host and crashed on another), so a crash on a guessed input says nothing of the op on its
-real inputs and is a warning, not a failure. Nothing here uses a GPU: the port's build host may
-have none, and a forked child cannot use CUDA.
+real inputs and is a warning, not a failure. Without a GPU (a port's build host seldom has one),
+a CUDA module's functions are skipped ("CUDA ops: skipped: no GPU"); with one, they are called on
+CUDA tensors. The parent never initializes CUDA (torch's NVML-based availability check), so a
+forked child still can.
 
 Prints one line per module and, last, `ARCHSMITH_SMOKE {json}`; exit 0 when every module imports.
 """
@@ -29,7 +32,16 @@ import re
 import signal
 import sys
 
-import torch
+# Ask NVML, not the CUDA driver, whether a GPU is there: a parent that initialized the driver
+# could not fork children that use CUDA.
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+import torch  # noqa: E402
+
+GPU = torch.cuda.is_available()
+NO_GPU = "CUDA ops: skipped: no GPU"
+# The messages of legacy CUDA-only ops given a CPU tensor (`CHECK_CUDA(x)`, `AT_ASSERTM(x.is_cuda())`).
+WANTS_CUDA = re.compile(r"CUDA tensor|must be (a )?CUDA|is_cuda|\.cuda\(\)|on (the )?GPU|device\.is_cuda|x\.type\(\)\.is_cuda", re.IGNORECASE)
 
 # Modules named for CUDA (`hash_cuda`, `nms_gpu`): their functions are not called on CPU inputs.
 CUDA_MODULE = re.compile(r"(^|_)(cuda|gpu)($|_)", re.IGNORECASE)
@@ -73,10 +85,10 @@ SHAPE = object()
 SHAPES = [(4, 4), (2, 3, 8, 8), (8,)]
 
 
-def fill(args, shape):
+def fill(args, shape, device="cpu"):
     def one(a):
         if a is SHAPE:
-            return torch.rand(*shape)
+            return torch.rand(*shape, device=device)
         if isinstance(a, list):
             return [one(x) for x in a]
         return a
@@ -84,17 +96,19 @@ def fill(args, shape):
     return [one(a) for a in args]
 
 
-def call(label, fn, args):
+def call(label, fn, args, device="cpu"):
     tries = SHAPES if any(a is SHAPE or isinstance(a, list) and SHAPE in a for a in args) else [None]
     first = None
     for shape in tries:
         print(f"smoke: calling {label} with {shape or 'no'} tensors", file=sys.stderr, flush=True)
-        outcome = in_child(fn, fill(args, shape))
+        outcome = in_child(fn, fill(args, shape, device))
         if outcome["kind"] == "crashed":
             return {"name": label, "status": "crashed",
                     "detail": f"{outcome['detail']} on {list(shape) if shape else 'its'} "
                               "tensors: the op does not check its inputs' shapes"}
         if outcome["kind"] == "raised":  # the op's own checks: reported, not a failure
+            if device == "cpu" and not GPU and WANTS_CUDA.search(outcome["detail"]):
+                return {"name": label, "status": "skipped", "detail": f"{NO_GPU} (it said: {outcome['detail']})"}
             first = first or outcome["detail"]
             continue
         given = f"{list(shape)} tensors" if shape else "its arguments"
@@ -141,10 +155,11 @@ def pybind_calls(mod):
         if getattr(obj, "__module__", mod.__name__) not in (None, mod.__name__):
             continue
         functions.append(name)
-        if CUDA_MODULE.search(mod.__name__.rsplit(".", 1)[-1]):
+        cuda_module = bool(CUDA_MODULE.search(mod.__name__.rsplit(".", 1)[-1]))
+        if cuda_module and not GPU:
             # Legacy CUDA modules seldom check the device: given CPU tensors they launch kernels
             # on host pointers and crash. Without a GPU there is nothing to call them with.
-            calls.append({"name": name, "status": "skipped", "detail": "a CUDA module: needs a GPU"})
+            calls.append({"name": name, "status": "skipped", "detail": NO_GPU})
             continue
         doc = (getattr(obj, "__doc__", None) or "").strip().splitlines()
         m = PYBIND_SIG.match(doc[0]) if doc else None
@@ -160,7 +175,7 @@ def pybind_calls(mod):
                 break
             args.append(v[1])
         else:
-            calls.append(call(f"{mod.__name__}.{name}", obj, args))
+            calls.append(call(f"{mod.__name__}.{name}", obj, args, "cuda" if cuda_module else "cpu"))
             continue
         calls.append({"name": name, "status": "skipped", "detail": f"argument types not generic: {m.group(2)}"})
     return functions, calls

@@ -387,6 +387,30 @@ fn the_generic_smoke_test_calls_typed_functions_and_contains_a_crash() {
         r["modules"]["ops_cuda"]["calls"][0]["status"], "skipped",
         "{r}"
     );
+    assert_eq!(
+        r["modules"]["ops_cuda"]["calls"][0]["detail"], "CUDA ops: skipped: no GPU",
+        "{r}"
+    );
+    // Issue 62: a CUDA-only op in a module not named for CUDA checks its device (CHECK_CUDA):
+    // without a GPU that is "CUDA ops: skipped: no GPU", not an error of the port's making;
+    // a shape check stays `raised`.
+    let checked = module(
+        "chamfer",
+        "def forward(x):\n    \"\"\"forward(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    raise RuntimeError('xyz1 must be a CUDA tensor')\n\ndef shaped(x):\n    \"\"\"shaped(arg0: torch.Tensor) -> torch.Tensor\"\"\"\n    raise RuntimeError('expected a 3-D input')\n",
+    );
+    let r = port_extension::smoke(&env.python, &script, &checked, dir.path(), &[])
+        .unwrap()
+        .unwrap();
+    let calls = &r["modules"]["chamfer"]["calls"];
+    assert_eq!(calls[0]["name"], "chamfer.forward", "{r}");
+    assert_eq!(calls[0]["status"], "skipped", "{r}");
+    assert!(
+        calls[0]["detail"].as_str().unwrap().starts_with(
+            "CUDA ops: skipped: no GPU (it said: RuntimeError: xyz1 must be a CUDA tensor"
+        ),
+        "{r}"
+    );
+    assert_eq!(calls[1]["status"], "raised", "{r}");
     let broken = module("broken", "import no_such_module_anywhere\n");
     let e = format!(
         "{:#}",
@@ -1003,6 +1027,67 @@ fn recipe_less_sources_are_checked_before_any_work() {
         "{}",
         r.stderr
     );
+}
+
+/// Issue 62: a CUDA-only package (one .cu, THCDeviceTensor kernels) whose `__init__.py` imports a
+/// module it never declares. Before: the THC header stopped the compile; then, with nothing
+/// imported, the generic smoke test was started without a `--module` and the port failed after an
+/// empty "built  for". Now it ports, builds exactly the plan, names the extension module and the
+/// missing module, skips the smoke test saying why, and exits 0.
+#[test]
+fn a_cuda_only_package_with_an_undeclared_import_ports_and_names_what_it_skipped() {
+    let home = private_home("cudaonly");
+    let r = xtask(
+        &[
+            "port-extension",
+            "--src",
+            &fixture("legacy-cudaonly"),
+            "--arch",
+            "9.0",
+            "--json",
+        ],
+        Some(&home),
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    for rule in [
+        "thc-device-tensor-header",
+        "thc-device-tensor-traits",
+        "thc-device-tensor",
+    ] {
+        assert_eq!(v["rewrites"][rule], 1, "{rule}: {}", v["rewrites"]);
+    }
+    assert_eq!(
+        v["rewrites"]["thc-device-tensor-get-size"], 2,
+        "{}",
+        v["rewrites"]
+    );
+    assert_eq!(
+        v["build"]["sass"]
+            .as_object()
+            .unwrap()
+            .values()
+            .collect::<Vec<_>>(),
+        [&serde_json::json!(["sm_90"])],
+        "{v}"
+    );
+    assert!(
+        r.stderr.contains("built legacy_cudaonly._C for 9.0"),
+        "{}",
+        r.stderr
+    );
+    let skipped = v["smoke"]["skipped"].as_str().unwrap_or_default();
+    assert!(
+        skipped.contains("archsmith_fixture_undeclared_dependency"),
+        "{v}"
+    );
+    assert!(
+        v["import_sweep"]["failures"]
+            .to_string()
+            .contains("archsmith_fixture_undeclared_dependency"),
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// A CPU-only legacy package (two `CppExtension`s, no CUDA anywhere; `AT_CHECK`, `.type()`

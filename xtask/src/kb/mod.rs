@@ -21,6 +21,7 @@ pub mod distributions;
 pub mod drivers;
 pub mod gpu_models;
 pub mod pci_ids;
+pub mod python_imports;
 #[cfg(test)]
 mod tests;
 pub mod toolkits;
@@ -72,6 +73,8 @@ pub struct KnowledgeBase {
     pub cuda_system_packages: Vec<CudaSystemPackageRow>,
     #[serde(rename = "gpu_chip", default)]
     pub gpu_chips: Vec<GpuChipRow>,
+    #[serde(rename = "python_import_name", default)]
+    pub python_import_names: Vec<python_imports::PythonImportNameRow>,
 }
 
 /// The newest releases archsmith knows; they apply when the user names none.

@@ -752,3 +752,32 @@ fn ambiguous_gpu_names_list_real_gpus_and_ask() {
         "7.5"
     );
 }
+
+/// Issue 62: a port installs what a package imports without declaring it only by the names the
+/// knowledge base lists, as the requirement each row gives; a name not listed is never looked
+/// up by its import name.
+#[test]
+fn import_names_map_to_requirements_and_unlisted_names_to_none() {
+    use std::str::FromStr;
+    let kb = kb();
+    for row in &kb.python_import_names {
+        let req = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(&row.distribution);
+        assert!(req.is_ok(), "{}: {:?}", row.import, req.err());
+        assert!(!row.source.is_empty(), "{}", row.import);
+    }
+    assert_eq!(kb.distribution_for_import("skimage"), Some("scikit-image"));
+    assert_eq!(
+        kb.distribution_for_import("skimage.measure"),
+        Some("scikit-image")
+    );
+    assert_eq!(
+        kb.distribution_for_import("google.protobuf.message"),
+        Some("protobuf")
+    );
+    assert_eq!(
+        kb.distribution_for_import("pkg_resources"),
+        Some("setuptools<82")
+    );
+    assert_eq!(kb.distribution_for_import("google"), None);
+    assert_eq!(kb.distribution_for_import("utils"), None);
+}

@@ -104,7 +104,7 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
     if let Err(f) = import_sweep(&mut job, &env_python, &built)? {
         return Ok(Err(PortFailure::Build(f)));
     }
-    if let Err(f) = smoke_test(&mut job, &env_python, &built.imported)? {
+    if let Err(f) = smoke_test(&mut job, &env_python, &built)? {
         return Ok(Err(PortFailure::Verify(f)));
     }
     if req.run_tests {
@@ -368,11 +368,7 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
         } else {
             "built"
         },
-        if r.build.module.is_empty() {
-            b.imported.join(", ")
-        } else {
-            r.build.module.clone()
-        },
+        built_name(r, &b),
         b.torch_cuda_arch_list,
         b.build_seconds,
         images.join("; "),
@@ -388,6 +384,24 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
     }
     job.out.build = Some(BuildSummary::of(&b));
     Ok(Ok(b))
+}
+
+/// What the summary says was built: the recipe's module, else the wheel's extension modules
+/// (whether they imported or not), else the wheel's file name: never an empty name.
+fn built_name(r: &super::recipe::Recipe, b: &build_ext::Outcome) -> String {
+    if !r.build.module.is_empty() {
+        return r.build.module.clone();
+    }
+    let modules = crate::wheel::Wheel::open(&b.wheel)
+        .map(|zip| build_ext::check::extension_modules(zip.names()))
+        .unwrap_or_default();
+    match modules.is_empty() {
+        true => b.wheel.file_name().map_or_else(
+            || b.wheel.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        false => modules.join(", "),
+    }
 }
 
 /// The build-ext request of a port: its work tree's build dir, the port's archs and torch.
@@ -441,7 +455,10 @@ fn prebuild_jit(mut job: Job, tree: SourceSpec) -> Result<Result<Outcome, PortFa
 
 /// Step 6: every module of the built package imported on the target torch, with the wheel's
 /// declared requirements (and with `--with-deps` the source's requirements.txt) installed beside
-/// the env. A removed torch/NumPy API the catalogue missed fails the port, with file:line.
+/// the env, then the modules the package imports but never declared (`skimage` in a
+/// `__init__.py`), installed the same way (the knowledge base names their distributions). What
+/// cannot be installed is reported with its name and never fails the port; a removed torch/NumPy
+/// API the catalogue missed fails it, with file:line.
 pub fn import_sweep(
     job: &mut Job,
     python: &std::path::Path,
@@ -454,18 +471,27 @@ pub fn import_sweep(
         }
         Ok(reqs)
     });
-    let beside = wanted
-        .and_then(|reqs| python::requirements::install_beside(python, &reqs))
-        .unwrap_or_else(|e| {
-            crate::errln!(
-                "warning: the wheel's requirements could not be installed for the import sweep: {e:#}"
-            );
-            None
-        });
-    job.beside = beside.iter().map(|(dir, _)| dir.clone()).collect();
-    let site = job.smoke_site();
-    let sweep = build_ext::check::ImportCheck::start(python, &site, &job.beside)?
-        .run(&built.wheel, true)?;
+    let wanted = wanted.unwrap_or_else(|e| {
+        crate::errln!("warning: the wheel's requirements could not be read: {e:#}");
+        Vec::new()
+    });
+    let mut sweep = sweep_beside(job, python, built, &wanted)?;
+    let undeclared = undeclared_requirements(&sweep);
+    if !undeclared.is_empty() {
+        let names: Vec<String> = undeclared.iter().map(|r| r.name.to_string()).collect();
+        crate::errln!(
+            "archsmith: the package imports {} without declaring it: installing beside the env",
+            names.join(", ")
+        );
+        let before = job.beside.clone();
+        let all: Vec<_> = wanted.iter().chain(&undeclared).cloned().collect();
+        let again = sweep_beside(job, python, built, &all)?;
+        if again.imported.len() >= sweep.imported.len() {
+            sweep = again;
+        } else {
+            job.beside = before;
+        }
+    }
     crate::errln!("archsmith: {}", sweep_summary(&sweep));
     let removed: Vec<String> = sweep
         .failures
@@ -488,27 +514,108 @@ pub fn import_sweep(
     }))
 }
 
+/// `wanted` installed beside the env (a failed install is a warning: the sweep then names what
+/// is missing), and every module of the wheel imported with them.
+fn sweep_beside(
+    job: &mut Job,
+    python: &std::path::Path,
+    built: &build_ext::Outcome,
+    wanted: &[pep508_rs::Requirement],
+) -> Result<build_ext::check::Sweep> {
+    let beside = python::requirements::install_beside(python, wanted).unwrap_or_else(|e| {
+        crate::errln!(
+            "warning: the package's requirements could not be installed for the import sweep: {e:#}"
+        );
+        None
+    });
+    job.beside = beside.iter().map(|(dir, _)| dir.clone()).collect();
+    let site = job.smoke_site();
+    build_ext::check::ImportCheck::start(python, &site, &job.beside)?.run(&built.wheel, true)
+}
+
+/// The distributions of the third-party modules the sweep found missing, those the knowledge
+/// base lists; the others stay in the sweep's `not installed`.
+pub fn undeclared_requirements(sweep: &build_ext::check::Sweep) -> Vec<pep508_rs::Requirement> {
+    let kb = crate::kb::kb();
+    let mut names: Vec<&str> = sweep
+        .missing()
+        .into_iter()
+        .filter_map(|m| kb.distribution_for_import(m))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .iter()
+        .filter_map(|n| n.parse::<pep508_rs::Requirement>().ok())
+        .collect()
+}
+
 /// Step 7: the recipe's smoke test against the built wheel (recipe-less: the generic test over
-/// every extension module the build made).
+/// every extension module that imported, in the build's check or in the port's sweep with what
+/// it installed beside the env). With none to test, the smoke test is skipped, saying why.
 pub fn smoke_test(
     job: &mut Job,
     python: &std::path::Path,
-    imported: &[String],
+    built: &build_ext::Outcome,
 ) -> Result<Result<(), VerifyFailure>> {
     let r = &job.req.recipe;
-    crate::errln!("archsmith: smoke test {}", r.smoke.script.display());
     let mut args = r.smoke.args.clone();
     if r.recipe_less {
-        for m in imported {
-            args.extend(["--module".to_string(), m.clone()]);
+        let modules = smoke_modules(built, job.out.import_sweep.as_ref())?;
+        if modules.is_empty() {
+            let why = skipped_smoke(job.out.import_sweep.as_ref());
+            crate::errln!("archsmith: smoke test skipped: {why}");
+            job.out.smoke = Some(serde_json::json!({"ok": true, "skipped": why, "modules": {}}));
+            return Ok(Ok(()));
+        }
+        for m in modules {
+            args.extend(["--module".to_string(), m]);
         }
     }
+    crate::errln!("archsmith: smoke test {}", r.smoke.script.display());
     let site = job.smoke_site();
     Ok(
         smoke(python, &r.smoke_script(), &args, &site, &job.beside)?.map(|report| {
             job.out.smoke = Some(report);
         }),
     )
+}
+
+/// The extension modules the generic smoke test imports: those the build's check imported, and
+/// those the port's sweep imported once it had installed what the package imports.
+fn smoke_modules(
+    built: &build_ext::Outcome,
+    sweep: Option<&build_ext::check::Sweep>,
+) -> Result<Vec<String>> {
+    let zip = crate::wheel::Wheel::open(&built.wheel)?;
+    let extensions = build_ext::check::extension_modules(zip.names());
+    let mut modules: Vec<String> = built
+        .imported
+        .iter()
+        .chain(sweep.iter().flat_map(|s| &s.imported))
+        .filter(|m| !m.is_empty() && extensions.contains(m))
+        .cloned()
+        .collect();
+    modules.sort();
+    modules.dedup();
+    Ok(modules)
+}
+
+/// Why no extension module could be smoke-tested: what each failed to import on.
+fn skipped_smoke(sweep: Option<&build_ext::check::Sweep>) -> String {
+    let Some(sweep) = sweep else {
+        return "no extension module imported".into();
+    };
+    let missing = sweep.missing();
+    if missing.is_empty() {
+        let first = sweep.failures.first().map(|f| format!(" (first: {f})"));
+        format!("no extension module imported{}", first.unwrap_or_default())
+    } else {
+        format!(
+            "no extension module imported: the package imports {} (not installed: not declared by the package, and not among the knowledge base's import names; install it beside the env and rerun)",
+            missing.join(", ")
+        )
+    }
 }
 
 #[cfg(test)]
