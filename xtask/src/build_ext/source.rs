@@ -178,9 +178,15 @@ fn skipped(name: &str) -> bool {
         || name.ends_with(".o")
 }
 
-/// Relative paths of the files a directory build reads, sorted.
+/// Relative paths of the files a directory build reads, sorted. A symbolic link to a file is
+/// one of them (read through the link); a link to a directory is not walked (see [`copy_tree`]).
 pub fn tree_files(root: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
+    Ok(tree_entries(root)?.0)
+}
+
+/// The files of [`tree_files`] and the symbolic links to directories, each sorted.
+fn tree_entries(root: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let (mut out, mut dir_links) = (Vec::new(), Vec::new());
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let dir = root.join(&rel);
@@ -197,11 +203,72 @@ pub fn tree_files(root: &Path) -> Result<Vec<PathBuf>> {
                 stack.push(child);
             } else if ft.is_file() {
                 out.push(child);
+            } else if ft.is_symlink() {
+                // A dangling link is no source: left out, as before.
+                match std::fs::metadata(entry.path()) {
+                    Ok(m) if m.is_file() => out.push(child),
+                    Ok(m) if m.is_dir() => dir_links.push(child),
+                    _ => {}
+                }
             }
         }
     }
     out.sort();
-    Ok(out)
+    dir_links.sort();
+    Ok((out, dir_links))
+}
+
+/// Where the symbolic link `rel` under `root` leads, relative to `root`; an error naming it when
+/// it leads out of the tree (a copy would lose it, or reach files the user did not give).
+fn link_inside(root: &Path, rel: &Path) -> Result<PathBuf> {
+    let canonical_root = root
+        .canonicalize()
+        .with_context(|| format!("resolving {}", root.display()))?;
+    let target = root
+        .join(rel)
+        .canonicalize()
+        .with_context(|| format!("resolving the link {}", root.join(rel).display()))?;
+    match target.strip_prefix(&canonical_root) {
+        Ok(inside) => Ok(inside.to_path_buf()),
+        Err(_) => bail!(
+            "{} is a symbolic link to {}, outside the source tree {}: give the directory that holds both as the source (the repository's root), or copy the target into the tree",
+            root.join(rel).display(),
+            target.display(),
+            root.display()
+        ),
+    }
+}
+
+/// Copies the files a build reads (as [`tree_files`] lists them) from `root` to `dest`. A
+/// symbolic link to a file inside the tree is copied with its target's bytes; a link to a
+/// directory inside the tree stays a link, to the same place in the copy; a link that leaves the
+/// tree is refused, naming it.
+pub fn copy_tree(root: &Path, dest: &Path) -> Result<()> {
+    let (files, dir_links) = tree_entries(root)?;
+    for rel in &files {
+        if fs::symlink_metadata(root.join(rel))?
+            .file_type()
+            .is_symlink()
+        {
+            link_inside(root, rel)?;
+        }
+        let to = dest.join(rel);
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::copy(root.join(rel), &to)
+            .with_context(|| format!("copying {} to {}", rel.display(), to.display()))?;
+    }
+    for rel in &dir_links {
+        let inside = link_inside(root, rel)?;
+        let to = dest.join(rel);
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        std::os::unix::fs::symlink(dest.join(&inside), &to)
+            .with_context(|| format!("linking {} to {}", to.display(), inside.display()))?;
+    }
+    Ok(())
 }
 
 /// Whether a source tree declares CUDA code: a `.cu`/`.cuh` file, or a build file naming a CUDA
@@ -246,19 +313,6 @@ pub fn hash_tree(root: &Path) -> Result<String> {
         h.update(&data);
     }
     Ok(hex(&h.finalize()))
-}
-
-/// Copies the files [`tree_files`] lists (not build leftovers) into `dest`.
-pub fn copy_tree(root: &Path, dest: &Path) -> Result<()> {
-    for rel in tree_files(root)? {
-        let to = dest.join(&rel);
-        if let Some(parent) = to.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        fs::copy(root.join(&rel), &to)
-            .with_context(|| format!("copying {} to {}", rel.display(), to.display()))?;
-    }
-    Ok(())
 }
 
 /// Puts the source into `dest` (a fresh directory) and returns the directory holding its
@@ -381,6 +435,65 @@ fn cached_sdist(dir: &Path, name: &str, version: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 62: a JIT extension whose `.cu` files are links to `../../src/…` inside the
+    /// repository. Before, the walk skipped links (neither file nor directory), so the copy a port
+    /// or a prebuild builds from lost them and `load()` failed with FileNotFoundError. Links inside
+    /// the tree are copied with their targets (a directory link stays a link, into the copy); a
+    /// link that leaves the tree is refused, naming it.
+    #[test]
+    fn symbolic_links_inside_the_tree_are_copied_and_one_leaving_it_is_refused() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        let pkg = repo.join("pytorch/prroi/src");
+        fs::create_dir_all(&pkg).unwrap();
+        fs::create_dir_all(repo.join("src/include")).unwrap();
+        fs::write(repo.join("src/kernel.cu"), "__global__ void k() {}\n").unwrap();
+        fs::write(repo.join("src/include/k.cuh"), "#pragma once\n").unwrap();
+        symlink("../../../src/kernel.cu", pkg.join("kernel.cu")).unwrap();
+        symlink("../../../src/include", pkg.join("include")).unwrap();
+        symlink("../../../src/gone.cu", pkg.join("dangling.cu")).unwrap();
+
+        let files = tree_files(&repo).unwrap();
+        assert!(
+            files.contains(&PathBuf::from("pytorch/prroi/src/kernel.cu")),
+            "{files:?}"
+        );
+        let copy = dir.path().join("copy");
+        copy_tree(&repo, &copy).unwrap();
+        let linked = copy.join("pytorch/prroi/src/kernel.cu");
+        assert_eq!(
+            fs::read_to_string(&linked).unwrap(),
+            "__global__ void k() {}\n"
+        );
+        assert!(!fs::symlink_metadata(&linked)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let include = copy.join("pytorch/prroi/src/include");
+        assert!(fs::symlink_metadata(&include)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            fs::read_link(&include).unwrap(),
+            copy.join("src/include"),
+            "the directory link leads into the copy, not back to the source"
+        );
+        assert!(include.join("k.cuh").is_file());
+
+        // The package directory alone: its links lead out of it.
+        let e = format!(
+            "{:#}",
+            copy_tree(&repo.join("pytorch/prroi"), &dir.path().join("pkg-copy")).unwrap_err()
+        );
+        assert!(
+            e.contains("prroi/src/kernel.cu is a symbolic link to")
+                && e.contains("repo/src/kernel.cu, outside the source tree"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_tree_declares_cuda_by_its_sources_or_its_build_files() {
