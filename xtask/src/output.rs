@@ -269,6 +269,7 @@ pub mod documents {
         KB_CHECK_TORCH = "kb-check-torch", 1;
         KERNELS = "kernels", 1;
         PORT_EXTENSION = "port-extension", 1;
+        PORT_EXTENSION_TREE = "port-extension-tree", 1;
         TOOLCHAIN_ENV = "toolchain-env", 1;
         TOOLCHAIN_INSTALL = "toolchain-install", 1;
         TOOLCHAIN_LIST = "toolchain-list", 1;

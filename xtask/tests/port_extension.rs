@@ -1029,6 +1029,88 @@ fn recipe_less_sources_are_checked_before_any_work() {
     );
 }
 
+/// Issue 62: `--src` of a repository with five extension packages in subfolders, four driven by
+/// its make.sh, and a docs setup.py that builds none. Before: "neither setup.py nor
+/// pyproject.toml there", with no word of the five. Now each is listed with the script line that
+/// builds it and ported (here a dry run: the same rules, no build), one row per package;
+/// `--package PATH` ports one as any package, and a path that is none of them is named with the list.
+#[test]
+fn a_tree_of_packages_is_listed_and_each_ported_or_the_one_only_names() {
+    let tree = fixture("legacy-tree");
+    let r = xtask(
+        &["port-extension", "--src", &tree, "--dry-run", "--json"],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("holds 5 extension builds: lib/nms (setup.py, make.sh:5), lib/roi_align (setup.py, make.sh:6), lib/roi_pool (setup.py, make.sh:7), lib/sigmoid_focal_loss (setup.py, make.sh:9), ops/count (setup.py)"),
+        "{}",
+        r.stderr
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["document"], "port-extension-tree", "{v}");
+    let rows = v["packages"].as_array().unwrap();
+    let dirs: Vec<&str> = rows.iter().map(|p| p["dir"].as_str().unwrap()).collect();
+    assert_eq!(
+        dirs,
+        [
+            "lib/nms",
+            "lib/roi_align",
+            "lib/roi_pool",
+            "lib/sigmoid_focal_loss",
+            "ops/count"
+        ]
+    );
+    for p in rows {
+        assert_eq!(p["outcome"], "dry run", "{p}");
+        assert_eq!(p["report"]["rewrites"]["at-check"], 1, "{p}");
+        assert_eq!(p["report"]["rewrites"]["setup-std-cxx"], 1, "{p}");
+    }
+    let r = xtask(&["port-extension", "--src", &tree, "--dry-run"], None);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("lib/roi_pool            setup.py  dry run: 2 rewrites, 0 to review"),
+        "{}",
+        r.stdout
+    );
+    let r = xtask(
+        &[
+            "port-extension",
+            "--src",
+            &tree,
+            "--package",
+            "lib/nms",
+            "--dry-run",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["document"], "port-extension", "{v}");
+    assert!(v["source"].as_str().unwrap().contains("lib/nms"), "{v}");
+    let r = xtask(
+        &[
+            "port-extension",
+            "--src",
+            &tree,
+            "--package",
+            "lib",
+            "--dry-run",
+        ],
+        None,
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--package lib: not one of the extension builds")
+            && r.stderr.contains("ops/count (setup.py)"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// Issue 62: a CUDA-only package (one .cu, THCDeviceTensor kernels) whose `__init__.py` imports a
 /// module it never declares. Before: the THC header stopped the compile; then, with nothing
 /// imported, the generic smoke test was started without a `--module` and the port failed after an

@@ -1,5 +1,5 @@
-//! `cargo xtask port-extension NAME|--src DIR [--recipe NAME] --arch SPEC [--dry-run|--check]`:
-//! thin CLI over [`crate::port_extension`].
+//! `cargo xtask port-extension NAME|--src DIR [--recipe NAME] [--package PATH] --arch SPEC
+//! [--dry-run|--check]`: thin CLI over [`crate::port_extension`] (trees: `tree_of_packages`).
 //!
 //! Exit status: 0 ported, built and verified (or, with --dry-run, the diff printed); 1 when
 //! the build, the audit, the import or the smoke test fails or a review item is unexplained (and
@@ -8,10 +8,10 @@
 
 use crate::build_output::progress;
 use crate::output::{documents, emit, print_json, Exit};
-use crate::port_extension::{self, recipe::Recipe, PortFailure, Request, RunMode};
+use crate::port_extension::{self, recipe::Recipe, Outcome, Request, RunMode};
 use anyhow::{bail, Result};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
 pub struct PortExtensionArgs {
@@ -23,6 +23,10 @@ pub struct PortExtensionArgs {
     /// a recipe-less port: every rule, the build for --arch, audit, import and a generic smoke test.
     #[arg(long, value_name = "DIR|pypi:NAME==VER|git+URL@REV")]
     pub src: Option<String>,
+    /// With a --src DIR that holds several extension builds (a setup.py per op, a make.sh): port
+    /// only the package in PATH (relative to DIR), not each in turn.
+    #[arg(long, value_name = "PATH", requires = "src")]
+    pub package: Option<String>,
     /// After a recipe-less port that passed, write `patches/NAME/recipe.toml` pinning its source
     /// (add patches and a numeric smoke test there).
     #[arg(long, value_name = "NAME", requires = "src")]
@@ -69,35 +73,23 @@ pub struct PortExtensionArgs {
 }
 
 fn mode_of(args: &PortExtensionArgs) -> RunMode {
-    if args.dry_run {
-        RunMode::DryRun
-    } else if args.check {
-        RunMode::Check
-    } else {
-        RunMode::Full
-    }
-}
-
-/// `--stable-namespace`, else the package of the recipe's module (`legacy_demo._C` →
-/// `legacy_demo`), else the source directory's name.
-fn stable_namespace(args: &PortExtensionArgs, recipe: &Recipe) -> String {
-    if let Some(ns) = &args.stable_namespace {
-        return ns.clone();
-    }
-    let src = args.src.as_ref().map(PathBuf::from);
-    match recipe
-        .build
-        .module
-        .split('.')
-        .next()
-        .filter(|p| !p.is_empty())
-    {
-        Some(package) => package.to_string(),
-        None => crate::codemod::stable_bindings::namespace_of(src.as_ref()),
+    match (args.dry_run, args.check) {
+        (true, _) => RunMode::DryRun,
+        (_, true) => RunMode::Check,
+        _ => RunMode::Full,
     }
 }
 
 pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
+    if let (None, None, Some(src)) = (&args.recipe, &args.name, &args.src) {
+        let root = Path::new(src);
+        if root.is_dir() && port_extension::tree_of_packages::is_tree(root)? {
+            return run_tree(args, root);
+        }
+    }
+    if let (Some(_), Some(src)) = (&args.package, &args.src) {
+        bail!("--package PATH picks a package of a tree; {src} is not one (it has its own build script, or a recipe names it): drop --package");
+    }
     let recipe = match (&args.recipe, &args.name, &args.src) {
         (Some(r), Some(n), _) if r != n => {
             bail!("NAME `{n}` and --recipe `{r}` differ: give one of them")
@@ -114,13 +106,40 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
             port_extension::recipe::list().join(", ")
         ),
     };
-    let name = recipe.name.clone();
-    args.write_recipe
-        .as_deref()
-        .map_or(Ok(()), port_extension::recipe::check_new_name)?;
-    let mode = mode_of(args);
-    let stable_abi = args.stable_abi.then(|| stable_namespace(args, &recipe));
-    let req = Request {
+    port_one(args, recipe)
+}
+
+/// A tree of packages: the one `--package` names, ported as any package; else each in turn.
+fn run_tree(args: &PortExtensionArgs, root: &Path) -> Result<Exit> {
+    use port_extension::tree_of_packages::{port_tree, TreePort, TreeReport};
+    let recipe_of = |dir: &Path| port_extension::recipe_less(&dir.display().to_string());
+    let one_only = args.write_recipe.as_ref().map(|_| "--write-recipe");
+    let mut port = |dir: &Path| port_extension::run(&request(args, recipe_of(dir)?));
+    match port_tree(root, args.package.as_deref(), one_only, &mut port)? {
+        TreePort::One(dir) => port_one(args, recipe_of(&dir)?),
+        TreePort::All(report) => {
+            let json = args.output.json;
+            emit(
+                json,
+                documents::PORT_EXTENSION_TREE,
+                &report,
+                TreeReport::table,
+            )?;
+            Ok(Exit::passed(report.ok()))
+        }
+    }
+}
+
+/// The port of one package with the command's flags.
+fn request(args: &PortExtensionArgs, recipe: Recipe) -> Request {
+    let stable_abi = args.stable_abi.then(|| {
+        port_extension::stable_namespace(
+            args.stable_namespace.as_deref(),
+            args.src.as_deref(),
+            &recipe,
+        )
+    });
+    Request {
         src: if recipe.recipe_less {
             None
         } else {
@@ -129,14 +148,24 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
         recipe,
         arch: args.arch.clone(),
         target: args.target.clone(),
-        mode,
+        mode: mode_of(args),
         progress: progress::Mode::Auto,
         with_deps: args.with_deps,
         own_arch_flags: args.own_arch_flags,
         skip_missing_submodules: args.skip_missing_submodules,
         run_tests: !args.no_tests,
         stable_abi,
-    };
+    }
+}
+
+/// Ports one package (a recipe's, or a recipe-less source) and prints its report.
+fn port_one(args: &PortExtensionArgs, recipe: Recipe) -> Result<Exit> {
+    let name = recipe.name.clone();
+    args.write_recipe
+        .as_deref()
+        .map_or(Ok(()), port_extension::recipe::check_new_name)?;
+    let mode = mode_of(args);
+    let req = request(args, recipe);
     let out = match port_extension::run(&req)? {
         Ok(o) => o,
         Err(f) => {
@@ -146,20 +175,16 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
                     &serde_json::json!({ "ok": false, "failure": f }),
                 )?;
             }
-            match f {
-                PortFailure::Build(b) => {
-                    crate::errln!("error: the ported {name} does not build: {b}")
-                }
-                PortFailure::Verify(v) => crate::errln!("error: {v}"),
-            }
+            crate::errln!("error: {}", f.message(&name));
             return Ok(Exit::Failed);
         }
     };
-    emit(args.output.json, documents::PORT_EXTENSION, &out, |o| {
-        let mut s = o.diff.clone().unwrap_or_default();
-        s.push_str(&o.summary());
-        s
-    })?;
+    emit(
+        args.output.json,
+        documents::PORT_EXTENSION,
+        &out,
+        Outcome::rendered,
+    )?;
     if mode == RunMode::Check && (!out.files_changed.is_empty() || out.unexplained > 0) {
         return Ok(Exit::Failed);
     }

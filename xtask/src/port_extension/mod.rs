@@ -12,6 +12,7 @@ pub mod package_tests;
 pub mod recipe;
 pub mod steps;
 mod summary;
+pub mod tree_of_packages;
 pub mod workdir;
 
 pub use steps::run;
@@ -188,6 +189,16 @@ pub enum PortFailure {
     Verify(VerifyFailure),
 }
 
+impl PortFailure {
+    /// What the command says of it: the stage, the first error, the log.
+    pub fn message(&self, name: &str) -> String {
+        match self {
+            PortFailure::Build(b) => format!("the ported {name} does not build: {b}"),
+            PortFailure::Verify(v) => v.to_string(),
+        }
+    }
+}
+
 impl BuildSummary {
     /// What a port reports of build-ext's outcome.
     pub fn of(b: &build_ext::Outcome) -> BuildSummary {
@@ -332,6 +343,25 @@ pub fn recipe_less(src: &str) -> Result<Recipe> {
         source.path = Some(dir);
     }
     Ok(Recipe::generic(&name, source))
+}
+
+/// `--stable-namespace` (`explicit`), else the package of the recipe's module (`legacy_demo._C` →
+/// `legacy_demo`), else the source directory's name.
+pub fn stable_namespace(explicit: Option<&str>, src: Option<&str>, recipe: &Recipe) -> String {
+    if let Some(ns) = explicit {
+        return ns.to_string();
+    }
+    let src = src.map(PathBuf::from);
+    match recipe
+        .build
+        .module
+        .split('.')
+        .next()
+        .filter(|p| !p.is_empty())
+    {
+        Some(package) => package.to_string(),
+        None => crate::codemod::stable_bindings::namespace_of(src.as_ref()),
+    }
 }
 
 /// `95 modules: 90 import; not installed: cityscapesscripts (4 modules); other: 1`.

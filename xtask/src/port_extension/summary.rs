@@ -4,6 +4,13 @@ use super::Outcome;
 use crate::output::Table;
 
 impl Outcome {
+    /// What the command prints for people: the diff of a dry run, then [`Self::summary`].
+    pub fn rendered(&self) -> String {
+        let mut s = self.diff.clone().unwrap_or_default();
+        s.push_str(&self.summary());
+        s
+    }
+
     /// The summary people read: files changed, rewrites per rule, review items and how each was
     /// resolved, build time, archs verified, the smoke test's numbers; then per file the rules
     /// that changed it, per rule its rewrites and why, and the review items with what to check.
