@@ -1029,6 +1029,48 @@ fn recipe_less_sources_are_checked_before_any_work() {
     );
 }
 
+/// Issue 62: a review item the compiler will certainly reject (a THC header torch 2.15 does not
+/// have, a THC name nothing declares) stops the port before anything compiles, each at file:line
+/// with what to do. Before, it compiled and ended in "No such file or directory".
+#[test]
+fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("setup.py"),
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import BuildExtension, CppExtension\nsetup(name='numerics', ext_modules=[CppExtension('numerics', ['numerics.cpp'])], cmdclass={'build_ext': BuildExtension})\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("numerics.cpp"),
+        "#include <torch/extension.h>\n#include <THC/THCNumerics.cuh>\n\nfloat e(float x) {\n  // THCNumerics in a comment is no code\n  return THCNumerics<float>::exp(x);\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"e\", &e); }\n",
+    )
+    .unwrap();
+    let src = dir.path().display().to_string();
+    let r = xtask(
+        &["port-extension", "--src", &src, "--arch", "9.0", "--json"],
+        None,
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["failure"]["stage"], "review", "{v}");
+    let message = v["failure"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("stops before compiling: 2 review item(s)"),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "numerics.cpp:2: #include <THC/THCNumerics.cuh>: the target torch has no such header"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("numerics.cpp:6: THCNumerics: torch removed it"),
+        "{message}"
+    );
+    assert!(!r.stderr.contains("archsmith: building"), "{}", r.stderr);
+}
+
 /// Issue 62: `--src` of a repository with five extension packages in subfolders, four driven by
 /// its make.sh, and a docs setup.py that builds none. Before: "neither setup.py nor
 /// pyproject.toml there", with no word of the five. Now each is listed with the script line that

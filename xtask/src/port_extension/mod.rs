@@ -8,6 +8,7 @@
 //! (`<cache>/port/<key>/<name>`, [`steps::port_dir`]), which is a git repository whose one commit is the unported
 //! source, so `git diff` there shows the port.
 
+pub mod certain_failures;
 pub mod package_tests;
 pub mod recipe;
 pub mod steps;

@@ -89,6 +89,11 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
             smoke: None,
         })));
     }
+    if req.recipe.recipe_less {
+        if let Some(f) = stop_early(&job)? {
+            return Ok(Err(PortFailure::Verify(f)));
+        }
+    }
     let tree = SourceSpec::Dir(job.wt.root.join(&req.recipe.build.dir));
     if build_ext::jit::applies(&tree)? {
         return prebuild_jit(job, tree);
@@ -116,6 +121,32 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         }
     }
     Ok(Ok(finish(job)))
+}
+
+/// Step 4b (recipe-less): the review items the compiler will certainly reject — a header the
+/// target torch lacks, a TH/THC name nothing declares — stop the port before it compiles, each at
+/// file:line with what to do.
+fn stop_early(job: &Job) -> Result<Option<VerifyFailure>> {
+    let python = match &job.req.target.python {
+        Some(p) => p.clone(),
+        None => python::ensure_torch_env(&target_torch(job.req))?.python,
+    };
+    let include = build_ext::probe_env(&python)?.purelib.join("torch/include");
+    let dirs = [include.join("torch/csrc/api/include"), include];
+    let certain = super::certain_failures::find(&job.wt.root, &job.out.review, &dirs)?;
+    if certain.is_empty() {
+        return Ok(None);
+    }
+    let lines: Vec<String> = certain.iter().map(|c| format!("  {c}")).collect();
+    Ok(Some(VerifyFailure {
+        stage: "review",
+        message: format!(
+            "the port stops before compiling: {} review item(s) the compiler will reject (fix them in the source, or write a recipe with a patch for each; port-extension --src … --dry-run shows them all):\n{}",
+            certain.len(),
+            lines.join("\n")
+        ),
+        smoke: None,
+    }))
 }
 
 /// The release of `python`'s torch (`2.11.0` for `2.11.0+cu130`), read without importing it.

@@ -1,0 +1,315 @@
+//! The review items a compiler will certainly reject, found before anything compiles: an
+//! `#include` of a header that neither the target torch nor the source tree has, or a TH/THC
+//! name nothing declares, in a file the build compiles and outside any `#if`. A port that
+//! holds one can no longer succeed; it stops with the list instead of ending minutes of
+//! compiling in an error it already knew.
+
+use super::ReviewRow;
+use crate::build_ext::source;
+use anyhow::Result;
+use fs_err as fs;
+use regex::Regex;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+/// Rules whose items name a header no rule could replace.
+const HEADER_RULES: [&str; 2] = ["thc-other-header", "th-other-header"];
+/// Rules whose items name a TH/THC identifier no rule could replace.
+const NAME_RULES: [&str; 2] = ["thc-leftover", "th-leftover"];
+
+/// One item that will stop the compiler, with what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Certain {
+    pub file: String,
+    pub line: usize,
+    pub what: String,
+}
+
+impl std::fmt::Display for Certain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.what)
+    }
+}
+
+/// The items of `review` under `root` (the ported tree) that the compiler will reject, given the
+/// target's include directories.
+pub fn find(root: &Path, review: &[ReviewRow], include_dirs: &[PathBuf]) -> Result<Vec<Certain>> {
+    static INCLUDE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#"^\s*#\s*include\s*[<"]([^>"]+)[>"]"#).expect("include"));
+    let files = source::tree_files(root)?;
+    let compiled = compiled_files(root, &files);
+    let mut out = Vec::new();
+    for item in review.iter().filter(|i| !i.explained) {
+        if !compiled.contains(&item.file) || conditional(&root.join(&item.file), item.line) {
+            continue;
+        }
+        if HEADER_RULES.contains(&item.rule.as_str()) {
+            let Some(header) = INCLUDE.captures(&item.code).map(|c| c[1].to_string()) else {
+                continue;
+            };
+            let anywhere = include_dirs.iter().any(|d| d.join(&header).is_file())
+                || files.iter().any(|f| f.ends_with(&header));
+            if !anywhere {
+                out.push(Certain {
+                    file: item.file.clone(),
+                    line: item.line,
+                    what: format!(
+                        "#include <{header}>: the target torch has no such header (its include directory does not), nor does the source; {}",
+                        item.suggestion
+                    ),
+                });
+            }
+        } else if NAME_RULES.contains(&item.rule.as_str()) {
+            for name in undeclared_names(root, &files, &item.code)? {
+                out.push(Certain {
+                    file: item.file.clone(),
+                    line: item.line,
+                    what: format!(
+                        "{name}: torch removed it (TH/THC, gone in 1.11) and nothing in the source declares it; {}",
+                        item.suggestion
+                    ),
+                });
+            }
+        }
+    }
+    out.dedup();
+    Ok(out)
+}
+
+/// The TH/THC names on `code` that no file of the tree declares (`#define`, `struct`, `class`,
+/// `typedef`, `using`).
+fn undeclared_names(root: &Path, files: &[PathBuf], code: &str) -> Result<Vec<String>> {
+    static NAME: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"\bTH(C|Cuda|Float|Double|Half|Byte|Char|Short|Int|Long|Bool)?[A-Z_]\w*")
+            .expect("TH name")
+    });
+    let names: BTreeSet<String> = NAME
+        .find_iter(code)
+        .map(|m| m.as_str().to_string())
+        .collect();
+    let mut undeclared = Vec::new();
+    for name in names {
+        let declared = Regex::new(&format!(
+            r"(#\s*define|\bstruct|\bclass|\btypedef\b[^;]*|\busing)\s+{}\b",
+            regex::escape(&name)
+        ))?;
+        let found = files.iter().filter(|f| is_source(f)).any(|f| {
+            fs::read(root.join(f))
+                .map(|b| declared.is_match(&String::from_utf8_lossy(&b)))
+                .unwrap_or(false)
+        });
+        if !found {
+            undeclared.push(name);
+        }
+    }
+    Ok(undeclared)
+}
+
+fn is_source(rel: &Path) -> bool {
+    rel.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        matches!(
+            e,
+            "c" | "cc" | "cpp" | "cxx" | "cu" | "h" | "hh" | "hpp" | "cuh"
+        )
+    })
+}
+
+/// The C/C++/CUDA files the build compiles: each source whose file name a build file of the tree
+/// names (a `setup.py`, a module calling `load()`, CMake's lists), every source when a build file
+/// globs, and the headers those include by name.
+fn compiled_files(root: &Path, files: &[PathBuf]) -> BTreeSet<String> {
+    static GLOB: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"\bglob\b|os\.listdir|file\s*\(\s*GLOB|\.rglob|\.iterdir|os\.walk")
+            .expect("glob")
+    });
+    let build_text: String = files
+        .iter()
+        .filter(|f| {
+            let name = f.to_string_lossy();
+            name.ends_with(".py") || name.ends_with("CMakeLists.txt") || name.ends_with(".cmake")
+        })
+        .filter_map(|f| fs::read(root.join(f)).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let globs = GLOB.is_match(&build_text);
+    let name = |f: &Path| f.file_name().map(|n| n.to_string_lossy().into_owned());
+    // A name two sources share must be named with its folder (`src/op.cu`, not a
+    // `tensorflow/op.cu` no build here compiles).
+    let shared = |f: &Path| files.iter().filter(|g| name(g) == name(f)).count() > 1;
+    let named = |f: &Path| match (shared(f), f.parent().and_then(Path::file_name)) {
+        (true, Some(dir)) => build_text.contains(&format!(
+            "{}/{}",
+            dir.to_string_lossy(),
+            name(f).unwrap_or_default()
+        )),
+        _ => name(f).is_some_and(|n| build_text.contains(&n)),
+    };
+    let sources: Vec<&PathBuf> = files
+        .iter()
+        .filter(|f| is_source(f) && !is_header(f))
+        .filter(|f| globs || named(f))
+        .collect();
+    let mut compiled: BTreeSet<String> = sources.iter().map(|f| f.display().to_string()).collect();
+    let included: String = sources
+        .iter()
+        .filter_map(|f| fs::read(root.join(f)).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for h in files.iter().filter(|f| is_header(f)) {
+        if h.file_name()
+            .is_some_and(|n| included.contains(n.to_string_lossy().as_ref()))
+        {
+            compiled.insert(h.display().to_string());
+        }
+    }
+    compiled
+}
+
+fn is_header(rel: &Path) -> bool {
+    rel.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e, "h" | "hh" | "hpp" | "cuh"))
+}
+
+/// Whether line `line` (1-based) of `file` sits inside an `#if`/`#ifdef`/`#ifndef` block other
+/// than the file's include guard: there the compiler may never see it.
+fn conditional(file: &Path, line: usize) -> bool {
+    static OPEN: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^\s*#\s*(if|ifdef|ifndef)\b").expect("if"));
+    static CLOSE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^\s*#\s*endif\b").expect("endif"));
+    static GUARD: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*#\s*ifndef\s+(\w+)\s*\n\s*#\s*define\s+(\w+)").expect("guard")
+    });
+    let Ok(bytes) = fs::read(file) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    // The first directive of a header guard opens a block around the whole file.
+    let first_directive = text.lines().map(str::trim).find(|l| l.starts_with('#'));
+    let guarded = first_directive.is_some_and(|l| l.starts_with("#ifndef"))
+        && GUARD
+            .captures(text.trim_start_matches(|c: char| c != '#'))
+            .is_some_and(|c| c[1] == c[2]);
+    let mut depth: i32 = if guarded { -1 } else { 0 };
+    for l in text.lines().take(line.saturating_sub(1)) {
+        if OPEN.is_match(l) {
+            depth += 1;
+        } else if CLOSE.is_match(l) {
+            depth -= 1;
+        }
+    }
+    depth > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(file: &str, line: usize, rule: &str, code: &str) -> ReviewRow {
+        ReviewRow {
+            file: file.into(),
+            line,
+            rule: rule.into(),
+            code: code.into(),
+            resolution: "to review".into(),
+            suggestion: "use ATen".into(),
+            explained: false,
+        }
+    }
+
+    /// Issue 62: what the compiler would reject, named before anything compiles; what it may
+    /// never see (a file no build compiles, an `#if` branch, a header or name the tree supplies
+    /// itself) is left to the build.
+    #[test]
+    fn only_items_the_compiler_will_reject_are_certain() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        };
+        write(
+            "setup.py",
+            "CUDAExtension('x', ['src/op.cu', 'src/compat.cpp'])\n",
+        );
+        write(
+            "src/op.cu",
+            "#include <THC/THCNumerics.cuh>\n#include \"util.h\"\n#ifdef OLD_TORCH\n#include <THC/THCGeneral.h>\n#endif\nTHCNumerics<float>::exp(x); THCLocal y;\n",
+        );
+        write(
+            "src/util.h",
+            "#ifndef UTIL_H\n#define UTIL_H\n#include <THC/THCTensorMath.h>\n#endif\n",
+        );
+        write(
+            "src/compat.cpp",
+            "#include <THC/THCLocal.h>\nstruct THCLocal {};\n",
+        );
+        write("src/THC/THCLocal.h", "#pragma once\n");
+        write("tensorflow/op.cu", "#include <THC/THCNumerics.cuh>\n");
+        let include = root.join("torch-include");
+        fs::create_dir_all(&include).unwrap();
+        let review = vec![
+            item(
+                "src/op.cu",
+                1,
+                "thc-other-header",
+                "#include <THC/THCNumerics.cuh>",
+            ),
+            item(
+                "src/op.cu",
+                4,
+                "thc-other-header",
+                "#include <THC/THCGeneral.h>",
+            ),
+            item(
+                "src/op.cu",
+                6,
+                "thc-leftover",
+                "THCNumerics<float>::exp(x); THCLocal y;",
+            ),
+            item(
+                "src/util.h",
+                3,
+                "thc-other-header",
+                "#include <THC/THCTensorMath.h>",
+            ),
+            item(
+                "src/compat.cpp",
+                1,
+                "thc-other-header",
+                "#include <THC/THCLocal.h>",
+            ),
+            item(
+                "tensorflow/op.cu",
+                1,
+                "thc-other-header",
+                "#include <THC/THCNumerics.cuh>",
+            ),
+        ];
+        let got: Vec<String> = find(root, &review, &[include])
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}:{} {}",
+                    c.file,
+                    c.line,
+                    c.what.split(':').next().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "src/op.cu:1 #include <THC/THCNumerics.cuh>",
+                "src/op.cu:6 THCNumerics",
+                "src/util.h:3 #include <THC/THCTensorMath.h>",
+            ]
+        );
+    }
+}
