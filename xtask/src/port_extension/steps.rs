@@ -620,16 +620,30 @@ fn smoke_modules(
 ) -> Result<Vec<String>> {
     let zip = crate::wheel::Wheel::open(&built.wheel)?;
     let extensions = build_ext::check::extension_modules(zip.names());
+    // A module counts only with its packages: warp-rnnt's `__init__` imports `_C` and then fails
+    // on `pkg_resources`, which leaves `_C` imported in the sweep's process but not importable
+    // in a fresh one.
+    let imported: &[String] = sweep.map_or(&[], |s| &s.imported);
     let mut modules: Vec<String> = built
         .imported
         .iter()
-        .chain(sweep.iter().flat_map(|s| &s.imported))
+        .chain(imported.iter().filter(|m| imports_alone(m, imported)))
         .filter(|m| !m.is_empty() && extensions.contains(m))
         .cloned()
         .collect();
     modules.sort();
     modules.dedup();
     Ok(modules)
+}
+
+/// Whether `module` imported with every package above it (`a.b._C`: `a` and `a.b` too).
+fn imports_alone(module: &str, imported: &[String]) -> bool {
+    let mut parent = module;
+    std::iter::from_fn(|| {
+        parent = parent.rsplit_once('.')?.0;
+        Some(parent)
+    })
+    .all(|p| imported.iter().any(|i| i == p))
 }
 
 /// Why no extension module could be smoke-tested: what each failed to import on.
@@ -652,6 +666,18 @@ fn skipped_smoke(sweep: Option<&build_ext::check::Sweep>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// warp-rnnt 0.4.0: its `__init__` imports `_C`, then fails on `pkg_resources`; the sweep's
+    /// process keeps `warp_rnnt._C`, a fresh one cannot import it without its package.
+    #[test]
+    fn a_module_counts_as_imported_only_with_its_packages() {
+        let imported = ["warp_rnnt._C".to_string(), "top_ext".to_string()];
+        assert!(!imports_alone("warp_rnnt._C", &imported));
+        assert!(imports_alone("top_ext", &imported));
+        let all = ["a".to_string(), "a.b".to_string(), "a.b._C".to_string()];
+        assert!(imports_alone("a.b._C", &all));
+        assert!(!imports_alone("a.b._C", &all[1..]));
+    }
 
     /// Issue 50: `--src A/ops` then `--src B/ops` shared `port/ops`: the second overwrote the
     /// first's work tree and JIT manifest. Each source is its own port; a recipe stays its name.

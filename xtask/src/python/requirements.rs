@@ -88,6 +88,19 @@ fn normalize(name: &str) -> String {
     name.to_ascii_lowercase().replace(['_', '.'], "-")
 }
 
+/// Whether `req` is unmet by what the env has of it (`installed`: the probe's answer, its
+/// version or None): absent, or at a version it excludes (`setuptools<82` for `pkg_resources`,
+/// which 82 dropped).
+fn unmet(req: &pep508_rs::Requirement, installed: Option<&Option<String>>) -> bool {
+    let Some(Some(installed)) = installed else {
+        return true;
+    };
+    match (&req.version_or_url, installed.parse::<pep440_rs::Version>()) {
+        (Some(pep508_rs::VersionOrUrl::VersionSpecifier(spec)), Ok(v)) => !spec.contains(&v),
+        _ => false,
+    }
+}
+
 /// `wanted` (with what they require in turn) that the env of `python` lacks, installed into a
 /// directory of archsmith's cache built once per set. None when the env has them all.
 pub fn install_beside(
@@ -110,11 +123,7 @@ pub fn install_beside(
         )?;
         let mut out: Vec<String> = reqs
             .iter()
-            .filter(|r| {
-                info.distributions
-                    .get(&r.name.to_string())
-                    .is_none_or(Option::is_none)
-            })
+            .filter(|r| unmet(r, info.distributions.get(&r.name.to_string())))
             .map(ToString::to_string)
             .collect();
         out.sort();
@@ -181,6 +190,19 @@ fn env_identity(python: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The held-out warp-rnnt 0.4.0 imports `pkg_resources`, which setuptools 82 dropped: an env
+    /// with setuptools 84 does not meet `setuptools<82`.
+    #[test]
+    fn a_requirement_is_met_only_at_a_version_it_allows() {
+        let req = |s: &str| s.parse::<pep508_rs::Requirement>().unwrap();
+        let have = |v: &str| Some(v.to_string());
+        assert!(unmet(&req("setuptools<82"), Some(&have("84.2.1"))));
+        assert!(!unmet(&req("setuptools<82"), Some(&have("81.0.0"))));
+        assert!(!unmet(&req("numba"), Some(&have("0.60.0"))));
+        assert!(unmet(&req("numba"), Some(&None)));
+        assert!(unmet(&req("numba"), None));
+    }
 
     #[test]
     fn reads_requires_dist_without_extras_and_requirement_files() {
