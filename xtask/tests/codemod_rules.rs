@@ -781,3 +781,93 @@ fn a_standard_header_the_host_compiler_no_longer_pulls_in_is_added() {
     let again = apply_rules(rules, archsmith::codemod::Lang::Cpp, &out.output).unwrap();
     assert!(again.counts.is_empty() && again.output == out.output);
 }
+
+/// The operator schemas of the torch env archsmith provisioned for `version` (the file its PyPI
+/// wheel installed).
+fn env_schemas(version: &str) -> archsmith::codemod::aten_schema::Schemas {
+    let env = archsmith::python::ensure_torch_env(&version.parse().unwrap()).unwrap();
+    let purelib = archsmith::build_ext::probe_env(&env.python)
+        .unwrap()
+        .purelib;
+    archsmith::port_extension::signature_changes::from_env(&purelib)
+        .unwrap()
+        .unwrap()
+}
+
+/// Issue 62: an ATen call that no longer binds is read from the releases' own schemas (the
+/// native_functions.yaml of torch 2.11.0's and 2.15.0's real wheels, as their envs installed
+/// them): `at::qr(m)` bound in 2.11.0 and the operator is gone in 2.15.0; the three-argument
+/// `leaky_relu_backward` of 2019 code binds in neither (it gained `self_is_result` before 1.12);
+/// calls that still bind, and names that are no operator, give nothing.
+#[test]
+fn aten_calls_the_target_no_longer_binds_are_named_with_both_schemas() {
+    use archsmith::port_extension::signature_changes::{review, Releases};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ops.cpp"),
+        "#include <torch/extension.h>\n\
+         at::Tensor f(at::Tensor g, at::Tensor x, at::Tensor m) {\n\
+         \x20 auto qr = at::qr(m);  // at::symeig(m) in a comment is no call\n\
+         \x20 auto d = at::leaky_relu_backward(g, x, 0.2);\n\
+         \x20 auto z = at::zeros({2, 2}, x.options());\n\
+         \x20 at::cuda::CUDAGuard guard(x.device());\n\
+         \x20 return std::get<0>(qr) + d + z + at::sigmoid(x);\n\
+         }\n",
+    )
+    .unwrap();
+    let say = |_: &str| {};
+    let mut releases = Releases::inserted_only(&say);
+    releases.insert("2.11.0".parse().unwrap(), env_schemas("2.11.0"));
+    releases.insert("2.15.0".parse().unwrap(), env_schemas("2.15.0"));
+    let rows = review(
+        dir.path(),
+        &"2.11.0".parse().unwrap(),
+        &"2.15.0".parse().unwrap(),
+        &mut releases,
+    )
+    .unwrap();
+    let got: Vec<(usize, &str)> = rows
+        .iter()
+        .map(|r| (r.line, r.suggestion.as_str()))
+        .collect();
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert_eq!(got[0].0, 3);
+    assert!(
+        got[0].1.starts_with("at::qr(…) with 1 argument(s) binds in torch 2.11.0 (`qr(Tensor self, bool some=True) -> (Tensor Q, Tensor R)`) but not from torch 2.15.0; torch 2.15.0: the operator is gone"),
+        "{}",
+        got[0].1
+    );
+    assert_eq!(got[1].0, 4);
+    assert!(
+        got[1].1.starts_with("at::leaky_relu_backward(…) with 3 argument(s) binds in no torch from 2.11.0 to 2.15.0; torch 2.15.0: `leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor`"),
+        "{}",
+        got[1].1
+    );
+    assert!(rows.iter().all(|r| r.rule == "aten-signature"));
+}
+
+/// The live read: torch 1.12.0's schemas, by HTTP range from its PyPI wheel (the oldest wheel
+/// that ships native_functions.yaml), kept under the cache; `leaky_relu_backward` already has
+/// `self_is_result` there, and `symeig` (removed in 2.0) is still an operator.
+#[test]
+#[ignore = "live tier: reads torch 1.12.0's wheel on PyPI by HTTP range; cargo test -- --ignored"]
+fn the_oldest_schemas_are_read_from_the_wheel_by_range() {
+    use archsmith::port_extension::signature_changes::{oldest_with_schemas, Releases};
+    let kept = archsmith::paths::cache_dir()
+        .join("torch-schemas")
+        .join(format!(
+            "torch-{}.native_functions.yaml",
+            oldest_with_schemas()
+        ));
+    let _ = std::fs::remove_file(&kept);
+    let said = std::cell::RefCell::new(Vec::new());
+    let say = |m: &str| said.borrow_mut().push(m.to_string());
+    let mut releases = Releases::new(&say);
+    let old = releases.of(&oldest_with_schemas()).unwrap();
+    assert!(said.borrow()[0].contains("from its PyPI wheel"), "{said:?}");
+    assert!(kept.is_file());
+    assert!(old.len() > 1000, "{}", old.len());
+    assert_eq!(old.accepts("leaky_relu_backward", 4), Some(true));
+    assert_eq!(old.accepts("leaky_relu_backward", 3), Some(false));
+    assert_eq!(old.accepts("symeig", 2), Some(true));
+}

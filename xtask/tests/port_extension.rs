@@ -1030,8 +1030,9 @@ fn recipe_less_sources_are_checked_before_any_work() {
 }
 
 /// Issue 62: a review item the compiler will certainly reject (a THC header torch 2.15 does not
-/// have, a THC name nothing declares) stops the port before anything compiles, each at file:line
-/// with what to do. Before, it compiled and ended in "No such file or directory".
+/// have, a THC name nothing declares, a three-argument `at::leaky_relu_backward` its schema no
+/// longer binds) stops the port before anything compiles, each at file:line with what to do.
+/// Before, it compiled and ended in "No such file or directory" (or nvcc's "too few arguments").
 #[test]
 fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
     let dir = tempfile::tempdir().unwrap();
@@ -1042,12 +1043,26 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
     .unwrap();
     std::fs::write(
         dir.path().join("numerics.cpp"),
-        "#include <torch/extension.h>\n#include <THC/THCNumerics.cuh>\n\nfloat e(float x) {\n  // THCNumerics in a comment is no code\n  return THCNumerics<float>::exp(x);\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"e\", &e); }\n",
+        "#include <torch/extension.h>\n#include <THC/THCNumerics.cuh>\n\nfloat e(float x) {\n  // THCNumerics in a comment is no code\n  return THCNumerics<float>::exp(x);\n}\n\nat::Tensor g(at::Tensor grad, at::Tensor x) {\n  return at::leaky_relu_backward(grad, x, 0.2) + at::sigmoid(x);\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"e\", &e); }\n",
     )
     .unwrap();
     let src = dir.path().display().to_string();
+    // Offline: the target's schemas are its env's own; older releases are left out, and the
+    // call is still named.
+    let env = archsmith::python::ensure_torch_env(&"2.15.0".parse().unwrap()).unwrap();
+    let python = env.python.display().to_string();
     let r = xtask(
-        &["port-extension", "--src", &src, "--arch", "9.0", "--json"],
+        &[
+            "port-extension",
+            "--src",
+            &src,
+            "--arch",
+            "9.0",
+            "--python",
+            &python,
+            "--offline",
+            "--json",
+        ],
         None,
     );
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
@@ -1055,7 +1070,12 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
     assert_eq!(v["failure"]["stage"], "review", "{v}");
     let message = v["failure"]["message"].as_str().unwrap();
     assert!(
-        message.contains("stops before compiling: 2 review item(s)"),
+        message.contains("stops before compiling: 3 review item(s)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("numerics.cpp:10: at::leaky_relu_backward(…) with 3 argument(s)")
+            && message.contains("bool self_is_result) -> Tensor`"),
         "{message}"
     );
     assert!(

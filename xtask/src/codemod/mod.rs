@@ -9,6 +9,7 @@
 //!   as a table; `commands::codemod` is
 //!   the CLI over it, and `port-extension` calls [`run`] directly.
 
+pub mod aten_schema;
 pub mod catalogue;
 pub mod engine;
 pub mod lexer;

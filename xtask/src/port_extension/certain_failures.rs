@@ -1,6 +1,7 @@
 //! The review items a compiler will certainly reject, found before anything compiles: an
-//! `#include` of a header that neither the target torch nor the source tree has, or a TH/THC
-//! name nothing declares, in a file the build compiles and outside any `#if`. A port that
+//! `#include` of a header that neither the target torch nor the source tree has, a TH/THC name
+//! nothing declares, or an ATen call the target's schemas do not bind
+//! ([`super::signature_changes`]), in a file the build compiles and outside any `#if`. A port that
 //! holds one can no longer succeed; it stops with the list instead of ending minutes of
 //! compiling in an error it already knew.
 
@@ -44,7 +45,13 @@ pub fn find(root: &Path, review: &[ReviewRow], include_dirs: &[PathBuf]) -> Resu
         if !compiled.contains(&item.file) || conditional(&root.join(&item.file), item.line) {
             continue;
         }
-        if HEADER_RULES.contains(&item.rule.as_str()) {
+        if item.rule == super::signature_changes::RULE {
+            out.push(Certain {
+                file: item.file.clone(),
+                line: item.line,
+                what: item.suggestion.clone(),
+            });
+        } else if HEADER_RULES.contains(&item.rule.as_str()) {
             let Some(header) = INCLUDE.captures(&item.code).map(|c| c[1].to_string()) else {
                 continue;
             };

@@ -11,6 +11,7 @@
 pub mod certain_failures;
 pub mod package_tests;
 pub mod recipe;
+pub mod signature_changes;
 pub mod steps;
 mod summary;
 pub mod tree_of_packages;

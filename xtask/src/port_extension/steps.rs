@@ -90,7 +90,7 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         })));
     }
     if req.recipe.recipe_less {
-        if let Some(f) = stop_early(&job)? {
+        if let Some(f) = stop_early(&mut job)? {
             return Ok(Err(PortFailure::Verify(f)));
         }
     }
@@ -123,15 +123,35 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
     Ok(Ok(finish(job)))
 }
 
-/// Step 4b (recipe-less): the review items the compiler will certainly reject — a header the
-/// target torch lacks, a TH/THC name nothing declares — stop the port before it compiles, each at
-/// file:line with what to do.
-fn stop_early(job: &Job) -> Result<Option<VerifyFailure>> {
+/// Step 4b (recipe-less): the calls the target torch no longer binds, read from the releases'
+/// schemas, join the review items; then the items the compiler will certainly reject — a header
+/// the target lacks, a TH/THC name nothing declares, such a call — stop the port before it
+/// compiles, each at file:line with what to do.
+fn stop_early(job: &mut Job) -> Result<Option<VerifyFailure>> {
     let python = match &job.req.target.python {
         Some(p) => p.clone(),
         None => python::ensure_torch_env(&target_torch(job.req))?.python,
     };
-    let include = build_ext::probe_env(&python)?.purelib.join("torch/include");
+    let purelib = build_ext::probe_env(&python)?.purelib;
+    let changed = signature_review(job, &purelib).unwrap_or_else(|e| {
+        crate::errln!(
+            "warning: the ATen calls were not checked against the releases' schemas: {e:#}"
+        );
+        Vec::new()
+    });
+    for x in &changed {
+        crate::errln!(
+            "warning: {}:{}: [{}] {} — {}",
+            x.file,
+            x.line,
+            x.rule,
+            x.code,
+            x.suggestion
+        );
+    }
+    job.out.unexplained += changed.len();
+    job.out.review.extend(changed);
+    let include = purelib.join("torch/include");
     let dirs = [include.join("torch/csrc/api/include"), include];
     let certain = super::certain_failures::find(&job.wt.root, &job.out.review, &dirs)?;
     if certain.is_empty() {
@@ -141,12 +161,25 @@ fn stop_early(job: &Job) -> Result<Option<VerifyFailure>> {
     Ok(Some(VerifyFailure {
         stage: "review",
         message: format!(
-            "the port stops before compiling: {} review item(s) the compiler will reject (fix them in the source, or write a recipe with a patch for each; port-extension --src … --dry-run shows them all):\n{}",
+            "the port stops before compiling: {} review item(s) the compiler will reject (fix each in the source, or write a recipe with a patch for it):\n{}",
             certain.len(),
             lines.join("\n")
         ),
         smoke: None,
     }))
+}
+
+/// The review items of the ATen calls the target torch (its env's schemas) no longer binds.
+fn signature_review(job: &Job, purelib: &Path) -> Result<Vec<super::ReviewRow>> {
+    use super::signature_changes::{from_env, oldest_with_schemas, review, Releases};
+    let Some(schemas) = from_env(purelib)? else {
+        return Ok(Vec::new()); // a target older than 1.12: no schemas to read
+    };
+    let say = |m: &str| crate::errln!("archsmith: {m}");
+    let mut releases = Releases::new(&say);
+    let target = target_torch(job.req);
+    releases.insert(target.clone(), schemas);
+    review(&job.wt.root, &oldest_with_schemas(), &target, &mut releases)
 }
 
 /// The release of `python`'s torch (`2.11.0` for `2.11.0+cu130`), read without importing it.

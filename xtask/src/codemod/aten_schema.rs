@@ -1,0 +1,266 @@
+//! ATen operator schemas as torch's own `native_functions.yaml` states them (every torch wheel
+//! from 1.12 carries it as `torchgen/packaged/ATen/native/native_functions.yaml`), and the calls
+//! of `at::NAME(…)`/`torch::NAME(…)` in C++/CUDA source, so a port reads what changed between two
+//! releases from the releases themselves instead of from rules written by hand.
+//!
+//! Only what a call's arity needs is read: each overload's signature, how many arguments the
+//! C++ function takes, and how many of them have no default. The YAML is read line by line (each
+//! entry's `- func:` line holds the whole schema); nothing else of the file is interpreted.
+
+use super::lexer::{lex_c, Kind};
+use std::collections::BTreeMap;
+
+/// One overload of an operator: `leaky_relu_backward(Tensor grad_output, …) -> Tensor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overload {
+    /// The schema as the YAML writes it.
+    pub signature: String,
+    /// Arguments the C++ function takes. An overload with `out=` tensors is `NAME_out`'s, whose
+    /// C++ form takes them first.
+    pub total: usize,
+    /// Those without a default.
+    pub required: usize,
+}
+
+impl Overload {
+    /// Whether a C++ call with `n` arguments can bind to this overload.
+    pub fn accepts(&self, n: usize) -> bool {
+        self.required <= n && n <= self.total
+    }
+}
+
+/// The operators of one release, by name (less the overload name).
+#[derive(Debug, Clone, Default)]
+pub struct Schemas {
+    ops: BTreeMap<String, Vec<Overload>>,
+}
+
+impl Schemas {
+    /// Reads `native_functions.yaml`'s text. Lines that are not a well-formed `- func:` schema
+    /// are skipped: the file is torch's, and a line this reader cannot split is no call's
+    /// verdict.
+    pub fn parse(yaml: &str) -> Schemas {
+        let mut ops: BTreeMap<String, Vec<Overload>> = BTreeMap::new();
+        for line in yaml.lines() {
+            let Some(sig) = line.strip_prefix("- func:").map(str::trim) else {
+                continue;
+            };
+            let (Some(open), Some(close)) = (sig.find('('), sig.rfind(") ->")) else {
+                continue;
+            };
+            if close < open {
+                continue;
+            }
+            let name = sig[..open].split('.').next().unwrap_or_default();
+            let (mut total, mut required, mut outs) = (0, 0, 0);
+            let mut kwarg_only = false;
+            for arg in split_top(&sig[open + 1..close]) {
+                if arg == "*" {
+                    kwarg_only = true;
+                    continue;
+                }
+                // `Tensor(a!) out` after `*`: an out= tensor, which the C++ API takes first in
+                // `NAME_out(out, …)`, not in `NAME(…)`.
+                if kwarg_only && arg.contains("!)") {
+                    outs += 1;
+                    continue;
+                }
+                total += 1;
+                if !arg.contains('=') {
+                    required += 1;
+                }
+            }
+            let name = match outs {
+                0 => name.to_string(),
+                _ => format!("{name}_out"),
+            };
+            let (total, required) = (total + outs, required + outs);
+            ops.entry(name).or_default().push(Overload {
+                signature: sig.to_string(),
+                total,
+                required,
+            });
+        }
+        Schemas { ops }
+    }
+
+    /// The overloads of `name`; None when the release has no such operator.
+    pub fn overloads(&self, name: &str) -> Option<&[Overload]> {
+        self.ops.get(name).map(Vec::as_slice)
+    }
+
+    /// Whether a call of `name` with `n` arguments binds in this release: None when the
+    /// release has no such operator.
+    pub fn accepts(&self, name: &str, n: usize) -> Option<bool> {
+        self.overloads(name)
+            .map(|ovs| ovs.iter().any(|o| o.accepts(n)))
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// `Tensor self, int[2] size=[1, 1], *, Tensor(a!) out` → its arguments (commas inside `[]`,
+/// `()` and quotes do not split).
+fn split_top(args: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start, mut quote) = (0i32, 0, None);
+    for (i, c) in args.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '(') => depth += 1,
+            (None, ']' | ')') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                out.push(args[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(args[start..].trim());
+    out.retain(|a| !a.is_empty());
+    out
+}
+
+/// A call `at::NAME(a, b)` or `torch::NAME(a, b)` in C++/CUDA source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub name: String,
+    /// 1-based.
+    pub line: usize,
+    pub args: usize,
+}
+
+/// The `at::`/`torch::` function calls of `src` (never in comments or literals): a name right
+/// after the namespace, so `at::cuda::x()` and `at::Tensor(…)` types are not calls of an op
+/// (a name no release's schemas list is no operator, and the caller skips it).
+pub fn calls(src: &[u8]) -> Vec<Call> {
+    let toks: Vec<_> = lex_c(src)
+        .into_iter()
+        .filter(|t| t.kind != Kind::Comment)
+        .collect();
+    let text = |i: usize| toks.get(i).map_or(&b""[..], |t| t.text(src));
+    let mut out = Vec::new();
+    for i in 0..toks.len() {
+        let ns = text(i);
+        if !(ns == b"at" || ns == b"torch") || text(i + 1) != b"::" {
+            continue;
+        }
+        // `c10::at::x` or `x.at::y` are not ours; `::at::x` is.
+        if i > 0
+            && (text(i - 1) == b"::" && i > 1 && toks[i - 2].kind == Kind::Ident
+                || text(i - 1) == b".")
+        {
+            continue;
+        }
+        let Some(name_tok) = toks.get(i + 2).filter(|t| t.kind == Kind::Ident) else {
+            continue;
+        };
+        if text(i + 3) != b"(" {
+            continue;
+        }
+        let (mut depth, mut args, mut any) = (0i32, 0usize, false);
+        for t in toks.iter().skip(i + 3) {
+            match t.text(src) {
+                b"(" | b"[" | b"{" => depth += 1,
+                b")" | b"]" | b"}" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                b"," if depth == 1 => args += 1,
+                _ if depth >= 1 => any = true,
+                _ => {}
+            }
+            if depth >= 1 && t.text(src) != b"(" {
+                any = true;
+            }
+        }
+        let line = src[..name_tok.start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1;
+        out.push(Call {
+            name: String::from_utf8_lossy(name_tok.text(src)).into_owned(),
+            line,
+            args: if any { args + 1 } else { 0 },
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines of torch 1.12.0's and 2.15.0's native_functions.yaml (from their PyPI wheels).
+    const YAML: &str = r#"
+- func: leaky_relu_backward.grad_input(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result, *, Tensor(a!) grad_input) -> Tensor(a!)
+  structured: True
+- func: leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor
+  structured_delegate: leaky_relu_backward.grad_input
+- func: zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+- func: avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+- func: linalg_eigh(Tensor self, str UPLO="L") -> (Tensor eigenvalues, Tensor eigenvectors)
+"#;
+
+    #[test]
+    fn schemas_count_the_arguments_a_cpp_call_binds() {
+        let s = Schemas::parse(YAML);
+        assert_eq!(s.len(), 5);
+        let leaky = s.overloads("leaky_relu_backward").unwrap();
+        assert_eq!(
+            (leaky[0].required, leaky[0].total),
+            (4, 4),
+            "the out= form is not at::NAME's"
+        );
+        assert_eq!(s.accepts("leaky_relu_backward_out", 5), Some(true));
+        assert_eq!(s.accepts("leaky_relu_backward_out", 4), Some(false));
+        assert_eq!(s.accepts("leaky_relu_backward", 3), Some(false));
+        assert_eq!(s.accepts("leaky_relu_backward", 4), Some(true));
+        assert_eq!(s.accepts("avg_pool2d", 2), Some(true));
+        assert_eq!(s.accepts("avg_pool2d", 7), Some(true));
+        assert_eq!(s.accepts("avg_pool2d", 8), Some(false));
+        assert_eq!(s.accepts("linalg_eigh", 2), Some(true), "a quoted default");
+        assert_eq!(s.accepts("symeig", 1), None);
+        assert!(Schemas::parse("- func: broken(\n- func:\n").is_empty());
+    }
+
+    #[test]
+    fn calls_are_found_in_code_only_with_their_arity() {
+        let src = br#"
+// at::leaky_relu_backward(a, b) in a comment
+auto g = at::leaky_relu_backward(grad, at::sigmoid(x), negval);
+auto z = ::at::zeros({n, 4}, x.options());
+const char* s = "at::zeros(1)";
+auto e = torch::symeig(m, /*eigenvectors=*/true);
+at::cuda::getCurrentCUDAStream();
+at::Tensor t = at::empty_like(x);
+auto n = at::ones();
+"#;
+        let got: Vec<(String, usize, usize)> = calls(src)
+            .into_iter()
+            .map(|c| (c.name, c.line, c.args))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("leaky_relu_backward".to_string(), 3, 3),
+                ("sigmoid".to_string(), 3, 1),
+                ("zeros".to_string(), 4, 2),
+                ("symeig".to_string(), 6, 2),
+                ("empty_like".to_string(), 8, 1),
+                ("ones".to_string(), 9, 0),
+            ]
+        );
+    }
+}
