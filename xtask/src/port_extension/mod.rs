@@ -191,6 +191,16 @@ pub enum PortFailure {
     Verify(VerifyFailure),
 }
 
+impl ReviewRow {
+    /// `file:line: [rule] code — what to do`, as a port warns of an item left to review.
+    pub fn warning(&self) -> String {
+        format!(
+            "{}:{}: [{}] {} — {}",
+            self.file, self.line, self.rule, self.code, self.suggestion
+        )
+    }
+}
+
 impl PortFailure {
     /// What the command says of it: the stage, the first error, the log.
     pub fn message(&self, name: &str) -> String {

@@ -140,14 +140,7 @@ fn stop_early(job: &mut Job) -> Result<Option<VerifyFailure>> {
         Vec::new()
     });
     for x in &changed {
-        crate::errln!(
-            "warning: {}:{}: [{}] {} — {}",
-            x.file,
-            x.line,
-            x.rule,
-            x.code,
-            x.suggestion
-        );
+        crate::errln!("warning: {}", x.warning());
     }
     job.out.unexplained += changed.len();
     job.out.review.extend(changed);
@@ -389,14 +382,7 @@ pub fn review(job: &mut Job, rules: &RulesApplied) -> Result<()> {
         r.recipe_less,
     );
     for x in review.iter().filter(|x| r.recipe_less && !x.explained) {
-        crate::errln!(
-            "warning: {}:{}: [{}] {} — {}",
-            x.file,
-            x.line,
-            x.rule,
-            x.code,
-            x.suggestion
-        );
+        crate::errln!("warning: {}", x.warning());
     }
     job.out.unexplained = review.iter().filter(|x| !x.explained).count();
     job.out.review = review;
