@@ -29,16 +29,7 @@ except ImportError:
     print("ARCHSMITH_TESTS " + json.dumps({"error": "pytest is not installed in this env"}))
     sys.exit(2)
 
-# What torch and the driver say when a test wants a GPU the host does not have.
-NO_GPU = re.compile(
-    r"Torch not compiled with CUDA enabled"
-    r"|Found no NVIDIA driver"
-    r"|No CUDA GPUs are available"
-    r"|no CUDA-capable device is detected"
-    r"|CUDA driver initialization failed"
-    r"|CUDA driver version is insufficient"
-    r"|Cannot access accelerator device when none is available"
-)
+from archsmith_no_gpu import NO_GPU  # noqa: E402  (beside this script)
 
 
 def first_error(report):
