@@ -525,7 +525,7 @@ pub fn import_sweep(
         crate::errln!("warning: the wheel's requirements could not be read: {e:#}");
         Vec::new()
     });
-    let mut sweep = sweep_beside(job, python, built, &wanted)?;
+    let mut sweep = sweep_beside(job, python, built, &wanted, &[])?;
     let undeclared = undeclared_requirements(&sweep);
     if !undeclared.is_empty() {
         let names: Vec<String> = undeclared.iter().map(|r| r.name.to_string()).collect();
@@ -534,8 +534,7 @@ pub fn import_sweep(
             names.join(", ")
         );
         let before = job.beside.clone();
-        let all: Vec<_> = wanted.iter().chain(&undeclared).cloned().collect();
-        let again = sweep_beside(job, python, built, &all)?;
+        let again = sweep_beside(job, python, built, &wanted, &undeclared)?;
         if again.imported.len() >= sweep.imported.len() {
             sweep = again;
         } else {
@@ -564,15 +563,18 @@ pub fn import_sweep(
     }))
 }
 
-/// `wanted` installed beside the env (a failed install is a warning: the sweep then names what
-/// is missing), and every module of the wheel imported with them.
+/// `wanted` (and `needed`, for modules that failed to import) installed beside the env (a failed
+/// install is a warning: the sweep then names what is missing), and every module of the wheel
+/// imported with them.
 fn sweep_beside(
     job: &mut Job,
     python: &std::path::Path,
     built: &build_ext::Outcome,
     wanted: &[pep508_rs::Requirement],
+    needed: &[pep508_rs::Requirement],
 ) -> Result<build_ext::check::Sweep> {
-    let beside = python::requirements::install_beside(python, wanted).unwrap_or_else(|e| {
+    let installed = python::requirements::install_beside_needed(python, wanted, needed);
+    let beside = installed.unwrap_or_else(|e| {
         crate::errln!(
             "warning: the package's requirements could not be installed for the import sweep: {e:#}"
         );

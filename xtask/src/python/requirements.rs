@@ -89,12 +89,19 @@ fn normalize(name: &str) -> String {
 }
 
 /// Whether `req` is unmet by what the env has of it (`installed`: the probe's answer, its
-/// version or None): absent, or at a version it excludes (`setuptools<82` for `pkg_resources`,
-/// which 82 dropped).
-fn unmet(req: &pep508_rs::Requirement, installed: Option<&Option<String>>) -> bool {
+/// version or None): absent, or (`versioned`) at a version it excludes (`setuptools<82` for
+/// `pkg_resources`, which 82 dropped).
+fn unmet(
+    req: &pep508_rs::Requirement,
+    installed: Option<&Option<String>>,
+    versioned: bool,
+) -> bool {
     let Some(Some(installed)) = installed else {
         return true;
     };
+    if !versioned {
+        return false;
+    }
     match (&req.version_or_url, installed.parse::<pep440_rs::Version>()) {
         (Some(pep508_rs::VersionOrUrl::VersionSpecifier(spec)), Ok(v)) => !spec.contains(&v),
         _ => false,
@@ -107,6 +114,21 @@ pub fn install_beside(
     python: &Path,
     wanted: &[pep508_rs::Requirement],
 ) -> Result<Option<(PathBuf, Vec<String>)>> {
+    install_beside_needed(python, wanted, &[])
+}
+
+/// [`install_beside`], with `needed`: requirements for a module the package failed to import,
+/// met only at a version their specifier allows (`setuptools<82` for `pkg_resources`). A
+/// declared requirement is met by any installed version: a package's `numpy<1.20` pin must not
+/// bring an old NumPy beside a torch built for a new one (torch-points-kernels 0.7.0's would be
+/// built from source, and fail).
+pub fn install_beside_needed(
+    python: &Path,
+    wanted: &[pep508_rs::Requirement],
+    needed: &[pep508_rs::Requirement],
+) -> Result<Option<(PathBuf, Vec<String>)>> {
+    let all: Vec<pep508_rs::Requirement> = wanted.iter().chain(needed).cloned().collect();
+    let wanted: &[pep508_rs::Requirement] = &all;
     // The requirements the env lacks, and the env's Python (one probe answers both).
     let lacking = |reqs: &[pep508_rs::Requirement]| -> Result<(Vec<String>, String)> {
         if reqs.is_empty() {
@@ -123,7 +145,11 @@ pub fn install_beside(
         )?;
         let mut out: Vec<String> = reqs
             .iter()
-            .filter(|r| unmet(r, info.distributions.get(&r.name.to_string())))
+            .filter(|r| {
+                let installed = info.distributions.get(&r.name.to_string());
+                let versioned = needed.iter().any(|n| n.name == r.name);
+                unmet(r, installed, versioned)
+            })
             .map(ToString::to_string)
             .collect();
         out.sort();
@@ -192,16 +218,18 @@ mod tests {
     use super::*;
 
     /// The held-out warp-rnnt 0.4.0 imports `pkg_resources`, which setuptools 82 dropped: an env
-    /// with setuptools 84 does not meet `setuptools<82`.
+    /// with setuptools 84 does not meet `setuptools<82`; a declared pin stays met by presence.
     #[test]
     fn a_requirement_is_met_only_at_a_version_it_allows() {
         let req = |s: &str| s.parse::<pep508_rs::Requirement>().unwrap();
         let have = |v: &str| Some(v.to_string());
-        assert!(unmet(&req("setuptools<82"), Some(&have("84.2.1"))));
-        assert!(!unmet(&req("setuptools<82"), Some(&have("81.0.0"))));
-        assert!(!unmet(&req("numba"), Some(&have("0.60.0"))));
-        assert!(unmet(&req("numba"), Some(&None)));
-        assert!(unmet(&req("numba"), None));
+        assert!(unmet(&req("setuptools<82"), Some(&have("84.2.1")), true));
+        assert!(!unmet(&req("setuptools<82"), Some(&have("81.0.0")), true));
+        assert!(!unmet(&req("numba"), Some(&have("0.60.0")), true));
+        assert!(unmet(&req("numba"), Some(&None), false));
+        assert!(unmet(&req("numba"), None, false));
+        // A declared pin is met by any installed version (torch-points-kernels' `numpy<1.20`).
+        assert!(!unmet(&req("numpy<1.20"), Some(&have("2.3.5")), false));
     }
 
     #[test]
