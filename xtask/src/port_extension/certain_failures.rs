@@ -113,13 +113,9 @@ fn undeclared_names(root: &Path, files: &[PathBuf], code: &str) -> Result<Vec<St
     Ok(undeclared)
 }
 
+/// C, C++ or CUDA, as the codemod reads it (headers too).
 fn is_source(rel: &Path) -> bool {
-    rel.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-        matches!(
-            e,
-            "c" | "cc" | "cpp" | "cxx" | "cu" | "h" | "hh" | "hpp" | "cuh"
-        )
-    })
+    crate::codemod::catalogue::Lang::of_path(rel) == Some(crate::codemod::catalogue::Lang::Cpp)
 }
 
 /// The C/C++/CUDA files the build compiles: each source whose file name a build file of the tree

@@ -186,9 +186,7 @@ fn readable(era: &Version, target: &Version, releases: &mut Releases) -> Vec<Ver
 }
 
 fn is_cpp(rel: &Path) -> bool {
-    rel.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| matches!(e, "c" | "cc" | "cpp" | "cxx" | "cu" | "h" | "hpp" | "cuh"))
+    crate::codemod::catalogue::Lang::of_path(rel) == Some(crate::codemod::catalogue::Lang::Cpp)
 }
 
 /// What changed for `call`: the last release of `history` that bound it and its schema, the
