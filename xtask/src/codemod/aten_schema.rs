@@ -148,16 +148,16 @@ pub fn calls(src: &[u8]) -> Vec<Call> {
         .collect();
     let text = |i: usize| toks.get(i).map_or(&b""[..], |t| t.text(src));
     let mut out = Vec::new();
+    // Lines counted as the scan moves on, not from the file's start for each call.
+    let (mut line, mut counted) = (1usize, 0usize);
     for i in 0..toks.len() {
         let ns = text(i);
         if !(ns == b"at" || ns == b"torch") || text(i + 1) != b"::" {
             continue;
         }
         // `c10::at::x` or `x.at::y` are not ours; `::at::x` is.
-        if i > 0
-            && (text(i - 1) == b"::" && i > 1 && toks[i - 2].kind == Kind::Ident
-                || text(i - 1) == b".")
-        {
+        let qualified = i > 1 && text(i - 1) == b"::" && toks[i - 2].kind == Kind::Ident;
+        if qualified || (i > 0 && text(i - 1) == b".") {
             continue;
         }
         let Some(name_tok) = toks.get(i + 2).filter(|t| t.kind == Kind::Ident) else {
@@ -166,33 +166,29 @@ pub fn calls(src: &[u8]) -> Vec<Call> {
         if text(i + 3) != b"(" {
             continue;
         }
-        let (mut depth, mut args, mut any) = (0i32, 0usize, false);
-        for t in toks.iter().skip(i + 3) {
+        // Arguments: the commas at the call's own depth, plus one when anything is inside.
+        let (mut depth, mut commas, mut empty) = (0i32, 0usize, true);
+        for t in &toks[i + 3..] {
             match t.text(src) {
                 b"(" | b"[" | b"{" => depth += 1,
-                b")" | b"]" | b"}" => {
-                    depth -= 1;
-                    if depth == 0 {
-                        break;
-                    }
-                }
-                b"," if depth == 1 => args += 1,
-                _ if depth >= 1 => any = true,
+                b")" | b"]" | b"}" => depth -= 1,
+                b"," if depth == 1 => commas += 1,
                 _ => {}
             }
-            if depth >= 1 && t.text(src) != b"(" {
-                any = true;
+            if depth == 0 {
+                break;
             }
+            empty &= t.start == toks[i + 3].start;
         }
-        let line = src[..name_tok.start]
+        line += src[counted..name_tok.start]
             .iter()
             .filter(|&&b| b == b'\n')
-            .count()
-            + 1;
+            .count();
+        counted = name_tok.start;
         out.push(Call {
             name: String::from_utf8_lossy(name_tok.text(src)).into_owned(),
             line,
-            args: if any { args + 1 } else { 0 },
+            args: if empty { 0 } else { commas + 1 },
         });
     }
     out

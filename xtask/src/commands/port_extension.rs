@@ -8,6 +8,7 @@
 
 use crate::build_output::progress;
 use crate::output::{documents, emit, print_json, Exit};
+use crate::port_extension::tree_of_packages::{port_tree, Member, TreePort, TreeReport};
 use crate::port_extension::{self, recipe::Recipe, Outcome, Request, RunMode};
 use anyhow::{bail, Result};
 use clap::Args;
@@ -82,9 +83,8 @@ fn mode_of(args: &PortExtensionArgs) -> RunMode {
 
 pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
     if let (None, None, Some(src)) = (&args.recipe, &args.name, &args.src) {
-        let root = Path::new(src);
-        if root.is_dir() && port_extension::tree_of_packages::is_tree(root)? {
-            return run_tree(args, root);
+        if let Some(members) = port_extension::tree_of_packages::as_tree(Path::new(src))? {
+            return run_tree(args, Path::new(src), &members);
         }
     }
     if let (Some(_), Some(src)) = (&args.package, &args.src) {
@@ -110,12 +110,11 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
 }
 
 /// A tree of packages: the one `--package` names, ported as any package; else each in turn.
-fn run_tree(args: &PortExtensionArgs, root: &Path) -> Result<Exit> {
-    use port_extension::tree_of_packages::{port_tree, TreePort, TreeReport};
+fn run_tree(args: &PortExtensionArgs, root: &Path, members: &[Member]) -> Result<Exit> {
     let recipe_of = |dir: &Path| port_extension::recipe_less(&dir.display().to_string());
     let one_only = args.write_recipe.as_ref().map(|_| "--write-recipe");
     let mut port = |dir: &Path| port_extension::run(&request(args, recipe_of(dir)?));
-    match port_tree(root, args.package.as_deref(), one_only, &mut port)? {
+    match port_tree(root, members, args.package.as_deref(), one_only, &mut port)? {
         TreePort::One(dir) => port_one(args, recipe_of(&dir)?),
         TreePort::All(report) => {
             let json = args.output.json;

@@ -38,10 +38,25 @@ impl std::fmt::Display for Certain {
 pub fn find(root: &Path, review: &[ReviewRow], include_dirs: &[PathBuf]) -> Result<Vec<Certain>> {
     static INCLUDE: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r#"^\s*#\s*include\s*[<"]([^>"]+)[>"]"#).expect("include"));
+    let rules = [super::signature_changes::RULE]
+        .into_iter()
+        .chain(HEADER_RULES)
+        .chain(NAME_RULES);
+    let rules: Vec<&str> = rules.collect();
+    let candidates: Vec<&ReviewRow> = review
+        .iter()
+        .filter(|i| !i.explained && rules.contains(&i.rule.as_str()))
+        .collect();
+    // Most ports have none: then the tree is not read at all.
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
     let files = source::tree_files(root)?;
     let compiled = compiled_files(root, &files);
+    // Every C/C++/CUDA file's text, read once for all the names looked up in it.
+    let mut sources: Option<String> = None;
     let mut out = Vec::new();
-    for item in review.iter().filter(|i| !i.explained) {
+    for item in candidates {
         if !compiled.contains(&item.file) || conditional(&root.join(&item.file), item.line) {
             continue;
         }
@@ -68,7 +83,9 @@ pub fn find(root: &Path, review: &[ReviewRow], include_dirs: &[PathBuf]) -> Resu
                 });
             }
         } else if NAME_RULES.contains(&item.rule.as_str()) {
-            for name in undeclared_names(root, &files, &item.code)? {
+            let text = sources
+                .get_or_insert_with(|| read_all(root, files.iter().filter(|f| is_source(f))));
+            for name in undeclared_names(text, &item.code)? {
                 out.push(Certain {
                     file: item.file.clone(),
                     line: item.line,
@@ -84,33 +101,34 @@ pub fn find(root: &Path, review: &[ReviewRow], include_dirs: &[PathBuf]) -> Resu
     Ok(out)
 }
 
-/// The TH/THC names on `code` that no file of the tree declares (`#define`, `struct`, `class`,
-/// `typedef`, `using`).
-fn undeclared_names(root: &Path, files: &[PathBuf], code: &str) -> Result<Vec<String>> {
+/// The TH/THC names on `code` that nothing in `sources` (the tree's C/C++/CUDA text) declares
+/// (`#define`, `struct`, `class`, `typedef`, `using`).
+fn undeclared_names(sources: &str, code: &str) -> Result<Vec<String>> {
     static NAME: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"\bTH(C|Cuda|Float|Double|Half|Byte|Char|Short|Int|Long|Bool)?[A-Z_]\w*")
             .expect("TH name")
     });
-    let names: BTreeSet<String> = NAME
-        .find_iter(code)
-        .map(|m| m.as_str().to_string())
-        .collect();
+    let names: BTreeSet<&str> = NAME.find_iter(code).map(|m| m.as_str()).collect();
     let mut undeclared = Vec::new();
     for name in names {
         let declared = Regex::new(&format!(
             r"(#\s*define|\bstruct|\bclass|\btypedef\b[^;]*|\busing)\s+{}\b",
-            regex::escape(&name)
+            regex::escape(name)
         ))?;
-        let found = files.iter().filter(|f| is_source(f)).any(|f| {
-            fs::read(root.join(f))
-                .map(|b| declared.is_match(&String::from_utf8_lossy(&b)))
-                .unwrap_or(false)
-        });
-        if !found {
-            undeclared.push(name);
+        if !declared.is_match(sources) {
+            undeclared.push(name.to_string());
         }
     }
     Ok(undeclared)
+}
+
+/// The texts of `files` under `root`, one after another (a file that cannot be read is left out).
+fn read_all<'a>(root: &Path, files: impl Iterator<Item = &'a PathBuf>) -> String {
+    files
+        .filter_map(|f| fs::read(root.join(f)).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// C, C++ or CUDA, as the codemod reads it (headers too).
@@ -126,21 +144,26 @@ fn compiled_files(root: &Path, files: &[PathBuf]) -> BTreeSet<String> {
         Regex::new(r"\bglob\b|os\.listdir|file\s*\(\s*GLOB|\.rglob|\.iterdir|os\.walk")
             .expect("glob")
     });
-    let build_text: String = files
-        .iter()
-        .filter(|f| {
+    let build_text = read_all(
+        root,
+        files.iter().filter(|f| {
             let name = f.to_string_lossy();
             name.ends_with(".py") || name.ends_with("CMakeLists.txt") || name.ends_with(".cmake")
-        })
-        .filter_map(|f| fs::read(root.join(f)).ok())
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .collect::<Vec<_>>()
-        .join("\n");
+        }),
+    );
     let globs = GLOB.is_match(&build_text);
     let name = |f: &Path| f.file_name().map(|n| n.to_string_lossy().into_owned());
     // A name two sources share must be named with its folder (`src/op.cu`, not a
-    // `tensorflow/op.cu` no build here compiles).
-    let shared = |f: &Path| files.iter().filter(|g| name(g) == name(f)).count() > 1;
+    // `tensorflow/op.cu` no build here compiles): the files of each name, counted once.
+    let mut per_name: std::collections::HashMap<String, usize> = Default::default();
+    for f in files {
+        *per_name.entry(name(f).unwrap_or_default()).or_default() += 1;
+    }
+    let shared = |f: &Path| {
+        per_name
+            .get(&name(f).unwrap_or_default())
+            .is_some_and(|&n| n > 1)
+    };
     let named = |f: &Path| match (shared(f), f.parent().and_then(Path::file_name)) {
         (true, Some(dir)) => build_text.contains(&format!(
             "{}/{}",
@@ -155,12 +178,7 @@ fn compiled_files(root: &Path, files: &[PathBuf]) -> BTreeSet<String> {
         .filter(|f| globs || named(f))
         .collect();
     let mut compiled: BTreeSet<String> = sources.iter().map(|f| f.display().to_string()).collect();
-    let included: String = sources
-        .iter()
-        .filter_map(|f| fs::read(root.join(f)).ok())
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let included = read_all(root, sources.iter().copied());
     for h in files.iter().filter(|f| is_header(f)) {
         if h.file_name()
             .is_some_and(|n| included.contains(n.to_string_lossy().as_ref()))

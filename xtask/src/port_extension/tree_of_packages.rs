@@ -38,17 +38,23 @@ static NAMES_EXTENSIONS: LazyLock<Regex> = LazyLock::new(|| {
         .expect("extension words")
 });
 
-/// Whether `root` is a tree of packages rather than a package: no build script of its own, and
+/// The builds of `root` when it is a directory and a tree of packages rather than a package: no build script of its own, and
 /// a `setup.py`/`pyproject.toml` below it. A root whose only builds are `load()` calls is one
 /// JIT package (stylegan2-ada-pytorch's `torch_utils/ops` import `torch_utils` from the root):
 /// build-ext prebuilds it whole, as before.
-pub fn is_tree(root: &Path) -> Result<bool> {
+pub fn as_tree(root: &Path) -> Result<Option<Vec<Member>>> {
     let own = ["setup.py", "pyproject.toml"]
         .iter()
         .any(|f| root.join(f).is_file());
-    Ok(!own && members(root)?.iter().any(|m| m.kind != "load()"))
+    if own || !root.is_dir() {
+        return Ok(None);
+    }
+    let members = members(root)?;
+    Ok(members
+        .iter()
+        .any(|m| m.kind != "load()")
+        .then_some(members))
 }
-
 /// The extension builds below `root`, in path order: each `setup.py`/`pyproject.toml` that names
 /// extensions, each folder of `load()` calls outside those, and for each the shell scripts that
 /// run its build.
@@ -259,24 +265,24 @@ pub enum TreePort {
 /// `port` (`one_only`: the caller can port a single package only, as `--write-recipe` can).
 pub fn port_tree(
     root: &Path,
+    members: &[Member],
     package: Option<&str>,
     one_only: Option<&str>,
     port: &mut dyn FnMut(&Path) -> Result<Result<super::Outcome, super::PortFailure>>,
 ) -> Result<TreePort> {
-    let members = members(root)?;
     crate::errln!(
         "archsmith: {} holds {} extension builds: {}",
         root.display(),
         members.len(),
-        listing(&members)
+        listing(members)
     );
     if let Some(path) = package {
-        return Ok(TreePort::One(root.join(&named(root, &members, path)?.dir)));
+        return Ok(TreePort::One(root.join(&named(root, members, path)?.dir)));
     }
     if let Some(flag) = one_only {
         bail!("{flag} takes one package: add --package PATH (one of the packages above)");
     }
-    Ok(TreePort::All(port_each(root, &members, port)))
+    Ok(TreePort::All(port_each(root, members, port)))
 }
 
 /// Ports each member in path order, one after another (each build is build-ext's own pool of
@@ -418,7 +424,7 @@ mod tests {
             "make.sh",
             "#!/bin/bash\ncd lib/nms\npython setup.py build_ext --inplace  # nms\ncd ../roi_align && python setup.py install\ncd ..\ncd roi_pool; python setup.py develop\ncd ../..\npip install -v ./lib/dcn\n",
         );
-        assert!(is_tree(root).unwrap());
+        assert!(as_tree(root).unwrap().is_some());
         let got = members(root).unwrap();
         let rows: Vec<(String, &str, Vec<String>)> = got
             .iter()
@@ -471,8 +477,8 @@ mod tests {
             "from torch.utils.cpp_extension import load\nx = load('b', ['b.cpp'])\n",
         );
         assert_eq!(members(jit_only.path()).unwrap().len(), 1);
-        assert!(!is_tree(jit_only.path()).unwrap());
+        assert!(as_tree(jit_only.path()).unwrap().is_none());
         write(root, "setup.py", ext);
-        assert!(!is_tree(root).unwrap());
+        assert!(as_tree(root).unwrap().is_none());
     }
 }
