@@ -1033,9 +1033,11 @@ fn recipe_less_sources_are_checked_before_any_work() {
 }
 
 /// Issue 62: a review item the compiler will certainly reject (a THC header torch 2.15 does not
-/// have, a THC name nothing declares, a three-argument `at::leaky_relu_backward` its schema no
+/// have, a THC name nothing declares, a five-argument `at::embedding_backward` its schema no
 /// longer binds) stops the port before anything compiles, each at file:line with what to do.
 /// Before, it compiled and ended in "No such file or directory" (or nvcc's "too few arguments").
+/// The three-argument `at::leaky_relu_backward` beside it is completed (`self_is_result` is
+/// derived), said with its reason, and is no item.
 #[test]
 fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
     let dir = tempfile::tempdir().unwrap();
@@ -1046,7 +1048,7 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
     .unwrap();
     std::fs::write(
         dir.path().join("numerics.cpp"),
-        "#include <torch/extension.h>\n#include <THC/THCNumerics.cuh>\n\nfloat e(float x) {\n  // THCNumerics in a comment is no code\n  return THCNumerics<float>::exp(x);\n}\n\nat::Tensor g(at::Tensor grad, at::Tensor x) {\n  return at::leaky_relu_backward(grad, x, 0.2) + at::sigmoid(x);\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"e\", &e); }\n",
+        "#include <torch/extension.h>\n#include <THC/THCNumerics.cuh>\n\nfloat e(float x) {\n  // THCNumerics in a comment is no code\n  return THCNumerics<float>::exp(x);\n}\n\nat::Tensor g(at::Tensor grad, at::Tensor x) {\n  return at::leaky_relu_backward(grad, x, 0.2) + at::sigmoid(x)\n      + at::embedding_backward(grad, x, 10, -1, false);\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"e\", &e); }\n",
     )
     .unwrap();
     let src = dir.path().display().to_string();
@@ -1077,9 +1079,17 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
         "{message}"
     );
     assert!(
-        message.contains("numerics.cpp:10: at::leaky_relu_backward(…) with 3 argument(s)")
-            && message.contains("bool self_is_result) -> Tensor`"),
+        message.contains("numerics.cpp:11: at::embedding_backward(…) with 5 argument(s)")
+            && message.contains("bool scale_grad_by_freq, bool sparse) -> Tensor`"),
         "{message}"
+    );
+    assert!(!message.contains("leaky_relu_backward"), "{message}");
+    assert!(
+        r.stderr.contains(
+            "numerics.cpp:10: at::leaky_relu_backward(…) passes `false` for `bool self_is_result`"
+        ),
+        "{}",
+        r.stderr
     );
     assert!(
         message.contains(

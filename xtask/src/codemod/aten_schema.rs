@@ -20,6 +20,33 @@ pub struct Overload {
     pub total: usize,
     /// Those without a default.
     pub required: usize,
+    /// The C++ function's arguments in its order (`NAME_out`'s out= tensors first).
+    pub args: Vec<Arg>,
+}
+
+/// One argument of an overload: `bool self_is_result`, `int[2] stride=[]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arg {
+    pub ty: String,
+    pub name: String,
+    /// The schema's default (`False`, `[]`, `None`), None when the caller must pass it.
+    pub default: Option<String>,
+}
+
+impl Arg {
+    /// `Tensor(a!) out`, `int[2] size=[1, 1]` → its type, name and default.
+    fn parse(text: &str) -> Arg {
+        let (decl, default) = match text.split_once('=') {
+            Some((d, v)) => (d.trim(), Some(v.trim().to_string())),
+            None => (text.trim(), None),
+        };
+        let (ty, name) = decl.rsplit_once(' ').unwrap_or(("", decl));
+        Arg {
+            ty: ty.trim().to_string(),
+            name: name.to_string(),
+            default,
+        }
+    }
 }
 
 impl Overload {
@@ -52,7 +79,7 @@ impl Schemas {
                 continue;
             }
             let name = sig[..open].split('.').next().unwrap_or_default();
-            let (mut total, mut required, mut outs) = (0, 0, 0);
+            let (mut args, mut outs) = (Vec::new(), Vec::new());
             let mut kwarg_only = false;
             for arg in split_top(&sig[open + 1..close]) {
                 if arg == "*" {
@@ -61,24 +88,22 @@ impl Schemas {
                 }
                 // `Tensor(a!) out` after `*`: an out= tensor, which the C++ API takes first in
                 // `NAME_out(out, …)`, not in `NAME(…)`.
-                if kwarg_only && arg.contains("!)") {
-                    outs += 1;
-                    continue;
-                }
-                total += 1;
-                if !arg.contains('=') {
-                    required += 1;
+                match kwarg_only && arg.contains("!)") {
+                    true => outs.push(Arg::parse(arg)),
+                    false => args.push(Arg::parse(arg)),
                 }
             }
-            let name = match outs {
+            let name = match outs.len() {
                 0 => name.to_string(),
                 _ => format!("{name}_out"),
             };
-            let (total, required) = (total + outs, required + outs);
+            outs.extend(args);
+            let args = outs;
             ops.entry(name).or_default().push(Overload {
                 signature: sig.to_string(),
-                total,
-                required,
+                total: args.len(),
+                required: args.iter().filter(|a| a.default.is_none()).count(),
+                args,
             });
         }
         Schemas { ops }
@@ -136,6 +161,8 @@ pub struct Call {
     /// 1-based.
     pub line: usize,
     pub args: usize,
+    /// Each argument's bytes in the source (from its first token to its last).
+    pub arg_spans: Vec<std::ops::Range<usize>>,
 }
 
 /// The `at::`/`torch::` function calls of `src` (never in comments or literals): a name right
@@ -166,19 +193,26 @@ pub fn calls(src: &[u8]) -> Vec<Call> {
         if text(i + 3) != b"(" {
             continue;
         }
-        // Arguments: the commas at the call's own depth, plus one when anything is inside.
-        let (mut depth, mut commas, mut empty) = (0i32, 0usize, true);
+        // Arguments: the tokens between the commas at the call's own depth.
+        let mut depth = 0i32;
+        let mut arg_spans: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut current: Option<std::ops::Range<usize>> = None;
         for t in &toks[i + 3..] {
-            match t.text(src) {
+            let text = t.text(src);
+            match text {
                 b"(" | b"[" | b"{" => depth += 1,
                 b")" | b"]" | b"}" => depth -= 1,
-                b"," if depth == 1 => commas += 1,
                 _ => {}
+            }
+            let end = t.start + text.len();
+            match (depth, text) {
+                (0, _) | (1, b",") => arg_spans.extend(current.take()),
+                (1, b"(") if t.start == toks[i + 3].start => {}
+                _ => current = Some(current.map_or(t.start..end, |c| c.start..end)),
             }
             if depth == 0 {
                 break;
             }
-            empty &= t.start == toks[i + 3].start;
         }
         line += src[counted..name_tok.start]
             .iter()
@@ -188,7 +222,8 @@ pub fn calls(src: &[u8]) -> Vec<Call> {
         out.push(Call {
             name: String::from_utf8_lossy(name_tok.text(src)).into_owned(),
             line,
-            args: if empty { 0 } else { commas + 1 },
+            args: arg_spans.len(),
+            arg_spans,
         });
     }
     out

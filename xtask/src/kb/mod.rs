@@ -17,6 +17,7 @@ use crate::version::Version;
 use serde::Deserialize;
 use std::sync::OnceLock;
 
+pub mod aten_arguments;
 pub mod distributions;
 pub mod drivers;
 pub mod gpu_models;
@@ -75,6 +76,8 @@ pub struct KnowledgeBase {
     pub gpu_chips: Vec<GpuChipRow>,
     #[serde(rename = "python_import_name", default)]
     pub python_import_names: Vec<python_imports::PythonImportNameRow>,
+    #[serde(rename = "aten_derived_argument", default)]
+    pub aten_derived_arguments: Vec<aten_arguments::AtenDerivedArgumentRow>,
 }
 
 /// The newest releases archsmith knows; they apply when the user names none.

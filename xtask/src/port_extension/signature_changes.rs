@@ -84,6 +84,9 @@ fn kept_or_read(torch: &Version, say: &dyn Fn(&str)) -> Result<String> {
     if let Ok(text) = fs::read_to_string(&path) {
         return Ok(text);
     }
+    if let Some(text) = provisioned_copy(torch) {
+        return Ok(text);
+    }
     say(&format!(
         "reading torch {torch}'s operator schemas from its PyPI wheel (once; kept in {})",
         path.display()
@@ -102,6 +105,18 @@ fn kept_or_read(torch: &Version, say: &dyn Fn(&str)) -> Result<String> {
     let text = fs::read_to_string(&tmp)?;
     crate::cache::store(&path, text.as_bytes())?;
     Ok(text)
+}
+
+/// The file as an env archsmith provisioned for `torch` installed it (any Python: the wheels of
+/// one release ship the same file), so no wheel is read for a release already on disk.
+fn provisioned_copy(torch: &Version) -> Option<String> {
+    let prefix = format!("torch-{torch}-py");
+    let envs = fs::read_dir(crate::paths::envs_dir()).ok()?;
+    envs.flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| fs::read_dir(e.path().join("lib")).ok())
+        .flat_map(|libs| libs.flatten())
+        .find_map(|py| fs::read_to_string(py.path().join("site-packages").join(MEMBER)).ok())
 }
 
 /// The target env's own schemas (`purelib` of its Python), None for a torch older than 1.12.
@@ -243,4 +258,222 @@ fn describe(
         "at::{}(…) with {} argument(s) binds in torch {last_ok} ({then}) but not from torch {first_bad}; torch {target}: {now} — {todo}",
         call.name, call.args
     ))
+}
+
+/// The rule a derived argument is counted under.
+pub const DERIVED_RULE: &str = "aten-derived-argument";
+
+/// A call the target did not bind, completed with the arguments the knowledge base derives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Derived {
+    /// Relative to the tree.
+    pub file: PathBuf,
+    pub line: usize,
+    pub op: String,
+    /// Each argument passed: its declaration in the target's schema and the value.
+    pub passed: Vec<(String, String)>,
+    /// Why the values reproduce what the call computed before.
+    pub why: Vec<String>,
+}
+
+impl Derived {
+    pub fn describe(&self) -> String {
+        let passed: Vec<String> = self
+            .passed
+            .iter()
+            .map(|(decl, value)| format!("`{value}` for `{decl}`"))
+            .collect();
+        format!(
+            "{}:{}: at::{}(…) passes {} ({})",
+            self.file.display(),
+            self.line,
+            self.op,
+            passed.join(", "),
+            self.why.join("; ")
+        )
+    }
+}
+
+/// Completes, in the files under `root`, each `at::`/`torch::` call the `target` schemas do not
+/// bind whose missing arguments the knowledge base derives ([`crate::kb::aten_arguments`]), at
+/// their positions in the target's schema. A call that binds is never touched, so a second run
+/// changes nothing; comments and literals are never read as calls. Files are written atomically.
+pub fn derive_arguments(root: &Path, target: &Schemas) -> Result<Vec<Derived>> {
+    let mut out = Vec::new();
+    for rel in source::tree_files(root)?.iter().filter(|r| is_cpp(r)) {
+        let path = root.join(rel);
+        let src = fs::read(&path)?;
+        let mut inserts: BTreeMap<usize, String> = BTreeMap::new();
+        for call in aten_schema::calls(&src) {
+            if target.accepts(&call.name, call.args) != Some(false) {
+                continue;
+            }
+            let Some((at, derived)) = completion(&call, &src, target) else {
+                continue;
+            };
+            for (offset, text) in at {
+                inserts.entry(offset).or_default().push_str(&text);
+            }
+            out.push(Derived {
+                file: rel.clone(),
+                ..derived
+            });
+        }
+        if inserts.is_empty() {
+            continue;
+        }
+        let mut text = src;
+        for (offset, insert) in inserts.iter().rev() {
+            text.splice(*offset..*offset, insert.bytes());
+        }
+        crate::codemod::write_atomic(&path, &text)?;
+    }
+    Ok(out)
+}
+
+/// The insertions (byte offset, text) that make `call` bind one of the target's overloads, each
+/// missing argument derived; None when an overload needs one the knowledge base does not derive,
+/// or the call skips an argument before a derived one.
+fn completion(
+    call: &aten_schema::Call,
+    src: &[u8],
+    target: &Schemas,
+) -> Option<(Vec<(usize, String)>, Derived)> {
+    let arg_text = |i: usize| -> Option<String> {
+        let span = call.arg_spans.get(i)?;
+        Some(String::from_utf8_lossy(src.get(span.clone())?).into_owned())
+    };
+    'overloads: for o in target.overloads(&call.name)? {
+        let derived: Vec<(usize, &crate::kb::aten_arguments::AtenDerivedArgumentRow)> = o
+            .args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.default.is_none())
+            .filter_map(|(i, a)| Some((i, kb().derived_argument(&call.name, &a.name)?)))
+            .collect();
+        let kept: Vec<&aten_schema::Arg> = (0..o.args.len())
+            .filter(|i| !derived.iter().any(|(d, _)| d == i))
+            .map(|i| &o.args[i])
+            .collect();
+        let required = kept.iter().filter(|a| a.default.is_none()).count();
+        let n = call.args;
+        if derived.is_empty() || n == 0 || n < required || n > kept.len() {
+            continue;
+        }
+        let mut at = Vec::new();
+        let mut passed = Vec::new();
+        let mut why = Vec::new();
+        for (before, (i, row)) in derived.iter().enumerate() {
+            // The derived argument's place among the call's own arguments.
+            let q = i - before;
+            if q > n {
+                continue 'overloads; // the call leaves out an argument before it
+            }
+            let mut value = row.value.clone();
+            for (k, a) in kept.iter().enumerate() {
+                let hole = format!("{{{}}}", a.name);
+                if value.contains(&hole) {
+                    value = value.replace(&hole, &arg_text(k).filter(|_| k < n)?);
+                }
+            }
+            match q < n {
+                true => at.push((call.arg_spans[q].start, format!("{value}, "))),
+                false => at.push((call.arg_spans[n - 1].end, format!(", {value}"))),
+            }
+            let a = &o.args[*i];
+            passed.push((format!("{} {}", a.ty, a.name), value));
+            why.push(row.why.clone());
+        }
+        let derived = Derived {
+            file: PathBuf::new(),
+            line: call.line,
+            op: call.name.clone(),
+            passed,
+            why,
+        };
+        return Some((at, derived));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines of torch 2.15.0's native_functions.yaml (from its PyPI wheel).
+    const YAML_2_15: &str = "\
+- func: leaky_relu_backward.grad_input(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result, *, Tensor(a!) grad_input) -> Tensor(a!)
+- func: leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor
+- func: grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
+- func: embedding_backward(Tensor grad, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq, bool sparse) -> Tensor
+- func: sigmoid(Tensor self) -> Tensor
+";
+
+    const LEGACY: &str = "\
+#include <torch/extension.h>
+// at::leaky_relu_backward(g, x, 0.2) in a comment is no call
+at::Tensor f(at::Tensor g, at::Tensor x, at::Tensor grid) {
+  const char* s = \"at::leaky_relu_backward(g, x, 0.2)\";
+  auto d = at::leaky_relu_backward(g, at::sigmoid(x), 0.2);
+  auto gs = at::grid_sampler_2d_backward(
+      g, x, grid,
+      /*interpolation_mode=*/0, /*padding_mode=*/0);
+  auto e = at::embedding_backward(g, x, 10, -1, false);
+  return d + std::get<0>(gs) + e;
+}
+";
+
+    fn ported(dir: &Path) -> (Vec<Derived>, String) {
+        let target = Schemas::parse(YAML_2_15);
+        let got = derive_arguments(dir, &target).unwrap();
+        (got, fs::read_to_string(dir.join("ops.cu")).unwrap())
+    }
+
+    /// Issue 62: an added argument without a default that the call site implies is passed, at
+    /// its place in the target's schema, with the reason; one the knowledge base does not
+    /// derive (`embedding_backward`'s `sparse`) is left for the review; comments, literals and
+    /// a multi-line call's layout are kept, and a second run changes nothing.
+    #[test]
+    fn derived_arguments_are_passed_where_the_schema_asks_and_only_once() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("ops.cu"), LEGACY).unwrap();
+        let (got, text) = ported(dir.path());
+        let want = LEGACY
+            .replace(
+                "auto d = at::leaky_relu_backward(g, at::sigmoid(x), 0.2);",
+                "auto d = at::leaky_relu_backward(g, at::sigmoid(x), 0.2, false);",
+            )
+            .replace(
+                "/*padding_mode=*/0);",
+                "/*padding_mode=*/0, true, {true, true});",
+            );
+        assert_eq!(text, want);
+        let lines: Vec<(usize, &str)> = got.iter().map(|d| (d.line, d.op.as_str())).collect();
+        assert_eq!(
+            lines,
+            [(5, "leaky_relu_backward"), (6, "grid_sampler_2d_backward")]
+        );
+        assert_eq!(
+            got[0].passed,
+            [("bool self_is_result".to_string(), "false".to_string())]
+        );
+        assert!(got[0]
+            .describe()
+            .starts_with("ops.cu:5: at::leaky_relu_backward(…) passes `false` for `bool self_is_result` (a legacy call passes the forward's input"));
+        assert_eq!(got[1].passed.len(), 2);
+        let (again, same) = ported(dir.path());
+        assert!(again.is_empty(), "{again:?}");
+        assert_eq!(same, want);
+    }
+
+    /// A derived argument after one the call leaves out is not guessed at.
+    #[test]
+    fn a_call_short_of_an_argument_before_the_derived_one_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let legacy = "auto d = at::leaky_relu_backward(g, x);\nauto e = at::grid_sampler_2d_backward(g, x, grid, 0);\n";
+        fs::write(dir.path().join("ops.cu"), legacy).unwrap();
+        let (got, text) = ported(dir.path());
+        assert!(got.is_empty(), "{got:?}");
+        assert_eq!(text, legacy);
+    }
 }

@@ -73,6 +73,9 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
     apply_patches(&mut job)?;
     review(&mut job, &rules)?;
     if req.mode != RunMode::Full {
+        if req.recipe.recipe_less {
+            derive_without_env(&mut job)?;
+        }
         if req.mode == RunMode::DryRun {
             job.out.diff = Some(job.wt.diff()?);
         }
@@ -133,7 +136,14 @@ fn stop_early(job: &mut Job) -> Result<Option<VerifyFailure>> {
         None => python::ensure_torch_env(&target_torch(job.req))?.python,
     };
     let purelib = build_ext::probe_env(&python)?.purelib;
-    let changed = signature_review(job, &purelib).unwrap_or_else(|e| {
+    let schemas = super::signature_changes::from_env(&purelib).unwrap_or_else(|e| {
+        crate::errln!("warning: the target torch's operator schemas were not read: {e:#}");
+        None
+    });
+    if let Some(s) = &schemas {
+        derive_arguments(job, s)?;
+    }
+    let changed = signature_review(job, schemas).unwrap_or_else(|e| {
         crate::errln!(
             "warning: the ATen calls were not checked against the releases' schemas: {e:#}"
         );
@@ -162,10 +172,54 @@ fn stop_early(job: &mut Job) -> Result<Option<VerifyFailure>> {
     }))
 }
 
+/// The ATen calls the target torch does not bind whose missing arguments the knowledge base
+/// derives, completed in the work tree and counted as rewrites, each said with its reason.
+fn derive_arguments(job: &mut Job, schemas: &crate::codemod::aten_schema::Schemas) -> Result<()> {
+    use super::signature_changes::{derive_arguments, DERIVED_RULE};
+    let derived = derive_arguments(&job.wt.root, schemas)?;
+    if derived.is_empty() {
+        return Ok(());
+    }
+    for d in &derived {
+        crate::errln!("archsmith: {}", d.describe());
+        let file = d.file.display().to_string();
+        *job.out.rewrites.entry(DERIVED_RULE.into()).or_default() += d.passed.len();
+        *job.out
+            .changes
+            .entry(file)
+            .or_default()
+            .entry(DERIVED_RULE.into())
+            .or_default() += d.passed.len();
+    }
+    job.out.why.insert(
+        DERIVED_RULE.into(),
+        "an ATen operator gained an argument without a default whose value the legacy call implies (knowledge base: aten_derived_argument, checked against the target's native_functions.yaml)".into(),
+    );
+    job.out.files_changed = job.wt.changed_files()?;
+    Ok(())
+}
+
+/// A dry run or `--check` (no env is made): the derived arguments from the target's schemas as
+/// its PyPI wheel ships them (kept under the cache once read), so the diff shows them too.
+fn derive_without_env(job: &mut Job) -> Result<()> {
+    let say = |m: &str| crate::errln!("archsmith: {m}");
+    let mut releases = super::signature_changes::Releases::new(&say);
+    match releases.of(&target_torch(job.req)) {
+        Ok(schemas) => derive_arguments(job, &schemas.clone()),
+        Err(e) => {
+            crate::errln!("warning: ATen calls not completed from the target's schemas: {e:#}");
+            Ok(())
+        }
+    }
+}
+
 /// The review items of the ATen calls the target torch (its env's schemas) no longer binds.
-fn signature_review(job: &Job, purelib: &Path) -> Result<Vec<super::ReviewRow>> {
-    use super::signature_changes::{from_env, oldest_with_schemas, review, Releases};
-    let Some(schemas) = from_env(purelib)? else {
+fn signature_review(
+    job: &Job,
+    schemas: Option<crate::codemod::aten_schema::Schemas>,
+) -> Result<Vec<super::ReviewRow>> {
+    use super::signature_changes::{oldest_with_schemas, review, Releases};
+    let Some(schemas) = schemas else {
         return Ok(Vec::new()); // a target older than 1.12: no schemas to read
     };
     let say = |m: &str| crate::errln!("archsmith: {m}");
