@@ -510,6 +510,7 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         skip_missing_submodules: false,
         run_tests: true,
         stable_abi: None,
+        from_torch: None,
     };
     let e = format!("{:#}", port_extension::run(&req).unwrap_err());
     assert!(
@@ -729,6 +730,7 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             skip_missing_submodules: false,
             run_tests: true,
             stable_abi: None,
+            from_torch: None,
         }
     };
     let e = format!(
@@ -1051,6 +1053,8 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
         "#include <torch/extension.h>\n#include <THC/THCNumerics.cuh>\n\nfloat e(float x) {\n  // THCNumerics in a comment is no code\n  return THCNumerics<float>::exp(x);\n}\n\nat::Tensor g(at::Tensor grad, at::Tensor x) {\n  return at::leaky_relu_backward(grad, x, 0.2) + at::sigmoid(x)\n      + at::embedding_backward(grad, x, 10, -1, false);\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"e\", &e); }\n",
     )
     .unwrap();
+    // The era the calls' history starts at: read from the requirements (`--from-torch` says it).
+    std::fs::write(dir.path().join("requirements.txt"), "torch>=2.0\n").unwrap();
     let src = dir.path().display().to_string();
     // Offline: the target's schemas are its env's own; older releases are left out, and the
     // call is still named.
@@ -1084,6 +1088,11 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
         "{message}"
     );
     assert!(!message.contains("leaky_relu_backward"), "{message}");
+    assert!(
+        r.stderr.contains("the code was written for torch 2.0 (requirements.txt:1 `torch>=2.0`): its ATen calls' history starts at 2.0.0"),
+        "{}",
+        r.stderr
+    );
     assert!(
         r.stderr.contains(
             "numerics.cpp:10: at::leaky_relu_backward(…) passes `false` for `bool self_is_result`"

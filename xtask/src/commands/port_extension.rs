@@ -1,10 +1,9 @@
 //! `cargo xtask port-extension NAME|--src DIR [--recipe NAME] [--package PATH] --arch SPEC
 //! [--dry-run|--check]`: thin CLI over [`crate::port_extension`] (trees: `tree_of_packages`).
 //!
-//! Exit status: 0 ported, built and verified (or, with --dry-run, the diff printed); 1 when
-//! the build, the audit, the import or the smoke test fails or a review item is unexplained (and
-//! with --check when the rules or patches would change something); 2 on other errors (a bad
-//! recipe, a patch that does not apply, no source).
+//! Exit status: 0 ported, built and verified (or the --dry-run diff printed); 1 when the build,
+//! audit, import or smoke test fails, a review item is unexplained, or --check would change
+//! something; 2 on other errors (a bad recipe, a patch that does not apply, no source).
 
 use crate::build_output::progress;
 use crate::output::{documents, emit, print_json, Exit};
@@ -28,8 +27,7 @@ pub struct PortExtensionArgs {
     /// only the package in PATH (relative to DIR), not each in turn.
     #[arg(long, value_name = "PATH", requires = "src")]
     pub package: Option<String>,
-    /// After a recipe-less port that passed, write `patches/NAME/recipe.toml` pinning its source
-    /// (add patches and a numeric smoke test there).
+    /// After a recipe-less port that passed, write `patches/NAME/recipe.toml` pinning its source.
     #[arg(long, value_name = "NAME", requires = "src")]
     pub write_recipe: Option<String>,
     /// The recipe to use with --src (default: NAME).
@@ -52,9 +50,8 @@ pub struct PortExtensionArgs {
     /// Let the extension's own nvcc arch flags through instead of --arch (the audit still checks --arch).
     #[arg(long)]
     pub own_arch_flags: bool,
-    /// Port and build a source whose git submodules are empty (a clone without --recursive)
-    /// anyway: what includes them fails and is reported. By default the port stops before
-    /// copying anything, naming them and the command that fills them.
+    /// Port a source whose git submodules are empty (a clone without --recursive) anyway; by
+    /// default the port stops first, naming them and the command that fills them.
     #[arg(long)]
     pub skip_missing_submodules: bool,
     /// Do not run the package's own tests (test_*.py, *_test.py) against the built wheel.
@@ -69,6 +66,10 @@ pub struct PortExtensionArgs {
     /// the recipe's module, else the source's directory name).
     #[arg(long, value_name = "NAME", requires = "stable_abi")]
     pub stable_namespace: Option<String>,
+    /// The torch the code was written for, e.g. 1.4 (default: the lowest its requirement files
+    /// or setup.py allow): where the history of its ATen calls starts.
+    #[arg(long, value_name = "VERSION")]
+    pub from_torch: Option<crate::version::Version>,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
 }
@@ -154,6 +155,7 @@ fn request(args: &PortExtensionArgs, recipe: Recipe) -> Request {
         skip_missing_submodules: args.skip_missing_submodules,
         run_tests: !args.no_tests,
         stable_abi,
+        from_torch: args.from_torch.clone(),
     }
 }
 

@@ -71,6 +71,9 @@ pub struct Request {
     /// (torch.ops.NS.*); the recipe's `stable/*.patch` instead of its patches; a limited-API
     /// `abi3` build for the lowest `TORCH_TARGET_VERSION` the rewritten code allows.
     pub stable_abi: Option<String>,
+    /// `--from-torch`: the release the code was written for (else read from its requirement
+    /// files and setup.py, [`signature_changes::era`]).
+    pub from_torch: Option<crate::version::Version>,
 }
 
 /// What a `--stable-abi` port targets.

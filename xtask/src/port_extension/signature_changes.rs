@@ -18,6 +18,7 @@ use anyhow::{anyhow, Context, Result};
 use fs_err as fs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 /// Where a torch wheel keeps the schemas.
 pub const MEMBER: &str = "torchgen/packaged/ATen/native/native_functions.yaml";
@@ -117,6 +118,53 @@ fn provisioned_copy(torch: &Version) -> Option<String> {
         .filter_map(|e| fs::read_dir(e.path().join("lib")).ok())
         .flat_map(|libs| libs.flatten())
         .find_map(|py| fs::read_to_string(py.path().join("site-packages").join(MEMBER)).ok())
+}
+
+/// The release the code under `root` was written for and where that was read: `from_torch`
+/// (`--from-torch`), else the lowest torch its requirement files (`torch==1.4.0`, `torch>=1.6`)
+/// or its setup.py's requirement strings allow; None when nothing says.
+pub fn era(root: &Path, from_torch: Option<&Version>) -> Result<Option<(Version, String)>> {
+    if let Some(v) = from_torch {
+        return Ok(Some((v.clone(), "--from-torch".into())));
+    }
+    let mut found: Vec<(Version, String)> = Vec::new();
+    let files = crate::verify::pins::find_files(root)?;
+    for pin in crate::verify::pins::read_pins(&files, root)?.pins {
+        if pin.name == "torch" {
+            if let Some(v) = pin.specifiers.as_ref().and_then(lowest_allowed) {
+                let file = pin.file.strip_prefix(root).unwrap_or(&pin.file).display();
+                found.push((v, format!("{file}:{} `{}`", pin.line, pin.text.trim())));
+            }
+        }
+    }
+    let setup = root.join("setup.py");
+    if let Ok(text) = fs::read_to_string(&setup) {
+        let requirement = regex::Regex::new(r#"["'](torch\s*[=~<>!][^"']*)["']"#)?;
+        for (i, line) in text.lines().enumerate() {
+            for c in requirement.captures_iter(line) {
+                let specs = pep440_rs::VersionSpecifiers::from_str(c[1][5..].trim());
+                if let Some(v) = specs.ok().as_ref().and_then(lowest_allowed) {
+                    found.push((v, format!("setup.py:{} `{}`", i + 1, &c[1])));
+                }
+            }
+        }
+    }
+    Ok(found.into_iter().min_by(|a, b| a.0.cmp(&b.0)))
+}
+
+/// The lowest release `specs` allow (`==1.4.0`, `>=1.6`, `~=1.8.1`), None with no lower bound.
+fn lowest_allowed(specs: &pep440_rs::VersionSpecifiers) -> Option<Version> {
+    use pep440_rs::Operator::*;
+    specs
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.operator(),
+                Equal | ExactEqual | GreaterThanEqual | GreaterThan | TildeEqual
+            )
+        })
+        .map(|s| Version::new(s.version().release()))
+        .max()
 }
 
 /// The target env's own schemas (`purelib` of its Python), None for a torch older than 1.12.
@@ -464,6 +512,34 @@ at::Tensor f(at::Tensor g, at::Tensor x, at::Tensor grid) {
         let (again, same) = ported(dir.path());
         assert!(again.is_empty(), "{again:?}");
         assert_eq!(same, want);
+    }
+
+    /// Issue 62: the code's era is `--from-torch`, else the lowest torch its requirement files
+    /// or setup.py allow; nothing said is None.
+    #[test]
+    fn the_era_is_read_from_the_flag_the_requirements_or_setup_py() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = |s: &str| s.parse::<Version>().unwrap();
+        assert_eq!(era(dir.path(), None).unwrap(), None);
+        fs::write(
+            dir.path().join("setup.py"),
+            "setup(name='x', install_requires=[\"numpy\", 'torch>=1.13,<2'])\n",
+        )
+        .unwrap();
+        let (got, said) = era(dir.path(), None).unwrap().unwrap();
+        assert_eq!(got, v("1.13"));
+        assert_eq!(said, "setup.py:1 `torch>=1.13,<2`");
+        fs::write(dir.path().join("requirements.txt"), "torch==1.12.1\n").unwrap();
+        let (got, said) = era(dir.path(), None).unwrap().unwrap();
+        assert_eq!(got, v("1.12.1"));
+        assert!(
+            said.ends_with("requirements.txt:1 `torch==1.12.1`"),
+            "{said}"
+        );
+        let flag = v("2.1.0");
+        assert_eq!(era(dir.path(), Some(&flag)).unwrap().unwrap().0, flag);
+        fs::write(dir.path().join("requirements.txt"), "torch<1.8\n").unwrap();
+        assert_eq!(era(dir.path(), None).unwrap().unwrap().0, v("1.13"));
     }
 
     /// A derived argument after one the call leaves out is not guessed at.

@@ -218,7 +218,7 @@ fn signature_review(
     job: &Job,
     schemas: Option<crate::codemod::aten_schema::Schemas>,
 ) -> Result<Vec<super::ReviewRow>> {
-    use super::signature_changes::{oldest_with_schemas, review, Releases};
+    use super::signature_changes::{era, oldest_with_schemas, review, Releases};
     let Some(schemas) = schemas else {
         return Ok(Vec::new()); // a target older than 1.12: no schemas to read
     };
@@ -226,7 +226,25 @@ fn signature_review(
     let mut releases = Releases::new(&say);
     let target = target_torch(job.req);
     releases.insert(target.clone(), schemas);
-    review(&job.wt.root, &oldest_with_schemas(), &target, &mut releases)
+    let oldest = oldest_with_schemas();
+    let start = match era(&job.wt.root, job.req.from_torch.as_ref())? {
+        Some((v, from)) => {
+            // The first release at or after it (`>=1.13` is 1.13.0).
+            let floor = v.clone().max(oldest.clone());
+            let start = kb()
+                .torch
+                .iter()
+                .map(|r| r.version.clone())
+                .filter(|r| *r >= floor)
+                .min()
+                .unwrap_or(floor);
+            say(&format!("the code was written for torch {v} ({from}): its ATen calls' history starts at {start}{}",
+                if v < oldest { " (the oldest release whose wheel ships operator schemas)" } else { "" }));
+            start
+        }
+        None => oldest,
+    };
+    review(&job.wt.root, &start, &target, &mut releases)
 }
 
 /// The release of `python`'s torch (`2.11.0` for `2.11.0+cu130`), read without importing it.
