@@ -7,6 +7,10 @@
 //! [`Deferred::interrupted`] at the points where it can still stop cleanly; [`Deferred::end`]
 //! restores the handlers and hands back the signal that came, which [`deliver`] then raises
 //! with its usual effect (the process ends as the user asked, status 128 + N).
+//!
+//! A signal the process was started ignoring (`nohup`, `cmd &` in a script without job control)
+//! stays ignored: it is not deferred, so it cannot stop the work either (the Unix convention of
+//! not catching what the parent chose to ignore).
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -40,6 +44,11 @@ impl Deferred {
                 libc::sigemptyset(&mut action.sa_mask);
                 action.sa_flags = libc::SA_RESTART;
                 let mut prev: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut prev) != 0
+                    || prev.sa_sigaction == libc::SIG_IGN
+                {
+                    continue;
+                }
                 if libc::sigaction(sig, &action, &mut prev) == 0 {
                     old.push((sig, prev));
                 }
@@ -96,6 +105,10 @@ mod tests {
 
     #[test]
     fn a_signal_while_deferred_is_held_and_handed_back() {
+        // SIGHUP as a terminal's process has it, whatever this test process inherited (`nohup`
+        // ignores it); put back at the end.
+        // SAFETY: setting this process's disposition of SIGHUP.
+        let inherited = unsafe { libc::signal(libc::SIGHUP, libc::SIG_DFL) };
         let d = Deferred::start();
         assert_eq!(d.interrupted(), None);
         // SAFETY: SIGHUP goes to the handler `start` installed.
@@ -106,5 +119,19 @@ mod tests {
         assert_eq!(d.end(), Some(libc::SIGHUP));
         let d = Deferred::start();
         assert_eq!(d.end(), None);
+
+        // A signal the process ignores stays ignored while deferred: it is neither noted nor
+        // handed back, and the process goes on. (In this one test: the dispositions and the
+        // flag are the process's, which parallel tests would share.)
+        // SAFETY: SIGHUP's old handler is put back below; each call acts on this process only.
+        unsafe {
+            let old = libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            let d = Deferred::start();
+            libc::raise(libc::SIGHUP);
+            assert_eq!(d.interrupted(), None);
+            assert_eq!(d.end(), None);
+            assert_eq!(libc::signal(libc::SIGHUP, old), libc::SIG_IGN);
+            libc::signal(libc::SIGHUP, inherited);
+        }
     }
 }
