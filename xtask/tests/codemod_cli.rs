@@ -333,12 +333,9 @@ fn a_failing_write_rewrites_nothing_and_leaves_no_temporary() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// Issue 60: Ctrl-C during the write phase left 92 of 300 files rewritten and ~200 temporaries.
-/// SIGINT sent as soon as the first temporary appears: the tree ends whole (every file
-/// rewritten) or as it was (none), with no temporary left, and the process still ends by the
-/// signal. Tried three times, each from a fresh tree.
-#[test]
-fn an_interrupt_during_the_write_phase_leaves_the_tree_whole_or_untouched() {
+/// A git repository of 300 legacy `.cu` files and `codemod csrc` started on it, its SIGINT
+/// disposition `sigint` (SIG_DFL or SIG_IGN) whatever this test process inherited.
+fn codemod_of_300_files(sigint: libc::sighandler_t) -> (tempfile::TempDir, std::process::Child) {
     let files: Vec<(String, Vec<u8>)> = (0..300)
         .map(|i| (format!("csrc/k{i:03}.cu"), LEGACY.as_bytes().to_vec()))
         .collect();
@@ -346,27 +343,37 @@ fn an_interrupt_during_the_write_phase_leaves_the_tree_whole_or_untouched() {
         .iter()
         .map(|(n, b)| (n.as_str(), b.as_slice()))
         .collect();
+    let repo = repo_with(&borrowed);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(["codemod", "csrc"])
+        .current_dir(repo.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: async-signal-safe calls only, between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGINT, sigint);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    (repo, child)
+}
+
+/// Issue 60: Ctrl-C during the write phase left 92 of 300 files rewritten and ~200 temporaries.
+/// SIGINT sent as soon as the first temporary appears: the tree ends whole (every file
+/// rewritten) or as it was (none), with no temporary left, and the process still ends by the
+/// signal. Tried three times, each from a fresh tree.
+#[test]
+fn an_interrupt_during_the_write_phase_leaves_the_tree_whole_or_untouched() {
     for _ in 0..3 {
-        let repo = repo_with(&borrowed);
-        let csrc = repo.path().join("csrc");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-        cmd.args(["codemod", "csrc"])
-            .current_dir(repo.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
         // Ctrl-C as a user at a terminal sends it: to a process whose SIGINT is the default
         // one. A test run started in the background of a script (`cargo test &`) ignores
         // SIGINT, and an ignored signal stays ignored in the child (the convention archsmith
         // keeps: `an_ignored_sigint_does_not_stop_the_write_phase`).
-        // SAFETY: async-signal-safe calls only, between fork and exec.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().unwrap();
+        let (repo, mut child) = codemod_of_300_files(libc::SIG_DFL);
+        let csrc = repo.path().join("csrc");
         let temporaries = |dir: &Path| {
             std::fs::read_dir(dir)
                 .unwrap()
@@ -414,29 +421,8 @@ fn an_interrupt_during_the_write_phase_leaves_the_tree_whole_or_untouched() {
 /// ignored signal, removed its temporaries and exited 2 ("interrupted: nothing was rewritten").
 #[test]
 fn an_ignored_sigint_does_not_stop_the_write_phase() {
-    let files: Vec<(String, Vec<u8>)> = (0..300)
-        .map(|i| (format!("csrc/k{i:03}.cu"), LEGACY.as_bytes().to_vec()))
-        .collect();
-    let borrowed: Vec<(&str, &[u8])> = files
-        .iter()
-        .map(|(n, b)| (n.as_str(), b.as_slice()))
-        .collect();
-    let repo = repo_with(&borrowed);
+    let (repo, mut child) = codemod_of_300_files(libc::SIG_IGN);
     let csrc = repo.path().join("csrc");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(["codemod", "csrc"])
-        .current_dir(repo.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    // SAFETY: async-signal-safe calls only, between fork and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_IGN);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut sent = 0;
     while std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none() {
