@@ -448,6 +448,10 @@ fn an_ignored_sigint_does_not_stop_the_write_phase() {
         .filter(|i| std::fs::read_to_string(csrc.join(format!("k{i:03}.cu"))).unwrap() == PORTED)
         .count();
     assert_eq!(ported, 300, "after {sent} SIGINT(s)");
+    assert!(
+        sent > 0,
+        "no SIGINT reached the write phase: nothing was tested"
+    );
 }
 
 /// Issue 60: `--dry-run` on a file that is not UTF-8 printed U+FFFD for its bytes, so the patch

@@ -205,7 +205,7 @@ fn derive_without_env(job: &mut Job) -> Result<()> {
     let say = |m: &str| crate::errln!("archsmith: {m}");
     let mut releases = super::signature_changes::Releases::new(&say);
     match releases.of(&target_torch(job.req)) {
-        Ok(schemas) => derive_arguments(job, &schemas.clone()),
+        Ok(schemas) => derive_arguments(job, schemas),
         Err(e) => {
             crate::errln!("warning: ATen calls not completed from the target's schemas: {e:#}");
             Ok(())
@@ -227,7 +227,14 @@ fn signature_review(
     let target = target_torch(job.req);
     releases.insert(target.clone(), schemas);
     let oldest = oldest_with_schemas();
-    let start = match era(&job.wt.root, job.req.from_torch.as_ref())? {
+    // A requirement file that cannot be read costs the era, not the check.
+    let era = era(&job.wt.root, job.req.from_torch.as_ref()).unwrap_or_else(|e| {
+        say(&format!(
+            "the code's era was not read ({e:#}): the history starts at {oldest}"
+        ));
+        None
+    });
+    let start = match era {
         Some((v, from)) => {
             // The first release at or after it (`>=1.13` is 1.13.0).
             let floor = v.clone().max(oldest.clone());
