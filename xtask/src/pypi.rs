@@ -242,6 +242,20 @@ impl Pypi {
         wheel.read(name).map(Some)
     }
 
+    /// The names of the members `wanted` accepts, from the wheel's zip directory read by range.
+    pub fn member_names(
+        &self,
+        file: &IndexFile,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Vec<String>> {
+        let wheel = self.open_wheel(file)?;
+        Ok(wheel
+            .names()
+            .filter(|n| wanted(n))
+            .map(str::to_string)
+            .collect())
+    }
+
     /// Where each member `wanted` accepts lies in a wheel: its zip directory read by range once.
     pub fn member_spans(
         &self,

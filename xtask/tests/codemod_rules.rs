@@ -1,6 +1,8 @@
 //! The rule catalogue's own before/after tests, run from the data, plus the catalogue's coverage
 //! of the legacy APIs that docs/research/codemods.md lists.
 
+mod support;
+
 use archsmith::codemod::catalogue::{Action, RuleKind};
 use archsmith::codemod::engine::apply_rules;
 use archsmith::codemod::{builtin, Catalogue};
@@ -846,6 +848,90 @@ fn the_oldest_schemas_are_read_from_the_wheel_by_range() {
     assert_eq!(old.accepts("leaky_relu_backward", 4), Some(true));
     assert_eq!(old.accepts("leaky_relu_backward", 3), Some(false));
     assert_eq!(old.accepts("symeig", 2), Some(true));
+}
+
+/// The include directory of the env of torch `version` (provisioned once, shared).
+fn env_include(version: &str) -> std::path::PathBuf {
+    let env = match version {
+        "2.11.0" => support::oldest_torch_on_another_python(),
+        v => archsmith::python::ensure_torch_env(&v.parse().unwrap()).unwrap(),
+    };
+    archsmith::build_ext::probe_env(&env.python)
+        .unwrap()
+        .purelib
+        .join("torch/include")
+}
+
+/// Issue 62: a header the target no longer ships is named with the release that dropped it and
+/// what the target offers instead, read from two real include trees (torch 2.11.0's and
+/// 2.15.0's, as their envs installed them): `c10/util/complex_utils.h` moved to torch's
+/// header-only tree; `ATen/Dimname.h`'s last copy only forwarded to `ATen/core/Dimname.h`, which
+/// named tensors took with them; a header torch never had is not blamed on torch.
+#[test]
+fn a_removed_header_is_named_with_the_release_that_dropped_it() {
+    use archsmith::port_extension::header_history::{went, IncludeTrees};
+    let said = std::cell::RefCell::new(Vec::new());
+    let say = |m: &str| said.borrow_mut().push(m.to_string());
+    let mut trees = IncludeTrees::inserted_only(&say);
+    let old: archsmith::version::Version = "2.11.0".parse().unwrap();
+    let target: archsmith::version::Version = "2.15.0".parse().unwrap();
+    trees.insert_dir(old, env_include("2.11.0")).unwrap();
+    trees
+        .insert_dir(target.clone(), env_include("2.15.0"))
+        .unwrap();
+    let mut describe = |h: &str| {
+        went(h, None, &target, &mut trees)
+            .unwrap()
+            .unwrap()
+            .describe(h, &target)
+    };
+    assert_eq!(
+        describe("c10/util/complex_utils.h"),
+        "#include <c10/util/complex_utils.h>: torch 2.11.0 shipped it, torch 2.15.0 no longer does; torch 2.15.0 has complex_utils.h at <torch/headeronly/util/complex_utils.h>"
+    );
+    assert_eq!(
+        describe("ATen/Dimname.h"),
+        "#include <ATen/Dimname.h>: torch 2.11.0 shipped it, torch 2.15.0 no longer does; its last copy (torch 2.11.0) only included <ATen/core/Dimname.h>, which torch 2.15.0 no longer has either"
+    );
+    assert!(
+        describe("mylib/archsmith_fixture_ops.h").starts_with(
+            "#include <mylib/archsmith_fixture_ops.h>: none of the 1 torch releases read from 2.11.0 on ships it, nor does torch 2.15.0 or the source; torch 2.15.0 has no header named archsmith_fixture_ops.h"
+        )
+    );
+    assert!(said.borrow().is_empty(), "{said:?}");
+}
+
+/// The live read: with no era, the releases' include trees are read newest first from the target
+/// back to the one that ships the header, each listed from its wheel's zip directory by range and kept:
+/// `ATen/CUDAGeneratorImpl.h` left the top level in 1.11 for `ATen/cuda/`; `ATen/core/Macros.h`
+/// (gone in 1.12) only forwarded to `c10/macros/Macros.h`.
+#[test]
+#[ignore = "live tier: reads torch 1.x wheels' zip directories on PyPI by HTTP range; cargo test -- --ignored"]
+fn removed_headers_are_placed_by_the_wheels_on_pypi() {
+    use archsmith::port_extension::header_history::{went, IncludeTrees};
+    let said = std::cell::RefCell::new(Vec::new());
+    let say = |m: &str| said.borrow_mut().push(m.to_string());
+    let mut trees = IncludeTrees::new(&say);
+    let target: archsmith::version::Version = "2.15.0".parse().unwrap();
+    trees
+        .insert_dir(target.clone(), env_include("2.15.0"))
+        .unwrap();
+    let mut describe = |h: &str| {
+        went(h, None, &target, &mut trees)
+            .unwrap()
+            .unwrap()
+            .describe(h, &target)
+    };
+    assert_eq!(
+        describe("ATen/CUDAGeneratorImpl.h"),
+        "#include <ATen/CUDAGeneratorImpl.h>: torch 1.10.0 shipped it, torch 1.11.0 no longer does; torch 2.15.0 has CUDAGeneratorImpl.h at <ATen/cuda/CUDAGeneratorImpl.h>"
+    );
+    assert_eq!(
+        describe("ATen/core/Macros.h"),
+        "#include <ATen/core/Macros.h>: torch 1.11.0 shipped it, torch 1.12.0 no longer does; its last copy (torch 1.11.0) only included <c10/macros/Macros.h>, which torch 2.15.0 has: include that instead"
+    );
+    let kept = archsmith::paths::cache_dir().join("torch-headers/torch-1.11.0.txt");
+    assert!(kept.is_file(), "{said:?}");
 }
 
 /// Writes `legacy` to `file`, ports it with the built-in rules and returns the result, which must

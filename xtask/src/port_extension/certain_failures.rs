@@ -14,10 +14,14 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-/// Rules whose items name a header no rule could replace.
-const HEADER_RULES: [&str; 2] = ["thc-other-header", "th-other-header"];
 /// Rules whose items name a TH/THC identifier no rule could replace.
 const NAME_RULES: [&str; 2] = ["thc-leftover", "th-leftover"];
+/// The top folders of torch's own headers, present and removed (TH, THC and their NN and sparse
+/// siblings went in 1.11): an `#include` under one that neither the target nor the source has
+/// is found nowhere else the build looks.
+const TORCH_ROOTS: [&str; 10] = [
+    "ATen", "c10", "torch", "caffe2", "TH", "THC", "THNN", "THCUNN", "THS", "THCS",
+];
 
 /// One item that will stop the compiler, with what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,29 +37,28 @@ impl std::fmt::Display for Certain {
     }
 }
 
-/// The items of `review` under `root` (the ported tree) that the compiler will reject, given the
-/// target's include directories.
-pub fn find(root: &Path, review: &[ReviewRow], include_dirs: &[PathBuf]) -> Result<Vec<Certain>> {
-    static INCLUDE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r#"^\s*#\s*include\s*[<"]([^>"]+)[>"]"#).expect("include"));
-    let rules = [super::signature_changes::RULE]
-        .into_iter()
-        .chain(HEADER_RULES)
-        .chain(NAME_RULES);
-    let rules: Vec<&str> = rules.collect();
-    let candidates: Vec<&ReviewRow> = review
-        .iter()
-        .filter(|i| !i.explained && rules.contains(&i.rule.as_str()))
-        .collect();
-    // Most ports have none: then the tree is not read at all.
-    if candidates.is_empty() {
-        return Ok(Vec::new());
-    }
+/// The items the compiler will reject in `root` (the ported tree), given the target's include
+/// directories: each `#include` of a torch header that neither they nor the tree have (what
+/// became of it said by `gone`, [`super::header_history`]), and the review items of `review`
+/// that name a TH/THC name nothing declares or an ATen call the target does not bind.
+pub fn find(
+    root: &Path,
+    review: &[ReviewRow],
+    include_dirs: &[PathBuf],
+    gone: &mut dyn FnMut(&str) -> Option<String>,
+) -> Result<Vec<Certain>> {
     let files = source::tree_files(root)?;
     let compiled = compiled_files(root, &files);
+    let mut out = missing_headers(root, &files, &compiled, review, include_dirs, gone);
+    let rules: Vec<&str> = [super::signature_changes::RULE]
+        .into_iter()
+        .chain(NAME_RULES)
+        .collect();
+    let candidates = review
+        .iter()
+        .filter(|i| !i.explained && rules.contains(&i.rule.as_str()));
     // Every C/C++/CUDA file's text, read once for all the names looked up in it.
     let mut sources: Option<String> = None;
-    let mut out = Vec::new();
     for item in candidates {
         if !compiled.contains(&item.file) || conditional(&root.join(&item.file), item.line) {
             continue;
@@ -66,39 +69,76 @@ pub fn find(root: &Path, review: &[ReviewRow], include_dirs: &[PathBuf]) -> Resu
                 line: item.line,
                 what: item.suggestion.clone(),
             });
-        } else if HEADER_RULES.contains(&item.rule.as_str()) {
-            let Some(header) = INCLUDE.captures(&item.code).map(|c| c[1].to_string()) else {
-                continue;
-            };
-            let anywhere = include_dirs.iter().any(|d| d.join(&header).is_file())
-                || files.iter().any(|f| f.ends_with(&header));
-            if !anywhere {
-                out.push(Certain {
-                    file: item.file.clone(),
-                    line: item.line,
-                    what: format!(
-                        "#include <{header}>: the target torch has no such header (its include directory does not), nor does the source; {}",
-                        item.suggestion
-                    ),
-                });
-            }
-        } else if NAME_RULES.contains(&item.rule.as_str()) {
-            let text = sources
-                .get_or_insert_with(|| read_all(root, files.iter().filter(|f| is_source(f))));
-            for name in undeclared_names(text, &item.code)? {
-                out.push(Certain {
-                    file: item.file.clone(),
-                    line: item.line,
-                    what: format!(
-                        "{name}: torch removed it (TH/THC, gone in 1.11) and nothing in the source declares it; {}",
-                        item.suggestion
-                    ),
-                });
-            }
+            continue;
+        }
+        let text =
+            sources.get_or_insert_with(|| read_all(root, files.iter().filter(|f| is_source(f))));
+        for name in undeclared_names(text, &item.code)? {
+            out.push(Certain {
+                file: item.file.clone(),
+                line: item.line,
+                what: format!(
+                    "{name}: torch removed it (TH/THC, gone in 1.11) and nothing in the source declares it; {}",
+                    item.suggestion
+                ),
+            });
         }
     }
+    out.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     out.dedup();
     Ok(out)
+}
+
+/// The `#include`s of torch headers in the compiled files, outside any `#if`, that neither the
+/// target's include directories nor the tree supply; a review item on the same line adds its
+/// suggestion.
+fn missing_headers(
+    root: &Path,
+    files: &[PathBuf],
+    compiled: &BTreeSet<String>,
+    review: &[ReviewRow],
+    include_dirs: &[PathBuf],
+    gone: &mut dyn FnMut(&str) -> Option<String>,
+) -> Vec<Certain> {
+    static INCLUDE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#"^\s*#\s*include\s*[<"]([^>"]+)[>"]"#).expect("include"));
+    let mut said: std::collections::HashMap<String, String> = Default::default();
+    let mut out = Vec::new();
+    for file in compiled {
+        let Ok(bytes) = fs::read(root.join(file)) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        for (i, l) in text.lines().enumerate() {
+            let Some(header) = INCLUDE.captures(l).map(|c| c[1].to_string()) else {
+                continue;
+            };
+            let top = header.split('/').next().unwrap_or_default();
+            if !TORCH_ROOTS.contains(&top)
+                || include_dirs.iter().any(|d| d.join(&header).is_file())
+                || files.iter().any(|f| f.ends_with(&header))
+                || conditional(&root.join(file), i + 1)
+            {
+                continue;
+            }
+            let what = said.entry(header.clone()).or_insert_with(|| {
+                gone(&header).unwrap_or_else(|| format!(
+                    "#include <{header}>: the target torch has no such header (its include directory does not), nor does the source"
+                ))
+            });
+            let suggestion = review
+                .iter()
+                .find(|r| r.file == *file && r.line == i + 1 && !r.explained)
+                .map(|r| format!("; {}", r.suggestion))
+                .unwrap_or_default();
+            out.push(Certain {
+                file: file.clone(),
+                line: i + 1,
+                what: format!("{what}{suggestion}"),
+            });
+        }
+    }
+    out
 }
 
 /// The TH/THC names on `code` that nothing in `sources` (the tree's C/C++/CUDA text) declares
@@ -312,8 +352,19 @@ mod tests {
                 "#include <THC/THCNumerics.cuh>",
             ),
         ];
-        let got: Vec<String> = find(root, &review, &[include])
-            .unwrap()
+        let mut asked = Vec::new();
+        let mut gone = |h: &str| {
+            asked.push(h.to_string());
+            (h == "THC/THCTensorMath.h").then(|| format!("#include <{h}>: went in 1.11"))
+        };
+        let found = find(root, &review, &[include], &mut gone).unwrap();
+        // Each missing header is looked up once; the item's suggestion follows what it says.
+        assert_eq!(asked, ["THC/THCNumerics.cuh", "THC/THCTensorMath.h"]);
+        assert_eq!(
+            found[2].what,
+            "#include <THC/THCTensorMath.h>: went in 1.11; use ATen"
+        );
+        let got: Vec<String> = found
             .iter()
             .map(|c| {
                 format!(

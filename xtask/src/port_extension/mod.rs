@@ -9,6 +9,7 @@
 //! source, so `git diff` there shows the port.
 
 pub mod certain_failures;
+pub mod header_history;
 pub mod package_tests;
 pub mod recipe;
 pub mod signature_changes;

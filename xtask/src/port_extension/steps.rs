@@ -143,7 +143,8 @@ fn stop_early(job: &mut Job) -> Result<Option<VerifyFailure>> {
     if let Some(s) = &schemas {
         derive_arguments(job, s)?;
     }
-    let changed = signature_review(job, schemas).unwrap_or_else(|e| {
+    let era = code_era(job);
+    let changed = signature_review(job, schemas, era.as_ref()).unwrap_or_else(|e| {
         crate::errln!(
             "warning: the ATen calls were not checked against the releases' schemas: {e:#}"
         );
@@ -155,8 +156,22 @@ fn stop_early(job: &mut Job) -> Result<Option<VerifyFailure>> {
     job.out.unexplained += changed.len();
     job.out.review.extend(changed);
     let include = purelib.join("torch/include");
-    let dirs = [include.join("torch/csrc/api/include"), include];
-    let certain = super::certain_failures::find(&job.wt.root, &job.out.review, &dirs)?;
+    let dirs = [include.join("torch/csrc/api/include"), include.clone()];
+    let target = target_torch(job.req);
+    let say = |m: &str| crate::errln!("archsmith: {m}");
+    let mut trees = super::header_history::IncludeTrees::new(&say);
+    trees.insert_dir(target.clone(), include)?;
+    let era = era.map(|(v, _)| v);
+    // What became of a header the target lacks, read from the releases' include trees.
+    let mut gone = |h: &str| {
+        super::header_history::went(h, era.as_ref(), &target, &mut trees)
+            .unwrap_or_else(|e| {
+                crate::errln!("warning: when torch dropped <{h}> was not read: {e:#}");
+                None
+            })
+            .map(|w| w.describe(h, &target))
+    };
+    let certain = super::certain_failures::find(&job.wt.root, &job.out.review, &dirs, &mut gone)?;
     if certain.is_empty() {
         return Ok(None);
     }
@@ -213,12 +228,22 @@ fn derive_without_env(job: &mut Job) -> Result<()> {
     }
 }
 
+/// The release the code was written for and where that was read (`--from-torch`, its
+/// requirements). A requirement file that cannot be read costs the era (said), not the checks.
+fn code_era(job: &Job) -> Option<(crate::version::Version, String)> {
+    super::signature_changes::era(&job.wt.root, job.req.from_torch.as_ref()).unwrap_or_else(|e| {
+        crate::errln!("archsmith: the code's era was not read ({e:#}): the histories start at the oldest release read");
+        None
+    })
+}
+
 /// The review items of the ATen calls the target torch (its env's schemas) no longer binds.
 fn signature_review(
     job: &Job,
     schemas: Option<crate::codemod::aten_schema::Schemas>,
+    era: Option<&(crate::version::Version, String)>,
 ) -> Result<Vec<super::ReviewRow>> {
-    use super::signature_changes::{era, oldest_with_schemas, review, Releases};
+    use super::signature_changes::{oldest_with_schemas, review, Releases};
     let Some(schemas) = schemas else {
         return Ok(Vec::new()); // a target older than 1.12: no schemas to read
     };
@@ -227,13 +252,6 @@ fn signature_review(
     let target = target_torch(job.req);
     releases.insert(target.clone(), schemas);
     let oldest = oldest_with_schemas();
-    // A requirement file that cannot be read costs the era, not the check.
-    let era = era(&job.wt.root, job.req.from_torch.as_ref()).unwrap_or_else(|e| {
-        say(&format!(
-            "the code's era was not read ({e:#}): the history starts at {oldest}"
-        ));
-        None
-    });
     let start = match era {
         Some((v, from)) => {
             // The first release at or after it (`>=1.13` is 1.13.0).
@@ -246,7 +264,7 @@ fn signature_review(
                 .min()
                 .unwrap_or(floor);
             say(&format!("the code was written for torch {v} ({from}): its ATen calls' history starts at {start}{}",
-                if v < oldest { " (the oldest release whose wheel ships operator schemas)" } else { "" }));
+                if *v < oldest { " (the oldest release whose wheel ships operator schemas)" } else { "" }));
             start
         }
         None => oldest,
