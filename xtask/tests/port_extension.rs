@@ -1116,6 +1116,28 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
         "{message}"
     );
     assert!(!r.stderr.contains("archsmith: building"), "{}", r.stderr);
+    // With no requirement saying it, the dead APIs bound the era: THC broke in 1.11, so the
+    // histories start before it (the headers' too: the THC header is then placed in 1.10).
+    std::fs::remove_file(dir.path().join("requirements.txt")).unwrap();
+    let r = xtask(
+        &[
+            "port-extension",
+            "--src",
+            &src,
+            "--arch",
+            "9.0",
+            "--python",
+            &python,
+            "--offline",
+        ],
+        None,
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the code was written for torch 1.10 (before torch 1.11, which broke what rule `thc-leftover` ports): its ATen calls' history starts at 1.12"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// Issue 62: `--src` of a repository with five extension packages in subfolders, four driven by

@@ -152,6 +152,30 @@ pub fn era(root: &Path, from_torch: Option<&Version>) -> Result<Option<(Version,
     Ok(found.into_iter().min_by(|a, b| a.0.cmp(&b.0)))
 }
 
+/// When nothing states the era, the dead APIs the code used bound it: it compiled before the
+/// earliest release that broke one of them (`fired`: the ids of the rules that rewrote or flagged
+/// its code; each rule's `broke_in` is in `catalogue`), so it was written for the minor before
+/// (`1.11` → 1.10; a `.0` → the previous major's first minor, a floor rather than a guess). None
+/// when no rule that fired names a release (a compiler's break, a new API).
+pub fn era_from_dead_apis<'a>(
+    fired: impl IntoIterator<Item = &'a str>,
+    catalogue: &crate::codemod::Catalogue,
+) -> Option<(Version, String)> {
+    let (broke, id) = fired
+        .into_iter()
+        .filter_map(|id| Some((catalogue.get(id)?.broke_in.clone()?, id)))
+        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)))?;
+    let era = match (broke.major(), broke.minor()) {
+        (0, 0) => return None,
+        (major, 0) => Version::new(&[major - 1, 0]),
+        (major, minor) => Version::new(&[major, minor - 1]),
+    };
+    Some((
+        era,
+        format!("before torch {broke}, which broke what rule `{id}` ports"),
+    ))
+}
+
 /// The lowest release `specs` allow (`==1.4.0`, `>=1.6`, `~=1.8.1`), None with no lower bound.
 fn lowest_allowed(specs: &pep440_rs::VersionSpecifiers) -> Option<Version> {
     use pep440_rs::Operator::*;
@@ -447,6 +471,21 @@ fn completion(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The earliest release that broke an API the code used bounds its era; rules with no
+    /// release (a compiler's break) and ids no rule has say nothing.
+    #[test]
+    fn dead_apis_bound_the_era() {
+        let cat = crate::codemod::builtin();
+        let (era, why) = era_from_dead_apis(["thc-atomics-header", "no-such-rule"], cat).unwrap();
+        assert_eq!(era.to_string(), "1.10");
+        assert_eq!(
+            why,
+            "before torch 1.11, which broke what rule `thc-atomics-header` ports"
+        );
+        assert_eq!(era_from_dead_apis(["std-memory-header"], cat), None);
+        assert_eq!(era_from_dead_apis([], cat), None);
+    }
 
     /// Lines of torch 2.15.0's native_functions.yaml (from its PyPI wheel).
     const YAML_2_15: &str = "\

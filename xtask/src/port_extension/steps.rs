@@ -230,10 +230,17 @@ fn derive_without_env(job: &mut Job) -> Result<()> {
 
 /// The release the code was written for and where that was read (`--from-torch`, its
 /// requirements). A requirement file that cannot be read costs the era (said), not the checks.
+/// Nothing said: the dead APIs the rules found bound it.
 fn code_era(job: &Job) -> Option<(crate::version::Version, String)> {
-    super::signature_changes::era(&job.wt.root, job.req.from_torch.as_ref()).unwrap_or_else(|e| {
+    use super::signature_changes::{era, era_from_dead_apis};
+    let stated = era(&job.wt.root, job.req.from_torch.as_ref()).unwrap_or_else(|e| {
         crate::errln!("archsmith: the code's era was not read ({e:#}): the histories start at the oldest release read");
         None
+    });
+    stated.or_else(|| {
+        let fired = job.out.rewrites.keys().map(String::as_str);
+        let fired = fired.chain(job.out.review.iter().map(|r| r.rule.as_str()));
+        era_from_dead_apis(fired, crate::codemod::builtin())
     })
 }
 
