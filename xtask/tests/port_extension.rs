@@ -1064,6 +1064,8 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
     let python = env.python.display().to_string();
     // An older release on disk whose include tree places the removed header.
     support::oldest_torch_on_another_python();
+    // Its own port dirs (each run's source is a new temporary directory, so a new port).
+    let home = private_home("early-stop");
     let r = xtask(
         &[
             "port-extension",
@@ -1076,7 +1078,7 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
             "--offline",
             "--json",
         ],
-        None,
+        Some(&home),
     );
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
@@ -1130,7 +1132,7 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
             &python,
             "--offline",
         ],
-        None,
+        Some(&home),
     );
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(
@@ -1138,6 +1140,7 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
         "{}",
         r.stderr
     );
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// Issue 62: `--src` of a repository with five extension packages in subfolders, four driven by
