@@ -409,3 +409,48 @@ fn a_wrong_byte_order_is_reported_at_the_header_field() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 64: `--expect-arch` is read where it is typed, as every other arch flag: a typo is a
+/// usage error (exit 2) naming the family names, before any file is read or any release of a
+/// `--target` range is looked up (before, a plain string surfaced the typo after the range
+/// check's downloads). `verify env` reads it the same way.
+#[test]
+fn a_mistyped_expect_arch_is_refused_before_any_work() {
+    let missing = Path::new("/nonexistent/dist/ext.whl");
+    let out = verify(
+        &[
+            "--expect-arch",
+            "8.9,Hoper",
+            "--target",
+            "torch>=2.11,<2.16",
+            "--offline",
+        ],
+        &[missing],
+    );
+    let err = &out.stderr;
+    assert_eq!(out.status, Some(2), "{err}");
+    assert!(
+        err.contains("invalid value '8.9,Hoper' for '--expect-arch <SPEC>'")
+            && err.contains("`Hoper` is not an arch")
+            && err.contains("Hopper"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("nonexistent") && !err.contains("2.11"),
+        "{err}"
+    );
+    let out = Cmd::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "verify",
+            "env",
+            "--expect-arch",
+            "9.O",
+            "--python",
+            "/nonexistent",
+        ])
+        .output()
+        .unwrap();
+    let err = &out.stderr;
+    assert_eq!(out.status, Some(2), "{err}");
+    assert!(err.contains("`9.O` is not an arch"), "{err}");
+}

@@ -64,8 +64,8 @@ pub struct EnvArgs {
     #[arg(long, value_name = "VER", value_parser = crate::kb::user_input::cuda_release)]
     pub expect_cuda: Option<crate::version::Version>,
     /// The archs torch's libraries must carry (read from the binaries) and report.
-    #[arg(long, value_name = "SPEC")]
-    pub expect_arch: Option<String>,
+    #[arg(long, value_name = "SPEC", value_parser = crate::verify::binary_check::expected_arch)]
+    pub expect_arch: Option<crate::verify::binary_check::ExpectedArch>,
     /// A GPU this environment must run on (repeatable).
     #[arg(long = "gpu", value_name = "NAME")]
     pub gpus: Vec<String>,
@@ -92,8 +92,8 @@ pub struct BinaryArgs {
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Arch spec the files must carry, e.g. `7.5,8.0,12.0+PTX`: missing SASS/PTX fail (exit 1).
-    #[arg(long, value_name = "SPEC")]
-    pub expect_arch: Option<String>,
+    #[arg(long, value_name = "SPEC", value_parser = crate::verify::binary_check::expected_arch)]
+    pub expect_arch: Option<crate::verify::binary_check::ExpectedArch>,
     /// With --expect-arch: images beyond the spec fail too.
     #[arg(long, requires = "expect_arch")]
     pub strict: bool,

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Default)]
 pub struct BinaryRequest {
     pub paths: Vec<PathBuf>,
-    pub expect_arch: Option<String>,
+    pub expect_arch: Option<ExpectedArch>,
     pub strict: bool,
     /// GPU names or compute capabilities, resolved through the knowledge base.
     pub gpus: Vec<String>,
@@ -33,7 +33,7 @@ pub struct BinaryRequest {
 pub fn audit(req: &BinaryRequest) -> Result<(Vec<FileAudit>, Expectations)> {
     let expectation = req
         .expect_arch
-        .as_deref()
+        .as_ref()
         .map(parse_expectation)
         .transpose()?;
     let mut devices = Vec::new();
@@ -68,17 +68,33 @@ pub struct Expectations {
 
 /// `--expect-arch` uses the `archs --arch` grammar (names, `+PTX`, `sm_XY`…), parsed without the
 /// torch/nvcc acceptance checks: a binary may legitimately carry archs a given torch would refuse.
-fn parse_expectation(spec: &str) -> Result<Expectation> {
-    let ctx = PlanContext::new(None, None);
-    let plan = Plan::parse_unvalidated(&ctx, spec).with_context(|| {
+fn parse_expectation(spec: &ExpectedArch) -> Result<Expectation> {
+    let plan = expected_plan(spec.as_str())?;
+    Ok(Expectation {
+        sass: plan.sass(),
+        ptx: plan.ptx(),
+    })
+}
+
+/// An `--expect-arch` value: a spec whose plan is read where it is typed (no torch or nvcc
+/// decides what a binary must carry), so a typo is a usage error (exit 2) before any file is
+/// read or any release downloaded.
+pub type ExpectedArch = crate::arch::spec::ArchSpec;
+
+/// clap's value parser for `--expect-arch`.
+pub fn expected_arch(spec: &str) -> Result<ExpectedArch, String> {
+    let typed: ExpectedArch = spec.parse().map_err(|e| format!("{e}"))?;
+    Plan::parse_unvalidated(&PlanContext::new(None, None), spec).map_err(|e| format!("{e:#}"))?;
+    Ok(typed)
+}
+
+/// The plan of `spec`, with no torch or nvcc to narrow it.
+pub fn expected_plan(spec: &str) -> Result<Plan> {
+    Plan::parse_unvalidated(&PlanContext::new(None, None), spec).with_context(|| {
         format!(
             "invalid --expect-arch `{}`",
             crate::kb::user_input::echo(spec)
         )
-    })?;
-    Ok(Expectation {
-        sass: plan.sass(),
-        ptx: plan.ptx(),
     })
 }
 

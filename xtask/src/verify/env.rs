@@ -8,12 +8,12 @@
 
 use super::checks::{all_ok, item, Item, Status};
 use super::torch_wheel::{arch_flags_item, audit_libraries, conda_item, cuda_item, gpu_smoke_item};
-use crate::arch::spec::{Plan, PlanContext};
+use crate::arch::spec::Plan;
 use crate::binary::expect::Expectation;
 use crate::kb::kb;
 use crate::python::probe::{probe_with, Ask, Depth, PythonInfo};
 use crate::version::Version;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -77,7 +77,7 @@ pub struct EnvRequest {
     pub python: Option<PathBuf>,
     pub expects: Vec<Expect>,
     pub expect_cuda: Option<Version>,
-    pub expect_arch: Option<String>,
+    pub expect_arch: Option<super::binary_check::ExpectedArch>,
     pub gpus: Vec<String>,
     pub no_conda: bool,
     pub gpu_smoke: bool,
@@ -116,7 +116,11 @@ pub fn check_env(req: &EnvRequest) -> Result<EnvReport> {
         Some(p) => p.clone(),
         None => crate::python::host_python()?,
     };
-    let plan = req.expect_arch.as_deref().map(expected_plan).transpose()?;
+    let plan = req
+        .expect_arch
+        .as_deref()
+        .map(super::binary_check::expected_plan)
+        .transpose()?;
     let gpus = req
         .gpus
         .iter()
@@ -167,16 +171,7 @@ pub fn check_env(req: &EnvRequest) -> Result<EnvReport> {
             items.push(arch_flags_item(&info, p));
         }
     }
-    let conda = conda_item(&info);
-    items.push(if req.no_conda || conda.status == Status::Ok {
-        conda
-    } else {
-        item(
-            "no conda paths",
-            Status::Skipped,
-            format!("{} (--no-conda fails on this)", conda.detail),
-        )
-    });
+    items.push(conda_check(&info, req.no_conda));
     if req.gpu_smoke {
         items.push(gpu_smoke_item(&info, carried.as_deref()));
     }
@@ -192,15 +187,17 @@ pub fn check_env(req: &EnvRequest) -> Result<EnvReport> {
     })
 }
 
-/// `--expect-arch`, read as torch would read it (any torch, any CUDA: it is what the libraries
-/// must carry, not a list to build).
-fn expected_plan(spec: &str) -> Result<Plan> {
-    Plan::parse_unvalidated(&PlanContext::new(None, None), spec).with_context(|| {
-        format!(
-            "invalid --expect-arch `{}`",
-            crate::kb::user_input::echo(spec)
-        )
-    })
+/// Conda's paths: a failure with `--no-conda`, else only said (skipped).
+fn conda_check(info: &PythonInfo, no_conda: bool) -> Item {
+    let conda = conda_item(info);
+    if no_conda || conda.status == Status::Ok {
+        return conda;
+    }
+    item(
+        "no conda paths",
+        Status::Skipped,
+        format!("{} (--no-conda fails on this)", conda.detail),
+    )
 }
 
 /// Whether torch is there and imports.
