@@ -303,7 +303,11 @@ fn prove_on(b: &Builds, release: &str, python: &Path) {
         .torch
         .clone()
         .expect("a verdict for the ordinary build");
-    assert_eq!((s.kind, o.kind), ("stable", "tied"), "{s:?} / {o:?}");
+    assert_eq!(
+        (s.tally.kind.as_str(), o.tally.kind.as_str()),
+        ("stable", "tied"),
+        "{s:?} / {o:?}"
+    );
     assert_eq!(s.loads_on, [release], "{s:?}");
     assert_eq!(
         call(python, &b.stable, true),

@@ -424,7 +424,11 @@ fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
     let abi = |i: usize| verdicts[i].torch_abi.clone();
     let s = abi(0).expect("a verdict for the stable library");
     assert_eq!(
-        (s.kind, s.stable_shims, s.unstable_cxx),
+        (
+            s.tally.kind.as_str(),
+            s.tally.stable_shims,
+            s.tally.unstable_cxx
+        ),
         ("stable", 2, 0),
         "{s:?}"
     );
@@ -435,7 +439,11 @@ fn the_torch_abi_verdict_reads_torchs_real_exports_and_python_agrees() {
     );
     assert!(s.verdict.contains("exports all of them"), "{}", s.verdict);
     let t = abi(1).expect("a verdict for the tied library");
-    assert_eq!((t.kind, t.unstable_cxx), ("tied", 1), "{t:?}");
+    assert_eq!(
+        (t.tally.kind.as_str(), t.tally.unstable_cxx),
+        ("tied", 1),
+        "{t:?}"
+    );
     assert_eq!(t.unstable, ["c10::UndefinedTensorImpl::_singleton"]);
     assert!(
         t.verdict.starts_with(&format!("tied to torch {torch}")),
@@ -527,7 +535,11 @@ fn the_range_verdict_reads_each_releases_real_exports() {
     assert_eq!(checked, ["2.12.1", "2.13.0"]);
     let fit = |i: usize| report.files[i].torch.clone();
     let o = fit(0).expect("a verdict for the old-shim library");
-    assert_eq!((o.kind, o.loads_on.len()), ("stable", 2), "{o:?}");
+    assert_eq!(
+        (o.tally.kind.as_str(), o.loads_on.len()),
+        ("stable", 2),
+        "{o:?}"
+    );
     let n = fit(1).expect("a verdict for the new-shim library");
     assert_eq!(n.loads_on, ["2.13.0"], "{n:?}");
     assert_eq!(n.shims_up_to.as_deref(), Some("2.13.0"));
@@ -539,7 +551,11 @@ fn the_range_verdict_reads_each_releases_real_exports() {
         n.verdict
     );
     let t = fit(2).expect("a verdict for the tied library");
-    assert_eq!((t.kind, t.unstable_cxx), ("tied", 1), "{t:?}");
+    assert_eq!(
+        (t.tally.kind.as_str(), t.tally.unstable_cxx),
+        ("tied", 1),
+        "{t:?}"
+    );
     assert!(
         t.verdict.starts_with("tied to torch's C++ ABI"),
         "{}",

@@ -130,7 +130,7 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
         .clone()
         .expect("a verdict for _C.abi3.so");
     assert_eq!(
-        (verdict.kind, verdict.loads_on.clone()),
+        (verdict.tally.kind.as_str(), verdict.loads_on.clone()),
         ("stable", vec!["2.11.0".to_string()]),
         "{verdict:?}"
     );

@@ -81,13 +81,14 @@ impl CompiledCheck {
         let Some(r) = &self.torch_range else {
             return String::new();
         };
-        let kinds: Vec<&str> = r
+        use crate::verify::load_check::torch_abi::AbiKind;
+        let kinds: Vec<AbiKind> = r
             .files
             .iter()
             .filter_map(|f| f.torch.as_ref())
-            .map(|t| t.kind)
+            .map(|t| t.tally.kind)
             .collect();
-        let stable = kinds.iter().filter(|k| **k == "stable").count();
+        let stable = kinds.iter().filter(|k| **k == AbiKind::Stable).count();
         format!(
             "of them, {stable} on torch's stable ABI (they keep loading on later torches) and {} tied to one torch's C++ ABI (rebuilt at every upgrade); {} verify binary --target 'torch>=A,<B' says which releases each loads on\n",
             kinds.len() - stable,

@@ -130,12 +130,14 @@ fn row(
         ),
         (None, None) => format!("not on {}", r.torch),
     });
-    let archsmith = verdict.map_or("no-torch", |v| v.kind).to_string();
-    let agree = match archsmith.as_str() {
-        "stable" => audit.verdict == "stable",
-        "tied" => audit.verdict == "unstable",
-        _ => audit.verdict == "no-torch",
+    use crate::verify::load_check::torch_abi::AbiKind;
+    let kind = verdict.map(|v| v.tally.kind);
+    let agree = match kind {
+        Some(AbiKind::Stable) => audit.verdict == "stable",
+        Some(AbiKind::Tied) => audit.verdict == "unstable",
+        None => audit.verdict == "no-torch",
     };
+    let archsmith = kind.map_or("no-torch", AbiKind::as_str).to_string();
     CheckerRow {
         wheel: wheel.clone().unwrap_or_default(),
         module,

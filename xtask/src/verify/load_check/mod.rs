@@ -375,7 +375,10 @@ fn all_load_item(
         .iter()
         .filter_map(|v| v.torch_abi.as_ref())
         .collect();
-    let tied = abi.iter().filter(|a| a.kind == "tied").count();
+    let tied = abi
+        .iter()
+        .filter(|a| a.tally.kind == torch_abi::AbiKind::Tied)
+        .count();
     let abi = match abi.len() {
         0 => String::new(),
         n => format!(

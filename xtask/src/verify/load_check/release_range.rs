@@ -55,7 +55,10 @@ pub fn env_item(spec: &str, site: &std::path::Path) -> crate::verify::checks::It
         .iter()
         .filter_map(|f| f.torch.as_ref().map(|t| (f, t)))
         .collect();
-    let stable = fits.iter().filter(|(_, t)| t.kind == "stable").count();
+    let stable = fits
+        .iter()
+        .filter(|(_, t)| t.tally.kind == super::torch_abi::AbiKind::Stable)
+        .count();
     let releases: Vec<&str> = report.releases.iter().map(|r| r.torch.as_str()).collect();
     let not: Vec<String> = fits
         .iter()
@@ -181,7 +184,7 @@ impl RangeReport {
                     row.extend(self.releases.iter().map(|_| "needs no torch".to_string()));
                 }
                 Some(r) => {
-                    row.push(r.kind.to_string());
+                    row.push(r.tally.kind.to_string());
                     row.extend(r.releases.iter().map(|x| {
                         if x.loads {
                             "loads".to_string()

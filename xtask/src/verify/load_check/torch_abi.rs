@@ -35,19 +35,103 @@ pub enum SymbolClass {
 pub struct TorchAbi {
     /// The torch of the env the symbols were read against.
     pub torch: String,
-    pub stable_shims: usize,
-    pub unstable_cxx: usize,
-    pub torch_python: usize,
+    #[serde(flatten)]
+    pub tally: Tally,
     /// Stable shims this torch does not export (a newer release's), by name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_shims: Vec<String>,
     /// The first unstable symbols, demangled, each with `(not in this torch)` when it is missing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unstable: Vec<String>,
-    /// `stable` (shims and header-only code alone) or `tied`.
-    pub kind: &'static str,
     /// One sentence: which torches it can load on, and why.
     pub verdict: String,
+}
+
+/// Whether a binary needs only what later torch releases keep (C shims, header-only code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AbiKind {
+    Stable,
+    /// Unstable C++ or torch's Python bindings: tied to the releases that export them.
+    Tied,
+}
+
+impl AbiKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AbiKind::Stable => "stable",
+            AbiKind::Tied => "tied",
+        }
+    }
+}
+
+impl std::fmt::Display for AbiKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one binary needs from torch, counted by class: the one classification both verdicts
+/// (against an env's torch, [`read`]; over a range of releases, [`over_releases`]) rest on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub kind: AbiKind,
+    pub stable_shims: usize,
+    pub unstable_cxx: usize,
+    pub torch_python: usize,
+}
+
+impl Tally {
+    fn of(needs: &[Need]) -> Tally {
+        let count = |c: SymbolClass| needs.iter().filter(|n| n.class == c).count();
+        let (unstable_cxx, torch_python) = (
+            count(SymbolClass::UnstableCxx),
+            count(SymbolClass::TorchPython),
+        );
+        Tally {
+            kind: match unstable_cxx + torch_python {
+                0 => AbiKind::Stable,
+                _ => AbiKind::Tied,
+            },
+            stable_shims: count(SymbolClass::StableShim),
+            unstable_cxx,
+            torch_python,
+        }
+    }
+
+    fn unstable(&self) -> usize {
+        self.unstable_cxx + self.torch_python
+    }
+}
+
+/// One torch symbol a binary needs.
+struct Need<'o> {
+    name: &'o str,
+    class: SymbolClass,
+    /// Whether the torch (or some release of the range) exports it.
+    exported: bool,
+}
+
+/// The torch symbols `object` needs (weak ones aside), each classified by the library
+/// `exporter` names for it (or by its form where none does), in the object's order.
+fn torch_needs<'o, 'l>(
+    object: &'o Object,
+    exporter: &dyn Fn(&str) -> Option<&'l str>,
+) -> Vec<Need<'o>> {
+    object
+        .undefined
+        .iter()
+        .filter(|n| !n.weak)
+        .filter_map(|n| {
+            let by = exporter(&n.name);
+            let class = classify(&n.name, by)?;
+            Some(Need {
+                name: &n.name,
+                class,
+                exported: by.is_some(),
+            })
+        })
+        .collect()
 }
 
 /// The class of `name` given the file name of the torch library that exports it (None: no torch
@@ -142,51 +226,39 @@ fn read_with<'l>(
     exporter: &dyn Fn(&str) -> Option<&'l str>,
     torch: &str,
 ) -> Option<TorchAbi> {
-    let mut abi = TorchAbi {
-        torch: torch.to_string(),
-        stable_shims: 0,
-        unstable_cxx: 0,
-        torch_python: 0,
-        missing_shims: Vec::new(),
-        unstable: Vec::new(),
-        kind: "stable",
-        verdict: String::new(),
-    };
-    for need in object.undefined.iter().filter(|n| !n.weak) {
-        let exporter = exporter(&need.name);
-        let Some(class) = classify(&need.name, exporter) else {
-            continue;
-        };
-        let missing = exporter.is_none();
-        match class {
-            SymbolClass::StableShim => {
-                abi.stable_shims += 1;
-                if missing {
-                    abi.missing_shims.push(need.name.to_string());
-                }
-                continue;
-            }
-            SymbolClass::UnstableCxx => abi.unstable_cxx += 1,
-            SymbolClass::TorchPython => abi.torch_python += 1,
-        }
-        if abi.unstable.len() < SHOWN {
-            let shown = demangle(&need.name).unwrap_or_else(|| need.name.to_string());
-            let note = if missing { " (not in this torch)" } else { "" };
-            abi.unstable.push(format!("{shown}{note}"));
-        }
-    }
-    if abi.stable_shims + abi.unstable_cxx + abi.torch_python == 0 {
+    let needs = torch_needs(object, exporter);
+    if needs.is_empty() {
         return None;
     }
+    let unstable = needs.iter().filter(|n| n.class != SymbolClass::StableShim);
+    let mut abi = TorchAbi {
+        torch: torch.to_string(),
+        tally: Tally::of(&needs),
+        missing_shims: needs
+            .iter()
+            .filter(|n| n.class == SymbolClass::StableShim && !n.exported)
+            .map(|n| n.name.to_string())
+            .collect(),
+        unstable: unstable
+            .take(SHOWN)
+            .map(|n| {
+                let shown = demangle(n.name).unwrap_or_else(|| n.name.to_string());
+                let note = if n.exported {
+                    ""
+                } else {
+                    " (not in this torch)"
+                };
+                format!("{shown}{note}")
+            })
+            .collect(),
+        verdict: String::new(),
+    };
     abi.verdict = verdict(&abi);
-    if abi.unstable_cxx + abi.torch_python > 0 {
-        abi.kind = "tied";
-    }
     Some(abi)
 }
 
 fn verdict(a: &TorchAbi) -> String {
-    let unstable = a.unstable_cxx + a.torch_python;
+    let unstable = a.tally.unstable();
     if unstable == 0 {
         let here = match a.missing_shims.len() {
             0 => format!("torch {} exports all of them", a.torch),
@@ -198,11 +270,14 @@ fn verdict(a: &TorchAbi) -> String {
         };
         return format!(
             "stable ABI: {} C shim(s) and header-only code, no unstable C++ symbol: loads on every torch that exports those shims; {here}",
-            a.stable_shims
+            a.tally.stable_shims
         );
     }
-    let python = if a.torch_python > 0 {
-        format!(" ({} of them torch's Python bindings)", a.torch_python)
+    let python = if a.tally.torch_python > 0 {
+        format!(
+            " ({} of them torch's Python bindings)",
+            a.tally.torch_python
+        )
     } else {
         String::new()
     };
@@ -234,11 +309,8 @@ pub struct ReleaseFit {
 pub struct TorchRange {
     /// The releases checked, oldest first.
     pub checked: Vec<String>,
-    /// `stable` (C shims and header-only code alone) or `tied` (unstable C++ or torch_python).
-    pub kind: &'static str,
-    pub stable_shims: usize,
-    pub unstable_cxx: usize,
-    pub torch_python: usize,
+    #[serde(flatten)]
+    pub tally: Tally,
     /// The first unstable symbols, demangled.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unstable: Vec<String>,
@@ -260,50 +332,38 @@ pub fn over_releases(
     cuda_major: Option<u32>,
 ) -> Option<TorchRange> {
     // Each torch symbol, classified by the newest release that exports it (or by its form).
-    let mut needs: Vec<(&str, SymbolClass)> = Vec::new();
-    for need in object.undefined.iter().filter(|n| !n.weak) {
-        let exporter = releases.iter().rev().find_map(|r| r.exporter(&need.name));
-        if let Some(class) = classify(&need.name, exporter) {
-            needs.push((&need.name, class));
-        }
-    }
+    let newest = |name: &str| releases.iter().rev().find_map(|r| r.exporter(name));
+    let needs = torch_needs(object, &newest);
     if needs.is_empty() {
         return None;
     }
-    let count = |c: SymbolClass| needs.iter().filter(|(_, k)| *k == c).count();
     let shown = |name: &str| demangle(name).unwrap_or_else(|| name.to_string());
     let mut range = TorchRange {
         checked: releases.iter().map(|r| r.torch.to_string()).collect(),
-        kind: "stable",
-        stable_shims: count(SymbolClass::StableShim),
-        unstable_cxx: count(SymbolClass::UnstableCxx),
-        torch_python: count(SymbolClass::TorchPython),
+        tally: Tally::of(&needs),
         unstable: needs
             .iter()
-            .filter(|(_, k)| *k != SymbolClass::StableShim)
+            .filter(|n| n.class != SymbolClass::StableShim)
             .take(SHOWN)
-            .map(|(n, _)| shown(n))
+            .map(|n| shown(n.name))
             .collect(),
         shims_up_to: None,
         loads_on: Vec::new(),
         releases: Vec::new(),
         verdict: String::new(),
     };
-    if range.unstable_cxx + range.torch_python > 0 {
-        range.kind = "tied";
-    }
     // The release each shim first appears in, within the range.
     range.shims_up_to = needs
         .iter()
-        .filter(|(_, k)| *k == SymbolClass::StableShim)
-        .filter_map(|(n, _)| releases.iter().position(|r| r.exporter(n).is_some()))
+        .filter(|n| n.class == SymbolClass::StableShim)
+        .filter_map(|n| releases.iter().position(|r| r.exporter(n.name).is_some()))
         .max()
         .map(|i| releases[i].torch.to_string());
     for r in releases {
         let missing: Vec<&str> = needs
             .iter()
-            .filter(|(n, _)| r.exporter(n).is_none())
-            .map(|(n, _)| *n)
+            .filter(|n| r.exporter(n.name).is_none())
+            .map(|n| n.name)
             .collect();
         let cuda_mismatch = match (cuda_major, &r.cuda) {
             (Some(want), Some(has)) if want != has.major() => Some(format!(
@@ -375,14 +435,14 @@ fn range_verdict(r: &TorchRange, releases: &[super::release_exports::ReleaseExpo
         .collect();
     let checked = span(&r.checked, &r.checked);
     let loads = span(&r.loads_on, &r.checked);
-    if r.kind == "stable" {
+    if r.tally.kind == AbiKind::Stable {
         let shims = match &r.shims_up_to {
             Some(v) => format!("; needs shims up to {v}"),
             None => String::new(),
         };
         let mut s = format!(
             "stable: loads on torch {loads}{cuda} of {checked} checked{shims} ({} C shim(s), header-only code otherwise)",
-            r.stable_shims
+            r.tally.stable_shims
         );
         for n in &not {
             s.push_str("; ");
@@ -390,8 +450,8 @@ fn range_verdict(r: &TorchRange, releases: &[super::release_exports::ReleaseExpo
         }
         return s;
     }
-    let python = if r.torch_python > 0 {
-        format!(", {} of them torch's Python bindings", r.torch_python)
+    let python = if r.tally.torch_python > 0 {
+        format!(", {} of them torch's Python bindings", r.tally.torch_python)
     } else {
         String::new()
     };
@@ -403,7 +463,7 @@ fn range_verdict(r: &TorchRange, releases: &[super::release_exports::ReleaseExpo
     };
     format!(
         "tied to torch's C++ ABI: {} unstable symbol(s){python} (first: {}); {resolve}",
-        r.unstable_cxx + r.torch_python,
+        r.tally.unstable(),
         r.unstable.join("; ")
     )
 }
