@@ -6,8 +6,8 @@
 //! docs/architecture.md's layer table names the same modules as lib.rs; no two modules share a
 //! name; no function in a workflow passes 80 lines, and outside the workflows only the functions
 //! the allowance lists do, none longer than listed (the allowance only shrinks). Test code
-//! (`tests.rs` files, `#[cfg(test)]` modules, the `synth` fixtures) is exempt: a test may drive a
-//! layer from above.
+//! (`tests.rs` files, each `#[cfg(test)]` item wherever it sits, the `synth` fixtures) is
+//! exempt: a test may drive a layer from above.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -103,47 +103,210 @@ fn crate_refs(text: &str, modules: &BTreeSet<&str>) -> BTreeSet<String> {
 }
 
 /// The `names` a source file names right after `prefix` (`crate::`, `super::`,
-/// `crate::build_ext::`), alone or in a `{a, b}` list, outside test code. A prefix that continues a
-/// longer path (`super::super::x` for the prefix `super::`) does not count.
+/// `crate::build_ext::`), alone or in a `{a, b}` list (over several lines too, nested lists
+/// included), outside comments, literals and test code. A prefix that continues a longer path
+/// (`super::super::x` for the prefix `super::`) does not count.
 fn refs_after(text: &str, prefix: &str, names: &BTreeSet<&str>) -> BTreeSet<String> {
-    // Test modules sit at the end of a file by convention; everything after the first
-    // `#[cfg(test)]` is test code.
-    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    let code = code_only(&non_test_code(text));
     let mut refs = BTreeSet::new();
-    for line in code.lines() {
-        let line = line.trim_start();
-        if line.starts_with("//") {
+    let mut at = 0;
+    while let Some(i) = code[at..].find(prefix) {
+        let start = at + i;
+        at = start + prefix.len();
+        let before = code[..start].chars().next_back();
+        if before.is_some_and(|c| c == ':' || c.is_ascii_alphanumeric() || c == '_') {
             continue;
         }
-        let mut at = 0;
-        while let Some(i) = line[at..].find(prefix) {
-            let start = at + i;
-            at = start + prefix.len();
-            let before = line[..start].chars().next_back();
-            if before.is_some_and(|c| c == ':' || c.is_ascii_alphanumeric() || c == '_') {
-                continue;
-            }
-            let after = &line[at..];
-            let name: String = after
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if names.contains(name.as_str()) {
-                refs.insert(name);
-            }
-            // `prefix{a, b}` names several.
-            if let Some(list) = after.strip_prefix('{') {
-                let inner = list.split('}').next().unwrap_or("");
-                for part in inner.split(',') {
-                    let n = part.trim().split("::").next().unwrap_or("").trim();
-                    if names.contains(n) {
-                        refs.insert(n.to_string());
-                    }
+        let after = &code[at..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if names.contains(name.as_str()) {
+            refs.insert(name);
+        }
+        // `prefix{a, b::{X, Y}}` names several: the first name of each top-level part.
+        if let Some(list) = after.strip_prefix('{') {
+            for part in top_level_parts(list) {
+                let n = part.trim().split("::").next().unwrap_or("").trim();
+                if names.contains(n) {
+                    refs.insert(n.to_string());
                 }
             }
         }
     }
     refs
+}
+
+/// The comma-separated parts of a `{…}` list up to its closing brace (`list` starts after the
+/// opening one); a nested list stays inside its part.
+fn top_level_parts(list: &str) -> Vec<&str> {
+    let (mut depth, mut from, mut parts) = (0usize, 0usize, Vec::new());
+    for (i, c) in list.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                parts.push(&list[from..i]);
+                return parts;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&list[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts
+}
+
+/// What a byte of Rust source is part of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Region {
+    Code,
+    Comment,
+    /// A string or char literal.
+    Literal,
+}
+
+/// Where each byte of `text` is: code, a comment, or a literal. Raw strings (`r#"…"#`), escapes
+/// and lifetimes (`'a`, not a char) are told apart.
+fn regions(text: &str) -> Vec<Region> {
+    let b = text.as_bytes();
+    let mut code = vec![Region::Code; b.len()];
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &b[i..];
+        let kind = match rest.starts_with(b"//") || rest.starts_with(b"/*") {
+            true => Region::Comment,
+            false => Region::Literal,
+        };
+        let end = if rest.starts_with(b"//") {
+            i + rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len())
+        } else if rest.starts_with(b"/*") {
+            // Block comments nest in Rust.
+            let (mut depth, mut j) = (0usize, i);
+            while j < b.len() {
+                if b[j..].starts_with(b"/*") {
+                    depth += 1;
+                    j += 2;
+                } else if b[j..].starts_with(b"*/") {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            j
+        } else if (rest.starts_with(b"r\"") || rest.starts_with(b"r#"))
+            && !i
+                .checked_sub(1)
+                .is_some_and(|p| b[p].is_ascii_alphanumeric() || b[p] == b'_')
+        {
+            let hashes = rest[1..].iter().take_while(|&&c| c == b'#').count();
+            if rest.get(1 + hashes) != Some(&b'"') {
+                i += 1;
+                continue;
+            }
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', hashes))
+                .collect();
+            let body = i + 2 + hashes;
+            body + b[body..]
+                .windows(close.len())
+                .position(|w| w == close.as_slice())
+                .map_or(b.len() - body, |p| p + close.len())
+        } else if rest[0] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            j + 1
+        } else if rest[0] == b'\'' {
+            // A char literal ('x', '\n', '\u{..}'); otherwise a lifetime.
+            if rest.get(1) == Some(&b'\\') {
+                i + 2
+                    + rest[2..]
+                        .iter()
+                        .position(|&c| c == b'\'')
+                        .map_or(0, |p| p + 1)
+            } else if rest.get(2) == Some(&b'\'') {
+                i + 3
+            } else {
+                i += 1;
+                continue;
+            }
+        } else {
+            i += 1;
+            continue;
+        };
+        let end = end.min(b.len());
+        for m in &mut code[i..end] {
+            *m = kind;
+        }
+        i = end.max(i + 1);
+    }
+    code
+}
+
+/// `text` with each `#[cfg(test)]` item (a test module inline or `mod tests;`, a test-only
+/// function or import) blanked out, newlines kept so line numbers hold. What follows such an
+/// item is code: `kb/mod.rs` declares `mod tests;` near its top.
+fn non_test_code(text: &str) -> String {
+    let mask = regions(text);
+    let b = text.as_bytes();
+    let mut blank = vec![false; b.len()];
+    let mut from = 0;
+    while let Some(i) = text[from..].find("#[cfg(test)]").map(|i| i + from) {
+        from = i + 1;
+        if mask[i] != Region::Code {
+            continue;
+        }
+        // The item ends at its first `;` before any brace, or where its first brace closes.
+        let mut depth = 0usize;
+        let mut end = b.len();
+        for j in i + "#[cfg(test)]".len()..b.len() {
+            if mask[j] != Region::Code {
+                continue;
+            }
+            match b[j] {
+                b';' if depth == 0 => {
+                    end = j + 1;
+                    break;
+                }
+                b'{' => depth += 1,
+                b'}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = j + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        for m in &mut blank[i..end] {
+            *m = true;
+        }
+        from = end.max(from);
+    }
+    text.char_indices()
+        .map(|(i, c)| if blank[i] && c != '\n' { ' ' } else { c })
+        .collect()
+}
+
+/// `text` with its comments and literals blanked out, newlines kept: the code alone.
+fn code_only(text: &str) -> String {
+    let mask = regions(text);
+    text.char_indices()
+        .map(|(i, c)| match mask[i] != Region::Code && c != '\n' {
+            true => ' ',
+            false => c,
+        })
+        .collect()
 }
 
 /// Each cycle of `edges`, once, from its smallest member: `a → b → a`.
@@ -330,6 +493,12 @@ fn no_two_files_of_one_folder_import_each_other() {
         "binary/elf.rs",
         "use crate::binary::fatbin::Fatbin;\n",
     );
+    // A list over several lines, nested: before, only its first line was read.
+    plant(
+        copy.path(),
+        "port_extension/certain_failures.rs",
+        "use super::{\n    recipe::{Recipe, SourceKind},\n    steps::port_dir,\n};\n",
+    );
     let problems = folder_cycles(copy.path());
     assert!(
         problems
@@ -341,6 +510,13 @@ fn no_two_files_of_one_folder_import_each_other() {
         problems
             .iter()
             .any(|p| p == "import cycle in binary/: elf → fatbin → elf"),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p
+                == "import cycle in port_extension/: certain_failures → steps → certain_failures"),
         "{problems:?}"
     );
 }
@@ -550,7 +726,7 @@ fn long_functions(src: &Path, files: &[PathBuf], max: usize) -> Vec<(String, Str
             continue;
         }
         let text = fs::read_to_string(file).expect("reading a source file");
-        let code = text.split("\n#[cfg(test)]").next().unwrap_or("");
+        let code = non_test_code(&text);
         let lines: Vec<&str> = code.lines().collect();
         for (i, line) in lines.iter().enumerate() {
             let body = line.trim_start();
@@ -702,13 +878,23 @@ fn workflow_functions_stay_short() {
         "doctor.rs",
         &format!("pub fn planted() {{\n{body}}}\n"),
     );
+    // After a test-only item in the middle of a file, code is judged again.
+    let tail = format!("#[cfg(test)]\nfn helper() {{}}\npub fn planted_after() {{\n{body}}}\n");
+    let file = copy.path().join("doctor.rs");
+    let text = fs::read_to_string(&file).unwrap();
+    let at = text
+        .find("\n#[cfg(test)]")
+        .expect("doctor.rs's test module");
+    fs::write(&file, format!("{}\n{tail}{}", &text[..at], &text[at..])).unwrap();
     let problems = long_function_problems(copy.path());
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.starts_with("doctor.rs: fn planted has 82 lines")),
-        "{problems:?}"
-    );
+    for name in ["planted", "planted_after"] {
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with(&format!("doctor.rs: fn {name} has 82 lines"))),
+            "{name}: {problems:?}"
+        );
+    }
 }
 
 #[test]
@@ -773,9 +959,8 @@ fn std_print_sites(src: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for f in files {
         let text = fs::read_to_string(&f).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for (i, line) in code.lines().enumerate() {
-            let code_part = line.split("//").next().unwrap_or("");
+        let code = code_only(&non_test_code(&text));
+        for (i, (code_part, line)) in code.lines().zip(text.lines()).enumerate() {
             if re.is_match(code_part) {
                 let rel = f.strip_prefix(src).unwrap_or(&f).display().to_string();
                 out.push(format!("{rel}:{}: {}", i + 1, line.trim()));
@@ -800,6 +985,18 @@ fn printing_goes_through_the_output_macros() {
     )
     .unwrap();
     assert_eq!(std_print_sites(tmp.path()).len(), 1);
+    // Code after a `#[cfg(test)] mod tests;` near a file's top (kb/mod.rs's layout) is code:
+    // before, everything after the first `#[cfg(test)]` was taken for test code. A test module's
+    // own print, and a print in a string or comment, are not sites.
+    fs::write(
+        tmp.path().join("planted.rs"),
+        "#[cfg(test)]\nmod tests;\n#[cfg(test)]\nmod inline {\n    fn t() { println!(\"{}\", '}'); }\n}\n// println!(\"no\");\nconst S: &str = \"println!(\";\nfn f() {\n    eprintln!(\"x\");\n}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        std_print_sites(tmp.path()),
+        ["planted.rs:10: eprintln!(\"x\");"]
+    );
 }
 
 /// Each line of code (what precedes a `//`) of the files under `src` that `keep` accepts (by their
