@@ -1143,6 +1143,52 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// Issue 63: a recipe-less stable-ABI port whose code still includes an unstable header stops
+/// before compiling, naming the header and the target copy's own `#error` (torch ≥ 2.10 guards
+/// each ATen and c10 header against `TORCH_TARGET_VERSION`), next to the review items the stable
+/// rules left. Before, it listed the items and compiled anyway, ending in that `#error`.
+#[test]
+fn a_stable_port_that_includes_an_unstable_header_stops_before_compiling() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("setup.py"),
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import BuildExtension, CppExtension\nsetup(name='scaler', ext_modules=[CppExtension('scaler', ['ops.cpp'])], cmdclass={'build_ext': BuildExtension})\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("ops.cpp"),
+        "#include <torch/extension.h>\n#include <c10/cuda/CUDACachingAllocator.h>\n\nat::Tensor scale(at::Tensor x, double s) {\n  TORCH_CHECK(x.dim() == 1, \"x must be 1-D\");\n  void* p = c10::cuda::CUDACachingAllocator::raw_alloc(16);\n  c10::cuda::CUDACachingAllocator::raw_delete(p);\n  return x;\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"scale\", &scale); }\n",
+    )
+    .unwrap();
+    let env = archsmith::python::ensure_torch_env(&"2.15.0".parse().unwrap()).unwrap();
+    let home = private_home("stable-early-stop");
+    let r = xtask(
+        &[
+            "port-extension",
+            "--src",
+            &dir.path().display().to_string(),
+            "--stable-abi",
+            "--arch",
+            "9.0",
+            "--python",
+            &env.python.display().to_string(),
+            "--offline",
+            "--json",
+        ],
+        Some(&home),
+    );
+    let _ = std::fs::remove_dir_all(&home);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["failure"]["stage"], "review", "{v}");
+    let message = v["failure"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ops.cpp:2: #include <c10/cuda/CUDACachingAllocator.h>: the target's copy refuses a stable-ABI build, which defines TORCH_TARGET_VERSION (`#error \"This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is defined.\"`); drop it if nothing of it is used any more"),
+        "{message}"
+    );
+    assert!(!r.stderr.contains("archsmith: building"), "{}", r.stderr);
+}
+
 /// Issue 62: `--src` of a repository with five extension packages in subfolders, four driven by
 /// its make.sh, and a docs setup.py that builds none. Before: "neither setup.py nor
 /// pyproject.toml there", with no word of the five. Now each is listed with the script line that

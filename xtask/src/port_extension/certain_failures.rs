@@ -37,19 +37,25 @@ impl std::fmt::Display for Certain {
     }
 }
 
-/// The items the compiler will reject in `root` (the ported tree), given the target's include
-/// directories: each `#include` of a torch header that neither they nor the tree have (what
-/// became of it said by `gone`, [`super::header_history`]), and the review items of `review`
-/// that name a TH/THC name nothing declares or an ATen call the target does not bind.
-pub fn find(
-    root: &Path,
-    review: &[ReviewRow],
-    include_dirs: &[PathBuf],
-    gone: &mut dyn FnMut(&str) -> Option<String>,
-) -> Result<Vec<Certain>> {
+/// What a port's `#include`s are checked against.
+pub struct Headers<'a> {
+    /// The target's include directories.
+    pub include_dirs: &'a [PathBuf],
+    /// A stable-ABI build: `TORCH_TARGET_VERSION` is defined, and a target header that `#error`s
+    /// under it (every ATen and c10 header of torch ≥ 2.10 does) is a certain failure too.
+    pub stable_abi: bool,
+    /// What became of a header the target lacks ([`super::header_history`]).
+    pub gone: &'a mut dyn FnMut(&str) -> Option<String>,
+}
+
+/// The items the compiler will reject in `root` (the ported tree): each `#include` of a torch
+/// header that neither the target nor the tree has, or that the target's copy refuses in a
+/// stable-ABI build ([`Headers`]), and the review items of `review` that name a TH/THC name
+/// nothing declares or an ATen call the target does not bind.
+pub fn find(root: &Path, review: &[ReviewRow], headers: &mut Headers) -> Result<Vec<Certain>> {
     let files = source::tree_files(root)?;
     let compiled = compiled_files(root, &files);
-    let mut out = missing_headers(root, &files, &compiled, review, include_dirs, gone);
+    let mut out = header_failures(root, &files, &compiled, review, headers);
     let rules: Vec<&str> = [super::signature_changes::RULE]
         .into_iter()
         .chain(NAME_RULES)
@@ -89,20 +95,18 @@ pub fn find(
     Ok(out)
 }
 
-/// The `#include`s of torch headers in the compiled files, outside any `#if`, that neither the
-/// target's include directories nor the tree supply; a review item on the same line adds its
-/// suggestion.
-fn missing_headers(
+/// The `#include`s of torch headers in the compiled files, outside any `#if`, that will stop the
+/// compiler ([`header_failure`]); a review item on the same line adds its suggestion.
+fn header_failures(
     root: &Path,
     files: &[PathBuf],
     compiled: &BTreeSet<String>,
     review: &[ReviewRow],
-    include_dirs: &[PathBuf],
-    gone: &mut dyn FnMut(&str) -> Option<String>,
+    headers: &mut Headers,
 ) -> Vec<Certain> {
     static INCLUDE: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r#"^\s*#\s*include\s*[<"]([^>"]+)[>"]"#).expect("include"));
-    let mut said: std::collections::HashMap<String, String> = Default::default();
+    let mut said: std::collections::HashMap<String, Option<String>> = Default::default();
     let mut out = Vec::new();
     for file in compiled {
         let Ok(bytes) = fs::read(root.join(file)) else {
@@ -115,22 +119,23 @@ fn missing_headers(
             };
             let top = header.split('/').next().unwrap_or_default();
             if !TORCH_ROOTS.contains(&top)
-                || include_dirs.iter().any(|d| d.join(&header).is_file())
                 || files.iter().any(|f| f.ends_with(&header))
                 || conditional(&root.join(file), i + 1)
             {
                 continue;
             }
-            let what = said.entry(header.clone()).or_insert_with(|| {
-                gone(&header).unwrap_or_else(|| format!(
-                    "#include <{header}>: the target torch has no such header (its include directory does not), nor does the source"
-                ))
-            });
+            let what = said
+                .entry(header.clone())
+                .or_insert_with(|| header_failure(&header, headers));
+            let Some(what) = what else { continue };
             let suggestion = review
                 .iter()
                 .find(|r| r.file == *file && r.line == i + 1 && !r.explained)
                 .map(|r| format!("; {}", r.suggestion))
-                .unwrap_or_default();
+                .unwrap_or_else(|| match headers.stable_abi {
+                    true => "; include the torch/csrc/stable or torch/headeronly header that declares what the file uses, or drop it".into(),
+                    false => String::new(),
+                });
             out.push(Certain {
                 file: file.clone(),
                 line: i + 1,
@@ -139,6 +144,46 @@ fn missing_headers(
         }
     }
     out
+}
+
+/// Why `#include <header>` (a torch header the tree does not supply) stops the compiler: the
+/// target has no such header, or its copy `#error`s in a stable-ABI build; None when it compiles.
+fn header_failure(header: &str, headers: &mut Headers) -> Option<String> {
+    let Some(path) = headers
+        .include_dirs
+        .iter()
+        .map(|d| d.join(header))
+        .find(|p| p.is_file())
+    else {
+        return Some((headers.gone)(header).unwrap_or_else(|| format!(
+            "#include <{header}>: the target torch has no such header (its include directory does not), nor does the source"
+        )));
+    };
+    if !headers.stable_abi {
+        return None;
+    }
+    let text = fs::read_to_string(&path).ok()?;
+    let refusal = stable_abi_refusal(&text)?;
+    Some(format!(
+        "#include <{header}>: the target's copy refuses a stable-ABI build, which defines TORCH_TARGET_VERSION (`{refusal}`)"
+    ))
+}
+
+/// The `#error` a header raises when `TORCH_TARGET_VERSION` (or `TORCH_STABLE_ONLY`) is
+/// defined: torch ≥ 2.10 wraps each header of its unstable API in
+/// `#if !defined(TORCH_STABLE_ONLY) && !defined(TORCH_TARGET_VERSION)` … `#else #error …`.
+fn stable_abi_refusal(text: &str) -> Option<String> {
+    let guarded = text.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with('#') && l.contains("if") && l.contains("!defined(TORCH_TARGET_VERSION)")
+    });
+    if !guarded {
+        return None;
+    }
+    text.lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("#error") || l.starts_with("# error"))
+        .map(str::to_string)
 }
 
 /// The TH/THC names on `code` that nothing in `sources` (the tree's C/C++/CUDA text) declares
@@ -270,6 +315,21 @@ fn conditional(file: &Path, line: usize) -> bool {
 mod tests {
     use super::*;
 
+    /// torch ≥ 2.10's guard around its unstable headers, as 2.15.0's `c10/util/Exception.h`
+    /// has it; a header that only reads the macro (`torch/csrc/stable/version.h`) is no refusal.
+    #[test]
+    fn a_header_guarded_against_the_stable_abi_is_a_refusal() {
+        let guarded = "#if !defined(TORCH_STABLE_ONLY) && !defined(TORCH_TARGET_VERSION)\n#pragma once\nnamespace c10 {}\n#else\n#error \"This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is defined.\"\n#endif\n";
+        assert_eq!(
+            stable_abi_refusal(guarded).as_deref(),
+            Some("#error \"This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is defined.\"")
+        );
+        let reads =
+            "#pragma once\n#ifdef TORCH_TARGET_VERSION\n#define X TORCH_TARGET_VERSION\n#endif\n";
+        assert_eq!(stable_abi_refusal(reads), None);
+        assert_eq!(stable_abi_refusal("#pragma once\n#error \"other\"\n"), None);
+    }
+
     fn item(file: &str, line: usize, rule: &str, code: &str) -> ReviewRow {
         ReviewRow {
             file: file.into(),
@@ -357,7 +417,13 @@ mod tests {
             asked.push(h.to_string());
             (h == "THC/THCTensorMath.h").then(|| format!("#include <{h}>: went in 1.11"))
         };
-        let found = find(root, &review, &[include], &mut gone).unwrap();
+        let dirs = [include];
+        let mut headers = Headers {
+            include_dirs: &dirs,
+            stable_abi: false,
+            gone: &mut gone,
+        };
+        let found = find(root, &review, &mut headers).unwrap();
         // Each missing header is looked up once; the item's suggestion follows what it says.
         assert_eq!(asked, ["THC/THCNumerics.cuh", "THC/THCTensorMath.h"]);
         assert_eq!(

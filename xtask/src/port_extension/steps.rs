@@ -171,7 +171,12 @@ fn stop_early(job: &mut Job) -> Result<Option<VerifyFailure>> {
             })
             .map(|w| w.describe(h, &target))
     };
-    let certain = super::certain_failures::find(&job.wt.root, &job.out.review, &dirs, &mut gone)?;
+    let mut headers = super::certain_failures::Headers {
+        include_dirs: &dirs,
+        stable_abi: job.req.stable_abi.is_some(),
+        gone: &mut gone,
+    };
+    let certain = super::certain_failures::find(&job.wt.root, &job.out.review, &mut headers)?;
     if certain.is_empty() {
         return Ok(None);
     }
