@@ -1143,10 +1143,11 @@ fn a_port_that_cannot_compile_stops_before_compiling_and_names_each_item() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
-/// Issue 63: a recipe-less stable-ABI port whose code still includes an unstable header stops
-/// before compiling, naming the header and the target copy's own `#error` (torch ≥ 2.10 guards
-/// each ATen and c10 header against `TORCH_TARGET_VERSION`), next to the review items the stable
-/// rules left. Before, it listed the items and compiled anyway, ending in that `#error`.
+/// Issue 63: a recipe-less stable-ABI port with a blocker stops before compiling: an unstable
+/// header is named with the target copy's own `#error` (torch ≥ 2.10 guards each ATen and c10
+/// header against `TORCH_TARGET_VERSION`), and each review item the stable rules left (what the
+/// stable ABI cannot express) at its line. Before, it listed the items and compiled anyway,
+/// ending in that `#error`.
 #[test]
 fn a_stable_port_that_includes_an_unstable_header_stops_before_compiling() {
     let dir = tempfile::tempdir().unwrap();
@@ -1184,6 +1185,14 @@ fn a_stable_port_that_includes_an_unstable_header_stops_before_compiling() {
     let message = v["failure"]["message"].as_str().unwrap();
     assert!(
         message.contains("ops.cpp:2: #include <c10/cuda/CUDACachingAllocator.h>: the target's copy refuses a stable-ABI build, which defines TORCH_TARGET_VERSION (`#error \"This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is defined.\"`); drop it if nothing of it is used any more"),
+        "{message}"
+    );
+    // The stable rules' items are blockers too, each named once at its line.
+    assert!(
+        message.contains("stops before compiling: 3 review item(s)")
+            && message.contains("ops.cpp:8: [stable-leftover] `void* p = c10::cuda::CUDACachingAllocator::raw_alloc(16);` blocks a stable-ABI build")
+            && message.contains("ops.cpp:9: [stable-leftover]")
+            && !message.contains("ops.cpp:2: [stable-unstable-header-c10]"),
         "{message}"
     );
     assert!(!r.stderr.contains("archsmith: building"), "{}", r.stderr);

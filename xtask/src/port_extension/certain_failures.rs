@@ -90,9 +90,37 @@ pub fn find(root: &Path, review: &[ReviewRow], headers: &mut Headers) -> Result<
             });
         }
     }
+    if headers.stable_abi {
+        out.extend(stable_blockers(root, &compiled, review, &out));
+    }
     out.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     out.dedup();
     Ok(out)
+}
+
+/// In a stable-ABI build, each review item the stable rules left (what the stable ABI cannot
+/// express, or not by rule) in a compiled file outside `#if` is a blocker: the build has no
+/// unstable API to fall back on. A line `found` already names is not named twice.
+fn stable_blockers(
+    root: &Path,
+    compiled: &BTreeSet<String>,
+    review: &[ReviewRow],
+    found: &[Certain],
+) -> Vec<Certain> {
+    review
+        .iter()
+        .filter(|i| !i.explained && i.rule.starts_with("stable-"))
+        .filter(|i| compiled.contains(&i.file) && !conditional(&root.join(&i.file), i.line))
+        .filter(|i| !found.iter().any(|c| c.file == i.file && c.line == i.line))
+        .map(|i| Certain {
+            file: i.file.clone(),
+            line: i.line,
+            what: format!(
+                "[{}] `{}` blocks a stable-ABI build (no stable form, or none by rule); {}",
+                i.rule, i.code, i.suggestion
+            ),
+        })
+        .collect()
 }
 
 /// The `#include`s of torch headers in the compiled files, outside any `#if`, that will stop the
