@@ -10,6 +10,8 @@
 //!
 //! The builds share two cores with everything else, so they run one at a time.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -506,20 +508,22 @@ fn ctrl_c_leaves_no_wheel_or_partial_file_in_the_output_dir() {
     use std::os::unix::process::CommandExt;
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "build-ext",
-            fixture("tinyext").to_str().unwrap(),
-            "--arch",
-            "8.0",
-            "--out",
-            out.path().to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args([
+        "build-ext",
+        fixture("tinyext").to_str().unwrap(),
+        "--arch",
+        "8.0",
+        "--out",
+        out.path().to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .process_group(0);
+    // As a terminal's Ctrl-C finds it: with SIGINT inherited ignored (a test run started with
+    // `&` in a script), only a signal that landed while ninja ran stopped the build.
+    support::sigint_in_child(&mut cmd, libc::SIG_DFL);
+    let mut child = cmd.spawn().unwrap();
     // Wait until the compilers run (the log exists), then Ctrl-C the whole group as a terminal does.
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(120) {

@@ -1468,15 +1468,15 @@ fn an_interrupted_build_resumes_where_ninja_stopped() {
     let py = build_python(&scratch);
     let args = |src: &Path, out: &Path| fixture_build_args("9.0", src, &py, out);
     let out = scratch.join("out");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args(&src, &out))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(args(&src, &out))
         .env_remove("CUDAHOSTCXX")
         .env_remove("CXX")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
+        .process_group(0);
+    support::sigint_in_child(&mut cmd, libc::SIG_DFL);
+    let mut child = cmd.spawn().unwrap();
     // Ctrl-C to the whole group, as a terminal sends it, once two steps are done.
     let mut seen = Vec::new();
     for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {

@@ -349,14 +349,7 @@ fn codemod_of_300_files(sigint: libc::sighandler_t) -> (tempfile::TempDir, std::
         .current_dir(repo.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    // SAFETY: async-signal-safe calls only, between fork and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(move || {
-            libc::signal(libc::SIGINT, sigint);
-            Ok(())
-        });
-    }
+    support::sigint_in_child(&mut cmd, sigint);
     let child = cmd.spawn().unwrap();
     (repo, child)
 }

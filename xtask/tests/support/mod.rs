@@ -186,3 +186,19 @@ pub fn xtask(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Starts `cmd`'s child with SIGINT's disposition `sigint` (SIG_DFL: as a terminal's Ctrl-C
+/// finds a program), whatever this test process inherited: `cargo test &` in a script, or
+/// `nohup`, starts the whole tree ignoring SIGINT, and archsmith, Python and the compilers keep
+/// an ignored SIGINT ignored, so a test of Ctrl-C would then pass or fail by where the signal
+/// lands (ninja alone catches it).
+pub fn sigint_in_child(cmd: &mut std::process::Command, sigint: libc::sighandler_t) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: one async-signal-safe call between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGINT, sigint);
+            Ok(())
+        });
+    }
+}
