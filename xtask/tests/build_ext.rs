@@ -144,7 +144,7 @@ fn real_pypi_sdist_torchsort_builds_audits_and_imports_for_three_archs() {
 }
 
 #[test]
-fn tiny_multi_file_extension_builds_then_rebuilds_as_a_no_op_in_under_a_second() {
+fn tiny_multi_file_extension_builds_then_rebuilds_as_a_no_op() {
     let _g = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     let src = fixture("tinyext");
@@ -495,7 +495,7 @@ fn a_cuda_major_that_differs_from_torchs_is_refused_before_compiling() {
         "{}",
         run.stderr
     );
-    assert!(run.wall < Duration::from_secs(20), "took {:?}", run.wall);
+    // Refused before anything compiles: not even a build log was written.
     assert_eq!(
         std::fs::read_dir(out.path()).unwrap().count(),
         0,

