@@ -862,6 +862,18 @@ fn env_include(version: &str) -> std::path::PathBuf {
         .join("torch/include")
 }
 
+/// What the port says of `#include <header>` against `target`, from `trees`.
+fn described(
+    header: &str,
+    target: &archsmith::version::Version,
+    trees: &mut archsmith::port_extension::header_history::IncludeTrees,
+) -> String {
+    archsmith::port_extension::header_history::went(header, None, target, trees)
+        .unwrap()
+        .unwrap()
+        .describe(header, target)
+}
+
 /// Issue 62: a header the target no longer ships is named with the release that dropped it and
 /// what the target offers instead, read from two real include trees (torch 2.11.0's and
 /// 2.15.0's, as their envs installed them): `c10/util/complex_utils.h` moved to torch's
@@ -869,7 +881,7 @@ fn env_include(version: &str) -> std::path::PathBuf {
 /// named tensors took with them; a header torch never had is not blamed on torch.
 #[test]
 fn a_removed_header_is_named_with_the_release_that_dropped_it() {
-    use archsmith::port_extension::header_history::{went, IncludeTrees};
+    use archsmith::port_extension::header_history::IncludeTrees;
     let said = std::cell::RefCell::new(Vec::new());
     let say = |m: &str| said.borrow_mut().push(m.to_string());
     let mut trees = IncludeTrees::inserted_only(&say);
@@ -879,12 +891,7 @@ fn a_removed_header_is_named_with_the_release_that_dropped_it() {
     trees
         .insert_dir(target.clone(), env_include("2.15.0"))
         .unwrap();
-    let mut describe = |h: &str| {
-        went(h, None, &target, &mut trees)
-            .unwrap()
-            .unwrap()
-            .describe(h, &target)
-    };
+    let mut describe = |h: &str| described(h, &target, &mut trees);
     assert_eq!(
         describe("c10/util/complex_utils.h"),
         "#include <c10/util/complex_utils.h>: torch 2.11.0 shipped it, torch 2.15.0 no longer does; torch 2.15.0 has complex_utils.h at <torch/headeronly/util/complex_utils.h>"
@@ -908,7 +915,7 @@ fn a_removed_header_is_named_with_the_release_that_dropped_it() {
 #[test]
 #[ignore = "live tier: reads torch 1.x wheels' zip directories on PyPI by HTTP range; cargo test -- --ignored"]
 fn removed_headers_are_placed_by_the_wheels_on_pypi() {
-    use archsmith::port_extension::header_history::{went, IncludeTrees};
+    use archsmith::port_extension::header_history::IncludeTrees;
     let said = std::cell::RefCell::new(Vec::new());
     let say = |m: &str| said.borrow_mut().push(m.to_string());
     let mut trees = IncludeTrees::new(&say);
@@ -916,12 +923,7 @@ fn removed_headers_are_placed_by_the_wheels_on_pypi() {
     trees
         .insert_dir(target.clone(), env_include("2.15.0"))
         .unwrap();
-    let mut describe = |h: &str| {
-        went(h, None, &target, &mut trees)
-            .unwrap()
-            .unwrap()
-            .describe(h, &target)
-    };
+    let mut describe = |h: &str| described(h, &target, &mut trees);
     assert_eq!(
         describe("ATen/CUDAGeneratorImpl.h"),
         "#include <ATen/CUDAGeneratorImpl.h>: torch 1.10.0 shipped it, torch 1.11.0 no longer does; torch 2.15.0 has CUDAGeneratorImpl.h at <ATen/cuda/CUDAGeneratorImpl.h>"

@@ -218,13 +218,9 @@ impl<'a> IncludeTrees<'a> {
 
 /// An env's include directory archsmith provisioned for `torch` (any Python).
 fn provisioned_include(torch: &Version) -> Option<PathBuf> {
-    let prefix = format!("torch-{torch}-py");
-    let envs = fs::read_dir(crate::paths::envs_dir()).ok()?;
-    envs.flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .filter_map(|e| fs::read_dir(e.path().join("lib")).ok())
-        .flat_map(|libs| libs.flatten())
-        .map(|py| py.path().join("site-packages/torch/include"))
+    crate::python::provisioned_site_packages(torch)
+        .into_iter()
+        .map(|site| site.join("torch/include"))
         .find(|d| d.is_dir())
 }
 

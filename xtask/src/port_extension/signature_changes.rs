@@ -111,13 +111,9 @@ fn kept_or_read(torch: &Version, say: &dyn Fn(&str)) -> Result<String> {
 /// The file as an env archsmith provisioned for `torch` installed it (any Python: the wheels of
 /// one release ship the same file), so no wheel is read for a release already on disk.
 fn provisioned_copy(torch: &Version) -> Option<String> {
-    let prefix = format!("torch-{torch}-py");
-    let envs = fs::read_dir(crate::paths::envs_dir()).ok()?;
-    envs.flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .filter_map(|e| fs::read_dir(e.path().join("lib")).ok())
-        .flat_map(|libs| libs.flatten())
-        .find_map(|py| fs::read_to_string(py.path().join("site-packages").join(MEMBER)).ok())
+    crate::python::provisioned_site_packages(torch)
+        .into_iter()
+        .find_map(|site| fs::read_to_string(site.join(MEMBER)).ok())
 }
 
 /// The release the code under `root` was written for and where that was read: `from_torch`

@@ -16,7 +16,7 @@ pub mod torch_env;
 
 pub use probe::{probe, Depth, PythonInfo};
 pub use target_env::TargetEnv;
-pub use torch_env::{ensure_torch_env, ensure_torch_env_with, TorchEnv};
+pub use torch_env::{ensure_torch_env, ensure_torch_env_with, provisioned_site_packages, TorchEnv};
 
 use crate::process::which;
 use anyhow::{Context, Result};

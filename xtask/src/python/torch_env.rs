@@ -35,6 +35,22 @@ impl TorchEnv {
     }
 }
 
+/// The `site-packages` of each env archsmith already provisioned for `torch` (any Python; none
+/// is made): where a release's own files (its schemas, its headers) are read without its wheel.
+pub fn provisioned_site_packages(torch: &Version) -> Vec<PathBuf> {
+    let prefix = format!("torch-{torch}-py");
+    let Ok(envs) = fs_err::read_dir(paths::envs_dir()) else {
+        return Vec::new();
+    };
+    envs.flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| fs_err::read_dir(e.path().join("lib")).ok())
+        .flat_map(|libs| libs.flatten())
+        .map(|py| py.path().join("site-packages"))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
 /// Returns the env for `torch`, creating it on first use. Progress of the download is shown by the
 /// installer itself (uv's or pip's progress bars on stderr).
 pub fn ensure_torch_env(torch: &Version) -> Result<TorchEnv> {
