@@ -85,18 +85,13 @@ impl<'a> IncludeTrees<'a> {
             if self.inserted_only {
                 bail!("torch {torch}: not among the include trees given");
             }
-            let tree = match provisioned_include(torch) {
-                Some(dir) => {
-                    self.insert_dir(torch.clone(), dir)?;
-                    self.read.remove(torch)
+            match provisioned_include(torch) {
+                Some(dir) => self.insert_dir(torch.clone(), dir)?,
+                None => {
+                    let tree = self.read_wheel(torch)?;
+                    self.read.insert(torch.clone(), tree);
                 }
-                None => None,
-            };
-            let tree = match tree {
-                Some(t) => t,
-                None => self.read_wheel(torch)?,
-            };
-            self.read.insert(torch.clone(), tree);
+            }
         }
         self.read
             .get(torch)
