@@ -160,11 +160,18 @@ fn stop_early(job: &mut Job) -> Result<Option<VerifyFailure>> {
     let target = target_torch(job.req);
     let say = |m: &str| crate::errln!("archsmith: {m}");
     let mut trees = super::header_history::IncludeTrees::new(&say);
-    trees.insert_dir(target.clone(), include)?;
+    let mut target_read = false;
     let era = era.map(|(v, _)| v);
-    // What became of a header the target lacks, read from the releases' include trees.
+    // What became of a header the target lacks, read from the releases' include trees; the
+    // target's own tree (some 9,500 files) is walked only when a header is missing.
     let mut gone = |h: &str| {
-        super::header_history::went(h, era.as_ref(), &target, &mut trees)
+        let mut went = || -> anyhow::Result<_> {
+            if !std::mem::replace(&mut target_read, true) {
+                trees.insert_dir(target.clone(), include.clone())?;
+            }
+            super::header_history::went(h, era.as_ref(), &target, &mut trees)
+        };
+        went()
             .unwrap_or_else(|e| {
                 crate::errln!("warning: when torch dropped <{h}> was not read: {e:#}");
                 None
