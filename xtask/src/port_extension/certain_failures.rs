@@ -141,6 +141,7 @@ fn header_failures(
             continue;
         };
         let text = String::from_utf8_lossy(&bytes);
+        let inside = conditional_lines(&text);
         for (i, l) in text.lines().enumerate() {
             let Some(header) = INCLUDE.captures(l).map(|c| c[1].to_string()) else {
                 continue;
@@ -148,7 +149,7 @@ fn header_failures(
             let top = header.split('/').next().unwrap_or_default();
             if !TORCH_ROOTS.contains(&top)
                 || files.iter().any(|f| f.ends_with(&header))
-                || conditional(&root.join(file), i + 1)
+                || inside[i]
             {
                 continue;
             }
@@ -311,6 +312,15 @@ fn is_header(rel: &Path) -> bool {
 /// Whether line `line` (1-based) of `file` sits inside an `#if`/`#ifdef`/`#ifndef` block other
 /// than the file's include guard: there the compiler may never see it.
 fn conditional(file: &Path, line: usize) -> bool {
+    let Ok(bytes) = fs::read(file) else {
+        return false;
+    };
+    let inside = conditional_lines(&String::from_utf8_lossy(&bytes));
+    inside.get(line.saturating_sub(1)).copied().unwrap_or(false)
+}
+
+/// For each line of `text`, [`conditional`]'s answer, in one pass.
+fn conditional_lines(text: &str) -> Vec<bool> {
     static OPEN: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^\s*#\s*(if|ifdef|ifndef)\b").expect("if"));
     static CLOSE: LazyLock<Regex> =
@@ -318,10 +328,6 @@ fn conditional(file: &Path, line: usize) -> bool {
     static GUARD: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"^\s*#\s*ifndef\s+(\w+)\s*\n\s*#\s*define\s+(\w+)").expect("guard")
     });
-    let Ok(bytes) = fs::read(file) else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(&bytes);
     // The first directive of a header guard opens a block around the whole file.
     let first_directive = text.lines().map(str::trim).find(|l| l.starts_with('#'));
     let guarded = first_directive.is_some_and(|l| l.starts_with("#ifndef"))
@@ -329,14 +335,16 @@ fn conditional(file: &Path, line: usize) -> bool {
             .captures(text.trim_start_matches(|c: char| c != '#'))
             .is_some_and(|c| c[1] == c[2]);
     let mut depth: i32 = if guarded { -1 } else { 0 };
-    for l in text.lines().take(line.saturating_sub(1)) {
+    let mut inside = Vec::new();
+    for l in text.lines() {
+        inside.push(depth > 0);
         if OPEN.is_match(l) {
             depth += 1;
         } else if CLOSE.is_match(l) {
             depth -= 1;
         }
     }
-    depth > 0
+    inside
 }
 
 #[cfg(test)]
