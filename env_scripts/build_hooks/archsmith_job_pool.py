@@ -43,9 +43,21 @@ def ninja_joins_jobservers():
 
 class Jobserver:
     """A GNU make jobserver of `slots` job slots: a named pipe holding slots - 1 tokens (the
-    process that made it holds the first slot). Children join it through MAKEFLAGS."""
+    process that made it holds the first slot). Children join it through MAKEFLAGS.
+
+    Inside a pool that builds beside this one share (ARCHSMITH_JOB_POOL names its pipe: a tree's
+    packages built at once, xtask/src/build_ext/job_pool.rs), it joins that pool instead: this
+    process's slot is the one the pool's driver took for this build, and every further child
+    takes a token from the shared pipe, so all builds together stay within its slots."""
 
     def __init__(self, slots, directory):
+        shared = os.environ.get("ARCHSMITH_JOB_POOL")
+        self.shared = bool(shared)
+        if shared:
+            self.path = shared
+            self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
+            self.makeflags = " -j%d --jobserver-auth=fifo:%s" % (slots, self.path)
+            return
         self.path = os.path.join(directory, "jobserver.fifo")
         if os.path.exists(self.path):
             os.unlink(self.path)
@@ -92,8 +104,13 @@ def run(items, at_once, build, log_dir, noun, per_child_jobs=None, startable=Non
     to wait for one of them. Returns a Done for each item, in the order they ended."""
     os.makedirs(log_dir, exist_ok=True)
     jobserver = Jobserver(at_once, os.path.abspath(log_dir)) if ninja_joins_jobservers() else None
+    if jobserver is None and os.environ.get("ARCHSMITH_JOB_POOL"):
+        # In a shared pool its ninja cannot join, this build has its one slot: one at a time.
+        at_once = 1
     total = len(items)
-    if jobserver is not None:
+    if jobserver is not None and jobserver.shared:
+        say("building %d %s in the pool of job slots shared with the builds beside it (%s)" % (total, noun, jobserver.path))
+    elif jobserver is not None:
         say("building %d %s in one pool of %d job slots" % (total, noun, at_once))
     else:
         say("building %d %s, %d at a time" % (total, noun, at_once))

@@ -511,6 +511,8 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         run_tests: true,
         stable_abi: None,
         from_torch: None,
+        jobs: None,
+        pool: None,
     };
     let e = format!("{:#}", port_extension::run(&req).unwrap_err());
     assert!(
@@ -731,6 +733,8 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
             run_tests: true,
             stable_abi: None,
             from_torch: None,
+            jobs: None,
+            pool: None,
         }
     };
     let e = format!(
@@ -1277,6 +1281,81 @@ fn a_tree_of_packages_is_listed_and_each_ported_or_the_one_only_names() {
             && r.stderr.contains("ops/count (setup.py)"),
         "{}",
         r.stderr
+    );
+}
+
+/// Issue 62: a tree's packages are built at once, in one pool of job slots that their builds
+/// share. Before, each was ported after the one before it had ended, each build with its own
+/// `MAX_JOBS`. Now, with `--jobs 2`, both packages start together (their spans overlap), both
+/// builds' logs name the same pool (a jobserver their ninjas join), and each row says what it
+/// built and imported. The driving script opens a subshell per package (`(cd ops/add && …)`).
+#[test]
+fn a_trees_packages_build_at_once_in_one_pool_of_job_slots() {
+    let home = private_home("cpython-tree");
+    let r = xtask(
+        &[
+            "port-extension",
+            "--src",
+            &fixture("cpython-tree"),
+            "--arch",
+            "9.0",
+            "--jobs",
+            "2",
+            "--json",
+        ],
+        Some(&home),
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(
+            "holds 2 extension builds: ops/add (setup.py, build.sh:4), ops/mul (setup.py, build.sh:5)"
+        ) && r.stderr.contains("porting 2 packages in one pool of 2 job slots"),
+        "{}",
+        r.stderr
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let rows = v["packages"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    let mut pools = Vec::new();
+    for (p, module) in rows.iter().zip(["tree_add", "tree_mul"]) {
+        assert_eq!(p["outcome"], "ported", "{p}");
+        assert_eq!(p["report"]["build"]["cpu_only"], true, "{p}");
+        assert!(
+            p["report"]["build"]["imported"]
+                .as_array()
+                .unwrap()
+                .contains(&module.into()),
+            "{p}"
+        );
+        let log = std::fs::read_to_string(p["report"]["build"]["log"].as_str().unwrap()).unwrap();
+        let pool = log
+            .lines()
+            .find_map(|l| {
+                l.split("job slots: a pool of 2 shared with the builds beside it (")
+                    .nth(1)
+            })
+            .unwrap_or_else(|| panic!("no pool in the build log:\n{log}"));
+        pools.push(pool.trim_end_matches(')').to_string());
+        if module == "tree_add" {
+            // Its two extension modules built at once by the build hooks, inside the same pool.
+            assert!(
+                log.contains(&format!(
+                    "archsmith-ext: building 2 extensions in the pool of job slots shared with the builds beside it ({})",
+                    pools[0]
+                )),
+                "{log}"
+            );
+        }
+    }
+    assert_eq!(pools[0], pools[1], "one pool for both builds");
+    let span = |p: &serde_json::Value| {
+        let start = p["started_s"].as_f64().unwrap();
+        (start, start + p["seconds"].as_f64().unwrap())
+    };
+    let ((a0, a1), (b0, b1)) = (span(&rows[0]), span(&rows[1]));
+    assert!(
+        a0 < b1 && b0 < a1,
+        "the two ports ran at once: {a0}-{a1} s and {b0}-{b1} s"
     );
 }
 

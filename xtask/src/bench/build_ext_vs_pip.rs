@@ -326,6 +326,7 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
         serial_extensions: false,
         skip_missing_submodules: false,
         stable_abi_target: None,
+        pool: None,
         cpu_only: req.cpu_only,
         dist: None,
     };
@@ -388,6 +389,7 @@ fn plain_round(
         cpu_only: req.cpu_only,
         stable_abi_target: None,
         ninja_dir: None,
+        pool: None,
     };
     let cmd = build_command(&setup, &tree, &wheels);
     let cpu = cpu_s();

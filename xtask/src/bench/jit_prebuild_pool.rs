@@ -158,6 +158,7 @@ fn request(
         dist: None,
         skip_missing_submodules: false,
         stable_abi_target: None,
+        pool: None,
     }
 }
 

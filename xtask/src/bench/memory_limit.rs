@@ -151,6 +151,7 @@ fn plain_side(
         cpu_only: false,
         stable_abi_target: None,
         ninja_dir: None,
+        pool: None,
     };
     let cmd = build_command(&setup, &tree, &wheels);
     let label = format!("pip wheel, MAX_JOBS={cores}");

@@ -222,10 +222,29 @@ pub struct Guard {
 /// measured whole: nvcc times its phases, and its peak is the compile's own. Through a cache, a
 /// hit compiles nothing and sccache runs a miss in its server, outside the process tree the guard
 /// watches, so neither a phase time nor a peak of it is taken (nor kept for the next build).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Measure {
     pub budget_bytes: Option<u64>,
     pub direct: bool,
+    /// The memory ledger shared with other builds (a tree's pool, [`super::job_pool`]); by
+    /// default the build's own.
+    pub ledger: Option<PathBuf>,
+}
+
+impl Measure {
+    /// What a build's compiles draw on: the memory free for builds now, or the pool's that it
+    /// shares with other builds. `direct`: no compiler cache between the guard and nvcc.
+    pub fn of_build(pool: Option<&super::job_pool::PoolShare>, direct: bool) -> Measure {
+        let budget = pool.map_or_else(
+            || super::jobs::memory_budget_bytes(crate::host::mem_available_gib()),
+            |p| p.budget,
+        );
+        Measure {
+            budget_bytes: Some(budget),
+            direct,
+            ledger: pool.map(|p| p.ledger.clone()),
+        }
+    }
 }
 
 /// What the guard saw in a build.
@@ -337,9 +356,15 @@ impl Guard {
             real,
             flags: plan.gencode(),
             cmake_architectures: plan.cmake_cuda_architectures(),
-            gate: measure
-                .budget_bytes
-                .map(|b| Gate::new(dir.join("memory-ledger"), b)),
+            gate: measure.budget_bytes.map(|b| {
+                Gate::new(
+                    measure
+                        .ledger
+                        .clone()
+                        .unwrap_or_else(|| dir.join("memory-ledger")),
+                    b,
+                )
+            }),
             time_dir,
             peaks: crate::build_insight::peaks::default_path_for_env(),
         })

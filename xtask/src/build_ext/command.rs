@@ -31,6 +31,29 @@ pub struct Setup<'a> {
     pub stable_abi_target: Option<&'a str>,
     /// Where `ninja` is, for an env that has none ([`ninja_for`]).
     pub ninja_dir: Option<&'a Path>,
+    /// The pool of job slots shared with builds beside this one ([`super::Request::pool`]).
+    pub pool: Option<&'a super::job_pool::PoolShare>,
+}
+
+impl Setup<'_> {
+    /// The `ninja` the build runs: the env's own, else the one [`ninja_for`] found.
+    fn ninja(&self) -> Option<PathBuf> {
+        let own = self.env.python.parent().map(|bin| bin.join("ninja"));
+        own.filter(|n| crate::process::is_executable(n))
+            .or_else(|| self.ninja_dir.map(|d| d.join("ninja")))
+    }
+
+    /// The build command with its environment (`MAX_JOBS` the caller may have set removed
+    /// where the build joins a pool: ninja ignores the pool when given `-j`).
+    pub fn apply_env(&self, mut cmd: Cmd) -> Cmd {
+        if self.pool.is_some() {
+            cmd = cmd.env_remove("MAX_JOBS");
+        }
+        for (k, v) in build_env(self) {
+            cmd = cmd.env(k, v);
+        }
+        cmd
+    }
 }
 
 /// The directory of a `ninja` for builds in `env`, when the env's own bin dir has none (a user's
@@ -69,7 +92,7 @@ pub fn ninja_for(env: &EnvInfo, required: bool) -> anyhow::Result<Option<PathBuf
 /// The build command for the source copy in `tree`, writing its wheel into `wheel_dir`.
 pub fn build_command(s: &Setup, tree: &Path, wheel_dir: &Path) -> Cmd {
     let env = s.env;
-    let mut cmd = if s.builder == "pip wheel" {
+    let cmd = if s.builder == "pip wheel" {
         Cmd::new(&env.python)
             .args([
                 "-m",
@@ -92,10 +115,7 @@ pub fn build_command(s: &Setup, tree: &Path, wheel_dir: &Path) -> Cmd {
             .arg(wheel_dir)
             .arg(tree)
     };
-    for (k, v) in build_env(s) {
-        cmd = cmd.env(k, v);
-    }
-    cmd.dir(tree)
+    s.apply_env(cmd).dir(tree)
 }
 
 /// The variables a build gets (on top of the caller's environment).
@@ -128,21 +148,13 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
     vars.push(("TORCH_CUDA_ARCH_LIST".into(), plan.torch_cuda_arch_list()));
     // CMake-built extensions: CMake's own search finds a system nvcc (/usr/bin/nvcc) before PATH's.
     vars.push(("CUDACXX".into(), tc.nvcc().display().to_string()));
-    vars.push(("MAX_JOBS".into(), par.jobs.to_string()));
+    vars.extend(job_vars(s));
     // Extensions that gate CUDA on torch.cuda.is_available() build it anyway on a GPU-less host
     // (unless the build is meant to be CPU-only).
     if !s.cpu_only {
         vars.push(("FORCE_CUDA".into(), "1".into()));
     }
     vars.push(("PYTHONUNBUFFERED".into(), "1".into()));
-    if par.nvcc_threads > 1 {
-        let mut flags = std::env::var("NVCC_APPEND_FLAGS").unwrap_or_default();
-        if !flags.is_empty() {
-            flags.push(' ');
-        }
-        flags.push_str(&format!("--threads={}", par.nvcc_threads));
-        vars.push(("NVCC_APPEND_FLAGS".into(), flags));
-    }
     // Library headers (cuBLAS, cuSPARSE, cuSOLVER, cuDNN, NCCL…): a CUDA_HOME made of the compiler
     // wheels lacks them, but the torch env holds NVIDIA's wheels of the very libraries torch loads
     // at run time, headers included. CPATH is searched after every -I, so CUDA_HOME still wins for
@@ -171,6 +183,33 @@ pub fn build_env(s: &Setup) -> Vec<(String, String)> {
             vars.extend(hooks_on_path());
         }
         vars.push(("ARCHSMITH_STABLE_ABI_TARGET".into(), target.to_string()));
+    }
+    vars
+}
+
+/// How many compiles the build runs: `MAX_JOBS` and nvcc's `--threads`, or the pool it shares
+/// with the builds beside it.
+fn job_vars(s: &Setup) -> Vec<(String, String)> {
+    let par = s.par;
+    let mut vars = Vec::new();
+    match s.pool {
+        Some(pool) => {
+            let ninja = s.ninja();
+            vars.extend(pool.env(ninja.as_deref()));
+            vars.extend(
+                pool.max_jobs(ninja.as_deref())
+                    .map(|j| ("MAX_JOBS".to_string(), j.to_string())),
+            );
+        }
+        None => vars.push(("MAX_JOBS".into(), par.jobs.to_string())),
+    }
+    if par.nvcc_threads > 1 {
+        let mut flags = std::env::var("NVCC_APPEND_FLAGS").unwrap_or_default();
+        if !flags.is_empty() {
+            flags.push(' ');
+        }
+        flags.push_str(&format!("--threads={}", par.nvcc_threads));
+        vars.push(("NVCC_APPEND_FLAGS".into(), flags));
     }
     vars
 }

@@ -23,7 +23,7 @@
 
 use super::arch_guard::Guard;
 use super::check::{audit_wheel, SoAudit};
-use super::command::{build_env, Setup};
+use super::command::Setup;
 use super::scratch::Scratch;
 use super::{prepare, source, BuildFailure, Prepared, Request, SourceSpec};
 use crate::build_output::{log, progress};
@@ -472,12 +472,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     let guard = if req.own_arch_flags {
         None
     } else {
-        let measure = super::arch_guard::Measure {
-            budget_bytes: Some(super::jobs::memory_budget_bytes(
-                crate::host::mem_available_gib(),
-            )),
-            direct: true,
-        };
+        let measure = super::arch_guard::Measure::of_build(req.pool.as_ref(), true);
         Some(Guard::prepare(
             &job.scratch.path,
             tc,
@@ -493,6 +488,9 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     let (cores, mem) = (crate::host::cores(), crate::host::mem_available_gib());
     let (units, cu_files) = job.sources;
     let mut par = super::jobs::parallelism(cores, mem, units, cu_files, images, req.jobs);
+    if let Some(pool) = &req.pool {
+        par.in_pool(pool);
+    }
     let at_once = triggers_at_once(&par, job.triggers.len(), req.serial_extensions);
     par.extensions = 1;
     let ninja_dir = super::command::ninja_for(env, true)?;
@@ -508,6 +506,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
         cpu_only: false,
         stable_abi_target: None,
         ninja_dir: ninja_dir.as_deref(),
+        pool: req.pool.as_ref(),
     };
     let record = job.scratch.path.join("prebuild.jsonl");
     crate::errln!(
@@ -522,10 +521,8 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     let mut cmd = driver(&env.python, &job.tree, &job.triggers_file)?
         .env("TORCH_EXTENSIONS_DIR", &job.ext_dir)
         .env("ARCHSMITH_JIT_PREBUILD", &record);
-    for (k, v) in build_env(&setup) {
-        cmd = cmd.env(k, v);
-    }
-    cmd = cmd
+    cmd = setup
+        .apply_env(cmd)
         .env("ARCHSMITH_PARALLEL_TRIGGERS", at_once.to_string())
         .env(
             "ARCHSMITH_TRIGGER_MAX_JOBS",

@@ -33,6 +33,16 @@ pub struct Parallelism {
     pub reason: &'static str,
 }
 
+impl Parallelism {
+    /// A build in a pool it shares with others ([`super::job_pool`]): its compiles are the
+    /// pool's slots (the jobserver decides how many run, so nvcc gets no `--threads`).
+    pub fn in_pool(&mut self, pool: &super::job_pool::PoolShare) {
+        self.jobs = pool.slots;
+        self.nvcc_threads = 1;
+        self.reason = "the slots of a pool shared with the builds beside it";
+    }
+}
+
 /// How many of a package's extensions to build at once: one per core, as many as memory holds
 /// (each may run an nvcc on torch headers). setuptools builds them one after another, each in a
 /// ninja run of one or two files, so a many-extension package otherwise keeps one core busy. It is
@@ -43,6 +53,12 @@ pub fn extensions_at_once(cores: u32, mem_available_gib: f64) -> u32 {
         .floor()
         .max(1.0) as u32;
     cores.max(1).min(by_mem)
+}
+
+/// The job slots of a pool several builds share ([`super::job_pool`]): as many compiles as one
+/// build of many translation units would run, `min(cores + 2, memory / 2.5 GiB)`.
+pub fn pool_slots(cores: u32, mem_available_gib: f64) -> u32 {
+    parallelism(cores, mem_available_gib, u32::MAX, 0, 1, None).jobs
 }
 
 /// The model (measurements: docs/build-ext.md, "Jobs and nvcc threads"):

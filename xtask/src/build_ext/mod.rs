@@ -30,6 +30,7 @@ pub mod command;
 pub mod hf_kernels;
 pub mod insight;
 pub mod jit;
+pub mod job_pool;
 pub mod jobs;
 pub mod scratch;
 pub mod source;
@@ -104,6 +105,9 @@ pub struct Request {
     /// every extension is compiled with, on CPython's limited API, into an `abi3` wheel (the
     /// build hooks set them; env_scripts/build_hooks/sitecustomize.py).
     pub stable_abi_target: Option<String>,
+    /// A pool of job slots and memory this build shares with others built at once (a tree's
+    /// packages, [`job_pool`]): its compiles take their slots from it, not from `MAX_JOBS`.
+    pub pool: Option<job_pool::PoolShare>,
 }
 
 impl BuildFailure {

@@ -209,10 +209,7 @@ pub fn provision(job: &Job, scratch: Scratch) -> Result<Workspace> {
         let real = compiler_cache
             .as_ref()
             .map_or_else(|| job.tc.nvcc(), |c| c.wrappers.join("nvcc"));
-        let measure = arch_guard::Measure {
-            budget_bytes: Some(jobs::memory_budget_bytes(crate::host::mem_available_gib())),
-            direct: compiler_cache.is_none(),
-        };
+        let measure = arch_guard::Measure::of_build(req.pool.as_ref(), compiler_cache.is_none());
         Some(Guard::prepare(
             &scratch.path,
             &job.tc,
@@ -267,6 +264,9 @@ fn parallelism(job: &Job, tree: &Path) -> Result<Parallelism> {
     if job.req.serial_extensions {
         par.extensions = 1;
     }
+    if let Some(pool) = &job.req.pool {
+        par.in_pool(pool);
+    }
     Ok(par)
 }
 
@@ -289,16 +289,23 @@ pub fn compile(
         cpu_only: job.req.cpu_only,
         stable_abi_target: job.req.stable_abi_target.as_deref(),
         ninja_dir: ninja_dir.as_deref(),
+        pool: job.req.pool.as_ref(),
     };
     let cmd = build_command(&setup, &ws.tree, &ws.wheel_dir);
     let label = job.src.spec.label();
     let arch_list = job.plan.torch_cuda_arch_list();
     let par = &ws.par;
+    let slots = match &job.req.pool {
+        Some(p) => format!(
+            "job slots: a pool of {} shared with the builds beside it ({})",
+            p.slots,
+            p.fifo.display()
+        ),
+        None => format!("MAX_JOBS={} nvcc --threads={}", par.jobs, par.nvcc_threads),
+    };
     writeln!(
         ws.log_file,
-        "# archsmith build-ext {label}\n# TORCH_CUDA_ARCH_LIST={arch_list} MAX_JOBS={} nvcc --threads={}\n# {}\n",
-        par.jobs,
-        par.nvcc_threads,
+        "# archsmith build-ext {label}\n# TORCH_CUDA_ARCH_LIST={arch_list} {slots}\n# {}\n",
         cmd.display()
     )?;
     crate::errln!(

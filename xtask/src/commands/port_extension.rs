@@ -57,6 +57,10 @@ pub struct PortExtensionArgs {
     /// Do not run the package's own tests (test_*.py, *_test.py) against the built wheel.
     #[arg(long)]
     pub no_tests: bool,
+    /// Concurrent compile jobs (MAX_JOBS); for a tree, the job slots its packages share, built
+    /// at once (default from cores and available memory).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
     /// Port onto torch's stable ABI (patches/rules/torch-stable.toml after the legacy rules;
     /// the recipe's stable/*.patch): one abi3 wheel that loads on every torch from the version
     /// the rewritten code needs (`verify binary --target` says which).
@@ -91,40 +95,30 @@ pub fn run(args: &PortExtensionArgs) -> Result<Exit> {
     if let (Some(_), Some(src)) = (&args.package, &args.src) {
         bail!("--package PATH picks a package of a tree; {src} is not one (it has its own build script, or a recipe names it): drop --package");
     }
-    let recipe = match (&args.recipe, &args.name, &args.src) {
-        (Some(r), Some(n), _) if r != n => {
-            bail!("NAME `{n}` and --recipe `{r}` differ: give one of them")
-        }
-        (Some(r), _, _) | (None, Some(r), _) => {
-            if args.write_recipe.is_some() {
-                bail!("--write-recipe writes a recipe from a recipe-less port: drop NAME/--recipe");
-            }
-            Recipe::find(r)?
-        }
-        (None, None, Some(src)) => port_extension::recipe_less(src)?,
-        (None, None, None) => bail!(
-            "which extension? give --src DIR|pypi:NAME==VER|git+URL@REV for any extension, or a recipe NAME ({})",
-            port_extension::recipe::list().join(", ")
-        ),
-    };
+    let recipe = port_extension::recipe::chosen(
+        args.recipe.as_deref(),
+        args.name.as_deref(),
+        args.src.as_deref(),
+        args.write_recipe.is_some(),
+    )?;
     port_one(args, recipe)
 }
 
-/// A tree of packages: the one `--package` names, ported as any package; else each in turn.
+/// A tree of packages: the one `--package` names, ported as any package; else all, at once.
 fn run_tree(args: &PortExtensionArgs, root: &Path, members: &[Member]) -> Result<Exit> {
     let recipe_of = |dir: &Path| port_extension::recipe_less(&dir.display().to_string());
     let one_only = args.write_recipe.as_ref().map(|_| "--write-recipe");
-    let mut port = |dir: &Path| port_extension::run(&request(args, recipe_of(dir)?));
-    match port_tree(root, members, args.package.as_deref(), one_only, &mut port)? {
+    let port = |dir: &Path, pool| {
+        let req = request(args, recipe_of(dir)?);
+        port_extension::run(&Request { pool, ..req })
+    };
+    let building = (mode_of(args) == RunMode::Full).then_some(args.jobs);
+    let pick = (args.package.as_deref(), one_only);
+    match port_tree(root, members, pick, building, &port)? {
         TreePort::One(dir) => port_one(args, recipe_of(&dir)?),
         TreePort::All(report) => {
-            let json = args.output.json;
-            emit(
-                json,
-                documents::PORT_EXTENSION_TREE,
-                &report,
-                TreeReport::table,
-            )?;
+            let doc = documents::PORT_EXTENSION_TREE;
+            emit(args.output.json, doc, &report, TreeReport::table)?;
             Ok(Exit::passed(report.ok()))
         }
     }
@@ -156,6 +150,8 @@ fn request(args: &PortExtensionArgs, recipe: Recipe) -> Request {
         run_tests: !args.no_tests,
         stable_abi,
         from_torch: args.from_torch.clone(),
+        jobs: args.jobs,
+        pool: None,
     }
 }
 

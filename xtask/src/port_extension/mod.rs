@@ -75,6 +75,11 @@ pub struct Request {
     /// `--from-torch`: the release the code was written for (else read from its requirement
     /// files and setup.py, [`signature_changes::era`]).
     pub from_torch: Option<crate::version::Version>,
+    /// `--jobs`: the build's concurrent compile jobs (default from cores and memory).
+    pub jobs: Option<u32>,
+    /// The pool of job slots the build shares with the other packages of a tree built at once
+    /// ([`tree_of_packages`]).
+    pub pool: Option<crate::build_ext::job_pool::PoolShare>,
 }
 
 /// What a `--stable-abi` port targets.

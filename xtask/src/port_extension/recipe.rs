@@ -428,6 +428,32 @@ pub fn list() -> Vec<String> {
     names
 }
 
+/// The recipe a command line names: `NAME` or `--recipe` (one of them, or both the same), else a
+/// recipe-less port of `src`; `writing_recipe` (`--write-recipe`) needs the recipe-less one.
+pub fn chosen(
+    recipe: Option<&str>,
+    name: Option<&str>,
+    src: Option<&str>,
+    writing_recipe: bool,
+) -> Result<Recipe> {
+    match (recipe, name, src) {
+        (Some(r), Some(n), _) if r != n => {
+            bail!("NAME `{n}` and --recipe `{r}` differ: give one of them")
+        }
+        (Some(r), _, _) | (None, Some(r), _) => {
+            if writing_recipe {
+                bail!("--write-recipe writes a recipe from a recipe-less port: drop NAME/--recipe");
+            }
+            Recipe::find(r)
+        }
+        (None, None, Some(src)) => super::recipe_less(src),
+        (None, None, None) => bail!(
+            "which extension? give --src DIR|pypi:NAME==VER|git+URL@REV for any extension, or a recipe NAME ({})",
+            list().join(", ")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

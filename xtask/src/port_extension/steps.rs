@@ -582,8 +582,12 @@ fn build_request(job: &Job, source: SourceSpec) -> Result<build_ext::Request> {
         target: req.target.clone(),
         out: job.base.join("dist"),
         cache: None,
-        jobs: None,
-        progress: req.progress,
+        jobs: req.jobs,
+        // Packages built at once print plain lines: one bar cannot follow several builds.
+        progress: match req.pool {
+            Some(_) => crate::build_output::progress::Mode::Plain,
+            None => req.progress,
+        },
         own_arch_flags: req.own_arch_flags,
         serial_extensions: false,
         cpu_only: false,
@@ -594,6 +598,7 @@ fn build_request(job: &Job, source: SourceSpec) -> Result<build_ext::Request> {
             .stable_abi
             .as_ref()
             .map(|s| s.torch_target_macro.clone()),
+        pool: req.pool.clone(),
     })
 }
 

@@ -3,6 +3,7 @@
 //! summary row per package. A root that is itself a package (a `setup.py`, a `pyproject.toml` or
 //! `load()` calls outside any package below) is not a tree: it ports as before.
 
+use crate::build_ext::job_pool::{JobPool, PoolShare};
 use crate::build_ext::{self, source};
 use crate::output::Table;
 use anyhow::{bail, Result};
@@ -11,6 +12,7 @@ use regex::Regex;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::LazyLock;
+use std::time::Instant;
 
 /// One extension build found below a tree's root.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -114,8 +116,9 @@ pub fn members(root: &Path) -> Result<Vec<Member>> {
 /// The folders shell scripts build in (`cd lib/nms && python setup.py install`, `pip install
 /// ./ops`), relative to the root, each with the script line that does it.
 fn script_builds(root: &Path, files: &[PathBuf]) -> Result<Vec<(PathBuf, String)>> {
+    // `cd DIR` after a line's start or a separator, or opening a subshell (`(cd DIR && …)`).
     static CD: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(?:^|[;&|]\s*)cd\s+([^\s;&|]+)").expect("cd"));
+        LazyLock::new(|| Regex::new(r"(?:^|[;&|]|(\())\s*cd\s+([^\s;&|)]+)").expect("cd"));
     static PIP: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"pip3?\s+install\s+(?:-[-\w]+(?:=\S+)?\s+)*([./][^\s;&|]*)").expect("pip")
     });
@@ -130,18 +133,23 @@ fn script_builds(root: &Path, files: &[PathBuf]) -> Result<Vec<(PathBuf, String)
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or_default();
             let at = format!("{}:{}", rel.display(), n + 1);
-            // What the line builds happens where the line's own `cd`s lead.
+            // What the line builds happens where the line's own `cd`s lead; a subshell's `cd`
+            // ends with its line.
+            let mut here = cwd.clone();
             for cd in CD.captures_iter(line) {
-                cwd = match &cd[1] {
+                here = match &cd[2] {
                     "~" | "-" => base.clone(),
-                    d => normalize(&cwd.join(d)),
+                    d => normalize(&here.join(d)),
                 };
+                if cd.get(1).is_none() {
+                    cwd = here.clone();
+                }
             }
             if line.contains("setup.py") {
-                out.push((cwd.clone(), at.clone()));
+                out.push((here.clone(), at.clone()));
             }
             if let Some(p) = PIP.captures(line) {
-                out.push((normalize(&cwd.join(&p[1])), at));
+                out.push((normalize(&here.join(&p[1])), at));
             }
         }
     }
@@ -214,6 +222,9 @@ pub struct Row {
     /// Why it failed: the first error.
     pub error: Option<String>,
     pub seconds: f64,
+    /// When its port started, in seconds from the tree port's start: with packages ported at
+    /// once, their spans overlap.
+    pub started_s: f64,
 }
 
 /// What a tree port did: one row per package.
@@ -261,14 +272,21 @@ pub enum TreePort {
     All(TreeReport),
 }
 
-/// Lists the builds under `root`, then resolves `package` (`--package`) to its package, or ports each with
-/// `port` (`one_only`: the caller can port a single package only, as `--write-recipe` can).
+/// Ports one package directory; with a pool, its build joins it.
+pub type PortOne<'a> = dyn Fn(&Path, Option<PoolShare>) -> Result<Result<super::Outcome, super::PortFailure>>
+    + Sync
+    + 'a;
+
+/// Lists the builds under `root`, then resolves `package` (`--package`) to its package, or ports
+/// each with `port` (`one_only`: the caller can port a single package only, as `--write-recipe`
+/// can). `building`: `Some(jobs)` when the ports build, at once in one pool of `jobs` job slots
+/// (default: as many as cores and memory allow); `None` (a dry run), one after another.
 pub fn port_tree(
     root: &Path,
     members: &[Member],
-    package: Option<&str>,
-    one_only: Option<&str>,
-    port: &mut dyn FnMut(&Path) -> Result<Result<super::Outcome, super::PortFailure>>,
+    (package, one_only): (Option<&str>, Option<&str>),
+    building: Option<Option<u32>>,
+    port: &PortOne,
 ) -> Result<TreePort> {
     crate::errln!(
         "archsmith: {} holds {} extension builds: {}",
@@ -282,19 +300,40 @@ pub fn port_tree(
     if let Some(flag) = one_only {
         bail!("{flag} takes one package: add --package PATH (one of the packages above)");
     }
-    Ok(TreePort::All(port_each(root, members, port)))
+    let mem = crate::host::mem_available_gib();
+    let pool = match building {
+        // Not under build-ext's scratch root, whose next build removes every folder it does not
+        // know to be locked.
+        Some(jobs) if members.len() > 1 => Some(JobPool::new(
+            &std::env::temp_dir(),
+            jobs.unwrap_or_else(|| build_ext::jobs::pool_slots(crate::host::cores(), mem)),
+            build_ext::jobs::memory_budget_bytes(mem),
+        )?),
+        _ => None,
+    };
+    Ok(TreePort::All(port_each(root, members, pool.as_ref(), port)))
 }
 
-/// Ports each member in path order, one after another (each build is build-ext's own pool of
-/// job slots), with `port` for one package directory; a package that fails, or whose port stops
-/// on an error, is its row, and the next one still runs.
+/// Ports each member with `port`, in path order: with a pool, each starts as soon as the pool
+/// has a free slot and holds it to its end (its build's compiles take further slots from the
+/// same pool), so packages build at once and their compiles never outnumber the slots; without
+/// one, one after another. A package that fails, or whose port stops on an error, is its row,
+/// and the others still run.
 pub fn port_each(
     root: &Path,
     members: &[Member],
-    port: &mut dyn FnMut(&Path) -> Result<Result<super::Outcome, super::PortFailure>>,
+    pool: Option<&JobPool>,
+    port: &PortOne,
 ) -> TreeReport {
-    let mut packages = Vec::new();
-    for (i, m) in members.iter().enumerate() {
+    let began = Instant::now();
+    if let Some(p) = pool {
+        crate::errln!(
+            "archsmith: porting {} packages in one pool of {} job slots",
+            members.len(),
+            p.share().slots
+        );
+    }
+    let one = |i: usize, m: &Member| {
         crate::errln!(
             "archsmith: package {} of {}: {} ({})",
             i + 1,
@@ -302,44 +341,83 @@ pub fn port_each(
             shown(&m.dir),
             m.kind
         );
-        let started = std::time::Instant::now();
-        let (ok, outcome, report, error) = match port(&root.join(&m.dir)) {
-            Ok(Ok(o)) => {
-                let outcome = match o.diff.is_some() {
-                    true => "dry run",
-                    false => "ported",
-                };
-                (
-                    true,
-                    outcome.to_string(),
-                    serde_json::to_value(&o).ok(),
-                    None,
-                )
+        let share = pool.map(|p| p.share().clone());
+        let started = began.elapsed().as_secs_f64();
+        row(m, started, began, port(&root.join(&m.dir), share))
+    };
+    let packages = match pool {
+        None => members.iter().enumerate().map(|(i, m)| one(i, m)).collect(),
+        Some(p) => std::thread::scope(|s| {
+            let mut running = Vec::new();
+            for (i, m) in members.iter().enumerate() {
+                let slot = p.take();
+                let one = &one;
+                running.push(s.spawn(move || {
+                    let slot = slot?;
+                    let r = one(i, m);
+                    drop(slot);
+                    Ok::<Row, anyhow::Error>(r)
+                }));
             }
-            Ok(Err(f)) => {
-                let (stage, text) = match &f {
-                    super::PortFailure::Build(b) => (b.stage.to_string(), b.to_string()),
-                    super::PortFailure::Verify(v) => (v.stage.to_string(), v.to_string()),
-                };
-                (false, stage, serde_json::to_value(&f).ok(), Some(text))
-            }
-            Err(e) => (false, "error".to_string(), None, Some(format!("{e:#}"))),
-        };
-        if let Some(e) = &error {
-            crate::errln!("archsmith: {} failed: {e}", shown(&m.dir));
-        }
-        packages.push(Row {
-            member: m.clone(),
-            ok,
-            outcome,
-            report,
-            error,
-            seconds: started.elapsed().as_secs_f64(),
-        });
-    }
+            running
+                .into_iter()
+                .zip(members)
+                .map(|(h, m)| match h.join() {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) => row(m, 0.0, began, Err(e)),
+                    Err(_) => row(m, 0.0, began, Err(anyhow::anyhow!("its port panicked"))),
+                })
+                .collect()
+        }),
+    };
     TreeReport {
         tree: root.to_path_buf(),
         packages,
+    }
+}
+
+/// One package's row from its port's result; it started `started` seconds after the tree port
+/// `began`, and ends now.
+fn row(
+    m: &Member,
+    started: f64,
+    began: Instant,
+    result: Result<Result<super::Outcome, super::PortFailure>>,
+) -> Row {
+    let ended = began.elapsed().as_secs_f64();
+    let (ok, outcome, report, error) = match result {
+        Ok(Ok(o)) => {
+            let outcome = match o.diff.is_some() {
+                true => "dry run",
+                false => "ported",
+            };
+            (
+                true,
+                outcome.to_string(),
+                serde_json::to_value(&o).ok(),
+                None,
+            )
+        }
+        Ok(Err(f)) => {
+            let (stage, text) = match &f {
+                super::PortFailure::Build(b) => (b.stage.to_string(), b.to_string()),
+                super::PortFailure::Verify(v) => (v.stage.to_string(), v.to_string()),
+            };
+            (false, stage, serde_json::to_value(&f).ok(), Some(text))
+        }
+        Err(e) => (false, "error".to_string(), None, Some(format!("{e:#}"))),
+    };
+    if let Some(e) = &error {
+        crate::errln!("archsmith: {} failed: {e}", shown(&m.dir));
+    }
+    Row {
+        member: m.clone(),
+        ok,
+        outcome,
+        report,
+        error,
+        seconds: ended - started,
+        started_s: started,
     }
 }
 
@@ -390,6 +468,29 @@ mod tests {
         let p = root.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
+    }
+
+    /// A subshell's `cd` (`(cd ops/add && python setup.py …)`) builds in that folder, and the
+    /// next line starts where the script was; before, `(cd` was not read as a `cd` at all.
+    #[test]
+    fn a_subshell_cd_drives_its_folder_for_its_line_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(
+            root,
+            "build.sh",
+            "(cd ops/add && python setup.py build_ext)\n( cd ops/mul; python setup.py install )\npython setup.py sdist\n",
+        );
+        let files = source::tree_files(root).unwrap();
+        let got = script_builds(root, &files).unwrap();
+        assert_eq!(
+            got,
+            [
+                (PathBuf::from("ops/add"), "build.sh:1".to_string()),
+                (PathBuf::from("ops/mul"), "build.sh:2".to_string()),
+                (PathBuf::new(), "build.sh:3".to_string()),
+            ]
+        );
     }
 
     /// Issue 62: five packages in subfolders, four built by a driving script, one plain Python
