@@ -35,8 +35,10 @@ ARCHSMITH_STABLE_ABI_TARGET=0x020a000000000000
     py_limited_api=True (torch's BuildExtension then compiles it with -DPy_LIMITED_API at the
     oldest CPython torch supports and links no libtorch_python), with
     -DTORCH_TARGET_VERSION=<value> (the oldest torch the port's code allows; -DUSE_CUDA too
-    where it has CUDA sources, which the stable C shim's CUDA declarations need), and the wheel is
-    tagged abi3 for that CPython: one wheel for every Python and every torch from the target on.
+    where it has CUDA sources, which the stable C shim's CUDA declarations need), the CUDA runtime
+    linked statically (no NEEDED libcudart.so.N: the wheel is not bound to one CUDA major) and the
+    torch libraries only as needed, and the wheel is tagged abi3 for that CPython: one wheel for
+    every Python and every torch from the target on.
 
 Any other sitecustomize on the path is run after this one.
 """
@@ -236,7 +238,20 @@ def _patch_stable_abi(module):
             ext.define_macros = list(ext.define_macros or []) + macros
             # CppExtension/CUDAExtension linked libtorch_python unless told py_limited_api.
             ext.libraries = [lib for lib in ext.libraries if lib != "torch_python"]
-        _say("stable ABI: limited API, TORCH_TARGET_VERSION=%s, abi3 wheel" % target)
+            # The CUDA runtime linked in: `NEEDED libcudart.so.N` would bind the wheel to the
+            # torch releases whose wheels bring CUDA N's runtime (torch's cu12 and cu13 wheels
+            # both bring libc10_cuda/libtorch_cuda under the same names).
+            if "cudart" in ext.libraries:
+                ext.libraries = [
+                    "cudart_static" if lib == "cudart" else lib for lib in ext.libraries
+                ] + ["rt", "dl", "pthread"]
+        # Only the torch libraries whose symbols the code uses stay NEEDED (CUDAExtension names
+        # c10, torch, torch_cpu, c10_cuda and torch_cuda whatever the code calls): the flag must
+        # come before the libraries, so it goes right after the linker driver.
+        linker = getattr(self.compiler, "linker_so", None)
+        if linker and "-Wl,--as-needed" not in linker:
+            self.compiler.linker_so = linker[:1] + ["-Wl,--as-needed"] + linker[1:]
+        _say("stable ABI: limited API, TORCH_TARGET_VERSION=%s, abi3 wheel, CUDA runtime linked statically, torch libraries as needed" % target)
         return build_extensions(self)
 
     cls.build_extensions = build_extensions_stable

@@ -101,6 +101,16 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
     assert_eq!(o["stable_abi"]["namespace"], "legacy_demo", "{o}");
     assert_eq!(o["stable_abi"]["torch_target_version"], "2.10", "{o}");
     assert_eq!(o["stable_abi"]["torch_target_macro"], "0x020a000000000000");
+    // Read from the built wheel: no `libcudart.so.N` needed; the floor of the CUDA major that
+    // compiled it, from the knowledge base.
+    let cuda = o["build"]["cuda"].as_str().unwrap();
+    let major_minor: Vec<&str> = cuda.split('.').take(2).collect();
+    assert_eq!(
+        o["stable_abi"]["cuda_runtime"],
+        format!("linked in (CUDA {})", major_minor.join(".")),
+        "{o}"
+    );
+    assert_eq!(o["stable_abi"]["driver_floor"], "580", "{o}");
     // Each review item the rules leave is one the patch resolves, by name.
     let review = o["review"].as_array().unwrap();
     assert_eq!(review.len(), 5, "{review:#?}");
@@ -118,10 +128,32 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.ends_with("-abi3-linux_x86_64.whl"), "{name}");
 
-    // Another torch, another Python, the same wheel.
+    let site = home.join("stable-site");
+    let file = std::fs::File::open(&wheel).unwrap();
+    zip::ZipArchive::new(file).unwrap().extract(&site).unwrap();
+    // The CUDA runtime is linked in, and only the torch libraries the code uses are linked: no
+    // CUDA major is named. Before: `NEEDED libcudart.so.13`, which bound the wheel to the torch
+    // releases whose wheels bring CUDA 13's runtime (not 2.10.0, CUDA 12.8).
+    let so = std::fs::read(site.join("legacy_demo/_C.abi3.so")).unwrap();
+    let links = archsmith::binary::dynamic::read_links(&so).unwrap();
+    assert!(
+        !links.needed.iter().any(|n| n.starts_with("libcudart")),
+        "{:?}",
+        links.needed
+    );
+    assert!(
+        !links
+            .needed
+            .iter()
+            .any(|n| n.starts_with("libtorch_python")),
+        "{:?}",
+        links.needed
+    );
+
+    // Another torch, another Python, the same wheel; by their exports, 2.10.0 (CUDA 12.8) too.
     let old = support::oldest_torch_on_another_python();
     let range = archsmith::verify::load_check::release_range::RangeReport::check(
-        "torch==2.11.0",
+        "torch>=2.10,<2.12",
         std::slice::from_ref(&wheel),
     )
     .unwrap();
@@ -131,12 +163,9 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
         .expect("a verdict for _C.abi3.so");
     assert_eq!(
         (verdict.tally.kind.as_str(), verdict.loads_on.clone()),
-        ("stable", vec!["2.11.0".to_string()]),
+        ("stable", vec!["2.10.0".to_string(), "2.11.0".to_string()]),
         "{verdict:?}"
     );
-    let site = home.join("stable-site");
-    let file = std::fs::File::open(&wheel).unwrap();
-    zip::ZipArchive::new(file).unwrap().extract(&site).unwrap();
     let out = Command::new(&old.python)
         .arg(repo_root().join("env_scripts/smoke/nms_roialign.py"))
         .args(["--module", "legacy_demo._C", "--roi-align-aligned-arg"])

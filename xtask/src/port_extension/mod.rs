@@ -92,6 +92,15 @@ pub struct StableAbi {
     pub torch_target_version: String,
     /// The `-DTORCH_TARGET_VERSION=` value the build gets.
     pub torch_target_macro: String,
+    /// How the built extensions reach the CUDA runtime, read from the wheel after the build:
+    /// `linked in (CUDA 13.2)`, or the `libcudart.so.N` one needs (which binds the wheel to
+    /// the torch releases whose wheels bring CUDA N). None without CUDA code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_runtime: Option<String>,
+    /// The oldest NVIDIA driver its CUDA code runs on: the minor-version-compatibility floor of
+    /// the CUDA major it was compiled with (the knowledge base's `[[cuda_major]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_floor: Option<String>,
 }
 
 /// How a review item was dealt with.

@@ -431,6 +431,8 @@ pub fn apply_rules(job: &mut Job) -> Result<RulesApplied> {
                 namespace: ns.clone(),
                 torch_target_version: v.clone(),
                 torch_target_macro: codemod::catalogue::torch_target_macro(&version),
+                cuda_runtime: None,
+                driver_floor: None,
             });
         }
         for (k, v) in &rep.rewrites {
@@ -549,7 +551,46 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
         );
     }
     job.out.build = Some(BuildSummary::of(&b));
+    if let Some(stable) = job.out.stable_abi.as_mut() {
+        cuda_runtime_of(stable, &b)?;
+    }
     Ok(Ok(b))
+}
+
+/// A stable port's CUDA runtime, read from the built wheel: linked in when none of its shared
+/// objects needs a `libcudart.so.N`, else the ones they need; and the driver floor of the CUDA
+/// major that compiled it. Nothing for a wheel without device code.
+fn cuda_runtime_of(stable: &mut super::StableAbi, b: &build_ext::Outcome) -> Result<()> {
+    if b.audit.cpu_only {
+        return Ok(());
+    }
+    let mut wheel = crate::wheel::Wheel::open(&b.wheel)?;
+    let objects: Vec<String> = wheel
+        .names()
+        .filter(|n| n.ends_with(".so") || n.contains(".so."))
+        .map(str::to_string)
+        .collect();
+    let mut needed = std::collections::BTreeSet::new();
+    for name in objects {
+        let data = wheel.read(&name)?;
+        if let Ok(info) = crate::binary::dynamic::read_links(&data) {
+            needed.extend(
+                info.needed
+                    .iter()
+                    .filter(|n| n.starts_with("libcudart.so"))
+                    .map(|n| n.to_string()),
+            );
+        }
+    }
+    let cuda: crate::version::Version = b.cuda.parse()?;
+    stable.cuda_runtime = Some(match needed.is_empty() {
+        true => format!("linked in (CUDA {})", cuda.major_minor()),
+        false => needed.into_iter().collect::<Vec<_>>().join(", "),
+    });
+    stable.driver_floor = kb()
+        .cuda_major(cuda.major())
+        .map(|m| m.minor_compat_min_driver.to_string());
+    Ok(())
 }
 
 /// What the summary says was built: the recipe's module, else the wheel's extension modules

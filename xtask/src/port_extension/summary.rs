@@ -21,6 +21,9 @@ impl Outcome {
         if let Some(b) = &o.build {
             build_rows(b, &mut t);
         }
+        if let Some(st) = &o.stable_abi {
+            stable_row(st, &mut t);
+        }
         if let Some(sweep) = &o.import_sweep {
             let line = super::sweep_summary(sweep);
             t.row([
@@ -142,6 +145,22 @@ impl Outcome {
 }
 
 /// What was built and what its audit and import found.
+/// `stable ABI  torch ≥ 2.10 (TORCH_TARGET_VERSION 0x020a…), CUDA runtime linked in (CUDA 13.2),
+/// needs driver ≥ 580`.
+fn stable_row(st: &super::StableAbi, t: &mut Table) {
+    let mut line = format!(
+        "torch >= {} (TORCH_TARGET_VERSION {}), operators torch.ops.{}.*",
+        st.torch_target_version, st.torch_target_macro, st.namespace
+    );
+    if let Some(rt) = &st.cuda_runtime {
+        line.push_str(&format!("; CUDA runtime {rt}"));
+    }
+    if let Some(d) = &st.driver_floor {
+        line.push_str(&format!("; needs driver >= {d}"));
+    }
+    t.row(["stable ABI".to_string(), line]);
+}
+
 fn build_rows(b: &super::BuildSummary, t: &mut Table) {
     t.row([
         "build".to_string(),
