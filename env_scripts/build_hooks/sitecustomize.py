@@ -256,6 +256,21 @@ def _patch_stable_abi(module):
 
     cls.build_extensions = build_extensions_stable
     cls._archsmith_stable = True
+    check = getattr(module, "_check_cuda_version", None)
+    if check is not None:
+        # torch refuses an nvcc of another CUDA major than its own, because an ordinary
+        # extension shares torch's CUDA runtime. A stable one links its own in and reaches torch
+        # only through C shims: archsmith compiles it with the oldest toolkit that covers its
+        # archs (build_ext/mod.rs), for the oldest drivers.
+        def _check_cuda_version_stable(compiler_name, compiler_version):
+            try:
+                check(compiler_name, compiler_version)
+            except RuntimeError as e:
+                if "mismatches the version that was used to compile" not in str(e):
+                    raise
+                _say("stable ABI: nvcc's CUDA major differs from torch's; allowed (the runtime is linked in)")
+
+        module._check_cuda_version = _check_cuda_version_stable
 
 
 def _patch_cpp_extension(module):

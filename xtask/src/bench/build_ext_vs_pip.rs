@@ -200,7 +200,7 @@ pub fn run(req: &BenchRequest) -> Result<BenchReport> {
         torch: req.torch.clone(),
         ..Default::default()
     };
-    let p = prepare(&target, &req.arch)?;
+    let p = prepare(&target, &req.arch, None)?;
     let out = &req.out;
     let _ = fs::remove_dir_all(out);
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

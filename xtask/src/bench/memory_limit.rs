@@ -65,7 +65,7 @@ pub fn run(req: &MemoryLimitRequest) -> Result<MemoryLimitReport> {
         torch: req.torch.clone(),
         ..Default::default()
     };
-    let p = prepare(&target, &req.arch)?;
+    let p = prepare(&target, &req.arch, None)?;
     let _ = fs::remove_dir_all(&req.out);
     fs::create_dir_all(&req.out)?;
     let out = req.out.canonicalize()?;

@@ -342,8 +342,15 @@ pub struct Prepared {
 }
 
 /// Resolves the env (archsmith's for `torch`, or `python`), the CUDA (checked against torch's
-/// major before the toolchain is touched) and the arch plan.
-pub fn prepare(target: &crate::python::TargetEnv, arch: &str) -> Result<Prepared> {
+/// major before the toolchain is touched) and the arch plan. `stable_target`: a stable-ABI
+/// build's `TORCH_TARGET_VERSION`; it links the CUDA runtime in and so is free of torch's CUDA
+/// major ([`oldest_covering_release`]).
+pub fn prepare(
+    target: &crate::python::TargetEnv,
+    arch: &str,
+    stable_target: Option<&str>,
+) -> Result<Prepared> {
+    let stable_release = stable_target.and_then(crate::codemod::catalogue::torch_target_release);
     let (python, torch, cuda) = (
         target.python.as_deref(),
         target.torch.as_ref(),
@@ -370,14 +377,7 @@ pub fn prepare(target: &crate::python::TargetEnv, arch: &str) -> Result<Prepared
         }
     }
     check_env_pins(&env)?;
-    let asked = cuda;
-    let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), cuda)?;
-    // The release that will really compile (torch's, or another minor of its major), so the plan
-    // is checked against that nvcc: a cu117 torch builds sm_90 with 11.8.
-    let (cuda, whence) = match asked {
-        Some(_) => (cuda, None),
-        None => compile_release(&cuda),
-    };
+    let (cuda, whence) = compiling_cuda(&env, cuda, stable_release.as_ref(), arch)?;
     let ctx = PlanContext::new(Some(base_version(&env.torch)), Some(cuda.clone()));
     let plan = Plan::parse(&ctx, arch)
         .with_context(|| format!("--arch {}", crate::kb::user_input::echo(arch)))?;
@@ -404,14 +404,77 @@ pub fn prepare(target: &crate::python::TargetEnv, arch: &str) -> Result<Prepared
             _ => e,
         }
     })?;
-    if let (Some(whence), Some(torch_cuda)) = (whence, &env.torch_cuda) {
-        crate::errln!(
+    match (whence, &env.torch_cuda) {
+        (Some(whence), Some(torch_cuda)) if stable_release.is_some() => crate::errln!(
+            "archsmith: stable ABI: compiling with CUDA {} {whence} (torch's is {}; the runtime is linked in)",
+            tc.nvcc_version,
+            torch_cuda.major_minor()
+        ),
+        (Some(whence), Some(torch_cuda)) => crate::errln!(
             "archsmith: no CUDA {} toolkit here; building with CUDA {} {whence} (same major: torch accepts it)",
             torch_cuda.major_minor(),
             tc.nvcc_version
-        );
+        ),
+        _ => {}
     }
     Ok(Prepared { env, tc, plan })
+}
+
+/// The CUDA release that will really compile, and where it comes from when not torch's own:
+/// `asked` (`--cuda`: torch's major, any major for a stable build, which links its runtime in),
+/// else torch's release or another minor of its major ([`compile_release`]: a cu117 torch builds
+/// sm_90 with 11.8), else for a stable build of target `stable` the oldest that covers `arch`
+/// ([`oldest_covering_release`]). The plan is then checked against that nvcc.
+fn compiling_cuda(
+    env: &EnvInfo,
+    asked: Option<&Version>,
+    stable: Option<&Version>,
+    arch: &str,
+) -> Result<(Version, Option<&'static str>)> {
+    if let (Some(r), Some(_), Some(_)) = (asked, stable, &env.torch_cuda) {
+        return Ok((r.clone(), None));
+    }
+    let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), asked)?;
+    Ok(match (asked, stable) {
+        (Some(_), _) => (cuda, None),
+        (None, Some(target)) => oldest_covering_release(target, &env.torch, &cuda, arch),
+        (None, None) => compile_release(&cuda),
+    })
+}
+
+/// The CUDA release a stable-ABI build compiles with: the oldest archsmith provides (Debian's
+/// archive, older than torch's `cuda`) that builds every arch of `arch` and that the target
+/// release `target` supports (the knowledge base's `min_cuda_source_build` of it: 12.0 for
+/// 2.10), so the wheel runs on the oldest drivers (each CUDA major's minor-version-compatibility
+/// floor). Such a build links the runtime in and reaches torch only through C shims, so torch's
+/// own CUDA major does not bind it. Where nothing older fits, torch's `cuda`, compiled as
+/// [`compile_release`] would.
+fn oldest_covering_release(
+    target: &Version,
+    torch: &Version,
+    cuda: &Version,
+    arch: &str,
+) -> (Version, Option<&'static str>) {
+    let floor = kb()
+        .torch_row(target)
+        .and_then(|row| row.min_cuda_source_build.clone());
+    let mut older: Vec<Version> = kb()
+        .debian_archive_toolkits()
+        .map(|p| p.cuda.clone())
+        .filter(|c| *c < cuda.major_minor())
+        .filter(|c| floor.as_ref().is_none_or(|f| c >= f))
+        .collect();
+    older.sort();
+    for candidate in older {
+        let ctx = PlanContext::new(Some(base_version(torch)), Some(candidate.clone()));
+        if Plan::parse(&ctx, arch).is_ok() {
+            return (
+                candidate,
+                Some("from Debian's archive: the oldest that builds every asked arch, for the oldest drivers"),
+            );
+        }
+    }
+    compile_release(cuda)
 }
 
 /// The CUDA release a build for a torch of CUDA `cuda` compiles with, and where it comes from when
@@ -622,6 +685,28 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stable-ABI build compiles with the oldest toolkit archsmith provides that builds the
+    /// asked archs and that its target release supports: Debian's 12.4 for sm_90 on a 2.10
+    /// target (12.0 and up), torch's own CUDA where an arch needs a newer one (sm_120) or the
+    /// target supports nothing older (2.15: 12.6 and up). Read from the knowledge base only.
+    #[test]
+    fn a_stable_build_compiles_with_the_oldest_toolkit_that_covers_its_archs() {
+        let v = |s: &str| -> Version { s.parse().unwrap() };
+        let target = crate::codemod::catalogue::torch_target_release("0x020a000000000000");
+        assert_eq!(target, Some(v("2.10.0")));
+        assert_eq!(
+            crate::codemod::catalogue::torch_target_release("2.10"),
+            None
+        );
+        let (torch, cuda) = (v("2.15.0"), v("13.2"));
+        let chosen =
+            |target: &str, arch: &str| oldest_covering_release(&v(target), &torch, &cuda, arch);
+        assert_eq!(chosen("2.10.0", "9.0").0, v("12.4"));
+        assert_eq!(chosen("2.10.0", "7.5,8.9,9.0").0, v("12.4"));
+        assert_eq!(chosen("2.10.0", "9.0,12.0"), (v("13.2"), None));
+        assert_eq!(chosen("2.15.0", "9.0"), (v("13.2"), None));
+    }
 
     #[test]
     fn extension_lines_of_the_build_hooks() {

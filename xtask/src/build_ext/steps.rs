@@ -129,7 +129,8 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
 pub fn resolve(req: &Request) -> Result<Job<'_>> {
     let started = Instant::now();
     let submodules = source::unfilled_submodules(&req.source, req.skip_missing_submodules)?;
-    let Prepared { env, tc, plan } = prepare(&req.target, &req.arch)?;
+    let Prepared { env, tc, plan } =
+        prepare(&req.target, &req.arch, req.stable_abi_target.as_deref())?;
     let arch_list = plan.torch_cuda_arch_list();
     let src = source::resolve(&req.source)?;
     let builder = front_end(&env)?;

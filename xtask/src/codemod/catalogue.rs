@@ -386,6 +386,18 @@ pub fn torch_target_macro(v: &Version) -> String {
     format!("0x{:02x}{:02x}{:02x}0000000000", part(0), part(1), part(2))
 }
 
+/// The release a `TORCH_TARGET_VERSION` value names (`0x020a000000000000` → 2.10.0): the inverse
+/// of [`torch_target_macro`]; None for what is not such a value.
+pub fn torch_target_release(value: &str) -> Option<Version> {
+    let hex = value.strip_prefix("0x")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    let v = u64::from_str_radix(hex, 16).ok()?;
+    let byte = |shift: u32| ((v >> shift) & 0xff) as u32;
+    Some(Version::new(&[byte(56), byte(48), byte(40)]))
+}
+
 fn version_field(
     origin: &str,
     id: &str,
