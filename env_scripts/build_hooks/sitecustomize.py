@@ -266,7 +266,8 @@ def _patch_stable_abi(module):
             try:
                 check(compiler_name, compiler_version)
             except RuntimeError as e:
-                if "mismatches the version that was used to compile" not in str(e):
+                # torch raises it as RuntimeError(CUDA_MISMATCH_MESSAGE, found, torch's).
+                if not e.args or e.args[0] != getattr(module, "CUDA_MISMATCH_MESSAGE", None):
                     raise
                 _say("stable ABI: nvcc's CUDA major differs from torch's; allowed (the runtime is linked in)")
 

@@ -194,10 +194,13 @@ fn job_vars(s: &Setup) -> Vec<(String, String)> {
     let mut vars = Vec::new();
     match s.pool {
         Some(pool) => {
-            let ninja = s.ninja();
-            vars.extend(pool.env(ninja.as_deref()));
+            // One `ninja --version` per build: both answers hang on it.
+            let joins = s
+                .ninja()
+                .is_some_and(|n| super::job_pool::ninja_joins_jobservers(&n));
+            vars.extend(pool.env(joins));
             vars.extend(
-                pool.max_jobs(ninja.as_deref())
+                pool.max_jobs(joins)
                     .map(|j| ("MAX_JOBS".to_string(), j.to_string())),
             );
         }

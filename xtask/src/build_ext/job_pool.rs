@@ -116,11 +116,12 @@ impl JobPool {
 }
 
 impl PoolShare {
-    /// The variables that make a build join the pool; `ninja` is the one the build runs. With
-    /// them, the build must not set `MAX_JOBS` ([`PoolShare::max_jobs`]).
-    pub fn env(&self, ninja: Option<&Path>) -> Vec<(String, String)> {
+    /// The variables that make a build join the pool; `joins`: the build's ninja is a jobserver
+    /// client ([`ninja_joins_jobservers`]). With them, the build must not set `MAX_JOBS`
+    /// ([`PoolShare::max_jobs`]).
+    pub fn env(&self, joins: bool) -> Vec<(String, String)> {
         let mut vars = vec![(POOL_VAR.to_string(), self.fifo.display().to_string())];
-        if ninja.is_some_and(ninja_joins_jobservers) {
+        if joins {
             vars.push((
                 "MAKEFLAGS".into(),
                 format!(
@@ -135,8 +136,8 @@ impl PoolShare {
 
     /// The build's `MAX_JOBS`: none where its ninja joins the pool (a `-j` would make it ignore
     /// the pool), else 1, the one slot its driver took.
-    pub fn max_jobs(&self, ninja: Option<&Path>) -> Option<u32> {
-        match ninja.is_some_and(ninja_joins_jobservers) {
+    pub fn max_jobs(&self, joins: bool) -> Option<u32> {
+        match joins {
             true => None,
             false => Some(1),
         }
@@ -222,9 +223,9 @@ mod tests {
             ledger: "/x/memory-ledger".into(),
             budget: 1,
         };
-        assert_eq!(share.max_jobs(None), Some(1));
+        assert_eq!(share.max_jobs(false), Some(1));
         assert_eq!(
-            share.env(None),
+            share.env(false),
             [(POOL_VAR.into(), "/x/jobserver.fifo".into())]
         );
     }

@@ -567,7 +567,7 @@ fn cuda_runtime_of(stable: &mut super::StableAbi, b: &build_ext::Outcome) -> Res
     let mut wheel = crate::wheel::Wheel::open(&b.wheel)?;
     let objects: Vec<String> = wheel
         .names()
-        .filter(|n| n.ends_with(".so") || n.contains(".so."))
+        .filter(|n| crate::binary::input::is_shared_object_name(n))
         .map(str::to_string)
         .collect();
     let mut needed = std::collections::BTreeSet::new();
