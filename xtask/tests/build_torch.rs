@@ -1472,27 +1472,49 @@ fn an_interrupted_build_resumes_where_ninja_stopped() {
     cmd.args(args(&src, &out))
         .env_remove("CUDAHOSTCXX")
         .env_remove("CXX")
+        // Inherited by every process of the build, to find any left running.
+        .env("ARCHSMITH_TEST_BUILD_MARK", &scratch)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .process_group(0);
     support::sigint_in_child(&mut cmd, libc::SIG_DFL);
     let mut child = cmd.spawn().unwrap();
-    // Ctrl-C to the whole group, as a terminal sends it, once two steps are done.
+    // Ctrl-C to the whole group, as a terminal sends it, once two steps are done; the rest of
+    // the output read to its end.
     let mut seen = Vec::new();
+    let mut sent = false;
     for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
         let line = line.unwrap();
         seen.push(line.clone());
-        if line.contains("torch [2/5]") {
+        if !sent && line.contains("torch [2/5]") {
             let pgid = child.id();
             assert!(Command::new("kill")
                 .args(["-s", "INT", "--", &format!("-{pgid}")])
                 .status()
                 .unwrap()
                 .success());
-            break;
+            sent = true;
         }
     }
     assert!(!child.wait().unwrap().success(), "{seen:#?}");
+    // Nothing of the build outlives archsmith: a compiler still dying (nvcc deletes its output
+    // as it goes) would race with the resumed build below.
+    let mark = format!("ARCHSMITH_TEST_BUILD_MARK={}", scratch.display());
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mark.as_bytes()))
+                && std::fs::read_to_string(e.path().join("stat"))
+                    .is_ok_and(|s| !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+        })
+        .map(|e| std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the build's processes outlived archsmith: {left:?}"
+    );
     assert!(
         seen.iter().any(|l| l.contains("torch [2/5]")),
         "no step counted: {seen:#?}"

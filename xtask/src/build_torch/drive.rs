@@ -19,7 +19,7 @@ use crate::process::Cmd;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub struct Driven {
     /// The wheel in the plan's private wheel directory (None after `--stop-after configure`).
@@ -273,12 +273,24 @@ fn run_streamed(
     if whole_build {
         ui = ui.weighing_steps_of(&plan.build_dir);
     }
-    let status = cmd.stream_lines(|line| {
-        let _ = writeln!(log, "{line}");
-        ui.line(line);
-    })?;
+    // Ctrl-C ends the build's every process before archsmith goes, so that running the same
+    // command again resumes on a quiet tree (see `settling_descendants`).
+    let (status, interrupted) =
+        crate::interrupts::settling_descendants(Duration::from_secs(30), || {
+            cmd.stream_lines(|line| {
+                let _ = writeln!(log, "{line}");
+                ui.line(line);
+            })
+        });
     ui.finish();
-    Ok(status)
+    if let Some(sig) = interrupted {
+        let _ = writeln!(
+            log,
+            "archsmith: interrupted; every process of the build has ended"
+        );
+        crate::interrupts::deliver(sig);
+    }
+    status
 }
 
 /// `--only`: configure where the build directory has no current configuration, then ninja
