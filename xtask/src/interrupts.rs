@@ -159,6 +159,23 @@ pub fn settling_descendants<T>(grace: Duration, work: impl FnOnce() -> T) -> (T,
 
 /// The live processes below this one that share its session, from /proc.
 fn descendants() -> Vec<libc::pid_t> {
+    // SAFETY: getpid on this process.
+    descendants_of(unsafe { libc::getpid() })
+}
+
+/// Sends `sig` to `root` and every live process below it in this session: a build's whole tree
+/// (its compilers run in process groups of their own, out of reach of a group's signal).
+pub fn signal_tree(root: libc::pid_t, sig: libc::c_int) {
+    let mut tree = descendants_of(root);
+    tree.push(root);
+    for pid in tree {
+        // SAFETY: signalling a process of this tree.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// The live processes below `root` that share this process's session, from /proc.
+fn descendants_of(root: libc::pid_t) -> Vec<libc::pid_t> {
     // (pid, parent, session, a zombie); parents form a tree, so no pid is reached twice.
     let mut table: Vec<(libc::pid_t, libc::pid_t, libc::pid_t, bool)> = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -181,9 +198,9 @@ fn descendants() -> Vec<libc::pid_t> {
             table.push((pid, ppid, sid, *state == "Z"));
         }
     }
-    // SAFETY: getpid/getsid on this process.
-    let (me, session) = unsafe { (libc::getpid(), libc::getsid(0)) };
-    let mut below = vec![me];
+    // SAFETY: getsid on this process.
+    let session = unsafe { libc::getsid(0) };
+    let mut below = vec![root];
     let mut i = 0;
     while i < below.len() {
         let parent = below[i];

@@ -32,7 +32,7 @@ pub mod wheel;
 // build_insight → input_file, build_insight → output, build_insight → paths, build_insight → process, build_insight → stamp,
 // build_output → process,
 // data → cache, data → paths, data → stamp, git_submodules → process, host → process,
-// lint → output, process → offline.
+// lint → output, process → interrupts, process → offline.
 
 // Model: the knowledge base and the arch model planned with it.
 pub mod arch;

@@ -19,6 +19,16 @@ use anyhow::{bail, Context, Result};
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
+
+/// What a streamed command's reader asks after a line ([`Cmd::stream_lines_until`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Stream {
+    Continue,
+    /// End the command's whole process tree, for the reason given: what it still does is
+    /// wasted (a build whose first step failed).
+    EndSoon(&'static str),
+}
 
 #[derive(Debug, Clone)]
 pub struct Cmd {
@@ -292,6 +302,19 @@ impl Cmd {
     /// Streams merged stdout+stderr line by line to `on_line` while the command runs (long builds).
     /// Returns the exit code; the caller decides what a failure means and which line to show.
     pub fn stream_lines(&self, mut on_line: impl FnMut(&str)) -> Result<Option<i32>> {
+        self.stream_lines_until(|line| {
+            on_line(line);
+            Stream::Continue
+        })
+    }
+
+    /// [`Cmd::stream_lines`], where `on_line` may end the run: after [`Stream::EndSoon`], the
+    /// command and every process below it get SIGTERM a second later (the output that line
+    /// begins still arrives), and the lines are read to the end.
+    pub fn stream_lines_until(
+        &self,
+        mut on_line: impl FnMut(&str) -> Stream,
+    ) -> Result<Option<i32>> {
         let mut expr = duct::cmd(&self.program, &self.args)
             .stderr_to_stdout()
             .stdin_null()
@@ -322,19 +345,38 @@ impl Cmd {
         let reader = expr
             .reader()
             .with_context(|| format!("could not start `{}`", self.display_bounded()))?;
-        let mut buf = BufReader::new(&reader);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = buf
-                .read_until(b'\n', &mut line)
-                .with_context(|| format!("reading output of `{}`", self.display_bounded()))?;
-            if n == 0 {
-                break;
+        let root = reader.pids().first().copied();
+        std::thread::scope(|s| -> Result<()> {
+            // Dropped when the output ends: a stop still pending is called off, since the child
+            // may be reaped by then and its pid another process's.
+            let (ended_tx, ended_rx) = std::sync::mpsc::channel::<()>();
+            let mut ended_rx = Some(ended_rx);
+            let mut buf = BufReader::new(&reader);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                let n = buf
+                    .read_until(b'\n', &mut line)
+                    .with_context(|| format!("reading output of `{}`", self.display_bounded()))?;
+                if n == 0 {
+                    break;
+                }
+                let text = String::from_utf8_lossy(&line);
+                let asked = on_line(text.trim_end_matches(['\n', '\r']));
+                if let (Stream::EndSoon(_), Some(root)) = (asked, root) {
+                    if let Some(rx) = ended_rx.take() {
+                        s.spawn(move || {
+                            let wait = std::time::Duration::from_secs(1);
+                            if rx.recv_timeout(wait) == Err(RecvTimeoutError::Timeout) {
+                                crate::interrupts::signal_tree(root as libc::pid_t, libc::SIGTERM);
+                            }
+                        });
+                    }
+                }
             }
-            let text = String::from_utf8_lossy(&line);
-            on_line(text.trim_end_matches(['\n', '\r']));
-        }
+            drop(ended_tx);
+            Ok(())
+        })?;
         let status = reader
             .try_wait()
             .context("waiting for child")?

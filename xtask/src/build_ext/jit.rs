@@ -605,6 +605,7 @@ fn prebuild(
     progress::Progress::new(mode).stream_logged(cmd, &mut log_file, log_path, |line| {
         runs.extend(parse_trigger_line(line));
         lines.push(line.to_string());
+        crate::process::Stream::Continue
     })?;
     Ok((runs, lines))
 }

@@ -15,6 +15,7 @@ use crate::arch::spec::Plan;
 use crate::build_output::{log, progress};
 use crate::compiler_cache::shared_sources::{SharedSourceCache, SharedSourceStats};
 use crate::compiler_cache::{dist::DistStats, CacheKind, CompilerCache};
+use crate::process::Stream;
 use crate::python;
 use crate::toolchain::Toolchain;
 use anyhow::{bail, Context, Result};
@@ -293,6 +294,48 @@ pub fn compile(
         pool: job.req.pool.as_ref(),
     };
     let cmd = build_command(&setup, &ws.tree, &ws.wheel_dir);
+    announce(job, ws, &cmd)?;
+    // Started now so its `import torch` runs while setup.py imports torch too, on the core the
+    // build leaves idle until ninja starts; it only imports the wheel's modules at the end. Where
+    // memory is short it starts after the compiles instead: its torch holds about 0.5 GB all
+    // along, which under a tight cgroup limit is a compile's margin.
+    let import_dir = ws.scratch.path.join("import");
+    let early = crate::host::mem_available_gib() >= jobs::EARLY_IMPORT_CHECK_GIB;
+    let import_check = early
+        .then(|| ImportCheck::start(&job.env.python, &import_dir, &[]))
+        .transpose()?;
+    let build_started = Instant::now();
+    let mut lines: Vec<String> = Vec::new();
+    let log_offset = log::lines_in(&ws.log_path);
+    let status = progress::Progress::new(job.req.progress).stream_logged(
+        &cmd,
+        &mut ws.log_file,
+        &ws.log_path,
+        |line| {
+            lines.push(line.to_string());
+            at_a_failed_step(line)
+        },
+    )?;
+    if status != Some(0) {
+        return Ok(Err(compile_failure(job, ws, &lines, status, log_offset)));
+    }
+    let compiled = Compiled {
+        lines,
+        build_seconds: build_started.elapsed().as_secs_f64(),
+        window: (
+            super::insight::Times::unix_ms(build_started),
+            crate::build_insight::compile_record::now_ms(),
+        ),
+    };
+    let import_check = match import_check {
+        Some(c) => c,
+        None => ImportCheck::start(&job.env.python, &import_dir, &[])?,
+    };
+    Ok(Ok((compiled, import_check)))
+}
+
+/// The build's header in its log, and the line that says what is built with what.
+fn announce(job: &Job, ws: &mut Workspace, cmd: &crate::process::Cmd) -> Result<()> {
     let label = job.src.spec.label();
     let arch_list = job.plan.torch_cuda_arch_list();
     let par = &ws.par;
@@ -318,40 +361,18 @@ pub fn compile(
         par.nvcc_threads,
         ws.log_path.display()
     );
-    // Started now so its `import torch` runs while setup.py imports torch too, on the core the
-    // build leaves idle until ninja starts; it only imports the wheel's modules at the end. Where
-    // memory is short it starts after the compiles instead: its torch holds about 0.5 GB all
-    // along, which under a tight cgroup limit is a compile's margin.
-    let import_dir = ws.scratch.path.join("import");
-    let early = crate::host::mem_available_gib() >= jobs::EARLY_IMPORT_CHECK_GIB;
-    let import_check = early
-        .then(|| ImportCheck::start(&job.env.python, &import_dir, &[]))
-        .transpose()?;
-    let build_started = Instant::now();
-    let mut lines: Vec<String> = Vec::new();
-    let log_offset = log::lines_in(&ws.log_path);
-    let status = progress::Progress::new(job.req.progress).stream_logged(
-        &cmd,
-        &mut ws.log_file,
-        &ws.log_path,
-        |line| lines.push(line.to_string()),
-    )?;
-    if status != Some(0) {
-        return Ok(Err(compile_failure(job, ws, &lines, status, log_offset)));
-    }
-    let compiled = Compiled {
-        lines,
-        build_seconds: build_started.elapsed().as_secs_f64(),
-        window: (
-            super::insight::Times::unix_ms(build_started),
-            crate::build_insight::compile_record::now_ms(),
+    Ok(())
+}
+
+/// Ends a build at ninja's first failed step, which fails the build: the compiles still running
+/// would only delay its first error (their objects go with the scratch directory anyway).
+fn at_a_failed_step(line: &str) -> Stream {
+    match line.starts_with("FAILED: ") {
+        true => Stream::EndSoon(
+            "ending the build at its first failed step (above): the compiles still running are stopped",
         ),
-    };
-    let import_check = match import_check {
-        Some(c) => c,
-        None => ImportCheck::start(&job.env.python, &import_dir, &[])?,
-    };
-    Ok(Ok((compiled, import_check)))
+        false => Stream::Continue,
+    }
 }
 
 /// The failure of a build that exited non-zero: its first compiler error (in the user's file, not

@@ -6,7 +6,7 @@
 
 use super::log::{ninja_step, step_file};
 use super::step_weights::{Pace, StepKind, StepPlan};
-use crate::process::Cmd;
+use crate::process::{Cmd, Stream};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
@@ -111,22 +111,32 @@ impl Progress {
     }
 
     /// Runs `cmd` with each output line written to `log` (at `log_path`), shown as progress and
-    /// handed to `on_line`; a log that cannot be written is an error once the run has ended (the
-    /// build is not cut short for it). Returns the exit status.
+    /// handed to `on_line`, which may end the run ([`Stream::EndSoon`], its reason logged); a log that cannot be
+    /// written is an error once the run has ended (the build is not cut short for it). Returns
+    /// the exit status.
     pub fn stream_logged(
         mut self,
         cmd: &Cmd,
         log: &mut impl Write,
         log_path: &Path,
-        mut on_line: impl FnMut(&str),
+        mut on_line: impl FnMut(&str) -> Stream,
     ) -> Result<Option<i32>> {
         let mut write_err = None;
-        let status = cmd.stream_lines(|line| {
+        let mut ending = false;
+        let status = cmd.stream_lines_until(|line| {
             if let Err(e) = writeln!(log, "{line}") {
                 write_err.get_or_insert(e);
             }
             self.line(line);
-            on_line(line);
+            let asked = on_line(line);
+            if let (Stream::EndSoon(why), false) = (asked, ending) {
+                ending = true;
+                // Said in the log, where the lines after this one end abruptly.
+                if let Err(e) = writeln!(log, "archsmith: {why}") {
+                    write_err.get_or_insert(e);
+                }
+            }
+            asked
         })?;
         self.finish();
         match write_err {
