@@ -111,9 +111,9 @@ impl Progress {
     }
 
     /// Runs `cmd` with each output line written to `log` (at `log_path`), shown as progress and
-    /// handed to `on_line`, which may end the run ([`Stream::EndSoon`], its reason logged); a log that cannot be
-    /// written is an error once the run has ended (the build is not cut short for it). Returns
-    /// the exit status.
+    /// handed to `on_line`, which may end the run ([`Stream::EndSoon`], its reason logged); a
+    /// log that cannot be written is an error once the run has ended (the build is not cut short
+    /// for it). Returns the exit status.
     pub fn stream_logged(
         mut self,
         cmd: &Cmd,
