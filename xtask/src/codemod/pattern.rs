@@ -232,12 +232,17 @@ impl<'a> Matcher<'a> {
     }
 
     /// The ends (exclusive, shortest first) of the postfix expressions that start at identifier
-    /// `i`: `a`, `a::b`, `a.b`, `a->b`, each followed by any `(…)` and `[…]`.
+    /// `i`: `a`, `a::b`, `a.b`, `a->b`, each followed by any `(…)` and `[…]`, a call with
+    /// explicit template arguments among them (`std::get<1>(t)`, `x.data_ptr<float>()`).
     fn postfix_ends(&self, i: usize) -> Vec<usize> {
         let mut ends = vec![i + 1];
         let mut k = i + 1;
         while let Some(t) = self.toks.get(k) {
             let s = t.text(self.src);
+            if let Some(call) = (s == b"<").then(|| self.template_call(k)).flatten() {
+                k = call; // at the call's `(`, which the next turn takes
+                continue;
+            }
             if t.kind == Kind::Punct && (s == b"(" || s == b"[") {
                 match self.partner[k] {
                     Some(j) => k = j + 1,
@@ -254,6 +259,30 @@ impl<'a> Matcher<'a> {
             ends.push(k);
         }
         ends
+    }
+
+    /// Where the `(` is when the `<` at `open` starts template arguments that a call follows:
+    /// types and constants only (`1`, `float`, `std::pair<int, int>`), closed, then `(`. A
+    /// comparison (`a < b`) has other tokens or no `(` after its `>`.
+    fn template_call(&self, open: usize) -> Option<usize> {
+        let mut depth = 0usize;
+        for k in open..self.toks.len().min(open + 64) {
+            let t = &self.toks[k];
+            match t.text(self.src) {
+                b"<" => depth += 1,
+                b">" | b">>" => {
+                    depth = depth.checked_sub(if t.text(self.src) == b">>" { 2 } else { 1 })?;
+                    if depth == 0 {
+                        let next = self.toks.get(k + 1)?;
+                        return (next.text(self.src) == b"(").then_some(k + 1);
+                    }
+                }
+                b"::" | b"," | b"*" | b"&" => {}
+                _ if matches!(t.kind, Kind::Ident | Kind::Number) => {}
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// End (exclusive) of the balanced unit starting at `i`, or None where a hole must stop.
@@ -416,6 +445,14 @@ mod tests {
         assert_eq!(
             find("$X.cpu()", "a.b().cpu(); c.cpu()"),
             vec!["X=a.b()", "X=c"]
+        );
+        // A call with explicit template arguments is part of the receiver; a comparison is not.
+        assert_eq!(
+            find(
+                "$X.to($T)",
+                "std::get<1>(top).to(k); x.data_ptr<std::pair<int, int>>().to(k); if (a < b.to(k)) {}"
+            ),
+            vec!["T=k X=std::get<1>(top)", "T=k X=x.data_ptr<std::pair<int, int>>()", "T=k X=b"]
         );
     }
 
