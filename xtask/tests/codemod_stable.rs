@@ -352,3 +352,139 @@ fn the_stable_build_also_loads_on_a_release_between() {
     let between = archsmith::python::ensure_torch_env(&"2.13.0".parse().unwrap()).unwrap();
     prove_on(&b, "2.13.0", &between.python);
 }
+
+/// The torch env's own operator schemas (`torchgen/packaged/ATen/native/native_functions.yaml`).
+fn env_schemas(
+    python: &Path,
+    torch: &str,
+) -> std::sync::Arc<archsmith::codemod::aten_schema::Release> {
+    let site = torch_dir(python).parent().unwrap().to_path_buf();
+    let member = archsmith::port_extension::signature_changes::MEMBER;
+    let text = std::fs::read_to_string(site.join(member)).unwrap();
+    std::sync::Arc::new(archsmith::codemod::aten_schema::Release {
+        torch: torch.to_string(),
+        schemas: archsmith::codemod::aten_schema::Schemas::parse(&text),
+    })
+}
+
+/// Calls the four ops of the dispatch fixture through the stable build `so` in the env of
+/// `python` and compares each with torch's own operators: `ok` or what differed.
+fn call_dispatched(python: &Path, so: &Path) -> String {
+    let script = r#"
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("dispatch_demo_C", sys.argv[1])
+ops = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ops)
+assert ops.batched_products is torch.ops.dispatch_demo.batched_products
+g = torch.Generator().manual_seed(7)
+a = torch.randint(-9, 9, (4, 5, 5), generator=g).double()
+b = torch.randint(-9, 9, (4, 5, 5), generator=g).double()
+assert torch.equal(ops.batched_products(a, b), torch.cat([torch.bmm(a, b), a], 1))
+x = torch.randperm(60, generator=g).reshape(6, 10).double()
+v, i = torch.topk(x, 3, 1)
+assert torch.equal(ops.top_rows(x, 3), torch.stack([v, i.double()], 0))
+y = torch.randint(-9, 9, (6, 10), generator=g).float()
+want = y.clamp(min=0).sum(1, keepdim=True)
+assert torch.equal(ops.rectified_sums(y), want)
+assert torch.equal(y, y.clamp(min=0)), "relu_ works in place"
+assert torch.equal(ops.identity_like(torch.ones(3, 4, dtype=torch.int32)), torch.eye(3, 4, dtype=torch.int32))
+boxes = torch.randint(0, 50, (7, 4), generator=g)
+boxes[:, 2:] += boxes[:, :2]
+for b in (boxes.float(), boxes):  # floating and integer: + and - take two paths
+    areas = (b[:, 2] - b[:, 0] + 1) * (b[:, 3] - b[:, 1] + 1)
+    got = ops.box_areas(b)
+    assert got.dtype == b.dtype and torch.equal(got, areas.repeat(2, 1)), (got, areas)
+s = torch.randint(-99, 99, (5, 3), generator=g).double()
+y = s * 2 - s / 4
+got, above = ops.scaled(s)
+assert torch.equal(got, -y) and torch.equal(above, -y > s)
+try:
+    ops.batched_products(a[0], b)
+    print("no error for a 2-D input")
+except RuntimeError as e:
+    assert "a must be 3-D" in str(e), str(e)
+    print("ok")
+"#;
+    Cmd::new(python)
+        .args(["-c", script])
+        .arg(so)
+        .read()
+        .unwrap_or_else(|e| panic!("{}: {e:#}", python.display()))
+        .trim()
+        .to_string()
+}
+
+/// ATen operators torch's stable ABI has no function for (`at::bmm_out`, `at::cat`,
+/// `at::topk`, `at::stack`, `at::relu_`, `at::sum` with a dim list, `at::eye` with a dtype) are
+/// called through wrappers generated from torch 2.15's own `native_functions.yaml`, built once
+/// against 2.15's headers, and compute what torch computes on 2.15 and on 2.11 (another Python
+/// where one is on PATH); the verdict from 2.11's exports agrees.
+#[test]
+fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wrappers() {
+    let new = newest_env();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("dispatch_demo/ops.cpp");
+    std::fs::create_dir_all(src.parent().unwrap()).unwrap();
+    std::fs::copy(fixture("stable-dispatch/ops.cpp"), &src).unwrap();
+    let mut cat = builtin().clone().with_stable_abi("dispatch_demo");
+    cat.stable_schemas = Some(env_schemas(&new.python, "2.15.0"));
+    let report = codemod::run(&cat, std::slice::from_ref(&src), Mode::Apply).unwrap();
+    assert_eq!(report.review_items, 0, "{:#?}", report.files[0].review);
+    // Seven functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic.
+    assert_eq!(
+        report.rewrites.get("stable-dispatch"),
+        Some(&10),
+        "{:?}",
+        report.rewrites
+    );
+    assert_eq!(report.torch_target_version.as_deref(), Some("2.10"));
+    let ported = std::fs::read_to_string(&src).unwrap();
+    assert!(
+        !regex::Regex::new(r"\bat::|PYBIND11")
+            .unwrap()
+            .is_match(&ported),
+        "{ported}"
+    );
+    assert!(
+        ported.contains("#include \"archsmith_aten_ops.h\""),
+        "{ported}"
+    );
+    let header = std::fs::read_to_string(src.with_file_name("archsmith_aten_ops.h")).unwrap();
+    assert!(
+        header.contains(r#"torch_call_dispatcher("aten::bmm", "out","#),
+        "{header}"
+    );
+    // A second run finds nothing to do and keeps the header whole.
+    let again = codemod::run(&cat, std::slice::from_ref(&src), Mode::Apply).unwrap();
+    assert_eq!(again.files_changed, 0, "{:?}", again.files);
+
+    let torch = torch_dir(&new.python);
+    let so = dir.path().join("dispatch_demo_C.abi3.so");
+    let py_include = Cmd::new(&new.python)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['include'])",
+        ])
+        .read()
+        .unwrap();
+    compile(
+        &torch,
+        &src,
+        &so,
+        &[
+            "-std=c++17".into(),
+            "-DTORCH_TARGET_VERSION=0x020a000000000000".into(),
+            "-DPy_LIMITED_API=0x03090000".into(),
+            "-DTORCH_EXTENSION_NAME=dispatch_demo_C".into(),
+            format!("-I{}", py_include.trim()),
+        ],
+        &["-ltorch_cpu", "-lc10"],
+    );
+    assert_eq!(call_dispatched(&new.python, &so), "ok", "torch 2.15.0");
+    let old = support::oldest_torch_on_another_python();
+    let range = RangeReport::check("torch==2.11.0", std::slice::from_ref(&so)).unwrap();
+    let verdict = range.files[0].torch.clone().expect("a verdict");
+    assert_eq!(verdict.tally.kind.as_str(), "stable", "{verdict:?}");
+    assert_eq!(verdict.loads_on, ["2.11.0"], "{verdict:?}");
+    assert_eq!(call_dispatched(&old.python, &so), "ok", "torch 2.11.0");
+}

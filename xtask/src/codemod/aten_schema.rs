@@ -15,6 +15,11 @@ use std::collections::BTreeMap;
 pub struct Overload {
     /// The schema as the YAML writes it.
     pub signature: String,
+    /// The operator's name and overload name as the dispatcher knows them (`baddbmm`, `out`).
+    pub op: String,
+    pub overload: String,
+    /// What it returns as the schema writes it: `Tensor(a!)`, `(Tensor values, Tensor indices)`.
+    pub returns: String,
     /// Arguments the C++ function takes. An overload with `out=` tensors is `NAME_out`'s, whose
     /// C++ form takes them first.
     pub total: usize,
@@ -31,11 +36,13 @@ pub struct Arg {
     pub name: String,
     /// The schema's default (`False`, `[]`, `None`), None when the caller must pass it.
     pub default: Option<String>,
+    /// Its place in the schema's order: the dispatcher's stack order.
+    pub position: usize,
 }
 
 impl Arg {
     /// `Tensor(a!) out`, `int[2] size=[1, 1]` → its type, name and default.
-    fn parse(text: &str) -> Arg {
+    fn parse(text: &str, position: usize) -> Arg {
         let (decl, default) = match text.split_once('=') {
             Some((d, v)) => (d.trim(), Some(v.trim().to_string())),
             None => (text.trim(), None),
@@ -45,6 +52,7 @@ impl Arg {
             ty: ty.trim().to_string(),
             name: name.to_string(),
             default,
+            position,
         }
     }
 }
@@ -54,6 +62,13 @@ impl Overload {
     pub fn accepts(&self, n: usize) -> bool {
         self.required <= n && n <= self.total
     }
+}
+
+/// One release's schemas and which release they are.
+#[derive(Debug, Clone)]
+pub struct Release {
+    pub torch: String,
+    pub schemas: Schemas,
 }
 
 /// The operators of one release, by name (less the overload name).
@@ -78,7 +93,8 @@ impl Schemas {
             if close < open {
                 continue;
             }
-            let name = sig[..open].split('.').next().unwrap_or_default();
+            let (name, overload) = sig[..open].split_once('.').unwrap_or((&sig[..open], ""));
+            let (op, returns) = (name.to_string(), sig[close + 4..].trim().to_string());
             let (mut args, mut outs) = (Vec::new(), Vec::new());
             let mut kwarg_only = false;
             for arg in split_top(&sig[open + 1..close]) {
@@ -86,11 +102,12 @@ impl Schemas {
                     kwarg_only = true;
                     continue;
                 }
+                let position = args.len() + outs.len();
                 // `Tensor(a!) out` after `*`: an out= tensor, which the C++ API takes first in
                 // `NAME_out(out, …)`, not in `NAME(…)`.
                 match kwarg_only && arg.contains("!)") {
-                    true => outs.push(Arg::parse(arg)),
-                    false => args.push(Arg::parse(arg)),
+                    true => outs.push(Arg::parse(arg, position)),
+                    false => args.push(Arg::parse(arg, position)),
                 }
             }
             let name = match outs.len() {
@@ -101,6 +118,9 @@ impl Schemas {
             let args = outs;
             ops.entry(name).or_default().push(Overload {
                 signature: sig.to_string(),
+                op,
+                overload: overload.to_string(),
+                returns,
                 total: args.len(),
                 required: args.iter().filter(|a| a.default.is_none()).count(),
                 args,
@@ -163,6 +183,8 @@ pub struct Call {
     pub args: usize,
     /// Each argument's bytes in the source (from its first token to its last).
     pub arg_spans: Vec<std::ops::Range<usize>>,
+    /// The bytes of its `at::`, `::at::` or `torch::`.
+    pub qualifier: std::ops::Range<usize>,
 }
 
 /// The `at::`/`torch::` function calls of `src` (never in comments or literals): a name right
@@ -219,11 +241,16 @@ pub fn calls(src: &[u8]) -> Vec<Call> {
             .filter(|&&b| b == b'\n')
             .count();
         counted = name_tok.start;
+        let from = match i > 0 && text(i - 1) == b"::" {
+            true => toks[i - 1].start,
+            false => toks[i].start,
+        };
         out.push(Call {
             name: String::from_utf8_lossy(name_tok.text(src)).into_owned(),
             line,
             args: arg_spans.len(),
             arg_spans,
+            qualifier: from..name_tok.start,
         });
     }
     out

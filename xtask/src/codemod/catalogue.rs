@@ -46,6 +46,11 @@ pub const STABLE_NAME: &str = "patches/rules/torch-stable.toml";
 /// The id reports give the `--stable-abi` bindings step ([`super::stable_bindings`]).
 pub const STABLE_BINDINGS: &str = "stable-bindings";
 pub const STABLE_BINDINGS_WHY: &str = "pybind11 bindings tie a module to libtorch_python and one CPython; the stable ABI registers each function as an operator (STABLE_TORCH_LIBRARY, TORCH_BOX), called as torch.ops.NAMESPACE.name.";
+/// The id reports give the `--stable-abi` dispatcher step ([`super::stable_dispatch`]), why it
+/// rewrites, and the release whose stable C API it needs (`torch_call_dispatcher`, lists).
+pub const STABLE_DISPATCH: &str = "stable-dispatch";
+pub const STABLE_DISPATCH_WHY: &str = "An ATen operator with no torch::stable function: called through torch_call_dispatcher by name and overload, with the schema of the torch the build uses, so the binary binds no ATen symbol.";
+pub const STABLE_DISPATCH_SINCE: &str = "2.10";
 const STABLE: &str = include_str!("../../../patches/rules/torch-stable.toml");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -304,6 +309,10 @@ pub struct Catalogue {
     /// With `--stable-abi` (the stable-ABI rules of [`stable`] follow the legacy ones): the
     /// operator namespace pybind11 bindings become ([`super::stable_bindings`]).
     pub stable_namespace: Option<String>,
+    /// With `--stable-abi`: the operator schemas of the torch the build compiles against, from
+    /// which ATen calls with no stable function get dispatcher wrappers
+    /// ([`super::stable_dispatch`]); None leaves them review items.
+    pub stable_schemas: Option<std::sync::Arc<super::aten_schema::Release>>,
 }
 
 impl Rule {
@@ -374,8 +383,11 @@ pub fn stable() -> &'static Catalogue {
 pub fn stable_target<'a>(fired: impl Iterator<Item = &'a str>) -> Option<Version> {
     let stable = stable();
     fired
-        .filter_map(|id| stable.get(id))
-        .filter_map(|r| r.replacement_since.clone())
+        .filter_map(|id| match id {
+            // Calls through torch_call_dispatcher: the shim it needs.
+            STABLE_DISPATCH => STABLE_DISPATCH_SINCE.parse().ok(),
+            id => stable.get(id).and_then(|r| r.replacement_since.clone()),
+        })
         .max()
 }
 
@@ -431,6 +443,7 @@ impl Catalogue {
             }
             ADD_INCLUDE => Some("a header a rewrite needs".into()),
             STABLE_BINDINGS => Some(STABLE_BINDINGS_WHY.into()),
+            STABLE_DISPATCH => Some(STABLE_DISPATCH_WHY.into()),
             _ => None,
         }
     }
@@ -471,6 +484,7 @@ impl Catalogue {
             torch: None,
             build_script: true,
             stable_namespace: None,
+            stable_schemas: None,
         })
     }
 
@@ -509,6 +523,7 @@ impl Catalogue {
         let mut ids: Vec<String> = self.rules.iter().map(|r| r.id.clone()).collect();
         if self.stable_namespace.is_some() {
             ids.push(STABLE_BINDINGS.to_string());
+            ids.push(STABLE_DISPATCH.to_string());
         }
         ids.extend(self.python.iter().map(|c| c.api.clone()));
         ids.push(super::python_source::build_script::ARCH_LIST_OVERRIDE.to_string());

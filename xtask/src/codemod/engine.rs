@@ -37,6 +37,8 @@ pub struct Outcome {
     pub review: Vec<ReviewItem>,
     /// Bundled headers the output includes and needs beside it.
     pub bundles: Vec<String>,
+    /// ATen operators (C++ names) the output calls through the generated dispatcher header.
+    pub aten_ops: std::collections::BTreeSet<String>,
     /// Where each rewrite was, mapped back to the input.
     pub trace: super::trace::Trace,
 }
@@ -60,6 +62,7 @@ impl Outcome {
             r
         }));
         self.bundles.extend(later.bundles);
+        self.aten_ops.extend(later.aten_ops);
     }
 }
 
@@ -156,6 +159,7 @@ pub fn apply_rules<'r>(
         review,
         bundles,
         trace,
+        aten_ops: Default::default(),
     })
 }
 

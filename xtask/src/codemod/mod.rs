@@ -17,6 +17,7 @@ pub mod pattern;
 pub mod printf;
 pub mod python_source;
 pub mod stable_bindings;
+pub mod stable_dispatch;
 pub mod suppress;
 pub mod trace;
 
@@ -271,6 +272,9 @@ pub fn walk_error_reason(e: &ignore::Error) -> String {
 fn outcome(cat: &Catalogue, lang: Lang, path: &Path, src: &[u8]) -> Result<engine::Outcome> {
     let mut out = engine::apply(cat, lang, src).with_context(|| format!("{}", path.display()))?;
     if let (Some(ns), Lang::Cpp) = (&cat.stable_namespace, lang) {
+        if let Some(release) = &cat.stable_schemas {
+            stable_dispatch::apply(&mut out, &release.schemas);
+        }
         stable_bindings::apply(&mut out, path, ns);
     }
     Ok(out)
@@ -281,7 +285,8 @@ fn outcome(cat: &Catalogue, lang: Lang, path: &Path, src: &[u8]) -> Result<engin
 pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
     let mut reports = Vec::new();
     let mut outputs = Vec::new();
-    let mut bundles: Vec<(PathBuf, String)> = Vec::new();
+    // What each file needs beside it: bundled headers, operators of the dispatcher header.
+    let mut beside = Vec::new();
     for path in files {
         let lang = Lang::of_path(path)
             .with_context(|| format!("{}: not a C/C++/CUDA file or setup.py", path.display()))?;
@@ -309,16 +314,12 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         if changed {
             outputs.push((path.clone(), out.output));
         }
-        bundles.extend(out.bundles.iter().map(|b| (path.clone(), b.clone())));
+        beside.push((path.clone(), out.bundles, out.aten_ops));
     }
     let files_scanned = reports.len();
-    // Each bundled header a rewrite calls into, beside the file, written once per directory.
-    let mut written = std::collections::BTreeSet::new();
-    for (path, name) in bundles {
-        let header = path.parent().unwrap_or(Path::new(".")).join(&name);
-        let text = catalogue::bundled(&name).unwrap_or_default().as_bytes();
+    for (header, text) in headers_beside(cat, beside) {
         let old = fs::read(&header).ok();
-        if old.as_deref() == Some(text) || !written.insert(header.clone()) {
+        if old.as_deref() == Some(text.as_slice()) {
             continue;
         }
         let before = old.unwrap_or_default();
@@ -328,9 +329,9 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
             rewrites: BTreeMap::new(),
             sites: Vec::new(),
             review: Vec::new(),
-            diff: (mode == Mode::DryRun).then(|| unified_diff(&header, &before, text)),
+            diff: (mode == Mode::DryRun).then(|| unified_diff(&header, &before, &text)),
         });
-        outputs.push((header, text.to_vec()));
+        outputs.push((header, text));
     }
     if mode == Mode::Apply {
         write_all_or_nothing(&outputs)?;
@@ -355,6 +356,35 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
         files: reports,
         torch_target_version,
     })
+}
+
+/// Each bundled header a rewrite calls into, beside the file, once per directory; and each
+/// directory's generated dispatcher header, with the operators its files call.
+fn headers_beside(
+    cat: &Catalogue,
+    beside: Vec<(PathBuf, Vec<String>, std::collections::BTreeSet<String>)>,
+) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut headers: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
+    let mut aten_ops: BTreeMap<PathBuf, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for (path, bundles, ops) in beside {
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        for name in bundles {
+            let text = catalogue::bundled(&name).unwrap_or_default().as_bytes();
+            headers
+                .entry(dir.join(&name))
+                .or_insert_with(|| text.to_vec());
+        }
+        if !ops.is_empty() {
+            aten_ops.entry(dir).or_default().extend(ops);
+        }
+    }
+    if let Some(release) = &cat.stable_schemas {
+        for (dir, names) in &aten_ops {
+            let text = stable_dispatch::header(&release.schemas, names, &release.torch);
+            headers.insert(dir.join(stable_dispatch::HEADER), text.into_bytes());
+        }
+    }
+    headers.into_iter().collect()
 }
 
 /// The rewrites of `out` in `src`'s coordinates. A change no rule names a place for (none is

@@ -60,12 +60,18 @@ pub fn run(args: &CodemodArgs) -> Result<Exit> {
             .clone()
             .unwrap_or_else(|| codemod::stable_bindings::namespace_of(args.paths.first()))
     });
-    let cat = Catalogue::chosen(
+    let mut cat = Catalogue::chosen(
         args.rules.as_deref(),
         args.torch.as_ref(),
         namespace.as_deref(),
         &selection,
     )?;
+    if args.stable_abi && !args.list_rules {
+        cat.to_mut().stable_schemas =
+            crate::port_extension::signature_changes::stable_schemas(&cat.target_torch(), &|m| {
+                crate::errln!("archsmith: {m}")
+            });
+    }
     if args.list_rules {
         return list_rules(&cat, args.output.json);
     }

@@ -187,6 +187,27 @@ fn lowest_allowed(specs: &pep440_rs::VersionSpecifiers) -> Option<Version> {
         .max()
 }
 
+/// The schemas of `torch` for the stable port's dispatcher wrappers (the kept copy, a provisioned
+/// env's, else its PyPI wheel's); None, said through `say`, when none can be read: the calls
+/// then stay review items.
+pub fn stable_schemas(
+    torch: &Version,
+    say: &dyn Fn(&str),
+) -> Option<std::sync::Arc<crate::codemod::aten_schema::Release>> {
+    match kept_or_read(torch, say) {
+        Ok(text) => Some(std::sync::Arc::new(crate::codemod::aten_schema::Release {
+            torch: torch.to_string(),
+            schemas: Schemas::parse(&text),
+        })),
+        Err(e) => {
+            say(&format!(
+                "no dispatcher wrappers: torch {torch}'s operator schemas could not be read ({e:#}); ATen calls with no stable function stay review items"
+            ));
+            None
+        }
+    }
+}
+
 /// The target env's own schemas (`purelib` of its Python), None for a torch older than 1.12.
 pub fn from_env(purelib: &Path) -> Result<Option<Schemas>> {
     let path = purelib.join(MEMBER);

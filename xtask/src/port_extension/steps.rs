@@ -419,6 +419,10 @@ pub fn apply_rules(job: &mut Job) -> Result<RulesApplied> {
         // After the legacy rules, on their output: the stable-ABI rules and the bindings.
         let mut stable = codemod::catalogue::stable().clone();
         stable.stable_namespace = Some(ns.clone());
+        // ATen calls no rule rewrites: through dispatcher wrappers typed from the schemas of
+        // the torch the build compiles against.
+        let say = |m: &str| crate::errln!("archsmith: {m}");
+        stable.stable_schemas = super::signature_changes::stable_schemas(&target, &say);
         catalogues.push(stable);
     }
     let mut after_rules = Vec::new();
