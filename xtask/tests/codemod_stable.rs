@@ -398,6 +398,12 @@ s = torch.randint(-99, 99, (5, 3), generator=g).double()
 y = s * 2 - s / 4
 got, above = ops.scaled(s)
 assert torch.equal(got, -y) and torch.equal(above, -y > s)
+xs = [torch.arange(7.0).reshape(7, 1), torch.arange(4.0)]
+want = [p for x in xs for p in (x[: len(x) // 2], x[len(x) // 2 :])]
+assert all(torch.equal(a, b) for a, b in zip(ops.halves(xs), want))
+w = torch.tensor(3.0)
+got = ops.halves(xs, weight=w)
+assert len(got) == 4 and all(torch.equal(a, b * 3) for a, b in zip(got, want))
 try:
     ops.batched_products(a[0], b)
     print("no error for a 2-D input")
@@ -430,12 +436,14 @@ fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wra
     cat.stable_schemas = Some(env_schemas(&new.python, "2.15.0"));
     let report = codemod::run(&cat, std::slice::from_ref(&src), Mode::Apply).unwrap();
     assert_eq!(report.review_items, 0, "{:#?}", report.files[0].review);
-    // Seven functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic.
+    // Nine functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic; one
+    // binding takes and returns a tensor list.
+    let rewrites = &report.rewrites;
+    assert_eq!(rewrites.get("stable-dispatch"), Some(&12), "{rewrites:?}");
     assert_eq!(
-        report.rewrites.get("stable-dispatch"),
-        Some(&10),
-        "{:?}",
-        report.rewrites
+        rewrites.get("stable-bindings-lists"),
+        Some(&1),
+        "{rewrites:?}"
     );
     assert_eq!(report.torch_target_version.as_deref(), Some("2.10"));
     let ported = std::fs::read_to_string(&src).unwrap();

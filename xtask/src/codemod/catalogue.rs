@@ -49,6 +49,9 @@ pub const STABLE_BINDINGS_WHY: &str = "pybind11 bindings tie a module to libtorc
 /// The id reports give the `--stable-abi` dispatcher step ([`super::stable_dispatch`]), why it
 /// rewrites, and the release whose stable C API it needs (`torch_call_dispatcher`, lists).
 pub const STABLE_DISPATCH: &str = "stable-dispatch";
+/// Bound functions whose schema has a list (`Tensor[]`, `int[]`): the stable boxing converts
+/// lists from torch 2.10 on.
+pub const STABLE_BINDINGS_LISTS: &str = "stable-bindings-lists";
 pub const STABLE_DISPATCH_WHY: &str = "An ATen operator with no torch::stable function: called through torch_call_dispatcher by name and overload, with the schema of the torch the build uses, so the binary binds no ATen symbol.";
 pub const STABLE_DISPATCH_SINCE: &str = "2.10";
 const STABLE: &str = include_str!("../../../patches/rules/torch-stable.toml");
@@ -385,7 +388,7 @@ pub fn stable_target<'a>(fired: impl Iterator<Item = &'a str>) -> Option<Version
     fired
         .filter_map(|id| match id {
             // Calls through torch_call_dispatcher: the shim it needs.
-            STABLE_DISPATCH => STABLE_DISPATCH_SINCE.parse().ok(),
+            STABLE_DISPATCH | STABLE_BINDINGS_LISTS => STABLE_DISPATCH_SINCE.parse().ok(),
             id => stable.get(id).and_then(|r| r.replacement_since.clone()),
         })
         .max()
@@ -444,6 +447,7 @@ impl Catalogue {
             ADD_INCLUDE => Some("a header a rewrite needs".into()),
             STABLE_BINDINGS => Some(STABLE_BINDINGS_WHY.into()),
             STABLE_DISPATCH => Some(STABLE_DISPATCH_WHY.into()),
+            STABLE_BINDINGS_LISTS => Some("a bound function takes or returns a list (Tensor[], int[]): std::vector in C++, which the stable boxing converts from torch 2.10 on".into()),
             _ => None,
         }
     }
@@ -524,6 +528,7 @@ impl Catalogue {
         if self.stable_namespace.is_some() {
             ids.push(STABLE_BINDINGS.to_string());
             ids.push(STABLE_DISPATCH.to_string());
+            ids.push(STABLE_BINDINGS_LISTS.to_string());
         }
         ids.extend(self.python.iter().map(|c| c.api.clone()));
         ids.push(super::python_source::build_script::ARCH_LIST_OVERRIDE.to_string());

@@ -58,6 +58,8 @@ pub struct Ported {
     pub text: Option<Vec<u8>>,
     /// Why a block stayed: (byte offset in the input, message, suggestion).
     pub review: Vec<(usize, String, String)>,
+    /// How many of the schemas have a list ([`needs_lists`]).
+    pub lists: usize,
 }
 
 /// Ports the `PYBIND11_MODULE` block of `text` (the file at `path`, whose relative includes are
@@ -88,13 +90,14 @@ pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
                 if let Some(d) = &def.doc {
                     docs.push(format!("// {}: {}", def.name, d));
                 }
-                let boxed = match adapter(sig) {
+                let boxed = match adapter(sig, &def.args) {
                     Some(code) => {
                         adapters.push(code);
                         format!("{}_boxed", sig.name)
                     }
                     None => sig.name.clone(),
                 };
+                out.lists += usize::from(needs_lists(&s));
                 defs.push(format!("  m.def(\"{s}\");"));
                 impls.push(format!("  m.impl(\"{}\", TORCH_BOX(&{boxed}));", def.name));
                 names.push(def.name.clone());
@@ -174,6 +177,10 @@ pub fn apply(out: &mut super::engine::Outcome, path: &Path, ns: &str) {
         out.trace.changed(&out.output, &new);
         out.output = new;
         *out.counts.entry(RULE.to_string()).or_default() += 1;
+        if p.lists > 0 {
+            let lists = super::catalogue::STABLE_BINDINGS_LISTS.to_string();
+            *out.counts.entry(lists).or_default() += p.lists;
+        }
     }
 }
 
@@ -320,6 +327,8 @@ fn default_literal(toks: &[&[u8]]) -> Option<String> {
     match text.as_str() {
         "true" => Some("True".into()),
         "false" => Some("False".into()),
+        // `"out"_a = nullptr`, `py::none()`, `c10::nullopt`: an optional left out.
+        "nullptr" | "py::none()" | "std::nullopt" | "c10::nullopt" => Some("None".into()),
         t if t.trim_start_matches('-').parse::<f64>().is_ok() => Some(t.to_string()),
         _ => None,
     }
@@ -460,6 +469,26 @@ fn schema_type(cxx: &str) -> Result<(&'static str, Option<&'static str>), String
         .collect::<Vec<_>>()
         .join(" ");
     let bare = t.trim_end_matches('&').trim();
+    // Lists and optionals of what the boxing converts (`std :: vector < at :: Tensor >`): the
+    // list conversions need torch 2.10 ([`needs_lists`]).
+    for (wrapper, suffix) in [
+        ("std :: vector <", "[]"),
+        ("std :: optional <", "?"),
+        ("c10 :: optional <", "?"),
+    ] {
+        if let Some(inner) = bare.strip_prefix(wrapper).and_then(|x| x.strip_suffix('>')) {
+            return match (schema_type(inner.trim()), suffix) {
+                (Ok(("Tensor", None)), "[]") => Ok(("Tensor[]", None)),
+                (Ok(("Tensor", None)), _) => Ok(("Tensor?", None)),
+                (Ok(("int", None)), "[]") => Ok(("int[]", None)),
+                (Ok(("int", None)), _) => Ok(("int?", None)),
+                (Ok(("float", None)), "[]") => Ok(("float[]", None)),
+                (Ok(("float", None)), _) => Ok(("float?", None)),
+                (Ok(("bool", None)), "?") => Ok(("bool?", None)),
+                _ => Err(format!("`{bare}` has no stable-ABI schema type here")),
+            };
+        }
+    }
     Ok(match bare {
         "at :: Tensor" | "torch :: Tensor" | "torch :: stable :: Tensor" | "Tensor" => {
             ("Tensor", None)
@@ -475,6 +504,27 @@ fn schema_type(cxx: &str) -> Result<(&'static str, Option<&'static str>), String
     })
 }
 
+/// The stable C++ type a schema type is boxed as (an adapter's parameter).
+fn stable_cxx(schema: &str) -> Option<&'static str> {
+    Some(match schema {
+        "Tensor" => "torch::stable::Tensor",
+        "Tensor[]" => "std::vector<torch::stable::Tensor>",
+        "Tensor?" => "std::optional<torch::stable::Tensor>",
+        "int[]" => "std::vector<int64_t>",
+        "int?" => "std::optional<int64_t>",
+        "float[]" => "std::vector<double>",
+        "float?" => "std::optional<double>",
+        "bool?" => "std::optional<bool>",
+        _ => return None,
+    })
+}
+
+/// Whether a schema names a list (`Tensor[]`, `int[]`): the stable boxing converts lists from
+/// torch 2.10 on (stableivalue_conversions.h), which the stated target must say.
+pub fn needs_lists(schema: &str) -> bool {
+    schema.contains("[]")
+}
+
 /// A non-const lvalue reference (`at::Tensor& out`).
 fn mutable_ref(cxx: &str) -> bool {
     cxx.trim_end().ends_with('&') && !cxx.split_whitespace().any(|w| w == "const")
@@ -484,7 +534,9 @@ fn mutable_ref(cxx: &str) -> bool {
 /// an adapter the boxing can call: it takes `double`/`int64_t` and converts them as pybind11 did
 /// (`static_cast<float>`; an `int` out of range is an error, not a wrapped value), tensors by
 /// value (the same tensor: a handle), and returns `int64_t` for an `int`.
-fn adapter(sig: &Signature) -> Option<String> {
+/// A tensor parameter whose pybind11 keyword default is `nullptr`/`None` arrives as `Tensor?`
+/// and is passed on as an undefined tensor where it is left out.
+fn adapter(sig: &Signature, keywords: &[(String, Option<String>)]) -> Option<String> {
     let mut params = Vec::new();
     let mut args = Vec::new();
     let mut checks = Vec::new();
@@ -492,7 +544,13 @@ fn adapter(sig: &Signature) -> Option<String> {
     // A pair of tensors comes back as the tuple the boxing converts.
     let pair_return = sig.ret.replace(' ', "").starts_with("std::pair<");
     let mut any = int_return || pair_return || sig.params.iter().any(|(ty, _)| mutable_ref(ty));
-    for (ty, name) in &sig.params {
+    for (k, (ty, name)) in sig.params.iter().enumerate() {
+        if omitted_tensor(ty, keywords.get(k)) {
+            any = true;
+            params.push(format!("std::optional<torch::stable::Tensor> {name}"));
+            args.push(format!("{name}.value_or(torch::stable::Tensor())"));
+            continue;
+        }
         match schema_type(ty).ok()?.1 {
             Some(boxed) => {
                 any = true;
@@ -510,10 +568,7 @@ fn adapter(sig: &Signature) -> Option<String> {
             // and a copy binds to any reference the function takes.
             None => {
                 let (st, _) = schema_type(ty).ok()?;
-                let cxx = match st {
-                    "Tensor" => "torch::stable::Tensor".to_string(),
-                    _ => tidy(ty),
-                };
+                let cxx = stable_cxx(st).map_or_else(|| tidy(ty), String::from);
                 params.push(format!("{cxx} {name}"));
                 args.push(name.clone());
             }
@@ -597,6 +652,12 @@ extern "C" PyObject* ARCHSMITH_PYINIT({module})(void) {{
     )
 }
 
+/// A plain tensor parameter bound with a `None` default (`"out"_a = nullptr`).
+fn omitted_tensor(ty: &str, keyword: Option<&(String, Option<String>)>) -> bool {
+    keyword.is_some_and(|(_, d)| d.as_deref() == Some("None"))
+        && schema_type(ty).is_ok_and(|(st, _)| st == "Tensor")
+}
+
 /// `name(Tensor dets, float threshold) -> Tensor`, or why the signature does not map.
 fn schema(
     name: &str,
@@ -620,6 +681,13 @@ fn schema(
             None => param.clone(),
         };
         let (st, _) = schema_type(ty).map_err(|e| format!("parameter `{param}` is {e}"))?;
+        let st = match (omitted_tensor(ty, keywords.get(k)), st.ends_with('?')) {
+            (true, _) => "Tensor?",
+            (false, false) if param.ends_with("=None") => {
+                return Err(format!("parameter `{param}`: a None default for a `{st}`"))
+            }
+            _ => st,
+        };
         // A tensor the function may write (a non-const reference): an alias set of its own,
         // as torch's schemas mark an argument an op mutates.
         match (st, mutable_ref(ty), aliases.next()) {
@@ -634,6 +702,7 @@ fn schema(
         r if schema_type(&sig.ret).is_ok_and(|t| t.0 == "Tensor") && !r.contains("tuple") => {
             "Tensor".into()
         }
+        _ if schema_type(&sig.ret).is_ok_and(|t| t.0 == "Tensor[]") => "Tensor[]".into(),
         r if r.starts_with("std::tuple<") || r.starts_with("std::pair<") => {
             let inner =
                 &sig.ret[sig.ret.find('<').unwrap_or(0) + 1..sig.ret.rfind('>').unwrap_or(0)];
@@ -700,9 +769,9 @@ mod tests {
                 Ok("norm_forward(Tensor(a!) input1, Tensor(b!) output, int norm_deg) -> int"),
             ),
             (
-                "at::Tensor g(const at::Tensor& d, const std::vector<int64_t>& sizes);",
+                "at::Tensor g(const at::Tensor& d, const std::vector<std::string>& names);",
                 "g",
-                Err("parameter `sizes` is `std :: vector < int64_t >` has no stable-ABI schema type here"),
+                Err("parameter `names` is `std :: vector < std :: string >` has no stable-ABI schema type here"),
             ),
         ] {
             let got = schema(name, &sig(decl, name), &[]);
@@ -791,9 +860,44 @@ mod tests {
         let a = adapter(&sig(
             "std::pair<at::Tensor, at::Tensor> fps(at::Tensor points, int64_t n, bool random = false);",
             "fps",
-        ))
+        ), &[])
         .unwrap();
         assert!(a.contains("static auto fps_boxed(torch::stable::Tensor points, int64_t n, bool random) {\n  auto r = fps(points, n, random);\n  return std::make_tuple(r.first, r.second);\n}"), "{a}");
+    }
+
+    #[test]
+    fn tensor_lists_optionals_and_none_defaults_map_to_the_schemas() {
+        let s = sig(
+            "std::vector<at::Tensor> gather(const std::vector<at::Tensor>& xs, c10::optional<at::Tensor> w, at::Tensor out, std::vector<int64_t> dims);",
+            "gather",
+        );
+        let kw: Vec<(String, Option<String>)> = [
+            ("xs", None),
+            ("w", None),
+            ("out", Some("None")),
+            ("dims", None),
+        ]
+        .iter()
+        .map(|(k, d)| (k.to_string(), d.map(String::from)))
+        .collect();
+        assert_eq!(
+            schema("gather", &s, &kw).unwrap(),
+            "gather(Tensor[] xs, Tensor? w, Tensor? out=None, int[] dims) -> Tensor[]"
+        );
+        assert!(needs_lists(&schema("gather", &s, &kw).unwrap()));
+        let a = adapter(&s, &kw).unwrap();
+        assert!(a.contains("gather_boxed(std::vector<torch::stable::Tensor> xs, std::optional<torch::stable::Tensor> w, std::optional<torch::stable::Tensor> out, std::vector<int64_t> dims)"), "{a}");
+        assert!(
+            a.contains("return gather(xs, w, out.value_or(torch::stable::Tensor()), dims);"),
+            "{a}"
+        );
+        // A None default for what cannot be None is named.
+        let f = sig("at::Tensor f(int64_t n);", "f");
+        let none = [("n".to_string(), Some("None".to_string()))];
+        assert_eq!(
+            schema("f", &f, &none).unwrap_err(),
+            "parameter `n=None`: a None default for a `int`"
+        );
     }
 
     #[test]
