@@ -448,3 +448,35 @@ fn a_jit_extension_that_does_not_compile_fails_the_prebuild_with_its_first_error
         .exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A package that compiles its extension at run time cannot become a stable-ABI wheel: the
+/// prebuild is `load()`'s own build against this torch. `--stable-abi` on one is refused before
+/// anything is built, and the outcome says no stable ABI (it once prebuilt the ordinary way and
+/// reported `stable_abi` with the target it would have had).
+#[test]
+fn a_stable_abi_port_of_a_jit_package_is_refused_before_building() {
+    let fixture = repo_root().join("xtask/tests/fixtures/jit-ext");
+    let (code, stdout, stderr) = support::xtask(&[
+        "port-extension",
+        "--src",
+        fixture.to_str().unwrap(),
+        "--stable-abi",
+        "--arch",
+        "9.0",
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["failure"]["stage"], "stable-abi", "{v}");
+    assert!(
+        v["jit"].is_null() && v["build"].is_null(),
+        "nothing built: {v}"
+    );
+    assert!(
+        v["failure"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("torch.utils.cpp_extension.load"),
+        "{v}"
+    );
+}

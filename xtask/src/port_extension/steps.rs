@@ -81,21 +81,8 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         }
         return Ok(Ok(finish(job)));
     }
-    if job.out.unexplained > 0 && !req.recipe.recipe_less {
-        return Ok(Err(PortFailure::Verify(VerifyFailure {
-            stage: "review",
-            message: format!(
-                "{} review item(s) are neither resolved by a patch nor accepted in {}/recipe.toml; run with --dry-run to see them, then add a patch or an [[accepted]] entry with the reason",
-                job.out.unexplained,
-                req.recipe.dir.display()
-            ),
-            smoke: None,
-        })));
-    }
-    if req.recipe.recipe_less {
-        if let Some(f) = stop_early(&mut job)? {
-            return Ok(Err(PortFailure::Verify(f)));
-        }
+    if let Some(f) = before_build(&mut job)? {
+        return Ok(Err(PortFailure::Verify(f)));
     }
     let tree = SourceSpec::Dir(job.wt.root.join(&req.recipe.build.dir));
     if build_ext::jit::applies(&tree)? {
@@ -124,6 +111,37 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         }
     }
     Ok(Ok(finish(job)))
+}
+
+/// Before building: a stable-ABI port of a package built at run time is refused; review items
+/// nobody explained stop a recipe's port; a recipe-less one stops at what will not compile.
+fn before_build(job: &mut Job) -> Result<Option<VerifyFailure>> {
+    let req = job.req;
+    let tree = SourceSpec::Dir(job.wt.root.join(&req.recipe.build.dir));
+    if req.stable_abi.is_some() && build_ext::jit::applies(&tree)? {
+        // A prebuild is torch.utils.cpp_extension.load's own build against this torch, never
+        // the stable ABI: the outcome must not say stable.
+        return Ok(Some(VerifyFailure {
+            stage: "stable-abi",
+            message: "this package compiles its extension at run time (torch.utils.cpp_extension.load), which builds against the user's torch and its C++ API; a stable-ABI port needs a setup.py build of it: add one (a CppExtension/CUDAExtension of the same sources), or port without --stable-abi".into(),
+            smoke: None,
+        }));
+    }
+    if job.out.unexplained > 0 && !req.recipe.recipe_less {
+        return Ok(Some(VerifyFailure {
+            stage: "review",
+            message: format!(
+                "{} review item(s) are neither resolved by a patch nor accepted in {}/recipe.toml; run with --dry-run to see them, then add a patch or an [[accepted]] entry with the reason",
+                job.out.unexplained,
+                req.recipe.dir.display()
+            ),
+            smoke: None,
+        }));
+    }
+    if req.recipe.recipe_less {
+        return stop_early(job);
+    }
+    Ok(None)
 }
 
 /// Step 4b (recipe-less): the calls the target torch no longer binds, read from the releases'
