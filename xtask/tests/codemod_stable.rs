@@ -398,6 +398,11 @@ s = torch.randint(-99, 99, (5, 3), generator=g).double()
 y = s * 2 - s / 4
 got, above = ops.scaled(s)
 assert torch.equal(got, -y) and torch.equal(above, -y > s)
+t = torch.randint(-50, 50, (4, 6), generator=g).double().t()  # a strided view
+assert torch.equal(ops.doubled_plus_one(t), 2 * t + 1)
+rows, zeros = ops.factories(t)
+assert torch.equal(rows, torch.full((6,), 7, dtype=torch.int64)), rows
+assert torch.equal(zeros, torch.zeros(6, 2)) and zeros.dtype == torch.float32
 xs = [torch.arange(7.0).reshape(7, 1), torch.arange(4.0)]
 want = [p for x in xs for p in (x[: len(x) // 2], x[len(x) // 2 :])]
 assert all(torch.equal(a, b) for a, b in zip(ops.halves(xs), want))
@@ -439,7 +444,7 @@ fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wra
     // Nine functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic; one
     // binding takes and returns a tensor list.
     let rewrites = &report.rewrites;
-    assert_eq!(rewrites.get("stable-dispatch"), Some(&12), "{rewrites:?}");
+    assert_eq!(rewrites.get("stable-dispatch"), Some(&14), "{rewrites:?}");
     assert_eq!(
         rewrites.get("stable-bindings-lists"),
         Some(&1),

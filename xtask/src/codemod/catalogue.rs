@@ -263,10 +263,25 @@ impl Transform {
                 .strip_prefix(b"TH")
                 .filter(|rest| !rest.is_empty())
                 .map(<[u8]>::to_vec),
-            Transform::DropKPrefix => text
-                .strip_prefix(b"k")
-                .filter(|rest| rest.first().is_some_and(u8::is_ascii_uppercase))
-                .map(<[u8]>::to_vec),
+            Transform::DropKPrefix => {
+                // c10's aliases (`kInt64` for `kLong`, …) name the enumerator they alias.
+                const ALIASES: [(&[u8], &[u8]); 8] = [
+                    (b"kInt64", b"Long"),
+                    (b"kInt32", b"Int"),
+                    (b"kInt16", b"Short"),
+                    (b"kInt8", b"Char"),
+                    (b"kUInt8", b"Byte"),
+                    (b"kFloat64", b"Double"),
+                    (b"kFloat32", b"Float"),
+                    (b"kFloat16", b"Half"),
+                ];
+                if let Some((_, e)) = ALIASES.iter().find(|(a, _)| *a == text) {
+                    return Some(e.to_vec());
+                }
+                text.strip_prefix(b"k")
+                    .filter(|rest| rest.first().is_some_and(u8::is_ascii_uppercase))
+                    .map(<[u8]>::to_vec)
+            }
         }
     }
 }

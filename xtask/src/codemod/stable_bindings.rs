@@ -60,16 +60,25 @@ pub struct Ported {
     pub review: Vec<(usize, String, String)>,
     /// How many of the schemas have a list ([`needs_lists`]).
     pub lists: usize,
+    /// Where the next block is looked for (after this one, in the new text if any); None when
+    /// no block was found.
+    pub resume: Option<usize>,
 }
 
 /// Ports the `PYBIND11_MODULE` block of `text` (the file at `path`, whose relative includes are
 /// read for signatures) into operators of namespace `ns`.
 pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
+    port_from(text, path, ns, 0)
+}
+
+/// [`port`] of the first block at or after byte `from`.
+fn port_from(text: &[u8], path: &Path, ns: &str, from: usize) -> Ported {
     let toks = lex_c(text);
     let mut out = Ported::default();
-    let Some(block) = find_block(text, &toks) else {
+    let Some(block) = find_block(text, &toks, from) else {
         return out;
     };
+    out.resume = Some(block.end);
     let sigs = visible_signatures(text, &toks, path);
     let mut defs = Vec::new();
     let mut impls = Vec::new();
@@ -135,6 +144,7 @@ pub fn port(text: &[u8], path: &Path, ns: &str) -> Ported {
     new.push_str(&python_module(&block.module, ns, &names));
     let mut text_out = text[..block.start].to_vec();
     text_out.extend_from_slice(new.as_bytes());
+    out.resume = Some(text_out.len());
     text_out.extend_from_slice(&text[block.end..]);
     out.text = Some(text_out);
     out
@@ -164,8 +174,23 @@ fn visible_signatures(text: &[u8], toks: &[Token], path: &Path) -> Vec<Signature
 
 /// The bindings step of a `--stable-abi` run on one C++ file's outcome: the block rewritten (one
 /// `stable-bindings` rewrite, a trace step) or its review items added.
+/// Every block of the file, one after another: a file may define its module once per branch
+/// of an `#ifdef` (one with CUDA, one without), and a second run must find nothing left.
 pub fn apply(out: &mut super::engine::Outcome, path: &Path, ns: &str) {
-    let p = port(&out.output, path, ns);
+    let mut from = 0;
+    while let Some(resume) = apply_block(out, path, ns, from) {
+        from = resume;
+    }
+}
+
+/// The block at or after `from`; where to look for the next, None when there is none.
+fn apply_block(
+    out: &mut super::engine::Outcome,
+    path: &Path,
+    ns: &str,
+    from: usize,
+) -> Option<usize> {
+    let p = port_from(&out.output, path, ns, from);
     let index = crate::lint::LineIndex::new(&out.output);
     for (at, message, suggestion) in p.review {
         let mut item =
@@ -182,6 +207,7 @@ pub fn apply(out: &mut super::engine::Outcome, path: &Path, ns: &str) {
             *out.counts.entry(lists).or_default() += p.lists;
         }
     }
+    p.resume
 }
 
 /// One `m.def("name", &function[, "doc"])`.
@@ -206,11 +232,11 @@ struct Block {
 }
 
 /// The `PYBIND11_MODULE(NAME, m) { … }` block: its span and its statements.
-fn find_block(text: &[u8], toks: &[Token]) -> Option<Block> {
+fn find_block(text: &[u8], toks: &[Token], from: usize) -> Option<Block> {
     let code: Vec<&Token> = toks.iter().filter(|t| t.kind != Kind::Comment).collect();
-    let i = code
-        .iter()
-        .position(|t| t.kind == Kind::Ident && t.text(text) == b"PYBIND11_MODULE")?;
+    let i = code.iter().position(|t| {
+        t.start >= from && t.kind == Kind::Ident && t.text(text) == b"PYBIND11_MODULE"
+    })?;
     let var = code.get(i + 4).map(|t| t.text(text))?; // PYBIND11_MODULE ( NAME , m )
     let module = String::from_utf8_lossy(code.get(i + 2)?.text(text)).into_owned();
     let open = (i..code.len()).find(|&k| code[k].text(text) == b"{")?;
@@ -863,6 +889,30 @@ mod tests {
         ), &[])
         .unwrap();
         assert!(a.contains("static auto fps_boxed(torch::stable::Tensor points, int64_t n, bool random) {\n  auto r = fps(points, n, random);\n  return std::make_tuple(r.first, r.second);\n}"), "{a}");
+    }
+
+    #[test]
+    fn each_block_of_an_ifdef_is_ported_in_one_run() {
+        // spatial-correlation-sampler 0.3.0's layout: one module with CUDA, one without.
+        let src = "torch::stable::Tensor f(torch::stable::Tensor x) { return x; }\n\
+#ifdef USE_CUDA\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"f\", &f, \"gpu\");\n}\n\
+#else\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"f\", &f, \"cpu\");\n}\n#endif\n";
+        let mut out = super::super::engine::Outcome {
+            output: src.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        apply(&mut out, Path::new("ops.cpp"), "ns");
+        let text = String::from_utf8(out.output.clone()).unwrap();
+        assert_eq!(out.counts.get(RULE), Some(&2), "{text}");
+        assert!(!text.contains("PYBIND11_MODULE"), "{text}");
+        assert_eq!(
+            text.matches("STABLE_TORCH_LIBRARY(ns, m)").count(),
+            2,
+            "{text}"
+        );
+        let before = out.output.clone();
+        apply(&mut out, Path::new("ops.cpp"), "ns");
+        assert_eq!(out.output, before, "a second run changes nothing");
     }
 
     #[test]

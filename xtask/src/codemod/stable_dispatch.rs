@@ -35,6 +35,9 @@ struct Param {
     /// How the stack receives it: `from(x)` or a helper's values.
     push: String,
     position: usize,
+    /// Whether the C++ function declares it (the factory keywords an `Options` stands for
+    /// are not).
+    declared: bool,
 }
 
 /// One generated C++ overload.
@@ -229,6 +232,7 @@ fn param(a: &Arg) -> Result<Param, String> {
         default,
         push: format!("torch::stable::detail::from({push})"),
         position: a.position,
+        declared: true,
     })
 }
 
@@ -310,18 +314,66 @@ fn scalar_type(t: &str) -> Option<&'static str> {
     })
 }
 
+/// A factory's keyword group (`ScalarType? dtype, Layout? layout, Device? device, bool?
+/// pin_memory`), which ATen's C++ API takes as one TensorOptions.
+const FACTORY_KEYWORDS: [&str; 4] = ["dtype", "layout", "device", "pin_memory"];
+
 impl Wrapper {
-    /// The inline C++ function.
+    /// A factory's second form: an `Options` (the header's TensorOptions) where the schema has
+    /// the keyword group, as ATen's `at::zeros(size, x.options())`; earlier parameters lose
+    /// their defaults (the options come after them).
+    fn with_options(&self) -> Option<Wrapper> {
+        let names: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
+        let at = names.windows(4).position(|w| w == FACTORY_KEYWORDS)?;
+        let mut w = self.clone();
+        for (k, p) in w.params.iter_mut().enumerate() {
+            if k < at {
+                p.default = None;
+            } else if k < at + 4 {
+                p.declared = false;
+                let field = if p.name == "pin_memory" {
+                    "pinned_memory"
+                } else {
+                    p.name.as_str()
+                };
+                p.push = format!("torch::stable::detail::from(options.{field}_)");
+            }
+        }
+        w.params.insert(
+            at,
+            Param {
+                ty: "const Options&".into(),
+                name: "options".into(),
+                default: None,
+                push: String::new(),
+                position: usize::MAX,
+                declared: true,
+            },
+        );
+        Some(w)
+    }
+
+    /// The inline C++ function, and its [`Self::with_options`] form where it has one.
     fn render(&self) -> String {
-        let decl: Vec<String> = (self.params.iter())
+        let mut out = self.render_one();
+        if let Some(w) = self.with_options() {
+            out.push_str(&w.render_one());
+        }
+        out
+    }
+
+    fn render_one(&self) -> String {
+        let decl: Vec<String> = (self.params.iter().filter(|p| p.declared))
             .map(|p| match &p.default {
                 Some(d) => format!("{} {} = {d}", p.ty, p.name),
                 None => format!("{} {}", p.ty, p.name),
             })
             .collect();
-        let mut by_position: Vec<&Param> = self.params.iter().collect();
+        let mut by_position: Vec<&Param> = (self.params.iter())
+            .filter(|p| p.position != usize::MAX)
+            .collect();
         by_position.sort_by_key(|p| p.position);
-        let size = self.params.len().max(self.returns).max(1);
+        let size = by_position.len().max(self.returns).max(1);
         let mut body = format!("  std::array<StableIValue, {size}> stack{{}};\n");
         for (i, p) in by_position.iter().enumerate() {
             body.push_str(&format!("  stack[{i}] = {};\n", p.push));
@@ -362,8 +414,10 @@ pub fn header(schemas: &Schemas, names: &BTreeSet<String>, torch: &str) -> Strin
          #include <torch/csrc/stable/library.h>\n\
          #include <torch/csrc/stable/ops.h>\n\
          #include <torch/csrc/stable/tensor.h>\n\
+         #include <torch/headeronly/util/Exception.h>\n\
+         #if __has_include(<cuda_runtime.h>)\n#include <cuda_runtime.h>\n#endif\n\
          #include <array>\n#include <cstdint>\n#include <initializer_list>\n#include <limits>\n#include <mutex>\n\
-         #include <optional>\n#include <string>\n#include <tuple>\n#include <type_traits>\n#include <unordered_map>\n#include <vector>\n\n\
+         #include <optional>\n#include <string>\n#include <tuple>\n#include <type_traits>\n#include <unordered_map>\n#include <utility>\n#include <vector>\n\n\
          namespace {NAMESPACE} {{\n\n{HELPERS}\n"
     );
     let mut all = names.clone();
@@ -377,6 +431,9 @@ pub fn header(schemas: &Schemas, names: &BTreeSet<String>, torch: &str) -> Strin
     out.push_str(&format!("}} // namespace {NAMESPACE}\n\n{OPERATORS}"));
     out
 }
+
+/// ATen functions the header writes by hand (their schema has what the dispatcher cannot pass).
+const HELPER_OPS: [&str; 1] = ["full"];
 
 /// The operators [`OPERATORS`] calls through their wrappers.
 const OPERATOR_OPS: [&str; 13] = [
@@ -493,6 +550,35 @@ struct OptIntList {
   OptIntList(torch::headeronly::IntHeaderOnlyArrayRef r) : values(std::vector<int64_t>(r.begin(), r.end())) {}
 };
 
+// ATen's TensorOptions for the factories below: what `x.options()`, `at::device(d)`,
+// `at::dtype(t)` and their chains say, passed as the schema's dtype/layout/device/pin_memory.
+struct Options {
+  std::optional<torch::headeronly::ScalarType> dtype_;
+  std::optional<torch::headeronly::Layout> layout_;
+  std::optional<torch::stable::Device> device_;
+  std::optional<bool> pinned_memory_;
+  Options dtype(torch::headeronly::ScalarType t) const { Options o = *this; o.dtype_ = t; return o; }
+  Options layout(torch::headeronly::Layout l) const { Options o = *this; o.layout_ = l; return o; }
+  Options device(torch::stable::Device d) const { Options o = *this; o.device_ = d; return o; }
+  Options pinned_memory(bool p) const { Options o = *this; o.pinned_memory_ = p; return o; }
+};
+inline Options options_of(const torch::stable::Tensor& t) {
+  return Options().dtype(t.scalar_type()).device(t.device()).layout(torch::headeronly::Layout::Strided);
+}
+inline Options device(torch::stable::Device d) { return Options().device(d); }
+inline Options dtype(torch::headeronly::ScalarType t) { return Options().dtype(t); }
+
+// aten::full: its fill value is a Scalar, which the dispatcher cannot pass; the stable C shim's
+// full takes a double.
+inline torch::stable::Tensor full(IntList size, double fill_value, const Options& options) {
+  return torch::stable::full(size.values, fill_value, options.dtype_, options.layout_,
+                             options.device_, options.pinned_memory_);
+}
+inline torch::stable::Tensor full(IntList size, double fill_value,
+                                  std::optional<torch::headeronly::ScalarType> dtype = std::nullopt) {
+  return torch::stable::full(size.values, fill_value, dtype);
+}
+
 // The caching allocator's raw_alloc/raw_delete (and THCudaMalloc/THCudaFree): a byte tensor on
 // the current CUDA device, torch's caching allocator through the stable ABI, kept until
 // raw_delete hands the pointer back.
@@ -515,6 +601,57 @@ inline void raw_delete(void* p) {
   std::unique_lock<std::mutex> lock;
   raw_buffers(lock).erase(p);
 }
+
+// ATen's CPU_tensor_apply1-4: op on each element of tensors of one size, in order, by
+// reference; here over contiguous copies, copied back into a tensor that was not contiguous.
+template <class... T, class Op, class... Tensors, std::size_t... I>
+void cpu_tensor_apply_each(std::index_sequence<I...>, Op& op, Tensors&... ts) {
+  std::array<torch::stable::Tensor, sizeof...(Tensors)> dense{torch::stable::contiguous(ts)...};
+  auto data = std::make_tuple(dense[I].template mutable_data_ptr<T>()...);
+  const int64_t n = dense[0].numel();
+  for (int64_t i = 0; i < n; ++i) {
+    op(std::get<I>(data)[i]...);
+  }
+  ((ts.is_contiguous() ? void() : void(torch::stable::copy_(ts, dense[I]))), ...);
+}
+template <class... T, class Op, class... Tensors>
+void cpu_tensor_apply(Op op, Tensors&... ts) {
+  cpu_tensor_apply_each<T...>(std::index_sequence_for<Tensors...>{}, op, ts...);
+}
+template <class T1, class Op>
+void CPU_tensor_apply1(torch::stable::Tensor a, Op op) { cpu_tensor_apply<T1>(op, a); }
+template <class T1, class T2, class Op>
+void CPU_tensor_apply2(torch::stable::Tensor a, torch::stable::Tensor b, Op op) {
+  cpu_tensor_apply<T1, T2>(op, a, b);
+}
+template <class T1, class T2, class T3, class Op>
+void CPU_tensor_apply3(torch::stable::Tensor a, torch::stable::Tensor b, torch::stable::Tensor c, Op op) {
+  cpu_tensor_apply<T1, T2, T3>(op, a, b, c);
+}
+template <class T1, class T2, class T3, class T4, class Op>
+void CPU_tensor_apply4(torch::stable::Tensor a, torch::stable::Tensor b, torch::stable::Tensor c,
+                       torch::stable::Tensor d, Op op) {
+  cpu_tensor_apply<T1, T2, T3, T4>(op, a, b, c, d);
+}
+
+#if __has_include(<cuda_runtime.h>)
+// at::cuda::getDeviceProperties: the CUDA runtime's answer for each device, asked once and kept.
+inline cudaDeviceProp* getDeviceProperties(int64_t device) {
+  static std::mutex mutex;
+  static std::unordered_map<int64_t, cudaDeviceProp> props;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = props.find(device);
+  if (it == props.end()) {
+    cudaDeviceProp p;
+    STD_CUDA_CHECK(cudaGetDeviceProperties(&p, static_cast<int>(device)));
+    it = props.emplace(device, p).first;
+  }
+  return &it->second;
+}
+inline cudaDeviceProp* getCurrentDeviceProperties() {
+  return getDeviceProperties(torch::stable::accelerator::getCurrentDeviceIndex());
+}
+#endif
 "#;
 
 /// One call this step leaves as it was, and why.
@@ -561,11 +698,16 @@ pub fn plan(src: &[u8], schemas: &Schemas, methods: Option<&regex::bytes::Regex>
     let mut out = Dispatched::default();
     let token = |at: usize| at + if src[at..].starts_with(b"::") { 2 } else { 0 };
     for call in super::aten_schema::calls(src) {
-        if schemas.overloads(&call.name).is_none() {
+        let helper = HELPER_OPS.contains(&call.name.as_str());
+        if schemas.overloads(&call.name).is_none() && !helper {
             continue;
         }
         let q = call.qualifier.clone();
-        match Dispatched::reachable(schemas, &call.name, call.args) {
+        let reach = match helper {
+            true => Ok(()),
+            false => Dispatched::reachable(schemas, &call.name, call.args),
+        };
+        match reach {
             Ok(()) => {
                 out.edits
                     .push((q.start, q.end, format!("{NAMESPACE}::").into_bytes()));
@@ -729,6 +871,7 @@ pub fn apply(out: &mut super::engine::Outcome, schemas: &Schemas) {
     if out.aten_ops.is_empty() {
         return;
     }
+    drop_unused_headers(out);
     if let Some(with) = super::engine::ensure_include_as(&out.output, HEADER, true) {
         // An insertion: where the texts part, as long as the length they differ by.
         let at = (out.output.iter().zip(&with))
@@ -737,6 +880,46 @@ pub fn apply(out: &mut super::engine::Outcome, schemas: &Schemas) {
         let added = with[at..at + (with.len() - out.output.len())].to_vec();
         commit(out, vec![(at, at, added)]);
     }
+}
+
+/// The stable catalogue's `drop-unused` include rules once more, on the text this step left:
+/// an ATen/c10 header whose names were the calls it rewrote goes now (torch refuses those
+/// headers under TORCH_TARGET_VERSION), with the review item that named it.
+fn drop_unused_headers(out: &mut super::engine::Outcome) {
+    let mut cat = super::catalogue::stable().clone();
+    cat.rules.retain(|r| {
+        matches!(r.action, super::catalogue::Action::Include { .. })
+            && r.id.starts_with("stable-drop-unused")
+    });
+    let Ok(again) = super::engine::apply(&cat, super::catalogue::Lang::Cpp, &out.output) else {
+        return;
+    };
+    // Only whole lines go: each line of the old text that the new one lacks is an edit.
+    let mut edits = Vec::new();
+    let (old, new) = (&out.output, &again.output);
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() {
+        let end = old[i..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(old.len(), |p| i + p + 1);
+        if new.get(j..j + (end - i)) == Some(&old[i..end]) {
+            j += end - i;
+        } else {
+            edits.push((i, end, Vec::new()));
+        }
+        i = end;
+    }
+    if edits.is_empty() || j != new.len() {
+        return;
+    }
+    let now = out.trace.len();
+    out.review
+        .retain(|r| r.at.1 != now || !edits.iter().any(|e| (e.0..e.1).contains(&r.at.0)));
+    for (k, v) in again.counts {
+        *out.counts.entry(k).or_default() += v;
+    }
+    commit(out, edits);
 }
 
 /// One [`apply`] round; whether it changed anything.
