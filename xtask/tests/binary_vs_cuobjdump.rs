@@ -33,7 +33,32 @@ const GENCODE: &[&str] = &[
     "-gencode=arch=compute_100a,code=compute_100a",
 ];
 
-fn nvcc(name: &str, out_file: &str, flags: &[&str]) -> PathBuf {
+/// A file nvcc wrote, and the scratch directory holding it (removed with it).
+struct Built {
+    _dir: support::Scratch,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for Built {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Built {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Built {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+fn nvcc(name: &str, out_file: &str, flags: &[&str]) -> Built {
     let tc = support::cuda();
     let dir = support::scratch(&format!("nvcc-{name}"));
     std::fs::write(dir.join("k.cu"), KERNEL).unwrap();
@@ -44,7 +69,10 @@ fn nvcc(name: &str, out_file: &str, flags: &[&str]) -> PathBuf {
         .args(["-Xcompiler", "-fPIC", "-o", out_file, "k.cu"])
         .read()
         .unwrap_or_else(|e| panic!("nvcc {name}: {e:#}"));
-    dir.join(out_file)
+    Built {
+        path: dir.join(out_file),
+        _dir: dir,
+    }
 }
 
 fn audit(path: &Path) -> ElfAudit {

