@@ -1195,7 +1195,7 @@ fn a_stable_port_that_includes_an_unstable_header_stops_before_compiling() {
     .unwrap();
     std::fs::write(
         dir.path().join("ops.cpp"),
-        "#include <torch/extension.h>\n#include <c10/cuda/CUDACachingAllocator.h>\n\nat::Tensor scale(at::Tensor x, double s) {\n  TORCH_CHECK(x.dim() == 1, \"x must be 1-D\");\n  void* p = c10::cuda::CUDACachingAllocator::raw_alloc(16);\n  c10::cuda::CUDACachingAllocator::raw_delete(p);\n  return x;\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"scale\", &scale); }\n",
+        "#include <torch/extension.h>\n#include <c10/cuda/CUDAStream.h>\n\nat::Tensor scale(at::Tensor x, double s) {\n  TORCH_CHECK(x.dim() == 1, \"x must be 1-D\");\n  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();\n  c10::cuda::setCurrentCUDAStream(side);\n  return x;\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"scale\", &scale); }\n",
     )
     .unwrap();
     let env = archsmith::python::ensure_torch_env(&"2.15.0".parse().unwrap()).unwrap();
@@ -1221,13 +1221,13 @@ fn a_stable_port_that_includes_an_unstable_header_stops_before_compiling() {
     assert_eq!(v["failure"]["stage"], "review", "{v}");
     let message = v["failure"]["message"].as_str().unwrap();
     assert!(
-        message.contains("ops.cpp:2: #include <c10/cuda/CUDACachingAllocator.h>: the target's copy refuses a stable-ABI build, which defines TORCH_TARGET_VERSION (`#error \"This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is defined.\"`); drop it if nothing of it is used any more"),
+        message.contains("ops.cpp:2: #include <c10/cuda/CUDAStream.h>: the target's copy refuses a stable-ABI build, which defines TORCH_TARGET_VERSION (`#error \"This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is defined.\"`); drop it if nothing of it is used any more"),
         "{message}"
     );
     // The stable rules' items are blockers too, each named once at its line.
     assert!(
         message.contains("stops before compiling: 3 review item(s)")
-            && message.contains("ops.cpp:8: [stable-leftover] `void* p = c10::cuda::CUDACachingAllocator::raw_alloc(16);` blocks a stable-ABI build")
+            && message.contains("ops.cpp:8: [stable-leftover] `c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();` blocks a stable-ABI build")
             && message.contains("ops.cpp:9: [stable-leftover]")
             && !message.contains("ops.cpp:2: [stable-unstable-header-c10]"),
         "{message}"

@@ -146,6 +146,10 @@ struct RuleSpec {
     replace: Option<String>,
     #[serde(rename = "where", default)]
     where_: BTreeMap<String, String>,
+    /// Holes whose text must not match the regex (`unless = { N = '^(stable|headeronly)$' }`):
+    /// what `where` cannot say, the regex crate having no look-around.
+    #[serde(default)]
+    unless: BTreeMap<String, String>,
     include: Option<String>,
     /// Rewrite rules only: a hole's text passed through a named transform before it is put in
     /// the template (`{ A = "printf-to-args" }`); a match the transform declines is left alone.
@@ -300,6 +304,8 @@ pub struct Rule {
     pub action: Action,
     /// Regexes on the captured text of holes.
     pub wheres: Vec<(String, Regex)>,
+    /// Holes whose text must not match (`unless`).
+    pub unlesses: Vec<(String, Regex)>,
     /// A catch-all review rule, quiet where a more specific rule reports the same line.
     pub secondary: bool,
     /// Files the rule applies to (all when None).
@@ -426,6 +432,35 @@ pub fn torch_target_release(value: &str) -> Option<Version> {
     let v = u64::from_str_radix(hex, 16).ok()?;
     let byte = |shift: u32| ((v >> shift) & 0xff) as u32;
     Some(Version::new(&[byte(56), byte(48), byte(40)]))
+}
+
+/// A rule's `where` and `unless` regexes by hole: each names a hole of the pattern.
+#[allow(clippy::type_complexity)]
+fn hole_conditions(
+    r: &RuleSpec,
+    action: &Action,
+) -> std::result::Result<(Vec<(String, Regex)>, Vec<(String, Regex)>), String> {
+    let (mut wheres, mut unlesses) = (Vec::new(), Vec::new());
+    let conditions =
+        (r.where_.iter().map(|w| (w, false))).chain(r.unless.iter().map(|u| (u, true)));
+    for ((hole, re), negated) in conditions {
+        let pat = match action {
+            Action::Rewrite { pat, .. }
+            | Action::Remove { pat, .. }
+            | Action::Review { pat, .. }
+            | Action::NeedsHeader { pat, .. } => pat,
+            _ => return Err("`where` applies only to pattern rules".into()),
+        };
+        if !pat.holes().any(|h| h == hole) {
+            return Err(format!("where: `{hole}` is not a hole of the pattern"));
+        }
+        let re = Regex::new(re).map_err(|e| format!("where.{hole}: bad regex: {e}"))?;
+        match negated {
+            false => wheres.push((hole.clone(), re)),
+            true => unlesses.push((hole.clone(), re)),
+        }
+    }
+    Ok((wheres, unlesses))
 }
 
 fn version_field(
@@ -699,23 +734,7 @@ impl Rule {
         if r.secondary && r.kind != RuleKind::Review {
             return Err(err("`secondary` applies only to review rules"));
         }
-        let mut wheres = Vec::new();
-        for (hole, re) in &r.where_ {
-            let pat = match &action {
-                Action::Rewrite { pat, .. }
-                | Action::Remove { pat, .. }
-                | Action::Review { pat, .. }
-                | Action::NeedsHeader { pat, .. } => pat,
-                _ => return Err(err("`where` applies only to pattern rules")),
-            };
-            if !pat.holes().any(|h| h == hole) {
-                return Err(err(&format!(
-                    "where: `{hole}` is not a hole of the pattern"
-                )));
-            }
-            let re = Regex::new(re).map_err(|e| err(&format!("where.{hole}: bad regex: {e}")))?;
-            wheres.push((hole.clone(), re));
-        }
+        let (wheres, unlesses) = hole_conditions(&r, &action).map_err(|e| err(&e))?;
         Ok(Rule {
             id: r.id.clone(),
             kind: r.kind,
@@ -732,6 +751,7 @@ impl Rule {
             why: r.why.trim().to_string(),
             action,
             wheres,
+            unlesses,
             secondary: r.secondary,
             file_matches: file_regex(&r.file_matches, "file_matches", &err)?,
             unless_file_matches: file_regex(&r.unless_file_matches, "unless_file_matches", &err)?,

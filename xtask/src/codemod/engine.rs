@@ -361,12 +361,16 @@ fn pattern_matches(rule: &Rule, pat: &Pattern, m: &Matcher) -> Vec<(usize, usize
 }
 
 fn wheres_hold(rule: &Rule, m: &Matcher, caps: &Captures) -> bool {
-    rule.wheres.iter().all(|(hole, re)| {
-        caps.get(hole).is_some_and(|&(a, b)| {
+    let text = |hole: &str| {
+        caps.get(hole).map(|&(a, b)| {
             let (s, e) = m.span(a, b);
-            re.is_match(&m.src[s..e])
+            &m.src[s..e]
         })
-    })
+    };
+    rule.wheres
+        .iter()
+        .all(|(hole, re)| text(hole).is_some_and(|t| re.is_match(t)))
+        && (rule.unlesses.iter()).all(|(hole, re)| !text(hole).is_some_and(|t| re.is_match(t)))
 }
 
 /// Whether token `i` lies in the body of a `#define` whose macro name the rule's `in_define`

@@ -849,6 +849,7 @@ fn already_called(src: &[u8]) -> BTreeSet<String> {
 /// The review rules whose items this step resolves (a call it rewrites) or explains (one it
 /// cannot): ATen names no rule rewrites, methods the stable tensor lacks.
 const LEFTOVER: &str = "stable-leftover";
+const LEFTOVER_TORCH: &str = "stable-leftover-torch";
 const METHOD: &str = "stable-tensor-method";
 const ARITHMETIC: &str = "stable-tensor-arithmetic";
 
@@ -930,8 +931,9 @@ fn round(
 ) -> bool {
     let p = plan(&out.output, schemas, methods);
     let now = out.trace.len();
-    let ours =
-        |r: &super::engine::ReviewItem| (r.rule == LEFTOVER || r.rule == METHOD) && r.at.1 == now;
+    let ours = |r: &super::engine::ReviewItem| {
+        [LEFTOVER, LEFTOVER_TORCH, METHOD].contains(&r.rule.as_str()) && r.at.1 == now
+    };
     out.review
         .retain(|r| !(ours(r) && p.sites.contains(&r.at.0)));
     for u in &p.unreached {
