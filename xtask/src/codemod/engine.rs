@@ -130,7 +130,10 @@ pub fn apply_rules<'r>(
     } = p;
     let toks = lex(&text);
     let mut review = Vec::new();
-    for rule in rules.clone().filter(|r| r.may_match(&text)) {
+    for rule in rules
+        .clone()
+        .filter(|r| r.may_match(&text) && r.applies_to(&text))
+    {
         review_items(rule, &text, &toks, &mut review)?;
     }
     // A catch-all rule stays quiet on a line that a specific rule already reports.

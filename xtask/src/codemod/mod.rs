@@ -269,15 +269,37 @@ pub fn walk_error_reason(e: &ignore::Error) -> String {
 }
 
 /// The rules of `cat` on one file's bytes, then (`--stable-abi`) its bindings as operators.
-fn outcome(cat: &Catalogue, lang: Lang, path: &Path, src: &[u8]) -> Result<engine::Outcome> {
+/// `modules`: how many of the files run together define a Python module (`PYBIND11_MODULE`).
+fn outcome(
+    cat: &Catalogue,
+    lang: Lang,
+    path: &Path,
+    src: &[u8],
+    modules: usize,
+) -> Result<engine::Outcome> {
     let mut out = engine::apply(cat, lang, src).with_context(|| format!("{}", path.display()))?;
     if let (Some(ns), Lang::Cpp) = (&cat.stable_namespace, lang) {
         if let Some(release) = &cat.stable_schemas {
             stable_dispatch::apply(&mut out, &release.schemas);
         }
-        stable_bindings::apply(&mut out, path, ns);
+        // Each module its own operator namespace where there are several (a package's CPU and
+        // GPU modules both define `forward`; one namespace is registered once per process).
+        let ns = match modules > 1 {
+            true => stable_bindings::module_namespace(ns, path),
+            false => ns.clone(),
+        };
+        stable_bindings::apply(&mut out, path, &ns);
     }
     Ok(out)
+}
+
+/// How many of `files` define a Python module with pybind11.
+fn pybind_modules(files: &[PathBuf]) -> usize {
+    (files.iter())
+        .filter(|p| {
+            fs::read(p).is_ok_and(|b| memchr::memmem::find(&b, b"PYBIND11_MODULE").is_some())
+        })
+        .count()
 }
 
 /// Runs `cat` over `files`: computes every outcome first, then (in [`Mode::Apply`]) writes the
@@ -287,11 +309,15 @@ pub fn run(cat: &Catalogue, files: &[PathBuf], mode: Mode) -> Result<Report> {
     let mut outputs = Vec::new();
     // What each file needs beside it: bundled headers, operators of the dispatcher header.
     let mut beside = Vec::new();
+    let modules = match cat.stable_namespace {
+        Some(_) => pybind_modules(files),
+        None => 0,
+    };
     for path in files {
         let lang = Lang::of_path(path)
             .with_context(|| format!("{}: not a C/C++/CUDA file or setup.py", path.display()))?;
         let src = crate::input_file::read_bytes(path, crate::input_file::TEXT_CAP, "source file")?;
-        let out = outcome(cat, lang, path, &src)?;
+        let out = outcome(cat, lang, path, &src, modules)?;
         let changed = out.output != src;
         let diff = (mode == Mode::DryRun && changed).then(|| unified_diff(path, &src, &out.output));
         let mut review = out.review.clone();
@@ -744,6 +770,40 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RoIAlign.pytorch's layout: a CPU and a GPU module, each binding `forward`. One operator
+    /// namespace is registered once per process, so each module gets its own; a package with one
+    /// module keeps the plain namespace.
+    #[test]
+    fn several_modules_get_an_operator_namespace_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = |name: &str| {
+            let p = dir.path().join(format!("{name}.cpp"));
+            let src = "at::Tensor forward(at::Tensor x) { return x; }\n\
+                       PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"forward\", &forward); }\n";
+            fs::write(&p, src).unwrap();
+            p
+        };
+        let files = [module("crop_cpu"), module("crop_gpu")];
+        let cat = builtin().clone().with_stable_abi("roi");
+        run(&cat, &files, Mode::Apply).unwrap();
+        let text = |i: usize| fs::read_to_string(&files[i]).unwrap();
+        assert!(
+            text(0).contains("STABLE_TORCH_LIBRARY(roi_crop_cpu, m)"),
+            "{}",
+            text(0)
+        );
+        assert!(
+            text(1).contains("forward = torch.ops.roi_crop_gpu.forward"),
+            "{}",
+            text(1)
+        );
+        let one = [module("single")];
+        run(&cat, &one, Mode::Apply).unwrap();
+        assert!(fs::read_to_string(&one[0])
+            .unwrap()
+            .contains("STABLE_TORCH_LIBRARY(roi, m)"));
+    }
 
     /// `--check` writes nothing, so its places are those of the file as it is: rewrites on the
     /// same line before a review item, and an include added above it, do not move it.

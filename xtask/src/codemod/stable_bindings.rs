@@ -19,6 +19,19 @@ use std::path::Path;
 
 pub use super::catalogue::{STABLE_BINDINGS as RULE, STABLE_BINDINGS_WHY as WHY};
 
+/// The namespace of the module `path` defines, when a package has several: `ns` and the file's
+/// stem (`roialign_pytorch_crop_and_resize_gpu`).
+pub fn module_namespace(ns: &str, path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem: String = (stem.chars())
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("{ns}_{stem}")
+}
+
 /// The default operator namespace: the directory (or file stem) `path` names, as an identifier
 /// (`legacy-demo/` → `legacy_demo`).
 pub fn namespace_of(path: Option<&std::path::PathBuf>) -> String {
@@ -99,12 +112,12 @@ fn port_from(text: &[u8], path: &Path, ns: &str, from: usize) -> Ported {
                 if let Some(d) = &def.doc {
                     docs.push(format!("// {}: {}", def.name, d));
                 }
-                let boxed = match adapter(sig, &def.args) {
+                let boxed = match adapter(sig, &def.args, &def.path) {
                     Some(code) => {
                         adapters.push(code);
                         format!("{}_boxed", sig.name)
                     }
-                    None => sig.name.clone(),
+                    None => def.path.clone(),
                 };
                 out.lists += usize::from(needs_lists(&s));
                 defs.push(format!("  m.def(\"{s}\");"));
@@ -215,6 +228,8 @@ struct Def {
     at: usize,
     name: String,
     function: String,
+    /// The function as the binding names it (`torch::crop_and_resize_forward`).
+    path: String,
     doc: Option<String>,
     /// Keyword names given with `"x"_a` or `py::arg("x")`, each with its default as written in
     /// C++ (`-1`, `false`): the schema's argument names and defaults.
@@ -304,13 +319,20 @@ fn parse_def(text: &[u8], stmt: &[&Token], var: &[u8]) -> Option<Def> {
     if t(5)? != b"," {
         return None;
     }
-    let (function, next) = match t(6)? {
-        b"&" => (stmt.get(7)?, 8),
-        _ => (stmt.get(6)?, 7),
-    };
+    // `&f`, `f`, or a qualified `&ns::f` (found by its last name, called by its whole one).
+    let start = if t(6)? == b"&" { 7 } else { 6 };
+    let mut last = start;
+    while t(last + 1) == Some(b"::") && stmt.get(last + 2).is_some_and(|n| n.kind == Kind::Ident) {
+        last += 2;
+    }
+    let (function, next) = (stmt.get(last)?, last + 1);
     if function.kind != Kind::Ident || stmt.len() < next + 1 || t(stmt.len() - 1)? != b")" {
         return None;
     }
+    let path: String = (start..=last)
+        .filter_map(t)
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
     // The rest, to the call's `)`, split at its commas: a docstring first, then keyword names.
     let mut doc = None;
     let mut args = Vec::new();
@@ -342,6 +364,7 @@ fn parse_def(text: &[u8], stmt: &[&Token], var: &[u8]) -> Option<Def> {
         at: stmt[0].start,
         name,
         function: String::from_utf8_lossy(function.text(text)).into_owned(),
+        path,
         doc: doc.filter(|d| !d.is_empty()),
         args,
     })
@@ -391,13 +414,21 @@ pub fn signatures(text: &[u8], toks: &[Token]) -> Vec<Signature> {
     let word = |t: &Token| String::from_utf8_lossy(t.text(text)).into_owned();
     let mut out = Vec::new();
     let mut depth = 0i32;
+    // Each open brace, whether it opens a namespace (whose functions are at file level).
+    let mut braces: Vec<bool> = Vec::new();
     let mut stmt_start = 0usize;
     let mut k = 0;
     while k < code.len() {
         let t = code[k];
         match (t.kind, t.text(text)) {
-            (Kind::Punct, b"{") => depth += 1,
-            (Kind::Punct, b"}") => depth -= 1,
+            (Kind::Punct, b"{") => {
+                let namespace = code[stmt_start.min(k)..k]
+                    .first()
+                    .is_some_and(|f| f.text(text) == b"namespace");
+                braces.push(namespace);
+                depth += i32::from(!namespace);
+            }
+            (Kind::Punct, b"}") => depth -= i32::from(!braces.pop().unwrap_or(false)),
             (Kind::PpEnd, _) => stmt_start = k + 1,
             _ => {}
         }
@@ -562,7 +593,7 @@ fn mutable_ref(cxx: &str) -> bool {
 /// value (the same tensor: a handle), and returns `int64_t` for an `int`.
 /// A tensor parameter whose pybind11 keyword default is `nullptr`/`None` arrives as `Tensor?`
 /// and is passed on as an undefined tensor where it is left out.
-fn adapter(sig: &Signature, keywords: &[(String, Option<String>)]) -> Option<String> {
+fn adapter(sig: &Signature, keywords: &[(String, Option<String>)], callee: &str) -> Option<String> {
     let mut params = Vec::new();
     let mut args = Vec::new();
     let mut checks = Vec::new();
@@ -609,7 +640,7 @@ fn adapter(sig: &Signature, keywords: &[(String, Option<String>)]) -> Option<Str
         (_, true) => "int64_t",
         _ => "auto",
     };
-    let call = format!("{}({})", sig.name, args.join(", "));
+    let call = format!("{callee}({})", args.join(", "));
     let body = if void {
         format!("{}  {call};\n", checks.concat())
     } else if pair_return {
@@ -886,7 +917,7 @@ mod tests {
         let a = adapter(&sig(
             "std::pair<at::Tensor, at::Tensor> fps(at::Tensor points, int64_t n, bool random = false);",
             "fps",
-        ), &[])
+        ), &[], "fps")
         .unwrap();
         assert!(a.contains("static auto fps_boxed(torch::stable::Tensor points, int64_t n, bool random) {\n  auto r = fps(points, n, random);\n  return std::make_tuple(r.first, r.second);\n}"), "{a}");
     }
@@ -935,7 +966,7 @@ mod tests {
             "gather(Tensor[] xs, Tensor? w, Tensor? out=None, int[] dims) -> Tensor[]"
         );
         assert!(needs_lists(&schema("gather", &s, &kw).unwrap()));
-        let a = adapter(&s, &kw).unwrap();
+        let a = adapter(&s, &kw, "gather").unwrap();
         assert!(a.contains("gather_boxed(std::vector<torch::stable::Tensor> xs, std::optional<torch::stable::Tensor> w, std::optional<torch::stable::Tensor> out, std::vector<int64_t> dims)"), "{a}");
         assert!(
             a.contains("return gather(xs, w, out.value_or(torch::stable::Tensor()), dims);"),
@@ -971,6 +1002,30 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("  STD_TORCH_CHECK(k >= -2147483648LL && k <= 2147483647LL, \"nms: k is out of int's range\");\n  return nms(d, static_cast<float>(t), static_cast<int>(k));\n}"), "{out}");
+    }
+
+    #[test]
+    fn a_function_bound_by_its_qualified_name_is_called_by_it() {
+        // RoIAlign.pytorch's layout: the functions in `namespace torch`, bound as `&torch::f`.
+        let dir = tempfile::tempdir().unwrap();
+        let src = "namespace torch {\ntorch::stable::Tensor fwd(torch::stable::Tensor x, int k) { return x; }\n\
+                   torch::stable::Tensor bwd(torch::stable::Tensor g) { return g; }\n}\n\
+                   PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\n      \"forward\",\n      &torch::fwd,\n      \"f\");\n  m.def(\"backward\", &torch::bwd);\n}\n";
+        let p = port(src.as_bytes(), &dir.path().join("c.cpp"), "demo");
+        assert!(p.review.is_empty(), "{:?}", p.review);
+        let out = String::from_utf8(p.text.unwrap()).unwrap();
+        assert!(
+            out.contains("m.def(\"forward(Tensor x, int k) -> Tensor\");"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  return torch::fwd(x, static_cast<int>(k));\n}"),
+            "{out}"
+        );
+        assert!(
+            out.contains("m.impl(\"backward\", TORCH_BOX(&torch::bwd));"),
+            "{out}"
+        );
     }
 
     #[test]
