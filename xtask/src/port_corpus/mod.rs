@@ -86,6 +86,10 @@ pub struct Outcome {
     /// The package's own tests: `passed`, `failed`, `skipped`, `needs_gpu`, `not_collected`.
     #[serde(default)]
     pub tests: BTreeMap<String, u64>,
+    /// A stable-ABI port's promise, read from its wheel: the target, the CUDA runtime and the
+    /// driver floor (`torch >= 2.10; linked in (CUDA 12.4); driver >= 525.60.13`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_abi: Option<String>,
 }
 
 impl Manifest {
@@ -333,6 +337,17 @@ fn first_error_line(log: &Path) -> String {
         .collect()
 }
 
+/// A port's `stable_abi` section in one line; None for an ordinary port.
+fn stable_abi_of(s: &serde_json::Value) -> Option<String> {
+    let target = s["torch_target_version"].as_str()?;
+    let field = |k: &str| s[k].as_str().unwrap_or("not read").to_string();
+    Some(format!(
+        "torch >= {target}; CUDA runtime {}; driver >= {}",
+        field("cuda_runtime"),
+        field("driver_floor")
+    ))
+}
+
 impl Outcome {
     /// The outcome in a port-extension or build-ext document (`--json`).
     pub fn read(doc: &serde_json::Value, exit: i32) -> Outcome {
@@ -383,6 +398,7 @@ impl Outcome {
                 .or_else(|| failure["smoke"]["ok"].as_bool()),
             smoke: smoke_counts(doc),
             tests: test_counts(doc),
+            stable_abi: stable_abi_of(&doc["stable_abi"]),
         }
     }
 
@@ -550,6 +566,19 @@ mod tests {
                 .any(|l| l.starts_with("failed: nothing → \"tests\"")),
             "{d:?}"
         );
+        // A stable-ABI port's promise is part of the outcome: a runtime linked dynamically again
+        // is a difference.
+        assert_eq!(o.stable_abi, None);
+        let mut stable = doc.clone();
+        stable["stable_abi"] = serde_json::json!({"torch_target_version": "2.10",
+            "cuda_runtime": "linked in (CUDA 12.4)", "driver_floor": "525.60.13"});
+        let s = Outcome::read(&stable, 0);
+        assert_eq!(
+            s.stable_abi.as_deref(),
+            Some("torch >= 2.10; CUDA runtime linked in (CUDA 12.4); driver >= 525.60.13")
+        );
+        stable["stable_abi"]["cuda_runtime"] = "libcudart.so.13".into();
+        assert_eq!(s.differences(&Outcome::read(&stable, 0)).len(), 1);
     }
 
     #[test]
