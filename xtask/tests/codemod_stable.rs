@@ -163,6 +163,28 @@ fn compile(torch: &Path, source: &Path, out: &Path, flags: &[String], libs: &[&s
         .unwrap_or_else(|e| panic!("compiling {}: {e:#}", source.display()));
 }
 
+/// The C headers of `python`'s CPython.
+fn python_include(python: &Path) -> String {
+    run_script(
+        python,
+        "import sysconfig; print(sysconfig.get_paths()['include'])",
+        &[],
+    )
+}
+
+/// Compiles `source` as port-extension --stable-abi builds: the 2.10 target the report states,
+/// CPython's limited API (3.9 on), no libtorch_python; the module `name`.
+fn compile_stable(torch: &Path, source: &Path, out: &Path, name: &str, py_include: &str) {
+    let flags = [
+        "-std=c++17".to_string(),
+        "-DTORCH_TARGET_VERSION=0x020a000000000000".into(),
+        "-DPy_LIMITED_API=0x03090000".into(),
+        format!("-DTORCH_EXTENSION_NAME={name}"),
+        format!("-I{py_include}"),
+    ];
+    compile(torch, source, out, &flags, &["-ltorch_cpu", "-lc10"]);
+}
+
 /// What loading `so` and calling `scale` and `row_sums` does in the env of `python`: `ok` or the
 /// loader's error. `stable`: registered operators (torch.ops.legacy_stable.*); else a pybind11
 /// module, loaded first through the dynamic linker (whatever Python it was tagged for).
@@ -195,10 +217,18 @@ except RuntimeError as e:
     assert "not implemented for 'Long'" in str(e), str(e)
     print("ok")
 "#;
+    run_script(
+        python,
+        script,
+        &[so.as_os_str(), if stable { "1" } else { "0" }.as_ref()],
+    )
+}
+
+/// What `script` printed, run by `python` with `args`.
+fn run_script(python: &Path, script: &str, args: &[&std::ffi::OsStr]) -> String {
     Cmd::new(python)
         .args(["-c", script])
-        .arg(so)
-        .arg(if stable { "1" } else { "0" })
+        .args(args)
         .read()
         .unwrap_or_else(|e| panic!("{}: {e:#}", python.display()))
         .trim()
@@ -239,29 +269,11 @@ fn build_both_ways() -> Builds {
 
     let new = newest_env();
     let torch = torch_dir(&new.python);
-    let py_include = Cmd::new(&new.python)
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['include'])",
-        ])
-        .read()
-        .unwrap();
+    let py_include = python_include(&new.python);
     // What port-extension --stable-abi builds with: the target the report states, CPython's
     // limited API (3.9 on), no libtorch_python.
     let stable = dir.path().join("legacy_stable_C.abi3.so");
-    compile(
-        &torch,
-        &stable_src,
-        &stable,
-        &[
-            "-std=c++17".into(),
-            "-DTORCH_TARGET_VERSION=0x020a000000000000".into(),
-            "-DPy_LIMITED_API=0x03090000".into(),
-            "-DTORCH_EXTENSION_NAME=legacy_stable_C".into(),
-            format!("-I{}", py_include.trim()),
-        ],
-        &["-ltorch_cpu", "-lc10"],
-    );
+    compile_stable(&torch, &stable_src, &stable, "legacy_stable_C", &py_include);
     let info = archsmith::python::probe(&new.python, archsmith::python::Depth::Files).unwrap();
     let ordinary = dir
         .path()
@@ -274,7 +286,7 @@ fn build_both_ways() -> Builds {
             "-I{}",
             torch.join("include/torch/csrc/api/include").display()
         ),
-        format!("-I{}", py_include.trim()),
+        format!("-I{py_include}"),
     ];
     // What torch.utils.cpp_extension links a CppExtension with.
     let libs = ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"];
@@ -416,13 +428,7 @@ except RuntimeError as e:
     assert "a must be 3-D" in str(e), str(e)
     print("ok")
 "#;
-    Cmd::new(python)
-        .args(["-c", script])
-        .arg(so)
-        .read()
-        .unwrap_or_else(|e| panic!("{}: {e:#}", python.display()))
-        .trim()
-        .to_string()
+    run_script(python, script, &[so.as_os_str()])
 }
 
 /// ATen operators torch's stable ABI has no function for (`at::bmm_out`, `at::cat`,
@@ -473,25 +479,12 @@ fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wra
 
     let torch = torch_dir(&new.python);
     let so = dir.path().join("dispatch_demo_C.abi3.so");
-    let py_include = Cmd::new(&new.python)
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['include'])",
-        ])
-        .read()
-        .unwrap();
-    compile(
+    compile_stable(
         &torch,
         &src,
         &so,
-        &[
-            "-std=c++17".into(),
-            "-DTORCH_TARGET_VERSION=0x020a000000000000".into(),
-            "-DPy_LIMITED_API=0x03090000".into(),
-            "-DTORCH_EXTENSION_NAME=dispatch_demo_C".into(),
-            format!("-I{}", py_include.trim()),
-        ],
-        &["-ltorch_cpu", "-lc10"],
+        "dispatch_demo_C",
+        &python_include(&new.python),
     );
     assert_eq!(call_dispatched(&new.python, &so), "ok", "torch 2.15.0");
     let old = support::oldest_torch_on_another_python();
