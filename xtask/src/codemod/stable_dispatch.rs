@@ -14,6 +14,13 @@
 //! optionals and lists). An overload with any other argument (`Scalar`, `Dimname`, `Generator`,
 //! …) or a default this reader cannot state in C++ is left out, and a call that no generated
 //! overload can take stays a review item that says which argument stops it.
+//!
+//! The same step takes a method the stable tensor lacks (`x.resize_({n})` →
+//! `archsmith_aten::resize_(x, {n})`) and the arithmetic on stable tensors a rule flagged; the
+//! header also holds what has no schema to generate from but a plain meaning: operators on
+//! stable tensors and numbers, an `Options` for TensorOptions chains, `full` (a Scalar fill),
+//! `raw_alloc`/`raw_delete`, `CPU_tensor_apply1`–`4` and `getDeviceProperties`, which the
+//! stable catalogue's rules call into.
 
 use super::aten_schema::{Arg, Overload, Schemas};
 use std::collections::BTreeSet;
