@@ -268,8 +268,9 @@ pub fn walk_error_reason(e: &ignore::Error) -> String {
     }
 }
 
-/// The rules of `cat` on one file's bytes, then (`--stable-abi`) its bindings as operators.
-/// `modules`: how many of the files run together define a Python module (`PYBIND11_MODULE`).
+/// The rules of `cat` on one file's bytes, then (`--stable-abi`) the ATen calls no rule took
+/// through the dispatcher and its bindings as operators. `modules`: how many of the files run
+/// together define a Python module (`PYBIND11_MODULE`).
 fn outcome(
     cat: &Catalogue,
     lang: Lang,
