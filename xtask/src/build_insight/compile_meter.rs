@@ -154,6 +154,10 @@ pub fn run_in_pool(cmd: &mut std::process::Command, name: &str, reserved: u64) -
             })
         })
         .transpose()?;
+    if admission.is_some() {
+        // A guard inside this compile (the launcher's nvcc is the guard's wrapper) is this one.
+        cmd.env(super::memory_gate::ADMITTED_VAR, "1");
+    }
     let start_ms = compile_record::now_ms();
     let (exit, sampled) = run_sampled(cmd)?;
     let largest = crate::process::rusage(true).map_or(0, |(_, p)| p);

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 pub const LEDGER_VAR: &str = "ARCHSMITH_MEMORY_LEDGER";
 /// The build's memory budget in bytes: what was free for builds when it started.
 pub const BUDGET_VAR: &str = "ARCHSMITH_MEMORY_BUDGET";
+/// Set on an admitted compile's process: its reservation already counts it.
+pub const ADMITTED_VAR: &str = "ARCHSMITH_MEMORY_ADMITTED";
 
 /// A build's memory pool.
 #[derive(Debug, Clone)]
@@ -97,8 +99,19 @@ impl Gate {
 
     /// The gate of the build this process runs in, when it has one.
     pub fn from_env() -> Option<Gate> {
-        let dir = std::env::var_os(LEDGER_VAR)?;
-        let budget = std::env::var(BUDGET_VAR).ok()?.parse().ok()?;
+        Gate::from_vars(&|k| std::env::var(k).ok())
+    }
+
+    /// [`Self::from_env`] over `var`. None inside a compile already admitted ([`ADMITTED_VAR`]):
+    /// a compiler launcher whose nvcc is the guard's own wrapper runs a second guard for the same
+    /// compile, which, waiting for a reservation while the first holds one, waited forever when
+    /// the budget held one compile (a loaded machine).
+    fn from_vars(var: &dyn Fn(&str) -> Option<String>) -> Option<Gate> {
+        if var(ADMITTED_VAR).is_some() {
+            return None;
+        }
+        let dir = var(LEDGER_VAR)?;
+        let budget = var(BUDGET_VAR)?.parse().ok()?;
         Some(Gate::new(dir.into(), budget))
     }
 
@@ -192,6 +205,26 @@ mod tests {
     use super::*;
 
     const G: u64 = 1024 * 1024 * 1024;
+
+    /// A compile already admitted (its process marked) is not admitted again by a guard it
+    /// runs: the nested guard deadlocked a recipe-less port on a loaded machine.
+    #[test]
+    fn a_compile_inside_an_admitted_one_is_not_gated_again() {
+        let vars = |admitted: bool| {
+            move |k: &str| match k {
+                LEDGER_VAR => Some("/ledger".to_string()),
+                BUDGET_VAR => Some("1024".to_string()),
+                ADMITTED_VAR if admitted => Some("1".to_string()),
+                _ => None,
+            }
+        };
+        let gate = Gate::from_vars(&vars(false)).expect("a build's gate");
+        assert_eq!(
+            (gate.dir.as_path(), gate.budget),
+            (Path::new("/ledger"), 1024)
+        );
+        assert!(Gate::from_vars(&vars(true)).is_none());
+    }
 
     #[test]
     fn a_compile_waits_while_it_would_not_fit_and_runs_alone_whatever_its_size() {
