@@ -371,11 +371,12 @@ fn env_schemas(
     torch: &str,
 ) -> std::sync::Arc<archsmith::codemod::aten_schema::Release> {
     let site = torch_dir(python).parent().unwrap().to_path_buf();
-    let member = archsmith::port_extension::signature_changes::MEMBER;
-    let text = std::fs::read_to_string(site.join(member)).unwrap();
+    let schemas = archsmith::port_extension::signature_changes::from_env(&site)
+        .unwrap()
+        .expect("torch 2.15 ships its schemas");
     std::sync::Arc::new(archsmith::codemod::aten_schema::Release {
         torch: torch.to_string(),
-        schemas: archsmith::codemod::aten_schema::Schemas::parse(&text),
+        schemas,
     })
 }
 

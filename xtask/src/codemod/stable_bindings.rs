@@ -26,10 +26,14 @@ pub fn module_namespace(ns: &str, path: &Path) -> String {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let stem: String = (stem.chars())
+    format!("{ns}_{}", identifier(&stem))
+}
+
+/// `name` as a C++ identifier's characters (`legacy-demo` → `legacy_demo`).
+fn identifier(name: &str) -> String {
+    (name.chars())
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    format!("{ns}_{stem}")
+        .collect()
 }
 
 /// The default operator namespace: the directory (or file stem) `path` names, as an identifier
@@ -46,10 +50,7 @@ pub fn namespace_of(path: Option<&std::path::PathBuf>) -> String {
             p.file_name().map(|n| n.to_string_lossy().into_owned())
         })
         .unwrap_or_default();
-    let mut ns: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
+    let mut ns = identifier(&name);
     if ns.is_empty() || ns.starts_with(|c: char| c.is_ascii_digit()) {
         ns.insert_str(0, "ext_");
     }

@@ -704,6 +704,9 @@ impl Dispatched {
 pub fn plan(src: &[u8], schemas: &Schemas, methods: Option<&regex::bytes::Regex>) -> Dispatched {
     let mut out = Dispatched::default();
     let token = |at: usize| at + if src[at..].starts_with(b"::") { 2 } else { 0 };
+    // Each (name, argument count) judged once: a file calls the same ops many times.
+    let mut judged: std::collections::HashMap<(String, usize), Result<(), String>> =
+        Default::default();
     for call in super::aten_schema::calls(src) {
         let helper = HELPER_OPS.contains(&call.name.as_str());
         if schemas.overloads(&call.name).is_none() && !helper {
@@ -712,7 +715,9 @@ pub fn plan(src: &[u8], schemas: &Schemas, methods: Option<&regex::bytes::Regex>
         let q = call.qualifier.clone();
         let reach = match helper {
             true => Ok(()),
-            false => Dispatched::reachable(schemas, &call.name, call.args),
+            false => (judged.entry((call.name.clone(), call.args)))
+                .or_insert_with(|| Dispatched::reachable(schemas, &call.name, call.args))
+                .clone(),
         };
         match reach {
             Ok(()) => {
@@ -984,10 +989,17 @@ fn commit(out: &mut super::engine::Outcome, mut edits: Vec<(usize, usize, Vec<u8
     out.trace.rewrites(RULE, &out.output, &edits);
     let index = crate::lint::LineIndex::new(&text);
     let steps = out.trace.len();
+    // How far the text after each edit moved (edits sorted, disjoint): an item moves by the
+    // edits that end at or before it, found by binary search, not by a walk over every edit.
+    let moved_after: Vec<isize> = (edits.iter())
+        .scan(0isize, |m, e| {
+            *m += e.2.len() as isize - (e.1 - e.0) as isize;
+            Some(*m)
+        })
+        .collect();
     for r in out.review.iter_mut().filter(|r| r.at.1 == now) {
-        let moved: isize = (edits.iter().filter(|e| e.1 <= r.at.0))
-            .map(|e| e.2.len() as isize - (e.1 - e.0) as isize)
-            .sum();
+        let before = edits.partition_point(|e| e.1 <= r.at.0);
+        let moved = before.checked_sub(1).map_or(0, |k| moved_after[k]);
         let at = (r.at.0 as isize + moved) as usize;
         let (message, suggestion) = (
             std::mem::take(&mut r.message),
