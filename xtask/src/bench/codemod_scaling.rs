@@ -1,7 +1,9 @@
 //! `bench codemod`: how `codemod --check` grows with a file's size, on generated C++ files with
 //! one legacy check per line (`AT_CHECK(x.type().is_cuda(), "…")`, two rewrites a line), the shape
-//! of large generated kernel files. Linear work doubles with each doubling of the lines; the
-//! report gives each size's fastest time and the growth factor from the size before.
+//! of large generated kernel files; with `stable`, the legacy and stable-ABI catalogues over a file
+//! of one small function definition per line (`at::Tensor fN(at::Tensor x) { return x; }`, the
+//! shape that made the stable rules quadratic). Linear work doubles with each doubling of the
+//! lines; the report gives each size's fastest time and the growth factor from the size before.
 
 use crate::codemod::{self, catalogue, catalogue::Catalogue, Mode};
 use crate::output::Table;
@@ -25,6 +27,8 @@ pub struct SizeTiming {
 #[derive(Debug, Serialize)]
 pub struct CodemodScalingReport {
     pub runs: usize,
+    /// The catalogue timed: `legacy`, or `legacy + stable` for `--stable-abi`.
+    pub catalogue: String,
     pub sizes: Vec<SizeTiming>,
 }
 
@@ -36,6 +40,15 @@ pub fn generated_source(lines: usize) -> String {
         s.push_str(&format!("  AT_CHECK(x.type().is_cuda(), \"check {i}\");\n"));
     }
     s.push_str("}\n");
+    s
+}
+
+/// A C++ file of `lines` one-line function definitions on ATen tensors.
+pub fn generated_definitions(lines: usize) -> String {
+    let mut s = String::from("#include <torch/extension.h>\n");
+    for i in 0..lines {
+        s.push_str(&format!("at::Tensor f{i}(at::Tensor x) {{ return x; }}\n"));
+    }
     s
 }
 
@@ -54,13 +67,24 @@ pub fn time_check(cat: &Catalogue, file: &Path, runs: usize) -> Result<(Duration
 }
 
 /// Times `codemod --check` at each size in `lines` (ascending), `runs` times each.
-pub fn codemod_scaling(lines: &[usize], runs: usize) -> Result<CodemodScalingReport> {
-    let cat = catalogue::builtin();
+/// With `stable`, the stable-ABI catalogue too, over [`generated_definitions`].
+pub fn codemod_scaling(lines: &[usize], runs: usize, stable: bool) -> Result<CodemodScalingReport> {
+    let stable_cat;
+    let cat = match stable {
+        true => {
+            stable_cat = catalogue::builtin().clone().with_stable_abi("generated");
+            &stable_cat
+        }
+        false => catalogue::builtin(),
+    };
     let dir = tempfile::tempdir()?;
     let mut sizes: Vec<SizeTiming> = Vec::new();
     for &n in lines {
         let file = dir.path().join(format!("generated_{n}.cu"));
-        let text = generated_source(n);
+        let text = match stable {
+            true => generated_definitions(n),
+            false => generated_source(n),
+        };
         fs_err::write(&file, &text)?;
         let (time, rewrites) = time_check(cat, &file, runs)?;
         let growth = sizes.last().map(|prev| {
@@ -74,7 +98,11 @@ pub fn codemod_scaling(lines: &[usize], runs: usize) -> Result<CodemodScalingRep
             growth_vs_linear: growth,
         });
     }
-    Ok(CodemodScalingReport { runs, sizes })
+    Ok(CodemodScalingReport {
+        runs,
+        catalogue: cat.name.clone(),
+        sizes,
+    })
 }
 
 impl CodemodScalingReport {
@@ -92,8 +120,9 @@ impl CodemodScalingReport {
             ]);
         }
         format!(
-            "{}fastest of {} runs each; growth 1.00x is linear, 2.00x per doubling is quadratic\n",
+            "{}{}: fastest of {} runs each; growth 1.00x is linear, 2.00x per doubling is quadratic\n",
             t.render(),
+            r.catalogue,
             r.runs
         )
     }
@@ -110,7 +139,7 @@ mod tests {
     /// quadratic code measured 3.9).
     #[test]
     fn check_time_grows_linearly_with_the_lines() {
-        let report = codemod_scaling(&[1000, 4000], 1).unwrap();
+        let report = codemod_scaling(&[1000, 4000], 1, false).unwrap();
         let big = &report.sizes[1];
         assert_eq!(big.rewrites, 8000, "{report:?}");
         let growth = big.growth_vs_linear.unwrap();

@@ -220,6 +220,9 @@ impl<'a> Matcher<'a> {
                 }
                 let mut end = ti;
                 loop {
+                    if end > ti && self.starts_next_statement(end) {
+                        return None;
+                    }
                     let next = self.unit_end(end, *multi)?;
                     end = next;
                     caps.insert(name.clone(), (ti, end));
@@ -286,6 +289,25 @@ impl<'a> Matcher<'a> {
     }
 
     /// End (exclusive) of the balanced unit starting at `i`, or None where a hole must stop.
+    /// Whether token `i` follows a `{…}` block and is a word or literal: `f() { … } g` is two
+    /// statements, and no expression continues past a block that way (a lambda's or braced
+    /// list's block is followed by `(`, `,`, `)` or an operator). A hole stops there; otherwise a
+    /// trailing hole whose `where` never holds (`$NS::$K`) would try every longer span to the end
+    /// of a file of function definitions, once per start: quadratic in the file's size.
+    fn starts_next_statement(&self, i: usize) -> bool {
+        let Some(t) = self.toks.get(i) else {
+            return false;
+        };
+        if matches!(
+            t.kind,
+            Kind::Punct | Kind::Comment | Kind::PpStart | Kind::PpEnd
+        ) {
+            return false;
+        }
+        let before = (0..i).rev().find(|&j| self.toks[j].kind != Kind::Comment);
+        before.is_some_and(|j| self.text(j) == b"}" && self.partner[j].is_some())
+    }
+
     fn unit_end(&self, i: usize, multi: bool) -> Option<usize> {
         let t = self.toks.get(i)?;
         match t.kind {
@@ -467,6 +489,15 @@ mod tests {
         );
         assert!(find("f($X)", "f(a; b)").is_empty());
         assert!(find("f($X)", "f()").is_empty());
+        // A block followed by a word ends a statement: the hole does not run on into the next
+        // definition (it did, to the end of the file, once per start: quadratic).
+        assert!(find("a::$K;", "a::f() { return 1; } g;").is_empty());
+        assert!(find("a::$K;", "a::f() { return 1; } /* c */ g;").is_empty());
+        // A lambda's or braced list's block goes on with punctuation, which the hole takes.
+        assert_eq!(
+            find("g($$$A);", "g([&] { f(); }(), IntList{0, 0}.size());"),
+            vec!["A=[&] { f(); }(), IntList{0, 0}.size()"]
+        );
     }
 
     #[test]

@@ -13,6 +13,9 @@ pub struct CodemodArgs {
     /// Timed runs of each size; the fastest is reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Time the legacy and stable-ABI catalogues over one function definition a line.
+    #[arg(long)]
+    pub stable_abi: bool,
     #[command(flatten)]
     pub output: crate::output::JsonOutput,
 }
@@ -24,7 +27,7 @@ pub fn codemod(args: CodemodArgs) -> Result<Exit> {
     emit(
         args.output.json,
         documents::BENCH_CODEMOD,
-        &codemod_scaling(&lines, args.runs)?,
+        &codemod_scaling(&lines, args.runs, args.stable_abi)?,
         CodemodScalingReport::table,
     )?;
     Ok(Exit::Success)
