@@ -250,6 +250,7 @@ pub mod documents {
         BENCH_CODEMOD = "bench-codemod", 1;
         BENCH_JIT_HOOK = "bench-jit-hook", 1;
         BENCH_JIT_PREBUILD = "bench-jit-prebuild", 1;
+        BENCH_MANYLINUX = "bench-manylinux", 1;
         BENCH_MEMORY_LIMIT = "bench-memory-limit", 1;
         BUILD_EXT = "build-ext", 1;
         BUILD_EXT_VARIANTS = "build-ext-variants", 1;
@@ -266,6 +267,7 @@ pub mod documents {
         KB_CHECK = "kb-check", 1;
         KB_CHECK_DEBIAN = "kb-check-debian", 1;
         KB_CHECK_GPUS = "kb-check-gpus", 1;
+        KB_CHECK_MANYLINUX = "kb-check-manylinux", 1;
         KB_CHECK_TORCH = "kb-check-torch", 1;
         KERNELS = "kernels", 1;
         PORT_EXTENSION = "port-extension", 1;

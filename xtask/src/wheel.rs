@@ -118,6 +118,113 @@ pub fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>> {
     Wheel::open(wheel)?.read(member)
 }
 
+/// The wheel at `path` with platform tag `platform` (`manylinux_2_34_x86_64`): the file name's
+/// last tag, every `Tag:` line of its `.dist-info/WHEEL`, and that file's line of `RECORD` (hash
+/// and size) rewritten; the other members copied as they are. Written beside it and renamed into
+/// place; the old file goes. Returns the new path (the same when the tag already is `platform`).
+pub fn retag_platform(path: &Path, platform: &str) -> Result<std::path::PathBuf> {
+    let file_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{}: no wheel file name", path.display()))?;
+    let stem = file_name.strip_suffix(".whl").with_context(|| {
+        format!("{file_name} is not a wheel file name (NAME-VER-PY-ABI-PLAT.whl)")
+    })?;
+    let (head, old) = stem
+        .rsplit_once('-')
+        .with_context(|| format!("{file_name} has no platform tag"))?;
+    if old == platform {
+        return Ok(path.to_path_buf());
+    }
+    let dest = path.with_file_name(format!("{head}-{platform}.whl"));
+    let partial = path.with_file_name(format!(
+        ".{head}-{platform}.whl.partial-{}",
+        std::process::id()
+    ));
+    let result = write_retagged(path, &partial, platform);
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    std::fs::rename(&partial, &dest)
+        .with_context(|| format!("moving the wheel to {}", dest.display()))?;
+    std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+    Ok(dest)
+}
+
+fn write_retagged(path: &Path, out: &Path, platform: &str) -> Result<()> {
+    let mut src = Wheel::open(path)?;
+    let shown = path.display().to_string();
+    let wheel_member = src
+        .names()
+        .find(|n| n.ends_with(".dist-info/WHEEL") && n.matches('/').count() == 1)
+        .map(str::to_string)
+        .with_context(|| format!("{shown} has no NAME.dist-info/WHEEL"))?;
+    let record_member = wheel_member.replace("/WHEEL", "/RECORD");
+    let metadata = String::from_utf8(src.read(&wheel_member)?)
+        .with_context(|| format!("{wheel_member} in {shown} is not UTF-8"))?;
+    let retagged: String = metadata
+        .lines()
+        .map(
+            |l| match l.strip_prefix("Tag: ").and_then(|t| t.rsplit_once('-')) {
+                Some((py_abi, _)) => format!("Tag: {py_abi}-{platform}\n"),
+                None => format!("{l}\n"),
+            },
+        )
+        .collect();
+    let record = String::from_utf8(src.read(&record_member)?)
+        .with_context(|| format!("{record_member} in {shown} is not UTF-8"))?;
+    let record: String = record
+        .lines()
+        .map(
+            |l| match l.split(',').next() == Some(wheel_member.as_str()) {
+                true => format!(
+                    "{wheel_member},{},{}\n",
+                    record_hash(retagged.as_bytes()),
+                    retagged.len()
+                ),
+                false => format!("{l}\n"),
+            },
+        )
+        .collect();
+    let mut z = zip::ZipWriter::new(
+        File::create(out).with_context(|| format!("creating {}", out.display()))?,
+    );
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for i in 0..src.zip.len() {
+        let entry = src
+            .zip
+            .by_index_raw(i)
+            .with_context(|| format!("reading {shown}"))?;
+        let name = entry.name().to_string();
+        if name == wheel_member || name == record_member {
+            continue;
+        }
+        z.raw_copy_file(entry)
+            .with_context(|| format!("copying {name} of {shown}"))?;
+    }
+    use std::io::Write;
+    z.start_file(wheel_member.as_str(), options)?;
+    z.write_all(retagged.as_bytes())?;
+    z.start_file(record_member.as_str(), options)?;
+    z.write_all(record.as_bytes())?;
+    z.finish()
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(())
+}
+
+/// RECORD's hash of `data` (PEP 376/427): `sha256=` and the digest in URL-safe base64, unpadded.
+fn record_hash(data: &[u8]) -> String {
+    use base64::Engine;
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(data);
+    format!(
+        "sha256={}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +249,50 @@ mod tests {
         let out = dir.path().join("out");
         Wheel::open(&path).unwrap().extract_all(&out).unwrap();
         assert_eq!(std::fs::read(out.join("x/a.txt")).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn a_retagged_wheel_names_the_platform_in_its_file_name_wheel_and_record() {
+        // PEP 376's own example: the empty file's hash.
+        assert_eq!(
+            record_hash(b""),
+            "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x-1.0-cp310-abi3-linux_x86_64.whl");
+        let metadata = "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp310-abi3-linux_x86_64\n";
+        let mut z = zip::ZipWriter::new(File::create(&path).unwrap());
+        for (name, data) in [
+            ("x/_C.abi3.so", "elf"),
+            ("x-1.0.dist-info/WHEEL", metadata),
+            ("x-1.0.dist-info/RECORD", "x/_C.abi3.so,sha256=a,3\nx-1.0.dist-info/WHEEL,sha256=b,70\nx-1.0.dist-info/RECORD,,\n"),
+        ] {
+            z.start_file(name, zip::write::SimpleFileOptions::default()).unwrap();
+            z.write_all(data.as_bytes()).unwrap();
+        }
+        z.finish().unwrap();
+        let new = retag_platform(&path, "manylinux_2_34_x86_64").unwrap();
+        assert_eq!(
+            new.file_name().unwrap(),
+            "x-1.0-cp310-abi3-manylinux_2_34_x86_64.whl"
+        );
+        assert!(!path.exists());
+        let wheel = String::from_utf8(read_member(&new, "x-1.0.dist-info/WHEEL").unwrap()).unwrap();
+        assert!(
+            wheel.ends_with("Tag: cp310-abi3-manylinux_2_34_x86_64\n"),
+            "{wheel}"
+        );
+        let record =
+            String::from_utf8(read_member(&new, "x-1.0.dist-info/RECORD").unwrap()).unwrap();
+        let line = format!(
+            "x-1.0.dist-info/WHEEL,{},{}",
+            record_hash(wheel.as_bytes()),
+            wheel.len()
+        );
+        assert!(record.lines().any(|l| l == line), "{record}");
+        assert!(record.starts_with("x/_C.abi3.so,sha256=a,3\n"), "{record}");
+        assert_eq!(read_member(&new, "x/_C.abi3.so").unwrap(), b"elf");
+        // Already so: nothing is written.
+        assert_eq!(retag_platform(&new, "manylinux_2_34_x86_64").unwrap(), new);
     }
 }

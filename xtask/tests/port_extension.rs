@@ -130,7 +130,22 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
     assert_eq!(o["smoke"]["ok"], true, "{}", o["smoke"]);
     let wheel = PathBuf::from(o["build"]["wheel"].as_str().unwrap());
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(name.ends_with("-abi3-linux_x86_64.whl"), "{name}");
+    // A wheel to publish: the manylinux tag its files allow (auditwheel's policies, torch's
+    // libraries left to torch; `bench manylinux` compares it with `auditwheel show`), in the
+    // file name and in WHEEL, not bdist_wheel's `linux_x86_64`, which PyPI refuses.
+    let tag = o["stable_abi"]["platform_tag"].as_str().unwrap_or_default();
+    assert!(tag.starts_with("manylinux_2_"), "{o}");
+    assert!(name.ends_with(&format!("-abi3-{tag}.whl")), "{name}");
+    let metadata =
+        archsmith::wheel::read_member(&wheel, "legacy_demo-0.1.dist-info/WHEEL").unwrap();
+    let tag_line = format!("Tag: cp310-abi3-{tag}");
+    assert!(
+        String::from_utf8_lossy(&metadata)
+            .lines()
+            .any(|l| l == tag_line),
+        "{}",
+        String::from_utf8_lossy(&metadata)
+    );
 
     let site = home.join("stable-site");
     let file = std::fs::File::open(&wheel).unwrap();

@@ -11,6 +11,7 @@
 //!   cgroup with the same limit: killed or finished, and each one's peak.
 //! * [`load_check_vs_python`]: the load check's verdicts vs importing each module in a fresh
 //!   interpreter: agreement and time.
+//! * [`manylinux_vs_auditwheel`]: a wheel's platform tag vs `auditwheel show`.
 
 pub mod abi_checkers;
 pub mod audit;
@@ -19,6 +20,7 @@ pub mod codemod_scaling;
 pub mod jit_hook_startup;
 pub mod jit_prebuild_pool;
 pub mod load_check_vs_python;
+pub mod manylinux_vs_auditwheel;
 pub mod memory_limit;
 pub mod torch_range_vs_imports;
 

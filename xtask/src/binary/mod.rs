@@ -24,6 +24,7 @@ pub mod extract;
 pub mod fatbin;
 pub mod input;
 pub mod kernel_names;
+pub mod platform_tag;
 // Test fixtures, not part of the shipped reader: compiled for unit tests and, through the
 // `fixtures` feature that the integration tests turn on, for them.
 #[cfg(any(test, feature = "fixtures"))]

@@ -12,8 +12,9 @@ use super::EnvInfo;
 use crate::toolchain::Toolchain;
 use std::collections::BTreeMap;
 
-/// Bump when what a build does changes in a way that changes its wheel.
-const SCHEMA: u32 = 1;
+/// Bump when what a build does changes in a way that changes its wheel (2: a stable-ABI wheel
+/// gets its manylinux tag).
+const SCHEMA: u32 = 2;
 
 /// Environment variables that change what a build compiles.
 pub const FLAG_VARS: &[&str] = &[

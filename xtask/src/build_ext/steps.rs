@@ -104,6 +104,9 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
         Err(failure) => return Ok(Err(failure.with_submodules(job.submodules.as_ref()))),
     };
     let mut collected = collect(&job, &ws)?;
+    if job.req.stable_abi_target.is_some() {
+        tag_platform(&mut collected)?;
+    }
     if let Some(u) = &job.submodules {
         collected.warnings.push(format!(
             "built without the empty git submodules {} ({})",
@@ -452,6 +455,38 @@ pub fn collect(job: &Job, ws: &Workspace) -> Result<Collected> {
         arch_guard,
         warnings,
     })
+}
+
+/// A stable-ABI wheel is one to publish: it gets the manylinux tag its files allow, judged as
+/// auditwheel judges it with torch's libraries left to torch (`auditwheel repair --exclude`),
+/// instead of bdist_wheel's `linux_x86_64`, which PyPI refuses. A wheel no policy takes keeps
+/// `linux_x86_64` and says what keeps it there.
+fn tag_platform(collected: &mut Collected) -> Result<()> {
+    let tag = crate::binary::platform_tag::of_wheel(&collected.wheel)?;
+    if tag.tag == "linux_x86_64" {
+        let why = match tag.external.is_empty() {
+            true => format!("symbol versions {}", tag.limited_by.join(", ")),
+            false => format!(
+                "libraries no manylinux policy lists: {}",
+                tag.external.join(", ")
+            ),
+        };
+        let w = format!("the wheel stays linux_x86_64, which PyPI refuses: it needs {why}");
+        crate::errln!("warning: {w}");
+        collected.warnings.push(w);
+        return Ok(());
+    }
+    collected.wheel = crate::wheel::retag_platform(&collected.wheel, &tag.tag)?;
+    let limited = match tag.limited_by.is_empty() {
+        true => String::new(),
+        false => format!(" (needs {})", tag.limited_by.join(", ")),
+    };
+    crate::errln!(
+        "archsmith: wheel tagged {}{limited}; {} left to torch",
+        tag.tag,
+        tag.left_to_peer.join(", ")
+    );
+    Ok(())
 }
 
 fn find_wheel(dir: &Path) -> Result<PathBuf> {

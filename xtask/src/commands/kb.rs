@@ -52,6 +52,10 @@ pub struct CheckArgs {
     /// last read and verified it (today's with --live, or where none is kept yet).
     #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda", "gpus"])]
     pub debian: bool,
+    /// Check the manylinux policies (the platform tags a stable-ABI wheel gets) against the
+    /// policy file of the auditwheel release their sources name, read from its wheel on PyPI.
+    #[arg(long, conflicts_with_all = ["torch", "nvcc", "cuda", "gpus", "debian"])]
+    pub manylinux: bool,
     /// Read today's index pages instead of the recordings in xtask/data/pypi-recordings (the
     /// default: a verdict no upload to PyPI can turn), and say what moved since they were made:
     /// releases uploaded, files yanked or gone. With --debian: today's signed indexes.
@@ -138,6 +142,14 @@ fn check(args: &CheckArgs) -> Result<Exit> {
     }
     let nvcc = args.torch.is_none() || args.nvcc || !args.cuda.is_empty();
     let pypi = index_pages(args)?;
+    if args.manylinux {
+        let report = crate::kb_check::manylinux::check_manylinux(kb(), &pypi)?;
+        match args.output.json {
+            true => print_json(documents::KB_CHECK_MANYLINUX, &report)?,
+            false => crate::out!("{}", report.table()),
+        }
+        return Ok(report.exit());
+    }
     let mut exit = Exit::Success;
     if let Some(filters) = &args.torch {
         if nvcc && args.output.json {

@@ -21,6 +21,7 @@ pub mod aten_arguments;
 pub mod distributions;
 pub mod drivers;
 pub mod gpu_models;
+pub mod manylinux_policies;
 pub mod pci_ids;
 pub mod python_imports;
 #[cfg(test)]
@@ -78,6 +79,10 @@ pub struct KnowledgeBase {
     pub python_import_names: Vec<python_imports::PythonImportNameRow>,
     #[serde(rename = "aten_derived_argument", default)]
     pub aten_derived_arguments: Vec<aten_arguments::AtenDerivedArgumentRow>,
+    #[serde(rename = "manylinux_policy", default)]
+    pub manylinux_policies: Vec<manylinux_policies::ManylinuxPolicyRow>,
+    #[serde(rename = "manylinux_symbol_versions", default)]
+    pub manylinux_symbol_versions: Vec<manylinux_policies::ManylinuxSymbolVersionsRow>,
 }
 
 /// The newest releases archsmith knows; they apply when the user names none.

@@ -75,6 +75,11 @@ fn every_row_has_a_source() {
         .torch_cmake_arch_lists
         .iter()
         .all(|r| nonempty(&r.source)));
+    assert!(kb.manylinux_policies.iter().all(|r| nonempty(&r.source)));
+    assert!(kb
+        .manylinux_symbol_versions
+        .iter()
+        .all(|r| nonempty(&r.source)));
 }
 
 #[test]

@@ -10,6 +10,7 @@
 
 pub mod debian;
 pub mod gpus;
+pub mod manylinux;
 pub mod nvcc;
 pub mod torch;
 
@@ -51,10 +52,11 @@ fn exit(failures: &[CheckFailure], differs: bool) -> Exit {
 }
 
 /// The projects whose index pages `kb check` reads, and `--record` keeps: torch and its
-/// companions, and each CUDA major's compiler wheel.
+/// companions, each CUDA major's compiler wheel, and auditwheel (the manylinux policies).
 pub fn recorded_projects(kb: &crate::kb::KnowledgeBase) -> Vec<String> {
     let mut out: Vec<String> = torch::PROJECTS.iter().map(|p| p.to_string()).collect();
     out.extend(kb.cuda_majors.iter().map(|m| m.compiler_wheel.clone()));
+    out.push("auditwheel".to_string());
     out
 }
 

@@ -101,6 +101,11 @@ pub struct StableAbi {
     /// the CUDA major it was compiled with (the knowledge base's `[[cuda_major]]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver_floor: Option<String>,
+    /// The built wheel's platform tag (`manylinux_2_34_x86_64`: the manylinux policy its files
+    /// allow, as auditwheel judges it with torch's libraries left to torch; `linux_x86_64` when
+    /// none does, which PyPI refuses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform_tag: Option<String>,
 }
 
 /// How a review item was dealt with.

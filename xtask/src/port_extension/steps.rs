@@ -455,6 +455,7 @@ pub fn apply_rules(job: &mut Job) -> Result<RulesApplied> {
                 torch_target_macro: codemod::catalogue::torch_target_macro(&version),
                 cuda_runtime: None,
                 driver_floor: None,
+                platform_tag: None,
             });
         }
         for (k, v) in &rep.rewrites {
@@ -583,6 +584,12 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
 /// objects needs a `libcudart.so.N`, else the ones they need; and the driver floor of the CUDA
 /// major that compiled it. Nothing for a wheel without device code.
 fn cuda_runtime_of(stable: &mut super::StableAbi, b: &build_ext::Outcome) -> Result<()> {
+    stable.platform_tag = b
+        .wheel
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.rsplit_once('-'))
+        .map(|(_, platform)| platform.to_string());
     if b.audit.cpu_only {
         return Ok(());
     }

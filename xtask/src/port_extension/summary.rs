@@ -158,6 +158,9 @@ fn stable_row(st: &super::StableAbi, t: &mut Table) {
     if let Some(d) = &st.driver_floor {
         line.push_str(&format!("; needs driver >= {d}"));
     }
+    if let Some(p) = &st.platform_tag {
+        line.push_str(&format!("; wheel {p}"));
+    }
     t.row(["stable ABI".to_string(), line]);
 }
 

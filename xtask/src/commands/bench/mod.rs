@@ -8,6 +8,7 @@ mod codemod;
 mod jit_hook;
 mod jit_prebuild;
 mod load_check;
+mod manylinux;
 mod memory_limit;
 mod torch_range;
 
@@ -69,6 +70,12 @@ pub enum BenchCommand {
         after_help = "Example:\n  archsmith bench abi-checkers --wheel torchvision-0.29.2-py3-none-manylinux_2_28_x86_64.whl --torch-range 'torch>=2.11,<2.16'"
     )]
     AbiCheckers(abi_checkers::AbiCheckersArgs),
+    /// The platform tag archsmith gives a wheel vs `auditwheel show` (from PyPI): the tag its
+    /// symbol versions allow, the libraries outside the policies' lists, each tool's time.
+    #[command(
+        after_help = "Example:\n  archsmith bench manylinux --wheel legacy_demo-0.1-cp310-abi3-manylinux_2_34_x86_64.whl"
+    )]
+    Manylinux(manylinux::ManylinuxArgs),
 }
 
 pub fn run(args: BenchArgs) -> Result<Exit> {
@@ -82,5 +89,6 @@ pub fn run(args: BenchArgs) -> Result<Exit> {
         BenchCommand::MemoryLimit(a) => memory_limit::memory_limit(a),
         BenchCommand::TorchRange(a) => torch_range::torch_range(a),
         BenchCommand::AbiCheckers(a) => abi_checkers::abi_checkers(a),
+        BenchCommand::Manylinux(a) => manylinux::manylinux(a),
     }
 }

@@ -110,9 +110,7 @@ fn kept_path(torch: &Version) -> PathBuf {
 /// Whether a file of torch's `lib/` is one of torch's own libraries (not libgomp, CUDA's, …).
 fn is_torch_library(member: &str) -> bool {
     member.strip_prefix("torch/lib/").is_some_and(|name| {
-        !name.contains('/')
-            && (name.starts_with("libtorch") || name.starts_with("libc10"))
-            && (name.ends_with(".so") || name.contains(".so."))
+        !name.contains('/') && crate::binary::platform_tag::is_torch_library_name(name)
     })
 }
 
