@@ -12,7 +12,8 @@
 //! adapter that converts it as pybind11 did), a return of `Tensor`, a tuple of them or `void`,
 //! each function found in the file or a header it includes by a relative path, nothing else in
 //! the block. Anything else leaves the block as it is, with a review item that says which
-//! function, parameter or statement stops it and why; a docstring is kept as a comment.
+//! function, parameter or statement stops it and why; a docstring is kept as a comment, and the
+//! block's own comments are carried into the registration.
 
 use super::lexer::{lex_c, Kind, Token};
 use std::path::Path;
@@ -99,7 +100,13 @@ fn port_from(text: &[u8], path: &Path, ns: &str, from: usize) -> Ported {
     let mut docs = Vec::new();
     let mut adapters = Vec::new();
     let mut names = Vec::new();
+    // Comments are never lost: each goes into the registration before the definition it stood
+    // before (a `// dcn-v2` heading a group of bindings), the rest after the last.
+    let mut comments = block.comments.iter().peekable();
     for def in &block.defs {
+        while let Some((_, c)) = comments.next_if(|(at, _)| *at < def.at) {
+            defs.push(format!("  {c}"));
+        }
         let stop = |msg: String, fix: &str| (def.at, msg, fix.to_string());
         let Some(sig) = sigs.iter().find(|s| s.name == def.function) else {
             out.review.push(stop(
@@ -131,37 +138,71 @@ fn port_from(text: &[u8], path: &Path, ns: &str, from: usize) -> Ported {
             )),
         }
     }
-    for (at, what) in &block.other {
-        out.review.push((
+    out.review.extend(block.other.iter().map(|(at, what)| {
+        let why =
+            format!("the binding block also has `{what}`, which has no stable-ABI registration");
+        (
             *at,
-            format!("the binding block also has `{what}`, which has no stable-ABI registration"),
+            why,
             "move it out of the module (a Python-side definition) or register it by hand".into(),
-        ));
-    }
-    if !out.review.is_empty() || defs.is_empty() {
+        )
+    }));
+    defs.extend(comments.map(|(_, c)| format!("  {c}")));
+    if !out.review.is_empty() || names.is_empty() {
         return out;
     }
-    let mut new = String::new();
-    for a in &adapters {
-        new.push_str(a);
-        new.push('\n');
+    let new = Registration {
+        adapters,
+        docs,
+        defs,
+        impls,
+        names,
     }
-    for d in &docs {
-        new.push_str(d);
-        new.push('\n');
-    }
-    new.push_str(&format!(
-        "STABLE_TORCH_LIBRARY({ns}, m) {{\n{}\n}}\n\nSTABLE_TORCH_LIBRARY_IMPL({ns}, CompositeExplicitAutograd, m) {{\n{}\n}}\n\n",
-        defs.join("\n"),
-        impls.join("\n")
-    ));
-    new.push_str(&python_module(&block.module, ns, &names));
+    .text(ns, &block.module);
     let mut text_out = text[..block.start].to_vec();
     text_out.extend_from_slice(new.as_bytes());
     out.resume = Some(text_out.len());
     text_out.extend_from_slice(&text[block.end..]);
     out.text = Some(text_out);
     out
+}
+
+/// What replaces a ported block: the adapters, the docstrings as comments, the operators'
+/// definitions and implementations, and the Python module forwarding to them.
+struct Registration {
+    adapters: Vec<String>,
+    docs: Vec<String>,
+    defs: Vec<String>,
+    impls: Vec<String>,
+    names: Vec<String>,
+}
+
+impl Registration {
+    fn text(&self, ns: &str, module: &str) -> String {
+        let Registration {
+            adapters,
+            docs,
+            defs,
+            impls,
+            names,
+        } = self;
+        let mut new = String::new();
+        for a in adapters {
+            new.push_str(a);
+            new.push('\n');
+        }
+        for d in docs {
+            new.push_str(d);
+            new.push('\n');
+        }
+        new.push_str(&format!(
+                "STABLE_TORCH_LIBRARY({ns}, m) {{\n{}\n}}\n\nSTABLE_TORCH_LIBRARY_IMPL({ns}, CompositeExplicitAutograd, m) {{\n{}\n}}\n\n",
+                defs.join("\n"),
+                impls.join("\n")
+        ));
+        new.push_str(&python_module(module, ns, names));
+        new
+    }
 }
 
 /// The functions declared in the file and in the headers it includes by quoted name: beside the
@@ -245,6 +286,9 @@ struct Block {
     defs: Vec<Def>,
     /// Statements of the block that are not a plain `m.def` (byte offset, first words).
     other: Vec<(usize, String)>,
+    /// The block's comments (byte offset, text): carried into the registration, each before the
+    /// definition it stood before.
+    comments: Vec<(usize, String)>,
 }
 
 /// The `PYBIND11_MODULE(NAME, m) { … }` block: its span and its statements.
@@ -272,15 +316,13 @@ fn find_block(text: &[u8], toks: &[Token], from: usize) -> Option<Block> {
         }
     }
     let close = close?;
-    // A comment inside the block would be lost: leave the block to a person.
     let (start, end) = (code[i].start, code[close].end);
-    let mut other = Vec::new();
-    if toks
+    let comments = toks
         .iter()
-        .any(|t| t.kind == Kind::Comment && t.start > start && t.end < end)
-    {
-        other.push((start, "a comment".to_string()));
-    }
+        .filter(|t| t.kind == Kind::Comment && t.start > start && t.end < end)
+        .map(|t| (t.start, String::from_utf8_lossy(t.text(text)).into_owned()))
+        .collect();
+    let mut other = Vec::new();
     let mut defs = Vec::new();
     let mut k = open + 1;
     while k < close {
@@ -307,6 +349,7 @@ fn find_block(text: &[u8], toks: &[Token], from: usize) -> Option<Block> {
         end,
         defs,
         other,
+        comments,
     })
 }
 
@@ -869,6 +912,27 @@ mod tests {
         assert_eq!(p.review.len(), 2, "{:?}", p.review);
         assert!(p.review[0].1.contains("`t`"), "{:?}", p.review);
         assert!(p.review[1].1.contains("py"), "{:?}", p.review);
+    }
+
+    /// maskrcnn-benchmark's block heads a group with `// dcn-v2`: before, any comment left the
+    /// whole block to a person (it would have been lost); now each goes into the registration
+    /// before the definition it stood before (one inside a definition, after it), and nothing of
+    /// it is lost.
+    #[test]
+    fn comments_in_the_block_are_carried_into_the_registration() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = "torch::stable::Tensor a(const torch::stable::Tensor& x);\n\
+                   torch::stable::Tensor b(const torch::stable::Tensor& x);\n\
+                   PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"a\", &a);\n  // dcn-v2\n  m.def(\"b\", &b /* same */);\n  /* last */\n}\n";
+        let p = port(src.as_bytes(), &dir.path().join("c.cpp"), "demo");
+        assert!(p.review.is_empty(), "{:?}", p.review);
+        let out = String::from_utf8(p.text.unwrap()).unwrap();
+        assert!(
+            out.contains("STABLE_TORCH_LIBRARY(demo, m) {\n  m.def(\"a(Tensor x) -> Tensor\");\n  // dcn-v2\n  m.def(\"b(Tensor x) -> Tensor\");\n  /* same */\n  /* last */\n}"),
+            "{out}"
+        );
+        let again = port(out.as_bytes(), &dir.path().join("c.cpp"), "demo");
+        assert!(again.text.is_none() && again.review.is_empty());
     }
 
     #[test]
