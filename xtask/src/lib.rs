@@ -65,7 +65,7 @@ pub mod kernels;
 pub mod port_corpus;
 pub mod port_extension;
 pub mod verify;
-// Same-layer uses: audit_upgrade → verify, bench → build_ext, bench → verify, build_ext → verify,
+// Same-layer uses: audit_upgrade → verify, bench → build_ext, bench → port_extension, bench → verify, build_ext → verify,
 // build_torch → verify, port_extension → build_ext, port_extension → verify.
 
 // CLI: one thin module per subcommand.

@@ -252,6 +252,7 @@ pub mod documents {
         BENCH_JIT_PREBUILD = "bench-jit-prebuild", 1;
         BENCH_MANYLINUX = "bench-manylinux", 1;
         BENCH_MEMORY_LIMIT = "bench-memory-limit", 1;
+        BENCH_STABLE_PORT = "bench-stable-port", 1;
         BUILD_EXT = "build-ext", 1;
         BUILD_EXT_VARIANTS = "build-ext-variants", 1;
         BUILD_TORCH = "build-torch", 1;

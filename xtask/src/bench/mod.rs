@@ -12,6 +12,7 @@
 //! * [`load_check_vs_python`]: the load check's verdicts vs importing each module in a fresh
 //!   interpreter: agreement and time.
 //! * [`manylinux_vs_auditwheel`]: a wheel's platform tag vs `auditwheel show`.
+//! * [`stable_port_matrix`]: one stable-ABI build vs the ordinary build of each torch it covers.
 
 pub mod abi_checkers;
 pub mod audit;
@@ -22,6 +23,7 @@ pub mod jit_prebuild_pool;
 pub mod load_check_vs_python;
 pub mod manylinux_vs_auditwheel;
 pub mod memory_limit;
+pub mod stable_port_matrix;
 pub mod torch_range_vs_imports;
 
 /// The 1-minute load average: other work on the machine makes timings noisy.

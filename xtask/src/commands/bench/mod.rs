@@ -10,6 +10,7 @@ mod jit_prebuild;
 mod load_check;
 mod manylinux;
 mod memory_limit;
+mod stable_port;
 mod torch_range;
 
 use crate::output::Exit;
@@ -76,6 +77,12 @@ pub enum BenchCommand {
         after_help = "Example:\n  archsmith bench manylinux --wheel legacy_demo-0.1-cp310-abi3-manylinux_2_34_x86_64.whl"
     )]
     Manylinux(manylinux::ManylinuxArgs),
+    /// One stable-ABI build of a recipe vs the ordinary build of every torch release it covers
+    /// (the matrix a kernel hub builds), each from an empty output dir: wall, CPU, bytes.
+    #[command(
+        after_help = "Example:\n  archsmith bench stable-port legacy-demo --arch 9.0 --torch 2.10.0,2.11.0,2.15.0"
+    )]
+    StablePort(stable_port::StablePortArgs),
 }
 
 pub fn run(args: BenchArgs) -> Result<Exit> {
@@ -90,5 +97,6 @@ pub fn run(args: BenchArgs) -> Result<Exit> {
         BenchCommand::TorchRange(a) => torch_range::torch_range(a),
         BenchCommand::AbiCheckers(a) => abi_checkers::abi_checkers(a),
         BenchCommand::Manylinux(a) => manylinux::manylinux(a),
+        BenchCommand::StablePort(a) => stable_port::stable_port(a),
     }
 }
