@@ -122,14 +122,7 @@ pub fn compare(
         let mut numbered: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut named = Vec::new();
         for (prefix, list) in versions {
-            let list: Vec<String> = list
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let list = strings(list);
             let (num, names): (Vec<String>, Vec<String>) =
                 list.into_iter().partition(|v| dotted(v).is_some());
             union
@@ -161,6 +154,17 @@ pub fn compare(
     Ok(report)
 }
 
+/// A JSON list of strings (anything else: empty).
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// One policy of the file against its row.
 fn policy_problems(
     e: &serde_json::Value,
@@ -169,14 +173,7 @@ fn policy_problems(
     mut named: Vec<String>,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    let aliases: Vec<String> = e["aliases"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let aliases = strings(&e["aliases"]);
     if aliases != row.aliases {
         problems.push(format!("aliases {aliases:?}, the row {:?}", row.aliases));
     }
@@ -206,11 +203,8 @@ fn policy_problems(
     if named != row_named {
         problems.push(format!("named versions {named:?}, the row {row_named:?}"));
     }
-    let libs: BTreeSet<&str> = e["lib_whitelist"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
-        .unwrap_or_default();
-    let row_libs: BTreeSet<&str> = row.libraries.iter().map(String::as_str).collect();
+    let libs: BTreeSet<String> = strings(&e["lib_whitelist"]).into_iter().collect();
+    let row_libs: BTreeSet<String> = row.libraries.iter().cloned().collect();
     if libs != row_libs {
         let more: Vec<_> = libs.difference(&row_libs).collect();
         let fewer: Vec<_> = row_libs.difference(&libs).collect();

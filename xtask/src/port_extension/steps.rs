@@ -582,7 +582,8 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
 
 /// A stable port's CUDA runtime, read from the built wheel: linked in when none of its shared
 /// objects needs a `libcudart.so.N`, else the ones they need; and the driver floor of the CUDA
-/// major that compiled it. Nothing for a wheel without device code.
+/// major that compiled it (nothing of these for a wheel without device code). Its platform tag,
+/// which the build gave the wheel's name, for any stable wheel.
 fn cuda_runtime_of(stable: &mut super::StableAbi, b: &build_ext::Outcome) -> Result<()> {
     stable.platform_tag = b
         .wheel
