@@ -19,12 +19,13 @@ pub struct StablePortArgs {
     /// The torch releases of the ordinary builds, one variant each (PyPI's CUDA for each).
     #[arg(
         long,
+        value_name = "VER",
         value_delimiter = ',',
         default_value = "2.10.0,2.11.0,2.12.1,2.13.0,2.14.1,2.15.0"
     )]
     pub torch: Vec<Version>,
     /// Where the wheels go (emptied first).
-    #[arg(long, default_value = "target/bench-stable-port")]
+    #[arg(long, value_name = "DIR", default_value = "target/bench-stable-port")]
     pub out: PathBuf,
     /// Port and make every env; build nothing.
     #[arg(long)]
