@@ -43,80 +43,95 @@ fn is_dynamic_loader(name: &str) -> bool {
     name.contains("ld-linux") || name == "ld64.so.1" || name == "ld64.so.2"
 }
 
-/// The tag of the ELF files `files` (`(name in the wheel, info)`) of one wheel. `carried` names
-/// the files the wheel holds (by base name); `peer` tells a library a peer package provides.
+/// What a wheel's ELF files need, gathered one file at a time, so that a wheel's members are
+/// never all held at once.
+#[derive(Debug, Default)]
+struct Needs {
+    /// The base names of the files the wheel holds (a library it carries is not external).
+    carried: BTreeSet<String>,
+    versions: BTreeSet<String>,
+    libraries: BTreeSet<String>,
+}
+
+impl Needs {
+    fn add(&mut self, name: &str, info: &DynamicInfo<'_>) -> Result<()> {
+        if info.machine != EM_X86_64 || !info.is_64 {
+            bail!("{name} is not an x86_64 ELF file (machine {}): archsmith keeps the manylinux policies of x86_64 only", info.machine);
+        }
+        self.carried
+            .insert(name.rsplit('/').next().unwrap_or(name).to_string());
+        for need in (info.version_needs.iter()).filter(|n| !is_dynamic_loader(n.file)) {
+            (self.versions).extend(need.versions.iter().map(|(v, _)| v.to_string()));
+        }
+        (self.libraries).extend(info.needed.iter().map(|l| l.to_string()));
+        Ok(())
+    }
+
+    /// The tag; `peer` tells a library a peer package provides.
+    fn tag(self, peer: &dyn Fn(&str) -> bool) -> PlatformTag {
+        let kb = kb();
+        let policies = kb.manylinux_policies();
+        let allows_all = |p: &crate::kb::manylinux_policies::ManylinuxPolicyRow| {
+            self.versions.iter().all(|v| kb.manylinux_allows(p, v))
+        };
+        let chosen = policies.iter().position(|p| allows_all(p));
+        let symbol_tag = chosen.map_or_else(|| "linux_x86_64".to_string(), |i| policies[i].tag());
+        // The versions that keep the tag from the next more compatible policy.
+        let stricter = match chosen {
+            Some(0) => None,
+            Some(i) => Some(policies[i - 1]),
+            None => policies.last().copied(),
+        };
+        let limited_by = stricter.map_or_else(Vec::new, |p| {
+            (self.versions.iter())
+                .filter(|v| !kb.manylinux_allows(p, v))
+                .cloned()
+                .collect()
+        });
+        let carried = &self.carried;
+        let (left_to_peer, others): (Vec<String>, Vec<String>) = (self.libraries.into_iter())
+            .filter(|l| !is_dynamic_loader(l) && !carried.contains(l))
+            .partition(|l| peer(l));
+        // The tag is the less compatible of the symbols' policy and the first policy, from that
+        // one on, whose list holds every library left (libmvec is on the lists from 2_24).
+        let lists = |l: &String, k: usize| policies[k].libraries.contains(l);
+        let (tag, external) = match chosen {
+            Some(i) => match (i..policies.len()).find(|&k| others.iter().all(|l| lists(l, k))) {
+                Some(k) => (policies[k].tag(), Vec::new()),
+                None => {
+                    let off = others
+                        .into_iter()
+                        .filter(|l| !(i..policies.len()).any(|k| lists(l, k)));
+                    ("linux_x86_64".to_string(), off.collect())
+                }
+            },
+            None => ("linux_x86_64".to_string(), Vec::new()),
+        };
+        PlatformTag {
+            tag,
+            symbol_tag,
+            limited_by,
+            external,
+            left_to_peer,
+        }
+    }
+}
+
+/// The tag of the ELF files `files` (`(name in the wheel, info)`) of one wheel; `peer` tells a
+/// library a peer package provides.
 pub fn platform_tag(
     files: &[(String, DynamicInfo<'_>)],
     peer: &dyn Fn(&str) -> bool,
 ) -> Result<PlatformTag> {
-    let carried: BTreeSet<&str> = files
-        .iter()
-        .map(|(n, _)| n.rsplit('/').next().unwrap_or(n))
-        .collect();
-    let mut needed_versions = BTreeSet::new();
-    let mut needed_libs = BTreeSet::new();
+    let mut needs = Needs::default();
     for (name, info) in files {
-        if info.machine != EM_X86_64 || !info.is_64 {
-            bail!("{name} is not an x86_64 ELF file (machine {}): archsmith keeps the manylinux policies of x86_64 only", info.machine);
-        }
-        for need in info
-            .version_needs
-            .iter()
-            .filter(|n| !is_dynamic_loader(n.file))
-        {
-            needed_versions.extend(need.versions.iter().map(|(v, _)| v.to_string()));
-        }
-        needed_libs.extend(info.needed.iter().map(|l| l.to_string()));
+        needs.add(name, info)?;
     }
-    let kb = kb();
-    let policies = kb.manylinux_policies();
-    let holds = |p: &crate::kb::manylinux_policies::ManylinuxPolicyRow| {
-        needed_versions.iter().all(|v| kb.manylinux_allows(p, v))
-    };
-    let chosen = policies.iter().position(|p| holds(p));
-    let symbol_tag = chosen.map_or_else(|| "linux_x86_64".to_string(), |i| policies[i].tag());
-    // The versions that keep the tag from the next more compatible policy.
-    let stricter = match chosen {
-        Some(0) => None,
-        Some(i) => Some(policies[i - 1]),
-        None => policies.last().copied(),
-    };
-    let limited_by = stricter.map_or_else(Vec::new, |p| {
-        needed_versions
-            .iter()
-            .filter(|v| !kb.manylinux_allows(p, v))
-            .cloned()
-            .collect()
-    });
-    let (left_to_peer, others): (Vec<String>, Vec<String>) = needed_libs
-        .into_iter()
-        .filter(|l| !is_dynamic_loader(l) && !carried.contains(l.as_str()))
-        .partition(|l| peer(l));
-    // The tag is the less compatible of the symbols' policy and the first policy, from that one
-    // on, whose list holds every library left (libmvec is on the lists from manylinux_2_24).
-    let listed = chosen.and_then(|i| {
-        (i..policies.len()).find(|&k| others.iter().all(|l| policies[k].libraries.contains(l)))
-    });
-    let (tag, external) = match (chosen, listed) {
-        (Some(_), Some(k)) => (policies[k].tag(), Vec::new()),
-        (Some(i), None) => {
-            let off = others
-                .into_iter()
-                .filter(|l| !policies[i].libraries.contains(l));
-            ("linux_x86_64".to_string(), off.collect())
-        }
-        (None, _) => ("linux_x86_64".to_string(), Vec::new()),
-    };
-    Ok(PlatformTag {
-        tag,
-        symbol_tag,
-        limited_by,
-        external,
-        left_to_peer,
-    })
+    Ok(needs.tag(peer))
 }
 
-/// The tag of the wheel at `path`, torch's libraries left to torch.
+/// The tag of the wheel at `path`, torch's libraries left to torch; its shared objects read one
+/// at a time.
 pub fn of_wheel(path: &std::path::Path) -> Result<PlatformTag> {
     let mut wheel = crate::wheel::Wheel::open(path)?;
     let names: Vec<String> = wheel
@@ -124,18 +139,14 @@ pub fn of_wheel(path: &std::path::Path) -> Result<PlatformTag> {
         .filter(|n| super::input::is_shared_object_name(n))
         .map(str::to_string)
         .collect();
-    let mut data = Vec::new();
+    let mut needs = Needs::default();
     for name in names {
         let bytes = wheel.read(&name)?;
-        data.push((name, bytes));
-    }
-    let mut files = Vec::new();
-    for (name, bytes) in &data {
-        let info = dynamic::read(bytes)
+        let info = dynamic::read(&bytes)
             .with_context(|| format!("{} in {}: not a readable ELF file", name, path.display()))?;
-        files.push((name.clone(), info));
+        needs.add(&name, &info)?;
     }
-    platform_tag(&files, &is_torch_library_name)
+    Ok(needs.tag(&is_torch_library_name))
 }
 
 #[cfg(test)]
