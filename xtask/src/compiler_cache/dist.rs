@@ -61,12 +61,15 @@ impl Dist {
         })
     }
 
-    /// The sccache client configuration: the scheduler, its token, and no custom toolchains
-    /// (sccache packages gcc, nvcc's tools and the rest itself).
+    /// The sccache client configuration: the scheduler, its token, no custom toolchains
+    /// (sccache packages gcc, nvcc's tools and the rest itself), and where those packages are
+    /// kept: under archsmith's cache ([`client_toolchains_dir`]), not sccache's default in the
+    /// user's home (a CUDA toolkit's packages are over 100 MB).
     pub fn client_config(&self) -> String {
         format!(
-            "# written by archsmith build-ext --dist\n[dist]\nscheduler_url = {}\ntoolchains = []\n\n[dist.auth]\ntype = \"token\"\ntoken = {}\n",
+            "# written by archsmith build-ext --dist\n[dist]\nscheduler_url = {}\ntoolchains = []\ncache_dir = {}\n\n[dist.auth]\ntype = \"token\"\ntoken = {}\n",
             toml_string(&self.scheduler_url),
+            toml_string(&client_toolchains_dir().display().to_string()),
             toml_string(&self.token)
         )
     }
@@ -98,6 +101,13 @@ impl Dist {
     }
 }
 
+/// Where sccache's client keeps the toolchains it packaged for build servers.
+pub fn client_toolchains_dir() -> PathBuf {
+    paths::cache_dir()
+        .join("compiler-cache")
+        .join("sccache-dist-client")
+}
+
 fn toml_string(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
@@ -108,6 +118,10 @@ pub struct DistStats {
     /// (server address, compiles it ran).
     pub servers: Vec<(String, u64)>,
     pub failed: u64,
+    /// Why the first failed one did not run on a server (it was compiled locally instead), from
+    /// the sccache server's log; None when none failed or the log does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<String>,
 }
 
 impl DistStats {
@@ -147,6 +161,25 @@ pub fn parse_dist_stats(text: &str) -> DistStats {
         }
     }
     stats
+}
+
+/// What sccache logs when a compile it meant to distribute ran locally instead.
+const FELL_BACK: &str = "Could not perform distributed compile, falling back to local:";
+
+/// The reason of the first distributed compile that fell back to a local one, from the sccache
+/// server's log (`[file.o]: Could not perform distributed compile, falling back to local: WHY`).
+pub fn first_fallback_reason(log: &str) -> Option<String> {
+    log.lines().find_map(|line| {
+        let at = line.find(FELL_BACK)?;
+        let file = line[..at]
+            .rfind("]: ")
+            .and_then(|end| line[..end].rfind('[').map(|start| &line[start + 1..end]));
+        let why = line[at + FELL_BACK.len()..].trim();
+        Some(match file {
+            Some(f) => format!("{f}: {why}"),
+            None => why.to_string(),
+        })
+    })
 }
 
 /// How many build servers the scheduler has, from `sccache --dist-status`
@@ -349,6 +382,16 @@ mod tests {
     }
 
     #[test]
+    fn the_first_fallback_reason_names_the_file_and_why() {
+        let log = "[2026-12-01T23:50:01Z WARN  sccache::compiler::compiler] [scale.o]: Could not perform distributed compile, falling back to local: Insufficient capacity across 1 available servers\n[2026-12-01T23:50:02Z WARN  sccache::compiler::compiler] [axpy.o]: Could not perform distributed compile, falling back to local: later\n";
+        assert_eq!(
+            first_fallback_reason(log).as_deref(),
+            Some("scale.o: Insufficient capacity across 1 available servers")
+        );
+        assert_eq!(first_fallback_reason("Cache hits 1\n"), None);
+    }
+
+    #[test]
     fn scheduler_status_and_client_config() {
         let ok = r#"{"SchedulerStatus":["http://127.0.0.1:10600/",{"num_servers":1,"num_cpus":2,"in_progress":0}]}"#;
         assert_eq!(parse_dist_status(ok).unwrap(), 1);
@@ -363,6 +406,10 @@ mod tests {
             Some("http://127.0.0.1:10600")
         );
         assert_eq!(conf["dist"]["auth"]["token"].as_str(), Some("s3cr\"et"));
+        assert_eq!(
+            conf["dist"]["cache_dir"].as_str().map(PathBuf::from),
+            Some(client_toolchains_dir())
+        );
         assert!(Dist::from_args("10.0.0.5:10600", None).is_err());
     }
 }

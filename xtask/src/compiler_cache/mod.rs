@@ -236,11 +236,25 @@ impl CompilerCache {
             }
             CacheKind::Sccache => {
                 let _ = c.cmd().arg("--stop-server").output();
-                c.cmd().arg("--start-server").read()?;
+                let mut start = c.cmd().arg("--start-server");
+                if let Some(log) = self.dist_log() {
+                    // A fresh log per build: its warnings say why a compile ran locally.
+                    let _ = fs::remove_file(&log);
+                    start = start
+                        .env("SCCACHE_ERROR_LOG", &log)
+                        .env("SCCACHE_LOG", "warn");
+                }
+                start.read()?;
                 c.cmd().arg("--zero-stats").read()?;
             }
         }
         Ok(())
+    }
+
+    /// With `--dist`, where the sccache server writes its warnings (`SCCACHE_ERROR_LOG`), beside
+    /// the client config: why a compile did not run on a build server is said there only.
+    fn dist_log(&self) -> Option<PathBuf> {
+        self.dist_config.as_ref().map(|c| c.with_extension("log"))
     }
 
     fn cmd(&self) -> Cmd {
@@ -296,10 +310,16 @@ impl CompilerCache {
                 t
             }
         };
-        let dist = self
-            .dist_config
-            .is_some()
-            .then(|| dist::parse_dist_stats(&text));
+        let dist = self.dist_config.is_some().then(|| {
+            let mut d = dist::parse_dist_stats(&text);
+            if d.failed > 0 {
+                d.first_failure = self
+                    .dist_log()
+                    .and_then(|log| fs::read_to_string(log).ok())
+                    .and_then(|log| dist::first_fallback_reason(&log));
+            }
+            d
+        });
         let mut lines = stat_lines(&text);
         if let Some(d) = &dist {
             let per: Vec<String> = d.servers.iter().map(|(a, n)| format!("{a} {n}")).collect();
@@ -309,6 +329,9 @@ impl CompilerCache {
                 per.join(", "),
                 d.failed
             ));
+            if let Some(why) = &d.first_failure {
+                lines.push_str(&format!(" (first: {why})"));
+            }
         }
         Ok((lines, dist))
     }
