@@ -377,6 +377,7 @@ fn env_schemas(
     std::sync::Arc::new(archsmith::codemod::aten_schema::Release {
         torch: torch.to_string(),
         schemas,
+        floor: None,
     })
 }
 

@@ -58,6 +58,15 @@ impl Arg {
 }
 
 impl Overload {
+    /// What the dispatcher's boxed stack holds for this overload: each argument's type in the
+    /// schema's order, then what it returns. Two releases whose overloads agree on this take the
+    /// same stack from a caller (names and defaults may differ: a wrapper passes every argument).
+    fn stack_shape(&self) -> (Vec<&str>, &str) {
+        let mut args: Vec<&Arg> = self.args.iter().collect();
+        args.sort_by_key(|a| a.position);
+        (args.iter().map(|a| a.ty.as_str()).collect(), &self.returns)
+    }
+
     /// Whether a C++ call with `n` arguments can bind to this overload.
     pub fn accepts(&self, n: usize) -> bool {
         self.required <= n && n <= self.total
@@ -69,12 +78,18 @@ impl Overload {
 pub struct Release {
     pub torch: String,
     pub schemas: Schemas,
+    /// The oldest release the wrappers must also run on, whose overloads `schemas` were checked
+    /// against ([`Schemas::reachable_from`]); None when `torch` is that release.
+    pub floor: Option<String>,
 }
 
 /// The operators of one release, by name (less the overload name).
 #[derive(Debug, Clone, Default)]
 pub struct Schemas {
     ops: BTreeMap<String, Vec<Overload>>,
+    /// Overloads (`op`, `overload`) that an older release a stable wheel must also run on does
+    /// not have with the same dispatcher stack, and why ([`Self::reachable_from`]).
+    not_in_floor: BTreeMap<(String, String), String>,
 }
 
 impl Schemas {
@@ -126,7 +141,46 @@ impl Schemas {
                 args,
             });
         }
-        Schemas { ops }
+        Schemas {
+            ops,
+            not_in_floor: BTreeMap::new(),
+        }
+    }
+
+    /// Marks each overload that `floor` (torch `floor_torch`, the oldest release a stable wheel
+    /// targets) lacks, or has with another stack: a wrapper typed from these schemas would
+    /// compile and then fail, or pass a stack of the wrong shape, on that release
+    /// (`torch_call_dispatcher` looks the overload up by name at run time).
+    pub fn reachable_from(&mut self, floor: &Schemas, floor_torch: &str) {
+        for (name, overloads) in &self.ops {
+            for o in overloads {
+                let theirs = (floor.overloads(name).unwrap_or_default().iter())
+                    .find(|f| f.op == o.op && f.overload == o.overload);
+                let why = match theirs {
+                    None => format!("not in torch {floor_torch}, the oldest release the stable wheel targets"),
+                    Some(f) if f.stack_shape() != o.stack_shape() => format!(
+                        "torch {floor_torch}, the oldest release the stable wheel targets, has another schema (`{}`)",
+                        f.signature
+                    ),
+                    Some(_) => continue,
+                };
+                self.not_in_floor
+                    .insert((o.op.clone(), o.overload.clone()), why);
+            }
+        }
+    }
+
+    /// Why `o` must not be called through the dispatcher by a wheel for the older release
+    /// [`Self::reachable_from`] was given; None when that release has it as this one does.
+    pub fn floor_refusal(&self, o: &Overload) -> Option<&str> {
+        self.not_in_floor
+            .get(&(o.op.clone(), o.overload.clone()))
+            .map(String::as_str)
+    }
+
+    /// How many overloads [`Self::reachable_from`] marked.
+    pub fn not_in_floor(&self) -> usize {
+        self.not_in_floor.len()
     }
 
     /// The overloads of `name`; None when the release has no such operator.

@@ -407,7 +407,7 @@ fn headers_beside(
     }
     if let Some(release) = &cat.stable_schemas {
         for (dir, names) in &aten_ops {
-            let text = stable_dispatch::header(&release.schemas, names, &release.torch);
+            let text = stable_dispatch::header(release, names);
             headers.insert(dir.join(stable_dispatch::HEADER), text.into_bytes());
         }
     }

@@ -188,24 +188,49 @@ fn lowest_allowed(specs: &pep440_rs::VersionSpecifiers) -> Option<Version> {
 }
 
 /// The schemas of `torch` for the stable port's dispatcher wrappers (the kept copy, a provisioned
-/// env's, else its PyPI wheel's); None, said through `say`, when none can be read: the calls
-/// then stay review items.
+/// env's, else its PyPI wheel's), each overload checked against the oldest release a wheel
+/// using them targets (the dispatcher's, [`dispatcher_floor`]): the wheel claims that release,
+/// and an overload it lacks would be looked up by name there and fail at run time. None, said
+/// through `say`, when either cannot be read: the calls then stay review items.
 pub fn stable_schemas(
     torch: &Version,
     say: &dyn Fn(&str),
 ) -> Option<std::sync::Arc<crate::codemod::aten_schema::Release>> {
-    match kept_or_read(torch, say) {
-        Ok(text) => Some(std::sync::Arc::new(crate::codemod::aten_schema::Release {
+    let floor = dispatcher_floor();
+    let read = || -> Result<crate::codemod::aten_schema::Release> {
+        let mut schemas = Schemas::parse(&kept_or_read(torch, say)?);
+        let checked = match torch > &floor {
+            true => {
+                let older = Schemas::parse(&kept_or_read(&floor, say)?);
+                schemas.reachable_from(&older, &floor.to_string());
+                Some(floor.to_string())
+            }
+            false => None,
+        };
+        Ok(crate::codemod::aten_schema::Release {
             torch: torch.to_string(),
-            schemas: Schemas::parse(&text),
-        })),
+            schemas,
+            floor: checked,
+        })
+    };
+    match read() {
+        Ok(release) => Some(std::sync::Arc::new(release)),
         Err(e) => {
             say(&format!(
-                "no dispatcher wrappers: torch {torch}'s operator schemas could not be read ({e:#}); ATen calls with no stable function stay review items"
+                "no dispatcher wrappers: the operator schemas of torch {torch} and {floor} could not be read ({e:#}); ATen calls with no stable function stay review items"
             ));
             None
         }
     }
+}
+
+/// The oldest release that has `torch_call_dispatcher` (the dispatcher step's `since`), as a
+/// release: 2.10.0.
+pub fn dispatcher_floor() -> Version {
+    let since: Version = crate::codemod::catalogue::STABLE_DISPATCH_SINCE
+        .parse()
+        .unwrap_or_else(|_| Version::new(&[2u64, 10]));
+    Version::new(&[since.major(), since.minor(), 0])
 }
 
 /// The target env's own schemas (`purelib` of its Python), None for a torch older than 1.12.
