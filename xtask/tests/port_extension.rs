@@ -571,6 +571,72 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
     remove_ports_of(&name);
 }
 
+/// A stable port applies the recipe's own patches where the ordinary port does, after the
+/// legacy rules and before the stable ones rewrite that code (they fix what both ports share, a
+/// check's stray argument number here), then `stable/*.patch`: the patch explains the review item and its
+/// fix is in the stable tree.
+#[test]
+fn a_stable_port_applies_the_recipes_patches_before_the_stable_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("stable-patch-test-{}", std::process::id());
+    let rdir = dir.path().join(&name);
+    std::fs::create_dir_all(rdir.join("src")).unwrap();
+    std::fs::write(
+        rdir.join("src/ext.cpp"),
+        "#include <torch/extension.h>\nat::Tensor f(at::Tensor x) {\n  TORCH_CHECK(x.size(0) == 2, 3, \"bad batch\");\n  return x;\n}\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"f\", &f); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rdir.join("src/setup.py"),
+        "from setuptools import setup\nsetup()\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rdir.join("recipe.toml"),
+        format!(
+            "[source]\npath = \"src\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\"ext.cpp\"]\n[build]\nmodule = \"x._C\"\n[smoke]\nscript = \"env_scripts/smoke/nms_roialign.py\"\n",
+            repo_root().join("patches/rules/torch-legacy.toml").display()
+        ),
+    )
+    .unwrap();
+    // Written against the tree the legacy rules leave, as the ordinary port's patches are.
+    std::fs::write(
+        rdir.join("0001-check-message.patch"),
+        "--- a/ext.cpp\n+++ b/ext.cpp\n@@ -2,3 +2,3 @@\n at::Tensor f(at::Tensor x) {\n-  TORCH_CHECK(x.size(0) == 2, 3, \"bad batch\");\n+  TORCH_CHECK(x.size(0) == 2, \"bad batch\");\n   return x;\n",
+    )
+    .unwrap();
+    let req = port_extension::Request {
+        recipe: Recipe::load(&rdir).unwrap(),
+        src: None,
+        arch: None,
+        target: Default::default(),
+        mode: RunMode::DryRun,
+        progress: archsmith::build_output::progress::Mode::Quiet,
+        with_deps: false,
+        own_arch_flags: false,
+        skip_missing_submodules: false,
+        run_tests: true,
+        stable_abi: Some("x".into()),
+        from_torch: None,
+        jobs: None,
+        pool: None,
+    };
+    let o = port_extension::run(&req).unwrap().unwrap();
+    let patches: Vec<String> = o.patches.iter().map(|p| p.patch.clone()).collect();
+    assert_eq!(patches, ["0001-check-message.patch"]);
+    assert_eq!(o.unexplained, 0, "{:?}", o.review);
+    assert!(
+        o.review.iter().any(|r| r.rule == "check-stray-arg-number"),
+        "{:?}",
+        o.review
+    );
+    let diff = o.diff.unwrap_or_default();
+    assert!(diff.contains("x.size(0) == 2, \"bad batch\")"), "{diff}");
+    assert!(diff.contains("torch::stable::Tensor f("), "{diff}");
+    assert!(o.stable_abi.is_some());
+    remove_ports_of(&name);
+}
+
 /// The old and new side of every hunk of a unified diff.
 /// `text` with the indentation its lines share removed.
 fn dedent(text: &str) -> String {

@@ -444,8 +444,17 @@ pub fn apply_rules(job: &mut Job) -> Result<RulesApplied> {
         catalogues.push(stable);
     }
     let mut after_rules = Vec::new();
+    let legacy = catalogues.len() - usize::from(job.req.stable_abi.is_some());
     let out = &mut job.out;
-    for cat in &catalogues {
+    for (i, cat) in catalogues.iter().enumerate() {
+        if i == legacy {
+            // The recipe's own patches fix what the legacy rules leave (printf-style checks,
+            // `.type()` comparisons): the same code in both ports, so they apply here, before
+            // the stable rules rewrite it; `stable/*.patch` come after those (step 3).
+            for p in r.patches(false)? {
+                out.patches.push(job.wt.apply(&p)?);
+            }
+        }
         let rep = codemod::run(cat, &files, Mode::Apply)?;
         if let (Some(ns), Some(v)) = (&job.req.stable_abi, &rep.torch_target_version) {
             let version: crate::version::Version = v.parse()?;
@@ -480,7 +489,8 @@ pub fn apply_rules(job: &mut Job) -> Result<RulesApplied> {
     })
 }
 
-/// Step 3: the recipe's patch files, applied in order to the tree the rules produced.
+/// Step 3: the recipe's patch files, applied in order to the tree the rules produced; a stable
+/// port's `stable/*.patch` (its ordinary patches went in before the stable rules, step 2).
 pub fn apply_patches(job: &mut Job) -> Result<()> {
     let patches: Vec<Applied> = job
         .req
@@ -489,7 +499,7 @@ pub fn apply_patches(job: &mut Job) -> Result<()> {
         .iter()
         .map(|p| job.wt.apply(p))
         .collect::<Result<_>>()?;
-    job.out.patches = patches;
+    job.out.patches.extend(patches);
     Ok(())
 }
 
