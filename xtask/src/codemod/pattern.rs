@@ -197,11 +197,18 @@ impl<'a> Matcher<'a> {
                     // A leading hole names one token, or, before a member access, the whole
                     // receiver: `a`, `in[i]`, `f(x).g` in `….contiguous()`, longest first.
                     let t = self.toks.get(ti)?;
-                    if t.kind != Kind::Ident {
-                        return None;
-                    }
                     let member =
                         matches!(elems.get(1), Some(Elem::Lit(l)) if l == b"." || l == b"->");
+                    // `(a > b).f()`: a parenthesized receiver, unless the parentheses are a
+                    // call's arguments (`g(x).f()` matches from `g`).
+                    let parenthesized = member
+                        && t.kind == Kind::Punct
+                        && t.text(self.src) == b"("
+                        && (ti == 0 || self.opens_an_expression(ti - 1));
+                    let named = t.kind == Kind::Ident && !NOT_OPERANDS.contains(&t.text(self.src));
+                    if !(named || parenthesized) {
+                        return None;
+                    }
                     let ends = if member {
                         if ti > 0 && matches!(self.text(ti - 1), b"." | b"->" | b"::") {
                             return None; // the middle of a chain: its start matches instead
@@ -234,12 +241,34 @@ impl<'a> Matcher<'a> {
         }
     }
 
+    /// Whether token `k` leaves the next one the start of an operand: punctuation other than a
+    /// call's or subscript's closing, or a keyword that no operand is (`return (a).f()`).
+    fn opens_an_expression(&self, k: usize) -> bool {
+        let Some(t) = self.toks.get(k) else {
+            return true;
+        };
+        match t.kind {
+            Kind::Ident => NOT_OPERANDS.contains(&t.text(self.src)),
+            Kind::Punct => !matches!(t.text(self.src), b")" | b"]" | b">"),
+            Kind::Comment => k == 0 || self.opens_an_expression(k - 1),
+            _ => false,
+        }
+    }
+
     /// The ends (exclusive, shortest first) of the postfix expressions that start at identifier
     /// `i`: `a`, `a::b`, `a.b`, `a->b`, each followed by any `(…)` and `[…]`, a call with
     /// explicit template arguments among them (`std::get<1>(t)`, `x.data_ptr<float>()`).
     fn postfix_ends(&self, i: usize) -> Vec<usize> {
-        let mut ends = vec![i + 1];
-        let mut k = i + 1;
+        // A parenthesized start ends at its partner.
+        let first = match self.text(i) {
+            b"(" => match self.partner[i] {
+                Some(j) => j + 1,
+                None => return Vec::new(),
+            },
+            _ => i + 1,
+        };
+        let mut ends = vec![first];
+        let mut k = first;
         while let Some(t) = self.toks.get(k) {
             let s = t.text(self.src);
             if let Some(call) = (s == b"<").then(|| self.template_call(k)).flatten() {
@@ -407,6 +436,23 @@ pub fn expand_with(
     Ok(out)
 }
 
+/// Keywords the C lexer gives as identifiers that never name an operand: a leading hole does
+/// not start at one (`return (z > 0).type_as(z)`'s receiver is `(z > 0)`, not `return (z > 0)`).
+const NOT_OPERANDS: [&[u8]; 12] = [
+    b"return",
+    b"co_return",
+    b"co_yield",
+    b"co_await",
+    b"throw",
+    b"case",
+    b"else",
+    b"do",
+    b"goto",
+    b"new",
+    b"delete",
+    b"sizeof",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,6 +513,15 @@ mod tests {
         assert_eq!(
             find("$X.cpu()", "a.b().cpu(); c.cpu()"),
             vec!["X=a.b()", "X=c"]
+        );
+        // A keyword is no receiver; a parenthesized expression is, unless it is a call's
+        // arguments.
+        assert_eq!(
+            find(
+                "$X.type_as($T)",
+                "return (z > 0).type_as(z) + m.type_as(z); g(a).type_as(b); else x.type_as(y);"
+            ),
+            vec!["T=z X=(z > 0)", "T=z X=m", "T=b X=g(a)", "T=y X=x"]
         );
         // A call with explicit template arguments is part of the receiver; a comparison is not.
         assert_eq!(
