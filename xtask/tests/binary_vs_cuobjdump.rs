@@ -486,3 +486,33 @@ fn lto_ir_objects() {
     assert_eq!(ours(&a, Kind::Ir, false, false), ir, "nvvm entries");
     assert_eq!(ir.get("sm_90"), Some(&1), "{ir:?}");
 }
+
+/// The CUDA release each cubin records (ptxas's `.note.nv.tkinfo`) is the one `nvcc --version`
+/// names, compressed or not: what `verify binary` states a file's driver floor from.
+#[test]
+fn each_cubin_records_the_release_of_the_nvcc_that_built_it() {
+    use archsmith::binary::device_toolkit::device_toolkits;
+    let tc = support::cuda();
+    let says = tc.cmd(tc.nvcc()).arg("--version").read().unwrap();
+    let release = says
+        .split("release ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap_or_else(|| panic!("nvcc --version: {says}"));
+    for (name, flags) in [
+        ("tk-default", &["-shared"][..]),
+        (
+            "tk-compress-all",
+            &["-shared", "-Xfatbin", "-compress-all"][..],
+        ),
+    ] {
+        let built = nvcc(name, "libk.so", flags);
+        let found = device_toolkits(&std::fs::read(&built).unwrap()).unwrap();
+        let releases: Vec<String> = found.sass.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            (releases, found.unrecorded),
+            (vec![release.to_string()], 0),
+            "{name}"
+        );
+    }
+}

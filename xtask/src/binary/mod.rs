@@ -16,6 +16,7 @@
 //! has one (that is what the CUDA runtime loads), else the relocatable `__nv_relfatbin` (objects
 //! built with `-rdc=true`). Both are read and reported.
 
+pub mod device_toolkit;
 pub mod dynamic;
 pub mod elf;
 pub mod error;

@@ -12,6 +12,7 @@
 //! The first failure is the verdict's reason, with the fix. [`linker`] is the loader model,
 //! [`target`] reads what `import torch` leaves loaded.
 
+pub mod driver_need;
 pub mod limited_api;
 pub mod linker;
 pub mod release_exports;

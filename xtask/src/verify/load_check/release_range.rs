@@ -26,6 +26,28 @@ pub struct FileFit {
     /// A file tagged `abi3`: the Python symbols it needs outside CPython's limited API.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub abi3: Option<super::limited_api::Abi3Check>,
+    /// The driver its device code (and CUDA runtime) needs, read from the code's own record of
+    /// the CUDA release that wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_code: Option<super::driver_need::DriverNeed>,
+}
+
+/// Files larger than this are not decompressed for [`FileFit::device_code`] (torch's own
+/// libraries: hundreds of MB of cubins; an extension is a few).
+const DEVICE_CODE_READ_MAX: u64 = 256 << 20;
+
+/// [`FileFit::device_code`] of `path`; None where it has no device code that records its
+/// release, or is too large to read whole, or cannot be read (the load check has read it).
+fn device_code_of(
+    path: &std::path::Path,
+    runtime_major: Option<u32>,
+) -> Option<super::driver_need::DriverNeed> {
+    let size = std::fs::metadata(path).ok()?.len();
+    let found = match size <= DEVICE_CODE_READ_MAX {
+        true => crate::binary::device_toolkit::device_toolkits(&std::fs::read(path).ok()?).ok()?,
+        false => Default::default(),
+    };
+    super::driver_need::driver_need(&found, runtime_major)
 }
 
 /// Every file's fit over the releases a range admits.
@@ -130,6 +152,7 @@ impl RangeReport {
                 path: c.shown.clone(),
                 torch: over_releases(&object, &releases, cuda),
                 abi3: limited_api_of(&c.shown, &object),
+                device_code: device_code_of(&c.file, cuda),
             });
         }
         Ok(RangeReport {
@@ -200,6 +223,9 @@ impl RangeReport {
         for f in &self.files {
             if let Some(r) = &f.torch {
                 let _ = writeln!(out, "\n{}: {}", f.path, r.verdict);
+            }
+            if let Some(d) = &f.device_code {
+                let _ = writeln!(out, "{}: {}", f.path, d.said);
             }
             if let Some(a) = &f.abi3 {
                 let said = match a.violations.len() {
