@@ -3,19 +3,52 @@ forward pass through its `_C` (default config, and optionally a config file such
 configs/e2e_mask_rcnn_R_50_FPN_1x.yaml). Random weights and one random 3x224x224 image in eval
 mode: this proves the model is built and runs, not its accuracy.
 
-    python maskrcnn_forward.py [--config FILE]
+    python maskrcnn_forward.py [--config FILE] [--state FILE] [--dump FILE]
 
 Prints one JSON line: modules imported, failures, and per config the boxes, fields and seconds.
+To compare two builds (an ordinary and a stable port, two torch releases): `--state FILE` saves
+each config's random weights and image there on the first run and loads them on the next (the
+same model whatever each torch's random generator does), and `--dump FILE` saves the detections
+(boxes, scores, labels, masks) for `compare`:
+
+    python maskrcnn_forward.py compare A.pt B.pt
 """
 import importlib
 import json
+import os
 import pkgutil
 import sys
 import time
 
 import torch
 
-import maskrcnn_benchmark
+
+def flag(name):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+
+
+def compare(a_path, b_path):
+    """Per config and field: equal shapes, and the largest absolute difference."""
+    a, b = torch.load(a_path), torch.load(b_path)
+    out = {}
+    for config in a:
+        out[config] = {}
+        for field, x in a[config].items():
+            y = b[config].get(field)
+            if y is None or x.shape != y.shape:
+                out[config][field] = "shape %s vs %s" % (tuple(x.shape), None if y is None else tuple(y.shape))
+            elif x.numel() == 0:
+                out[config][field] = "both empty"
+            else:
+                out[config][field] = float((x.double() - y.double()).abs().max())
+    print(json.dumps(out))
+
+
+if len(sys.argv) == 4 and sys.argv[1] == "compare":
+    compare(sys.argv[2], sys.argv[3])
+    sys.exit(0)
+
+import maskrcnn_benchmark  # noqa: E402
 
 report = {"torch": torch.__version__, "imported": 0, "failures": {}, "forward": []}
 for m in pkgutil.walk_packages(maskrcnn_benchmark.__path__, "maskrcnn_benchmark."):
@@ -31,7 +64,10 @@ from maskrcnn_benchmark.structures.image_list import to_image_list  # noqa: E402
 
 configs = [None]
 if "--config" in sys.argv:
-    configs.append(sys.argv[sys.argv.index("--config") + 1])
+    configs.append(flag("--config"))
+state_path, dump_path = flag("--state"), flag("--dump")
+state = torch.load(state_path) if state_path and os.path.exists(state_path) else {}
+dump = {}
 for path in configs:
     c = cfg.clone()
     c.defrost()
@@ -43,10 +79,19 @@ for path in configs:
     c.freeze()
     torch.manual_seed(0)
     model = build_detection_model(c).eval()
-    images = to_image_list([torch.rand(3, 224, 224)], c.DATALOADER.SIZE_DIVISIBILITY)
+    image = torch.rand(3, 224, 224)
+    key = path or "default"
+    if key in state:
+        model.load_state_dict(state[key]["model"])
+        image = state[key]["image"]
+    else:
+        state[key] = {"model": model.state_dict(), "image": image}
+    images = to_image_list([image], c.DATALOADER.SIZE_DIVISIBILITY)
     start = time.time()
     with torch.no_grad():
         out = model(images)
+    dump[key] = {"boxes": out[0].bbox}
+    dump[key].update({f: out[0].get_field(f) for f in out[0].fields()})
     report["forward"].append({
         "config": path or "default",
         "backbone": c.MODEL.BACKBONE.CONV_BODY,
@@ -55,4 +100,8 @@ for path in configs:
         "fields": out[0].fields(),
         "seconds": round(time.time() - start, 2),
     })
+if state_path and not os.path.exists(state_path):
+    torch.save(state, state_path)
+if dump_path:
+    torch.save(dump, dump_path)
 print(json.dumps(report))
