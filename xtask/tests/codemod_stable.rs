@@ -423,6 +423,15 @@ assert all(torch.equal(a, b) for a, b in zip(ops.halves(xs), want))
 w = torch.tensor(3.0)
 got = ops.halves(xs, weight=w)
 assert len(got) == 4 and all(torch.equal(a, b * 3) for a, b in zip(got, want))
+r = torch.randint(-9, 9, (3, 3), generator=g).double()
+e = torch.randint(-9, 9, (3, 3), generator=g).double() / 4
+mm, acc, diff, summed, elu, square = ops.scalar_args(r, r.t().contiguous(), e)
+assert torch.equal(mm, torch.addmm(e, r, r.t(), beta=0.5, alpha=2.0)), (mm,)
+assert torch.equal(acc, torch.addmm(e, r, r.t()))
+assert torch.equal(diff, torch.sub(r, r.t(), alpha=3))
+assert torch.equal(summed, r + r.t() + 1.5)
+assert torch.allclose(elu, torch.nn.functional.elu(r, 0.7), rtol=0, atol=1e-12), (elu,)
+assert torch.equal(square, r.pow(2)) and square.dtype == r.dtype
 try:
     ops.batched_products(a[0], b)
     print("no error for a 2-D input")
@@ -449,13 +458,14 @@ fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wra
     cat.stable_schemas = Some(env_schemas(&new.python, "2.15.0"));
     let report = codemod::run(&cat, std::slice::from_ref(&src), Mode::Apply).unwrap();
     assert_eq!(report.review_items, 0, "{:#?}", report.files[0].review);
-    // Nine functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic; one
-    // binding takes and returns a tensor list.
+    // Nine functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic, and six
+    // calls whose Scalar arguments are numbers (`addmm`, `addmm_`, `sub`, `add`, `add_`, `elu`,
+    // `pow`: hand-written helpers); two bindings return a tensor list, one takes one.
     let rewrites = &report.rewrites;
-    assert_eq!(rewrites.get("stable-dispatch"), Some(&14), "{rewrites:?}");
+    assert_eq!(rewrites.get("stable-dispatch"), Some(&21), "{rewrites:?}");
     assert_eq!(
         rewrites.get("stable-bindings-lists"),
-        Some(&1),
+        Some(&2),
         "{rewrites:?}"
     );
     assert_eq!(report.torch_target_version.as_deref(), Some("2.10"));

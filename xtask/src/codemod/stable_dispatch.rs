@@ -438,18 +438,97 @@ pub fn header(release: &super::aten_schema::Release, names: &BTreeSet<String>) -
     );
     let mut all = names.clone();
     all.extend(OPERATOR_OPS.iter().map(|n| n.to_string()));
+    all.extend(SCALAR_HELPER_OPS.iter().map(|n| n.to_string()));
     for name in &all {
         for w in wrappers(schemas, name).0 {
             out.push_str(&w.render());
             out.push('\n');
         }
     }
-    out.push_str(&format!("}} // namespace {NAMESPACE}\n\n{OPERATORS}"));
+    out.push_str(&format!(
+        "}} // namespace {NAMESPACE}\n\n{OPERATORS}\n{SCALAR_HELPERS}"
+    ));
     out
 }
 
-/// ATen functions the header writes by hand (their schema has what the dispatcher cannot pass).
-const HELPER_OPS: [&str; 1] = ["full"];
+/// ATen functions the header writes by hand (their schema has what the dispatcher cannot pass),
+/// with the argument counts they take: `full` in [`HELPERS`], the rest in [`SCALAR_HELPERS`].
+const HELPER_OPS: [(&str, usize, usize); 10] = [
+    ("full", 2, 3),
+    ("addmm", 3, 5),
+    ("addmm_", 3, 5),
+    ("add", 2, 3),
+    ("add_", 2, 3),
+    ("sub", 2, 3),
+    ("sub_", 2, 3),
+    ("elu", 1, 4),
+    ("pow", 2, 2),
+    ("pow_", 2, 2),
+];
+
+/// Whether a hand-written helper takes a call of `name` with `n` arguments.
+fn helper_takes(name: &str, n: usize) -> bool {
+    (HELPER_OPS.iter()).any(|(h, lo, hi)| *h == name && (*lo..=*hi).contains(&n))
+}
+
+/// The operators [`SCALAR_HELPERS`] call through their wrappers.
+const SCALAR_HELPER_OPS: [&str; 3] = ["exp", "where", "pow"];
+
+/// ATen ops whose `Scalar` arguments legacy code passes as numbers (`alpha`, `beta`): composed of
+/// what the dispatcher can call, as ATen defines them, since torch 2.15's `to_ivalue` converts no
+/// Scalar. Results agree with ATen's to rounding (ATen fuses `addmm` into one GEMM).
+const SCALAR_HELPERS: &str = r#"namespace archsmith_aten {
+// addmm: beta * self + alpha * (mat1 @ mat2); beta == 0 ignores self, NaN included, as ATen.
+inline torch::stable::Tensor addmm(const torch::stable::Tensor& self, const torch::stable::Tensor& mat1,
+                                   const torch::stable::Tensor& mat2, double beta = 1, double alpha = 1) {
+  torch::stable::Tensor p = torch::stable::matmul(mat1, mat2);
+  if (alpha != 1) p = p * alpha;
+  if (beta == 0) return p;
+  return beta == 1 ? self + p : self * beta + p;
+}
+inline torch::stable::Tensor& addmm_(torch::stable::Tensor& self, const torch::stable::Tensor& mat1,
+                                     const torch::stable::Tensor& mat2, double beta = 1, double alpha = 1) {
+  torch::stable::copy_(self, addmm(self, mat1, mat2, beta, alpha));
+  return self;
+}
+// add/sub with alpha: self ± alpha * other, other a tensor or a number.
+template <class T>
+torch::stable::Tensor add(const torch::stable::Tensor& self, const T& other, double alpha = 1) {
+  return alpha == 1 ? self + other : self + other * alpha;
+}
+template <class T>
+torch::stable::Tensor sub(const torch::stable::Tensor& self, const T& other, double alpha = 1) {
+  return alpha == 1 ? self - other : self - other * alpha;
+}
+template <class T>
+torch::stable::Tensor& add_(torch::stable::Tensor& self, const T& other, double alpha = 1) {
+  torch::stable::copy_(self, add(self, other, alpha));
+  return self;
+}
+template <class T>
+torch::stable::Tensor& sub_(torch::stable::Tensor& self, const T& other, double alpha = 1) {
+  torch::stable::copy_(self, sub(self, other, alpha));
+  return self;
+}
+// pow with a number exponent: the Tensor_Tensor overload with the number as ATen wraps it.
+template <class N, class = std::enable_if_t<std::is_arithmetic_v<N>>>
+torch::stable::Tensor pow(const torch::stable::Tensor& self, N exponent) {
+  return archsmith_aten::pow(self, archsmith_aten::wrapped(self, exponent));
+}
+template <class T>
+torch::stable::Tensor& pow_(torch::stable::Tensor& self, const T& exponent) {
+  torch::stable::copy_(self, archsmith_aten::pow(self, exponent));
+  return self;
+}
+// elu: scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1)).
+inline torch::stable::Tensor elu(const torch::stable::Tensor& x, double alpha = 1, double scale = 1,
+                                 double input_scale = 1) {
+  torch::stable::Tensor below = (archsmith_aten::exp(x * input_scale) - 1) * alpha;
+  torch::stable::Tensor y = archsmith_aten::where(x > 0, x, below);
+  return scale == 1 ? y : y * scale;
+}
+} // namespace archsmith_aten
+"#;
 
 /// The operators [`OPERATORS`] calls through their wrappers.
 const OPERATOR_OPS: [&str; 13] = [
@@ -717,7 +796,7 @@ pub fn plan(src: &[u8], schemas: &Schemas, methods: Option<&regex::bytes::Regex>
     let mut judged: std::collections::HashMap<(String, usize), Result<(), String>> =
         Default::default();
     for call in super::aten_schema::calls(src) {
-        let helper = HELPER_OPS.contains(&call.name.as_str());
+        let helper = helper_takes(&call.name, call.args);
         if schemas.overloads(&call.name).is_none() && !helper {
             continue;
         }
@@ -783,10 +862,13 @@ fn method_calls(
         let args = top_level_args(src, &toks, open, close);
         let receiver_start = toks[x.0].start;
         let dot = toks[x.1].start;
-        match schemas
-            .overloads(&name)
-            .map(|_| Dispatched::reachable(schemas, &name, args + 1))
-        {
+        let reach = match helper_takes(&name, args + 1) {
+            true => Some(Ok(())),
+            false => {
+                (schemas.overloads(&name)).map(|_| Dispatched::reachable(schemas, &name, args + 1))
+            }
+        };
+        match reach {
             Some(Ok(())) => {
                 let call = format!("{NAMESPACE}::{name}(").into_bytes();
                 out.edits.push((receiver_start, receiver_start, call));
