@@ -340,6 +340,10 @@ fn first_error_line(log: &Path) -> String {
 /// A port's `stable_abi` section in one line; None for an ordinary port.
 fn stable_abi_of(s: &serde_json::Value) -> Option<String> {
     let target = s["torch_target_version"].as_str()?;
+    // A port reads both from the built wheel's device code; a CPU-only wheel has none.
+    if s["cuda_runtime"].is_null() && s["driver_floor"].is_null() {
+        return Some(format!("torch >= {target}; no device code"));
+    }
     let field = |k: &str| s[k].as_str().unwrap_or("not read").to_string();
     Some(format!(
         "torch >= {target}; CUDA runtime {}; driver >= {}",
@@ -579,6 +583,12 @@ mod tests {
         );
         stable["stable_abi"]["cuda_runtime"] = "libcudart.so.13".into();
         assert_eq!(s.differences(&Outcome::read(&stable, 0)).len(), 1);
+        // A CPU-only stable wheel has neither.
+        stable["stable_abi"] = serde_json::json!({"torch_target_version": "2.10"});
+        assert_eq!(
+            Outcome::read(&stable, 0).stable_abi.as_deref(),
+            Some("torch >= 2.10; no device code")
+        );
     }
 
     #[test]
