@@ -432,6 +432,10 @@ assert torch.equal(diff, torch.sub(r, r.t(), alpha=3))
 assert torch.equal(summed, r + r.t() + 1.5)
 assert torch.allclose(elu, torch.nn.functional.elu(r, 0.7), rtol=0, atol=1e-12), (elu,)
 assert torch.equal(square, r.pow(2)) and square.dtype == r.dtype
+m = torch.arange(12.0).reshape(4, 3)
+want = m.clone()
+want[0], want[1], want[2] = m[1], m[0], 0
+assert torch.equal(ops.rows_swapped(m), want) and torch.equal(m, torch.arange(12.0).reshape(4, 3))
 try:
     ops.batched_products(a[0], b)
     print("no error for a 2-D input")
@@ -460,9 +464,10 @@ fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wra
     assert_eq!(report.review_items, 0, "{:#?}", report.files[0].review);
     // Nine functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic, and six
     // calls whose Scalar arguments are numbers (`addmm`, `addmm_`, `sub`, `add`, `add_`, `elu`,
-    // `pow`: hand-written helpers); two bindings return a tensor list, one takes one.
+    // `pow`: hand-written helpers), five subscripts of a tensor (two assigned into); two bindings
+    // return a tensor list, one takes one.
     let rewrites = &report.rewrites;
-    assert_eq!(rewrites.get("stable-dispatch"), Some(&21), "{rewrites:?}");
+    assert_eq!(rewrites.get("stable-dispatch"), Some(&26), "{rewrites:?}");
     assert_eq!(
         rewrites.get("stable-bindings-lists"),
         Some(&2),

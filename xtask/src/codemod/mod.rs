@@ -19,6 +19,7 @@ pub mod python_source;
 pub mod stable_bindings;
 pub mod stable_dispatch;
 pub mod suppress;
+pub mod tensor_subscripts;
 pub mod trace;
 
 pub use catalogue::{builtin, Catalogue, Lang, Rule};

@@ -486,8 +486,10 @@ inline torch::stable::Tensor addmm(const torch::stable::Tensor& self, const torc
   if (beta == 0) return p;
   return beta == 1 ? self + p : self * beta + p;
 }
-inline torch::stable::Tensor& addmm_(torch::stable::Tensor& self, const torch::stable::Tensor& mat1,
-                                     const torch::stable::Tensor& mat2, double beta = 1, double alpha = 1) {
+// The in-place forms take the handle by value: a view (`torch::stable::select(x, 0, i)`) is an
+// rvalue, and writing into it writes into x, as ATen's.
+inline torch::stable::Tensor addmm_(torch::stable::Tensor self, const torch::stable::Tensor& mat1,
+                                    const torch::stable::Tensor& mat2, double beta = 1, double alpha = 1) {
   torch::stable::copy_(self, addmm(self, mat1, mat2, beta, alpha));
   return self;
 }
@@ -501,12 +503,12 @@ torch::stable::Tensor sub(const torch::stable::Tensor& self, const T& other, dou
   return alpha == 1 ? self - other : self - other * alpha;
 }
 template <class T>
-torch::stable::Tensor& add_(torch::stable::Tensor& self, const T& other, double alpha = 1) {
+torch::stable::Tensor add_(torch::stable::Tensor self, const T& other, double alpha = 1) {
   torch::stable::copy_(self, add(self, other, alpha));
   return self;
 }
 template <class T>
-torch::stable::Tensor& sub_(torch::stable::Tensor& self, const T& other, double alpha = 1) {
+torch::stable::Tensor sub_(torch::stable::Tensor self, const T& other, double alpha = 1) {
   torch::stable::copy_(self, sub(self, other, alpha));
   return self;
 }
@@ -516,7 +518,7 @@ torch::stable::Tensor pow(const torch::stable::Tensor& self, N exponent) {
   return archsmith_aten::pow(self, archsmith_aten::wrapped(self, exponent));
 }
 template <class T>
-torch::stable::Tensor& pow_(torch::stable::Tensor& self, const T& exponent) {
+torch::stable::Tensor pow_(torch::stable::Tensor self, const T& exponent) {
   torch::stable::copy_(self, archsmith_aten::pow(self, exponent));
   return self;
 }
@@ -672,6 +674,18 @@ inline torch::stable::Tensor full(IntList size, double fill_value, const Options
 inline torch::stable::Tensor full(IntList size, double fill_value,
                                   std::optional<torch::headeronly::ScalarType> dtype = std::nullopt) {
   return torch::stable::full(size.values, fill_value, dtype);
+}
+
+// at::Tensor's assignment into a view (`x[i] = e`, rewritten by codemod/tensor_subscripts.rs): a copy into
+// it, or a fill with a number.
+inline torch::stable::Tensor assign(torch::stable::Tensor view, const torch::stable::Tensor& src) {
+  torch::stable::copy_(view, src);
+  return view;
+}
+template <class N, class = std::enable_if_t<std::is_arithmetic_v<N>>>
+torch::stable::Tensor assign(torch::stable::Tensor view, N value) {
+  torch::stable::fill_(view, static_cast<double>(value));
+  return view;
 }
 
 // The caching allocator's raw_alloc/raw_delete (and THCudaMalloc/THCudaFree): a byte tensor on
@@ -970,6 +984,13 @@ pub fn apply(out: &mut super::engine::Outcome, schemas: &Schemas) {
         if !round(out, schemas, methods.as_ref()) {
             break;
         }
+    }
+    // Subscripts of stable tensors, after the calls around them were rewritten.
+    let (edits, sites) = super::tensor_subscripts::edits(&out.output);
+    if !edits.is_empty() {
+        *out.counts.entry(RULE.to_string()).or_default() += sites.len();
+        out.aten_ops.extend(OPERATOR_OPS.map(String::from));
+        commit(out, edits);
     }
     out.aten_ops.extend(already_called(&out.output));
     if out.aten_ops.is_empty() {

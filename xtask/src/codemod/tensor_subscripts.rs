@@ -1,0 +1,215 @@
+//! `--stable-abi`, after the dispatcher step: subscripts of a stable tensor. `at::Tensor` has
+//! `operator[]` (a `select` along the first dimension) and assignment into the view it returns;
+//! `torch::stable::Tensor` has neither, and a text rule cannot tell a tensor's `x[i]` from an
+//! array's. This step can where the file says so: a name declared `torch::stable::Tensor`
+//! (a parameter, for the function's body; a local, for the rest of its block) followed by `[`.
+//!
+//! `x[i][j]` becomes `torch::stable::select(torch::stable::select(x, 0, i), 0, j)`, and a
+//! statement `x[i] = e;` becomes `archsmith_aten::assign(torch::stable::select(x, 0, i), e);`
+//! (ATen's assignment to a view copies into it). Every edit is an insertion or a bracket or `=`
+//! replaced: the index and right-hand expressions are left as they are.
+
+use super::lexer::{lex_c, Kind, Token};
+
+/// What the select of one subscript is written as.
+const SELECT: &[u8] = b"torch::stable::select(";
+/// The header's assignment into a view ([`super::stable_dispatch`]'s helpers).
+const ASSIGN: &[u8] = b"archsmith_aten::assign(";
+
+/// One edit: a byte range of the text and what replaces it.
+pub type Edit = (usize, usize, Vec<u8>);
+
+/// The edits for every subscript of a stable tensor in `src`, and where each starts (for review
+/// items that point there).
+pub fn edits(src: &[u8]) -> (Vec<Edit>, Vec<usize>) {
+    let toks: Vec<Token> = lex_c(src)
+        .into_iter()
+        .filter(|t| t.kind != Kind::Comment)
+        .collect();
+    let text = |k: usize| toks.get(k).map_or(&b""[..], |t| t.text(src));
+    let partner = partners(src, &toks);
+    let mut out = Vec::new();
+    let mut sites = Vec::new();
+    for (name, from, to) in tensor_names(src, &toks, &partner) {
+        let mut k = from;
+        while k < to {
+            let starts = toks[k].kind == Kind::Ident
+                && text(k) == name.as_slice()
+                && text(k + 1) == b"["
+                && !matches!(
+                    text(k.wrapping_sub(1)),
+                    b"." | b"->" | b"::" | b"Tensor" | b"*"
+                );
+            if !starts {
+                k += 1;
+                continue;
+            }
+            // The run of subscripts `[…][…]`.
+            let mut closes = Vec::new();
+            let mut e = k + 1;
+            while text(e) == b"[" {
+                let Some(c) = partner[e] else { break };
+                closes.push((e, c));
+                e = c + 1;
+            }
+            if closes.is_empty() {
+                k += 1;
+                continue;
+            }
+            let assigned = text(e) == b"="
+                && text(e + 1) != b"="
+                && matches!(text(k.wrapping_sub(1)), b";" | b"{" | b"}" | b"");
+            let end_of_statement = assigned.then(|| statement_end(&toks, src, e)).flatten();
+            let start = toks[k].start;
+            let mut open = SELECT.repeat(closes.len());
+            if end_of_statement.is_some() {
+                open.splice(0..0, ASSIGN.iter().copied());
+            }
+            out.push((start, start, open));
+            for (o, c) in &closes {
+                out.push((toks[*o].start, toks[*o].end, b", 0, ".to_vec()));
+                out.push((toks[*c].start, toks[*c].end, b")".to_vec()));
+            }
+            if let Some(semi) = end_of_statement {
+                // From the last `]` to the `=`: `x[i] = e` reads `assign(select(x, 0, i), e)`.
+                out.push((toks[e - 1].end, toks[e].end, b",".to_vec()));
+                out.push((toks[semi].start, toks[semi].start, b")".to_vec()));
+            }
+            sites.push(start);
+            k = e;
+        }
+    }
+    out.sort_by_key(|x| (x.0, x.1));
+    out.dedup();
+    (out, sites)
+}
+
+/// The matching bracket of each `(`, `[`, `{` and of each closing one (None where unbalanced).
+fn partners(src: &[u8], toks: &[Token]) -> Vec<Option<usize>> {
+    let mut out = vec![None; toks.len()];
+    let mut open: Vec<usize> = Vec::new();
+    for (k, t) in toks.iter().enumerate() {
+        if t.kind != Kind::Punct {
+            continue;
+        }
+        match t.text(src) {
+            b"(" | b"[" | b"{" => open.push(k),
+            b")" | b"]" | b"}" => {
+                if let Some(o) = open.pop() {
+                    out[o] = Some(k);
+                    out[k] = Some(o);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Each name declared `torch::stable::Tensor NAME` (with `const`, `&`, `&&` between), and the
+/// tokens where it is in scope: a parameter's, the body after its list; a local's, the rest of
+/// its block. A declaration outside any block (a global, a prototype) has no scope here.
+fn tensor_names(
+    src: &[u8],
+    toks: &[Token],
+    partner: &[Option<usize>],
+) -> Vec<(Vec<u8>, usize, usize)> {
+    let text = |k: usize| toks.get(k).map_or(&b""[..], |t| t.text(src));
+    let mut out = Vec::new();
+    for i in 0..toks.len() {
+        if [text(i), text(i + 1), text(i + 2), text(i + 3), text(i + 4)]
+            != [&b"torch"[..], b"::", b"stable", b"::", b"Tensor"]
+        {
+            continue;
+        }
+        let mut j = i + 5;
+        while matches!(text(j), b"&" | b"const") {
+            j += 1;
+        }
+        if toks.get(j).is_none_or(|t| t.kind != Kind::Ident)
+            || !matches!(text(j + 1), b"," | b")" | b"=" | b";" | b"(" | b"{")
+        {
+            continue;
+        }
+        // The innermost bracket open around the declaration.
+        let Some(around) = enclosing(src, toks, partner, i) else {
+            continue;
+        };
+        let scope = match text(around) {
+            b"(" => partner[around]
+                .map(|close| close + 1)
+                .filter(|&b| text(b) == b"{")
+                .and_then(|b| partner[b].map(|e| (b, e))),
+            b"{" => partner[around].map(|e| (j, e)),
+            _ => None,
+        };
+        if let Some((from, to)) = scope {
+            out.push((text(j).to_vec(), from, to));
+        }
+    }
+    out
+}
+
+/// The innermost `(` or `{` whose pair holds token `i`.
+fn enclosing(src: &[u8], toks: &[Token], partner: &[Option<usize>], i: usize) -> Option<usize> {
+    (0..i)
+        .rev()
+        .find(|&k| matches!(toks[k].text(src), b"(" | b"{") && partner[k].is_some_and(|c| c > i))
+}
+
+/// The `;` that ends the statement whose `=` is token `eq` (at the same bracket depth).
+fn statement_end(toks: &[Token], src: &[u8], eq: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (k, t) in toks.iter().enumerate().skip(eq + 1) {
+        match t.text(src) {
+            b"(" | b"[" | b"{" => depth += 1,
+            b")" | b"]" | b"}" => {
+                depth -= 1;
+                if depth < 0 {
+                    return None;
+                }
+            }
+            b";" if depth == 0 => return Some(k),
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(src: &str) -> String {
+        let (edits, _) = edits(src.as_bytes());
+        let mut out = Vec::new();
+        let mut done = 0;
+        for (s, e, new) in edits {
+            out.extend_from_slice(&src.as_bytes()[done..s]);
+            out.extend_from_slice(&new);
+            done = e;
+        }
+        out.extend_from_slice(&src.as_bytes()[done..]);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn subscripts_of_declared_stable_tensors_become_selects_and_assignments_copies() {
+        let src = "void f(torch::stable::Tensor out, const torch::stable::Tensor& w, float* p) {\n  g(w[i], p[i]);\n  out[e][k] = h(out[e][k], w[k]);\n  torch::stable::Tensor c = w;\n  c[0] = 1;\n  if (out[0] == 2) {}\n}\nvoid k(float* out) { out[1] = 0; }\n";
+        assert_eq!(
+            rewritten(src),
+            "void f(torch::stable::Tensor out, const torch::stable::Tensor& w, float* p) {\n  g(torch::stable::select(w, 0, i), p[i]);\n  archsmith_aten::assign(torch::stable::select(torch::stable::select(out, 0, e), 0, k), h(torch::stable::select(torch::stable::select(out, 0, e), 0, k), torch::stable::select(w, 0, k)));\n  torch::stable::Tensor c = w;\n  archsmith_aten::assign(torch::stable::select(c, 0, 0), 1);\n  if (torch::stable::select(out, 0, 0) == 2) {}\n}\nvoid k(float* out) { out[1] = 0; }\n"
+        );
+        // Nothing to do where no stable tensor is declared; a second run finds nothing more.
+        let once = rewritten(src);
+        assert_eq!(rewritten(&once), once);
+        assert!(edits(b"int a[3]; a[1] = 2;").0.is_empty());
+        for hostile in [
+            "torch::stable::Tensor",
+            "void f(torch::stable::Tensor x) { x[",
+            "{ torch::stable::Tensor x; x[0] = ;",
+        ] {
+            let _ = edits(hostile.as_bytes());
+        }
+    }
+}
