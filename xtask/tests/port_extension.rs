@@ -515,17 +515,12 @@ fn dry_run_prints_the_diff_and_check_passes_only_on_the_port() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
-#[test]
-fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("bad-patch-test-{}", std::process::id());
-    let rdir = dir.path().join(&name);
+/// A recipe folder `root/name` whose source is one C++ file `ext.cpp` with `text`, run through
+/// the legacy catalogue, and one patch `(file name, unified diff)`.
+fn one_file_recipe(root: &Path, name: &str, text: &str, patch: (&str, &str)) -> Recipe {
+    let rdir = root.join(name);
     std::fs::create_dir_all(rdir.join("src")).unwrap();
-    std::fs::write(
-        rdir.join("src/ext.cpp"),
-        "int f(at::Tensor x) {\n  AT_CHECK(x.numel() > 0, \"empty\");\n  return 0;\n}\n",
-    )
-    .unwrap();
+    std::fs::write(rdir.join("src/ext.cpp"), text).unwrap();
     std::fs::write(
         rdir.join("src/setup.py"),
         "from setuptools import setup\nsetup()\n",
@@ -539,14 +534,13 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         ),
     )
     .unwrap();
-    // written against the unported file (AT_CHECK), so it cannot apply after the rules
-    std::fs::write(
-        rdir.join("0001-message.patch"),
-        "--- a/ext.cpp\n+++ b/ext.cpp\n@@ -1,4 +1,4 @@\n int f(at::Tensor x) {\n-  AT_CHECK(x.numel() > 0, \"empty\");\n+  AT_CHECK(x.numel() > 0, \"x is empty\");\n   return 0;\n }\n",
-    )
-    .unwrap();
-    let recipe = Recipe::load(&rdir).unwrap();
-    let req = port_extension::Request {
+    std::fs::write(rdir.join(patch.0), patch.1).unwrap();
+    Recipe::load(&rdir).unwrap()
+}
+
+/// A dry run of `recipe`'s port, stable with namespace `stable_abi` when given.
+fn dry_run(recipe: Recipe, stable_abi: Option<&str>) -> port_extension::Request {
+    port_extension::Request {
         recipe,
         src: None,
         arch: None,
@@ -557,12 +551,31 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
         own_arch_flags: false,
         skip_missing_submodules: false,
         run_tests: true,
-        stable_abi: None,
+        stable_abi: stable_abi.map(str::to_string),
         from_torch: None,
         jobs: None,
         pool: None,
-    };
-    let e = format!("{:#}", port_extension::run(&req).unwrap_err());
+    }
+}
+
+#[test]
+fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("bad-patch-test-{}", std::process::id());
+    // written against the unported file (AT_CHECK), so it cannot apply after the rules
+    let recipe = one_file_recipe(
+        dir.path(),
+        &name,
+        "int f(at::Tensor x) {\n  AT_CHECK(x.numel() > 0, \"empty\");\n  return 0;\n}\n",
+        (
+            "0001-message.patch",
+            "--- a/ext.cpp\n+++ b/ext.cpp\n@@ -1,4 +1,4 @@\n int f(at::Tensor x) {\n-  AT_CHECK(x.numel() > 0, \"empty\");\n+  AT_CHECK(x.numel() > 0, \"x is empty\");\n   return 0;\n }\n",
+        ),
+    );
+    let e = format!(
+        "{:#}",
+        port_extension::run(&dry_run(recipe, None)).unwrap_err()
+    );
     assert!(
         e.contains("0001-message.patch does not apply to the tree the rules produced"),
         "{e}"
@@ -573,55 +586,25 @@ fn a_patch_that_does_not_apply_stops_the_port_and_names_it() {
 
 /// A stable port applies the recipe's own patches where the ordinary port does, after the
 /// legacy rules and before the stable ones rewrite that code (they fix what both ports share, a
-/// check's stray argument number here), then `stable/*.patch`: the patch explains the review item and its
-/// fix is in the stable tree.
+/// check's stray argument number here), then `stable/*.patch`: the patch explains the review
+/// item and its fix is in the stable tree.
 #[test]
 fn a_stable_port_applies_the_recipes_patches_before_the_stable_rules() {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("stable-patch-test-{}", std::process::id());
-    let rdir = dir.path().join(&name);
-    std::fs::create_dir_all(rdir.join("src")).unwrap();
-    std::fs::write(
-        rdir.join("src/ext.cpp"),
-        "#include <torch/extension.h>\nat::Tensor f(at::Tensor x) {\n  TORCH_CHECK(x.size(0) == 2, 3, \"bad batch\");\n  return x;\n}\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"f\", &f); }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        rdir.join("src/setup.py"),
-        "from setuptools import setup\nsetup()\n",
-    )
-    .unwrap();
-    std::fs::write(
-        rdir.join("recipe.toml"),
-        format!(
-            "[source]\npath = \"src\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\"ext.cpp\"]\n[build]\nmodule = \"x._C\"\n[smoke]\nscript = \"env_scripts/smoke/nms_roialign.py\"\n",
-            repo_root().join("patches/rules/torch-legacy.toml").display()
-        ),
-    )
-    .unwrap();
     // Written against the tree the legacy rules leave, as the ordinary port's patches are.
-    std::fs::write(
-        rdir.join("0001-check-message.patch"),
-        "--- a/ext.cpp\n+++ b/ext.cpp\n@@ -2,3 +2,3 @@\n at::Tensor f(at::Tensor x) {\n-  TORCH_CHECK(x.size(0) == 2, 3, \"bad batch\");\n+  TORCH_CHECK(x.size(0) == 2, \"bad batch\");\n   return x;\n",
-    )
-    .unwrap();
-    let req = port_extension::Request {
-        recipe: Recipe::load(&rdir).unwrap(),
-        src: None,
-        arch: None,
-        target: Default::default(),
-        mode: RunMode::DryRun,
-        progress: archsmith::build_output::progress::Mode::Quiet,
-        with_deps: false,
-        own_arch_flags: false,
-        skip_missing_submodules: false,
-        run_tests: true,
-        stable_abi: Some("x".into()),
-        from_torch: None,
-        jobs: None,
-        pool: None,
-    };
-    let o = port_extension::run(&req).unwrap().unwrap();
+    let recipe = one_file_recipe(
+        dir.path(),
+        &name,
+        "#include <torch/extension.h>\nat::Tensor f(at::Tensor x) {\n  TORCH_CHECK(x.size(0) == 2, 3, \"bad batch\");\n  return x;\n}\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"f\", &f); }\n",
+        (
+            "0001-check-message.patch",
+            "--- a/ext.cpp\n+++ b/ext.cpp\n@@ -2,3 +2,3 @@\n at::Tensor f(at::Tensor x) {\n-  TORCH_CHECK(x.size(0) == 2, 3, \"bad batch\");\n+  TORCH_CHECK(x.size(0) == 2, \"bad batch\");\n   return x;\n",
+        ),
+    );
+    let o = port_extension::run(&dry_run(recipe, Some("x")))
+        .unwrap()
+        .unwrap();
     let patches: Vec<String> = o.patches.iter().map(|p| p.patch.clone()).collect();
     assert_eq!(patches, ["0001-check-message.patch"]);
     assert_eq!(o.unexplained, 0, "{:?}", o.review);
