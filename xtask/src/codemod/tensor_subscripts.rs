@@ -4,9 +4,10 @@
 //! array's. This step can where the file says so: a name declared `torch::stable::Tensor`
 //! (a parameter, for the function's body; a local, for the rest of its block) followed by `[`.
 //!
-//! `x[i][j]` becomes `torch::stable::select(torch::stable::select(x, 0, i), 0, j)`, and a
-//! statement `x[i] = e;` becomes `archsmith_aten::assign(torch::stable::select(x, 0, i), e);`
-//! (ATen's assignment to a view copies into it). Every edit is an insertion or a bracket or `=`
+//! `x[i][j]` becomes `torch::stable::select(torch::stable::select(x, 0, i), 0, j)`, and an
+//! assignment `x[i] = e` becomes `archsmith_aten::assign(torch::stable::select(x, 0, i), e)`
+//! (ATen's assignment to a view copies into it; to the temporary a select returns, it would
+//! change nothing). Every edit is an insertion or a bracket or `=`
 //! replaced: the index and right-hand expressions are left as they are.
 
 use super::lexer::{lex_c, Kind, Token};
@@ -56,10 +57,10 @@ pub fn edits(src: &[u8]) -> (Vec<Edit>, Vec<usize>) {
                 k += 1;
                 continue;
             }
-            let assigned = text(e) == b"="
-                && text(e + 1) != b"="
-                && matches!(text(k.wrapping_sub(1)), b";" | b"{" | b"}" | b"");
-            let end_of_statement = assigned.then(|| statement_end(&toks, src, e)).flatten();
+            // An assignment wherever it stands (`if (c) x[i] = e;` too): assigning to the
+            // temporary a select returns would compile and change nothing.
+            let assigned = text(e) == b"=" && text(e + 1) != b"=";
+            let end_of_statement = assigned.then(|| assignment_end(&toks, src, e)).flatten();
             let start = toks[k].start;
             let mut open = SELECT.repeat(closes.len());
             if end_of_statement.is_some() {
@@ -157,19 +158,16 @@ fn enclosing(src: &[u8], toks: &[Token], partner: &[Option<usize>], i: usize) ->
         .find(|&k| matches!(toks[k].text(src), b"(" | b"{") && partner[k].is_some_and(|c| c > i))
 }
 
-/// The `;` that ends the statement whose `=` is token `eq` (at the same bracket depth).
-fn statement_end(toks: &[Token], src: &[u8], eq: usize) -> Option<usize> {
+/// The token that ends the right-hand side of the `=` at token `eq`: the `;` or `,` at its
+/// bracket depth, or the bracket that closes around it (`f(x[i] = e)`).
+fn assignment_end(toks: &[Token], src: &[u8], eq: usize) -> Option<usize> {
     let mut depth = 0i32;
     for (k, t) in toks.iter().enumerate().skip(eq + 1) {
         match t.text(src) {
             b"(" | b"[" | b"{" => depth += 1,
-            b")" | b"]" | b"}" => {
-                depth -= 1;
-                if depth < 0 {
-                    return None;
-                }
-            }
-            b";" if depth == 0 => return Some(k),
+            b")" | b"]" | b"}" if depth == 0 => return Some(k),
+            b")" | b"]" | b"}" => depth -= 1,
+            b";" | b"," if depth == 0 => return Some(k),
             _ => {}
         }
     }
@@ -195,10 +193,10 @@ mod tests {
 
     #[test]
     fn subscripts_of_declared_stable_tensors_become_selects_and_assignments_copies() {
-        let src = "void f(torch::stable::Tensor out, const torch::stable::Tensor& w, float* p) {\n  g(w[i], p[i]);\n  out[e][k] = h(out[e][k], w[k]);\n  torch::stable::Tensor c = w;\n  c[0] = 1;\n  if (out[0] == 2) {}\n}\nvoid k(float* out) { out[1] = 0; }\n";
+        let src = "void f(torch::stable::Tensor out, const torch::stable::Tensor& w, float* p) {\n  g(w[i], p[i]);\n  out[e][k] = h(out[e][k], w[k]);\n  torch::stable::Tensor c = w;\n  c[0] = 1;\n  if (out[0] == 2) c[1] = w[0];\n}\nvoid k(float* out) { out[1] = 0; }\n";
         assert_eq!(
             rewritten(src),
-            "void f(torch::stable::Tensor out, const torch::stable::Tensor& w, float* p) {\n  g(torch::stable::select(w, 0, i), p[i]);\n  archsmith_aten::assign(torch::stable::select(torch::stable::select(out, 0, e), 0, k), h(torch::stable::select(torch::stable::select(out, 0, e), 0, k), torch::stable::select(w, 0, k)));\n  torch::stable::Tensor c = w;\n  archsmith_aten::assign(torch::stable::select(c, 0, 0), 1);\n  if (torch::stable::select(out, 0, 0) == 2) {}\n}\nvoid k(float* out) { out[1] = 0; }\n"
+            "void f(torch::stable::Tensor out, const torch::stable::Tensor& w, float* p) {\n  g(torch::stable::select(w, 0, i), p[i]);\n  archsmith_aten::assign(torch::stable::select(torch::stable::select(out, 0, e), 0, k), h(torch::stable::select(torch::stable::select(out, 0, e), 0, k), torch::stable::select(w, 0, k)));\n  torch::stable::Tensor c = w;\n  archsmith_aten::assign(torch::stable::select(c, 0, 0), 1);\n  if (torch::stable::select(out, 0, 0) == 2) archsmith_aten::assign(torch::stable::select(c, 0, 1), torch::stable::select(w, 0, 0));\n}\nvoid k(float* out) { out[1] = 0; }\n"
         );
         // Nothing to do where no stable tensor is declared; a second run finds nothing more.
         let once = rewritten(src);
