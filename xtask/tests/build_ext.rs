@@ -963,11 +963,18 @@ fn a_cuda_extension_builds_through_a_loopback_sccache_dist_cluster() {
     let token = dir.path().join("token");
     std::fs::write(&token, &cluster.dist.token).unwrap();
     let out = dir.path().join("out");
+    // One compile at a time: sccache-dist's scheduler (0.16) gives a 2-core build server at most
+    // cores + 1 = 3 jobs in flight and answers "Insufficient capacity" beyond (the client then
+    // compiles locally), and sccache splits each .cu compile into per-arch cicc/ptxas steps. With
+    // three ninja jobs, CI once saw 7 of 11 steps fall back (the likely cause: more steps in
+    // flight than 3 while the first ones waited on the toolchain's upload).
     let run = xtask(&[
         "build-ext",
         src.to_str().unwrap(),
         "--arch",
         "7.5,8.9,9.0",
+        "--jobs",
+        "1",
         "--out",
         out.to_str().unwrap(),
         "--dist",
