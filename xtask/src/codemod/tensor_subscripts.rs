@@ -11,6 +11,7 @@
 //! replaced: the index and right-hand expressions are left as they are.
 
 use super::lexer::{lex_c, Kind, Token};
+use std::collections::HashMap;
 
 /// What the select of one subscript is written as.
 const SELECT: &[u8] = b"torch::stable::select(";
@@ -28,93 +29,132 @@ pub fn edits(src: &[u8]) -> (Vec<Edit>, Vec<usize>) {
         .filter(|t| t.kind != Kind::Comment)
         .collect();
     let text = |k: usize| toks.get(k).map_or(&b""[..], |t| t.text(src));
-    let partner = partners(src, &toks);
+    let brackets = Brackets::of(src, &toks);
+    // Where each declared name comes into scope (+1) and leaves it (-1), in token order: one
+    // sweep beside the pass below keeps how many of its scopes hold the current token (a file of
+    // many small functions declares as many tensors, often of one name, as it has lines).
+    let mut events: Vec<(usize, i32, &[u8])> = Vec::new();
+    for (name, from, to) in tensor_names(src, &toks, &brackets) {
+        events.push((from + 1, 1, name));
+        events.push((to, -1, name));
+    }
+    events.sort_by_key(|e| (e.0, e.1));
+    let mut active: HashMap<&[u8], i32> = HashMap::new();
+    let mut next_event = 0;
     let mut out = Vec::new();
     let mut sites = Vec::new();
-    for (name, from, to) in tensor_names(src, &toks, &partner) {
-        let mut k = from;
-        while k < to {
-            let starts = toks[k].kind == Kind::Ident
-                && text(k) == name.as_slice()
-                && text(k + 1) == b"["
-                && !matches!(
-                    text(k.wrapping_sub(1)),
-                    b"." | b"->" | b"::" | b"Tensor" | b"*"
-                );
-            if !starts {
-                k += 1;
-                continue;
-            }
-            // The run of subscripts `[…][…]`.
-            let mut closes = Vec::new();
-            let mut e = k + 1;
-            while text(e) == b"[" {
-                let Some(c) = partner[e] else { break };
-                closes.push((e, c));
-                e = c + 1;
-            }
-            if closes.is_empty() {
-                k += 1;
-                continue;
-            }
-            // An assignment wherever it stands (`if (c) x[i] = e;` too): assigning to the
-            // temporary a select returns would compile and change nothing.
-            let assigned = text(e) == b"=" && text(e + 1) != b"=";
-            let end_of_statement = assigned.then(|| assignment_end(&toks, src, e)).flatten();
-            let start = toks[k].start;
-            let mut open = SELECT.repeat(closes.len());
-            if end_of_statement.is_some() {
-                open.splice(0..0, ASSIGN.iter().copied());
-            }
-            out.push((start, start, open));
-            for (o, c) in &closes {
-                out.push((toks[*o].start, toks[*o].end, b", 0, ".to_vec()));
-                out.push((toks[*c].start, toks[*c].end, b")".to_vec()));
-            }
-            if let Some(semi) = end_of_statement {
-                // From the last `]` to the `=`: `x[i] = e` reads `assign(select(x, 0, i), e)`.
-                out.push((toks[e - 1].end, toks[e].end, b",".to_vec()));
-                out.push((toks[semi].start, toks[semi].start, b")".to_vec()));
-            }
-            sites.push(start);
-            k = e;
+    let mut k = 0;
+    while k < toks.len() {
+        while let Some(&(_, delta, name)) = events.get(next_event).filter(|e| e.0 <= k) {
+            *active.entry(name).or_default() += delta;
+            next_event += 1;
         }
+        let starts = toks[k].kind == Kind::Ident
+            && text(k + 1) == b"["
+            && !matches!(
+                text(k.wrapping_sub(1)),
+                b"." | b"->" | b"::" | b"Tensor" | b"*"
+            )
+            && active.get(text(k)).is_some_and(|&n| n > 0);
+        if !starts {
+            k += 1;
+            continue;
+        }
+        // The run of subscripts `[…][…]`.
+        let mut closes = Vec::new();
+        let mut e = k + 1;
+        while text(e) == b"[" {
+            let Some(c) = brackets.partner[e] else { break };
+            closes.push((e, c));
+            e = c + 1;
+        }
+        if closes.is_empty() {
+            k += 1;
+            continue;
+        }
+        // An assignment wherever it stands (`if (c) x[i] = e;` too): assigning to the
+        // temporary a select returns would compile and change nothing.
+        let assigned = text(e) == b"=" && text(e + 1) != b"=";
+        let end_of_statement = assigned.then(|| assignment_end(&toks, src, e)).flatten();
+        let start = toks[k].start;
+        let mut open = SELECT.repeat(closes.len());
+        if end_of_statement.is_some() {
+            open.splice(0..0, ASSIGN.iter().copied());
+        }
+        out.push((start, start, open));
+        for (o, c) in &closes {
+            out.push((toks[*o].start, toks[*o].end, b", 0, ".to_vec()));
+            out.push((toks[*c].start, toks[*c].end, b")".to_vec()));
+        }
+        if let Some(semi) = end_of_statement {
+            // From the last `]` to the `=`: `x[i] = e` reads `assign(select(x, 0, i), e)`.
+            out.push((toks[e - 1].end, toks[e].end, b",".to_vec()));
+            out.push((toks[semi].start, toks[semi].start, b")".to_vec()));
+        }
+        sites.push(start);
+        k = e;
     }
+    // The right-hand side's own subscripts come after its closing insertion: in text order.
     out.sort_by_key(|x| (x.0, x.1));
-    out.dedup();
     (out, sites)
 }
 
-/// The matching bracket of each `(`, `[`, `{` and of each closing one (None where unbalanced).
-fn partners(src: &[u8], toks: &[Token]) -> Vec<Option<usize>> {
-    let mut out = vec![None; toks.len()];
-    let mut open: Vec<usize> = Vec::new();
-    for (k, t) in toks.iter().enumerate() {
-        if t.kind != Kind::Punct {
-            continue;
-        }
-        match t.text(src) {
-            b"(" | b"[" | b"{" => open.push(k),
-            b")" | b"]" | b"}" => {
-                if let Some(o) = open.pop() {
-                    out[o] = Some(k);
-                    out[k] = Some(o);
+/// Each bracket's partner and each token's innermost open bracket, from one pass.
+struct Brackets {
+    /// The matching bracket of each `(`, `[`, `{` and of each closing one (None where
+    /// unbalanced).
+    partner: Vec<Option<usize>>,
+    /// The innermost `(`, `[` or `{` open at each token (None at the top level).
+    inside: Vec<Option<usize>>,
+}
+
+impl Brackets {
+    fn of(src: &[u8], toks: &[Token]) -> Brackets {
+        let mut partner = vec![None; toks.len()];
+        let mut inside = vec![None; toks.len()];
+        let mut open: Vec<usize> = Vec::new();
+        for (k, t) in toks.iter().enumerate() {
+            let punct = t.kind == Kind::Punct;
+            match t.text(src) {
+                b")" | b"]" | b"}" if punct => {
+                    if let Some(o) = open.pop() {
+                        partner[o] = Some(k);
+                        partner[k] = Some(o);
+                    }
+                    inside[k] = open.last().copied();
                 }
+                b"(" | b"[" | b"{" if punct => {
+                    inside[k] = open.last().copied();
+                    open.push(k);
+                }
+                _ => inside[k] = open.last().copied(),
             }
-            _ => {}
         }
+        Brackets { partner, inside }
     }
-    out
+
+    /// The innermost `(` or `{` whose pair holds token `i`.
+    fn enclosing(&self, src: &[u8], toks: &[Token], i: usize) -> Option<usize> {
+        let mut at = self.inside[i];
+        while let Some(k) = at {
+            if matches!(toks[k].text(src), b"(" | b"{") && self.partner[k].is_some() {
+                return Some(k);
+            }
+            at = self.inside[k];
+        }
+        None
+    }
 }
 
 /// Each name declared `torch::stable::Tensor NAME` (with `const`, `&`, `&&` between), and the
-/// tokens where it is in scope: a parameter's, the body after its list; a local's, the rest of
-/// its block. A declaration outside any block (a global, a prototype) has no scope here.
-fn tensor_names(
-    src: &[u8],
+/// tokens between which (both excluded) it is in scope: a parameter's, the body after its list; a
+/// local's, the rest of its block. A declaration outside any block (a global, a prototype) has
+/// no scope here.
+fn tensor_names<'a>(
+    src: &'a [u8],
     toks: &[Token],
-    partner: &[Option<usize>],
-) -> Vec<(Vec<u8>, usize, usize)> {
+    brackets: &Brackets,
+) -> Vec<(&'a [u8], usize, usize)> {
     let text = |k: usize| toks.get(k).map_or(&b""[..], |t| t.text(src));
     let mut out = Vec::new();
     for i in 0..toks.len() {
@@ -132,10 +172,10 @@ fn tensor_names(
         {
             continue;
         }
-        // The innermost bracket open around the declaration.
-        let Some(around) = enclosing(src, toks, partner, i) else {
+        let Some(around) = brackets.enclosing(src, toks, i) else {
             continue;
         };
+        let partner = &brackets.partner;
         let scope = match text(around) {
             b"(" => partner[around]
                 .map(|close| close + 1)
@@ -145,17 +185,10 @@ fn tensor_names(
             _ => None,
         };
         if let Some((from, to)) = scope {
-            out.push((text(j).to_vec(), from, to));
+            out.push((toks[j].text(src), from, to));
         }
     }
     out
-}
-
-/// The innermost `(` or `{` whose pair holds token `i`.
-fn enclosing(src: &[u8], toks: &[Token], partner: &[Option<usize>], i: usize) -> Option<usize> {
-    (0..i)
-        .rev()
-        .find(|&k| matches!(toks[k].text(src), b"(" | b"{") && partner[k].is_some_and(|c| c > i))
 }
 
 /// The token that ends the right-hand side of the `=` at token `eq`: the `;` or `,` at its
