@@ -138,7 +138,7 @@ def main():
     args = p.parse_args()
 
     ext = importlib.import_module(args.module)
-    report = {"module": args.module, "seed": args.seed, "nms_plus_one": args.nms_plus_one, "nms_any_order": args.nms_any_order, "torch": torch.__version__, "torchvision": torchvision.__version__}
+    report = {"module": args.module, "seed": args.seed, "nms_plus_one": args.nms_plus_one, "nms_any_order": args.nms_any_order, "torch": torch.__version__, "torch_cuda": torch.version.cuda, "torchvision": torchvision.__version__}
     problems = []
     report["cpu"] = run_device(ext, "cpu", args)
     problems += failures("cpu", report["cpu"])

@@ -853,7 +853,7 @@ fn the_oldest_schemas_are_read_from_the_wheel_by_range() {
 /// The include directory of the env of torch `version` (provisioned once, shared).
 fn env_include(version: &str) -> std::path::PathBuf {
     let env = match version {
-        "2.11.0" => support::oldest_torch_on_another_python(),
+        "2.11.0" => support::older_torch_on_another_python(),
         v => archsmith::python::ensure_torch_env(&v.parse().unwrap()).unwrap(),
     };
     archsmith::build_ext::probe_env(&env.python)

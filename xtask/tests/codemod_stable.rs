@@ -349,7 +349,7 @@ fn prove_on(b: &Builds, release: &str, python: &Path) {
 fn a_legacy_extension_ported_to_the_stable_abi_is_built_once_and_loads_on_two_releases_and_two_pythons(
 ) {
     let b = build_both_ways();
-    let old = support::oldest_torch_on_another_python();
+    let old = support::older_torch_on_another_python();
     prove_on(&b, "2.11.0", &old.python);
     prove_on(&b, "2.15.0", &newest_env().python);
 }
@@ -504,7 +504,7 @@ fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wra
         &python_include(&new.python),
     );
     assert_eq!(call_dispatched(&new.python, &so), "ok", "torch 2.15.0");
-    let old = support::oldest_torch_on_another_python();
+    let old = support::older_torch_on_another_python();
     let range = RangeReport::check("torch==2.11.0", std::slice::from_ref(&so)).unwrap();
     let verdict = range.files[0].torch.clone().expect("a verdict");
     assert_eq!(verdict.tally.kind.as_str(), "stable", "{verdict:?}");

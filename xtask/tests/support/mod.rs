@@ -194,9 +194,10 @@ pub fn python_312() -> Option<PathBuf> {
     archsmith::python::cpython_of(&"3.12".parse().unwrap()).ok()
 }
 
-/// The stable-ABI proofs' other env: torch 2.11.0 (the oldest release the range verdict reads)
-/// on CPython 3.12 where one runs here, else on the host's Python (said on stderr).
-pub fn oldest_torch_on_another_python() -> archsmith::python::TorchEnv {
+/// An older torch on another Python for the proofs that need one: torch 2.11.0 (PyPI's first
+/// CUDA 13 default) on CPython 3.12 where one runs here, else on the host's Python (said on
+/// stderr).
+pub fn older_torch_on_another_python() -> archsmith::python::TorchEnv {
     let oldest: Version = "2.11.0".parse().unwrap();
     match python_312() {
         Some(p) => archsmith::python::ensure_torch_env_with(&oldest, &p),
@@ -235,4 +236,22 @@ pub fn sigint_in_child(cmd: &mut std::process::Command, sigint: libc::sighandler
             Ok(())
         });
     }
+}
+
+/// The stable ABI's floor as a user meets it: torch 2.10.0 (PyPI's default, CUDA 12.8: the
+/// other CUDA major than the build's torch) on CPython 3.10, its oldest Python, where one runs
+/// here, else on the host's Python (said on stderr). A stable wheel built once against 2.15.0
+/// must load and compute here.
+pub fn stable_floor_torch() -> archsmith::python::TorchEnv {
+    let floor: Version = "2.10.0".parse().unwrap();
+    match archsmith::python::cpython_of(&"3.10".parse().unwrap()) {
+        Ok(p) => archsmith::python::ensure_torch_env_with(&floor, &p),
+        Err(e) => {
+            eprintln!(
+                "note: no python3.10 here ({e:#}): the torch 2.10.0 env uses the host's Python"
+            );
+            archsmith::python::ensure_torch_env(&floor)
+        }
+    }
+    .unwrap()
 }
