@@ -14,7 +14,11 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = for_each_image(data, |_, _, bytes| {
         std::hint::black_box(bytes.len());
+        let _ = std::hint::black_box(
+            archsmith::binary::elf::Elf::parse(bytes).and_then(|e| e.extent()),
+        );
     });
+    let _ = std::hint::black_box(archsmith::binary::elf::Elf::parse(data).and_then(|e| e.extent()));
     for c in fatbin::containers(data, 0) {
         let Ok(c) = c else { break };
         for e in c.entries() {

@@ -401,7 +401,8 @@ fn verify_binary_on_the_torch_wheel_names_missing_ptx_and_extra_a_images() {
 
 /// `--extract` must write exactly the bytes cuobjdump extracts (`-xelf all -xptx all`), for every
 /// storage kind: raw, LZ4, zstd and concatenated blobs. Compared as multisets of file contents,
-/// since cuobjdump names `f` cubins as plain.
+/// since cuobjdump names `f` cubins as plain. Byte for byte: PTX with the payload's trailing
+/// NULs (written before 2026-12-02) made ptxas stop with "Unexpected EOF".
 fn extract_matches_cuobjdump(name: &str, file: &Path) {
     let ours_dir = support::scratch(&format!("extract-ours-{name}"));
     let theirs_dir = support::scratch(&format!("extract-theirs-{name}"));
@@ -429,10 +430,7 @@ fn extract_matches_cuobjdump(name: &str, file: &Path) {
                 if p.is_dir() {
                     stack.push(p);
                 } else {
-                    let data = std::fs::read(&p).unwrap();
-                    // cuobjdump writes PTX as text without the trailing NULs of the payload.
-                    let end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-                    files.push(data[..end].to_vec());
+                    files.push(std::fs::read(&p).unwrap());
                 }
             }
         }

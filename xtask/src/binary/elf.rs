@@ -112,6 +112,8 @@ pub struct Elf<'a> {
     shentsize: u16,
     shnum: u64,
     shstrtab: &'a [u8],
+    /// The program header table's end (`e_phoff + e_phnum * e_phentsize`; 0 without one).
+    ph_end: u64,
 }
 
 /// One section: its name and the bytes it occupies in the file.
@@ -141,6 +143,43 @@ struct RawSection {
     offset: u64,
     size: u64,
     link: u32,
+}
+
+/// The ELF header's section header table fields: offset, entry size, count, the index of the
+/// section names' table, and the smallest entry size of the class.
+fn section_table(b: &Bytes, is_64: bool) -> Result<(u64, u16, u16, u16, u16)> {
+    let what = "ELF header";
+    Ok(if is_64 {
+        (
+            b.u64(0x28, what)?,
+            b.u16(0x3a, what)?,
+            b.u16(0x3c, what)?,
+            b.u16(0x3e, what)?,
+            64u16,
+        )
+    } else {
+        (
+            u64::from(b.u32(0x20, what)?),
+            b.u16(0x2e, what)?,
+            b.u16(0x30, what)?,
+            b.u16(0x32, what)?,
+            40u16,
+        )
+    })
+}
+
+/// The ELF header's program header table fields: offset, entry size, count.
+fn program_table(b: &Bytes, is_64: bool) -> Result<(u64, u16, u16)> {
+    let what = "ELF header";
+    Ok(if is_64 {
+        (b.u64(0x20, what)?, b.u16(0x36, what)?, b.u16(0x38, what)?)
+    } else {
+        (
+            u64::from(b.u32(0x1c, what)?),
+            b.u16(0x2a, what)?,
+            b.u16(0x2c, what)?,
+        )
+    })
 }
 
 /// True when `data` starts with the ELF magic.
@@ -180,23 +219,8 @@ impl<'a> Elf<'a> {
         let what = "ELF header";
         let e_type = b.u16(16, what)?;
         let e_machine = b.u16(18, what)?;
-        let (shoff, shentsize, shnum, shstrndx, min_entsize) = if is_64 {
-            (
-                b.u64(0x28, what)?,
-                b.u16(0x3a, what)?,
-                b.u16(0x3c, what)?,
-                b.u16(0x3e, what)?,
-                64u16,
-            )
-        } else {
-            (
-                u64::from(b.u32(0x20, what)?),
-                b.u16(0x2e, what)?,
-                b.u16(0x30, what)?,
-                b.u16(0x32, what)?,
-                40u16,
-            )
-        };
+        let (shoff, shentsize, shnum, shstrndx, min_entsize) = section_table(&b, is_64)?;
+        let (phoff, phentsize, phnum) = program_table(&b, is_64)?;
         let mut elf = Elf {
             data,
             is_64,
@@ -207,6 +231,7 @@ impl<'a> Elf<'a> {
             shentsize,
             shnum: u64::from(shnum),
             shstrtab: &[],
+            ph_end: phoff.saturating_add(u64::from(phnum) * u64::from(phentsize)),
         };
         if shoff == 0 {
             // No section header table (stripped of it entirely): nothing to find.
@@ -266,6 +291,21 @@ impl<'a> Elf<'a> {
 
     pub fn data(&self) -> &'a [u8] {
         self.data
+    }
+
+    /// Where the file's own bytes end: the last of its headers' tables and its sections' data
+    /// (a cubin in a concatenated fatbin entry is followed by alignment padding, which
+    /// cuobjdump does not write). Never past the data.
+    pub fn extent(&self) -> Result<u64> {
+        let table = self.shnum.saturating_mul(u64::from(self.shentsize));
+        let mut end = self.ph_end.max(self.shoff.saturating_add(table));
+        for s in self.sections() {
+            let s = s?;
+            if !s.data.is_empty() {
+                end = end.max(s.offset.saturating_add(s.size));
+            }
+        }
+        Ok(end.min(self.data.len() as u64))
     }
 
     pub fn section_count(&self) -> u64 {

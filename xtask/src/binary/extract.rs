@@ -74,6 +74,17 @@ pub fn extract_elf(data: &[u8], dir: &Path, stem: &str) -> Result<Vec<PathBuf>, 
             Kind::Ptx => (1, "ptx"),
             _ => (2, "nvvm"),
         };
+        // A PTX payload is a C string padded with NULs; ptxas stops at the first NUL ("Unexpected
+        // EOF"), so the file gets the text only, as cuobjdump's `-xptx` writes it.
+        // A cubin of a concatenated entry is followed by alignment padding: cut at its own end.
+        let bytes = match kind {
+            Kind::Ptx => &bytes[..bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)],
+            Kind::Elf => match elf::Elf::parse(bytes).and_then(|e| e.extent()) {
+                Ok(end) => &bytes[..end as usize],
+                Err(_) => bytes,
+            },
+            _ => bytes,
+        };
         counters[slot] += 1;
         let path = dir.join(format!(
             "{stem}.{}.{}.{ext}",
