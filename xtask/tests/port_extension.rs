@@ -88,7 +88,7 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
             "legacy-demo",
             "--stable-abi",
             "--arch",
-            "9.0",
+            "9.0,12.0",
             "--json",
         ],
         Some(&home),
@@ -111,6 +111,19 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
         "{o}"
     );
     assert_eq!(o["stable_abi"]["driver_floor"], "525.60.13", "{o}");
+    // sm_120 (an RTX 5090) is beyond 12.4's nvcc: it runs sm_90's PTX, JIT-compiled by a driver
+    // that can read 12.4's PTX, rather than moving the whole wheel to CUDA 13's drivers.
+    assert_eq!(o["build"]["torch_cuda_arch_list"], "9.0+PTX", "{o}");
+    assert_eq!(
+        o["build"]["ptx_cover"]["ptx_for"],
+        serde_json::json!(["sm_120"]),
+        "{o}"
+    );
+    let jit_floor = archsmith::kb::kb()
+        .ptx_min_driver(&"12.4".parse().unwrap())
+        .unwrap()
+        .to_string();
+    assert_eq!(o["stable_abi"]["ptx_driver_floor"], jit_floor, "{o}");
     // No recipe patch and no review item: the box areas' tensor arithmetic is taken by the
     // generated header's operators, the caching allocator's raw_alloc/raw_delete become a byte
     // tensor of torch's allocator (archsmith_aten::raw_alloc), and the ATen/c10 headers that
@@ -155,6 +168,7 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
     // CUDA major is named. Before: `NEEDED libcudart.so.13`, which bound the wheel to the torch
     // releases whose wheels bring CUDA 13's runtime (not 2.10.0, CUDA 12.8).
     let so = std::fs::read(site.join("legacy_demo/_C.abi3.so")).unwrap();
+    ptx_compiles_for(&so, "compute_90", "sm_120");
     let links = archsmith::binary::dynamic::read_links(&so).unwrap();
     assert!(
         !links.needed.iter().any(|n| n.starts_with("libcudart")),
@@ -217,6 +231,36 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
         "{report}"
     );
     let _ = std::fs::remove_dir_all(&home);
+}
+
+/// What a driver's JIT does with a file's `ptx` images on a GPU of `sm`, done by CUDA 13.2's
+/// ptxas (no GPU here): each image, written as `verify binary --extract` writes it, compiles.
+fn ptx_compiles_for(so: &[u8], ptx: &str, sm: &str) {
+    let ptxas = archsmith::toolchain::ensure(&support::TORCH_CUDA.parse().unwrap())
+        .unwrap()
+        .ptxas();
+    let dir = support::scratch("ptx-jit");
+    let written = archsmith::binary::extract::extract_elf(so, &dir.join("images"), "_C").unwrap();
+    let images: Vec<&PathBuf> = written
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(&format!(".{ptx}.ptx")))
+        .collect();
+    assert!(!images.is_empty(), "no {ptx} PTX in {written:?}");
+    for image in images {
+        let out = Command::new(&ptxas)
+            .arg(format!("-arch={sm}"))
+            .arg(image)
+            .arg("-o")
+            .arg(dir.join("jit.cubin"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ptxas -arch={sm} {}: {}",
+            image.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

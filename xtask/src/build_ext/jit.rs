@@ -418,7 +418,7 @@ struct Job {
 fn open(req: &Request) -> Result<Job> {
     let started = Instant::now();
     let submodules = source::unfilled_submodules(&req.source, req.skip_missing_submodules)?;
-    let Prepared { env, tc, plan } = prepare(&req.target, &req.arch, None)?;
+    let Prepared { env, tc, plan, .. } = prepare(&req.target, &req.arch, None)?;
     let src = source::resolve(&req.source)?;
     let key = crate::stamp::key(&(
         "jit",

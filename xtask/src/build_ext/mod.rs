@@ -27,6 +27,7 @@
 pub mod arch_guard;
 pub mod check;
 pub mod command;
+pub mod compiling_cuda;
 pub mod hf_kernels;
 pub mod insight;
 pub mod jit;
@@ -136,6 +137,10 @@ pub struct Outcome {
     pub cuda: String,
     pub nvcc: String,
     pub torch_cuda_arch_list: String,
+    /// Asked archs that got no SASS, covered by the PTX of the compiling toolkit's newest arch
+    /// (a stable build with an older toolkit than an asked arch needs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptx_cover: Option<compiling_cuda::PtxCover>,
     pub jobs: u32,
     pub nvcc_threads: u32,
     pub builder: String,
@@ -339,12 +344,14 @@ pub struct Prepared {
     pub env: EnvInfo,
     pub tc: Toolchain,
     pub plan: Plan,
+    /// Asked archs a stable build's older toolkit covers by PTX (the plan is its `built`).
+    pub cover: Option<compiling_cuda::PtxCover>,
 }
 
 /// Resolves the env (archsmith's for `torch`, or `python`), the CUDA (checked against torch's
 /// major before the toolchain is touched) and the arch plan. `stable_target`: a stable-ABI
 /// build's `TORCH_TARGET_VERSION`; it links the CUDA runtime in and so is free of torch's CUDA
-/// major ([`oldest_covering_release`]).
+/// major ([`compiling_cuda::oldest_covering_release`]).
 pub fn prepare(
     target: &crate::python::TargetEnv,
     arch: &str,
@@ -377,11 +384,43 @@ pub fn prepare(
         }
     }
     check_env_pins(&env)?;
-    let (cuda, whence) = compiling_cuda(&env, cuda, stable_release.as_ref(), arch)?;
+    let compiling_cuda::CompilingCuda {
+        cuda,
+        whence,
+        cover,
+    } = compiling_cuda::compiling_cuda(&env, cuda, stable_release.as_ref(), arch)?;
     let ctx = PlanContext::new(Some(base_version(&env.torch)), Some(cuda.clone()));
-    let plan = Plan::parse(&ctx, arch)
+    let plan = Plan::parse(&ctx, cover.as_ref().map_or(arch, |c| c.built.as_str()))
         .with_context(|| format!("--arch {}", crate::kb::user_input::echo(arch)))?;
-    let tc = toolchain::ensure(&cuda).map_err(|e| {
+    let tc = ensure_toolchain(&env, &cuda)?;
+    match (whence, &env.torch_cuda) {
+        (Some(whence), Some(torch_cuda)) if stable_release.is_some() => crate::errln!(
+            "archsmith: stable ABI: compiling with CUDA {} {whence} (torch's is {}; the runtime is linked in)",
+            tc.nvcc_version,
+            torch_cuda.major_minor()
+        ),
+        (Some(whence), Some(torch_cuda)) => crate::errln!(
+            "archsmith: no CUDA {} toolkit here; building with CUDA {} {whence} (same major: torch accepts it)",
+            torch_cuda.major_minor(),
+            tc.nvcc_version
+        ),
+        _ => {}
+    }
+    if let Some(cover) = &cover {
+        crate::errln!("archsmith: stable ABI: {}", cover.said);
+    }
+    Ok(Prepared {
+        env,
+        tc,
+        plan,
+        cover,
+    })
+}
+
+/// The toolchain of `cuda`, provisioned; where none can be had, the error says what fits the
+/// env's torch.
+fn ensure_toolchain(env: &EnvInfo, cuda: &Version) -> Result<Toolchain> {
+    toolchain::ensure(cuda).map_err(|e| {
         // A torch of a CUDA major PyPI has no nvcc for: what fits this torch, not a CUDA 13.
         match (
             e.downcast_ref::<toolchain::system::NoToolkit>(),
@@ -403,110 +442,7 @@ pub fn prepare(
             }
             _ => e,
         }
-    })?;
-    match (whence, &env.torch_cuda) {
-        (Some(whence), Some(torch_cuda)) if stable_release.is_some() => crate::errln!(
-            "archsmith: stable ABI: compiling with CUDA {} {whence} (torch's is {}; the runtime is linked in)",
-            tc.nvcc_version,
-            torch_cuda.major_minor()
-        ),
-        (Some(whence), Some(torch_cuda)) => crate::errln!(
-            "archsmith: no CUDA {} toolkit here; building with CUDA {} {whence} (same major: torch accepts it)",
-            torch_cuda.major_minor(),
-            tc.nvcc_version
-        ),
-        _ => {}
-    }
-    Ok(Prepared { env, tc, plan })
-}
-
-/// The CUDA release that will really compile, and where it comes from when not torch's own:
-/// `asked` (`--cuda`: torch's major, any major for a stable build, which links its runtime in),
-/// else torch's release or another minor of its major ([`compile_release`]: a cu117 torch builds
-/// sm_90 with 11.8), else for a stable build of target `stable` the oldest that covers `arch`
-/// ([`oldest_covering_release`]). The plan is then checked against that nvcc.
-fn compiling_cuda(
-    env: &EnvInfo,
-    asked: Option<&Version>,
-    stable: Option<&Version>,
-    arch: &str,
-) -> Result<(Version, Option<&'static str>)> {
-    if let (Some(r), Some(_), Some(_)) = (asked, stable, &env.torch_cuda) {
-        return Ok((r.clone(), None));
-    }
-    let cuda = choose_cuda(&env.torch, env.torch_cuda.as_ref(), asked)?;
-    Ok(match (asked, stable) {
-        (Some(_), _) => (cuda, None),
-        (None, Some(target)) => oldest_covering_release(target, &env.torch, &cuda, arch),
-        (None, None) => compile_release(&cuda),
     })
-}
-
-/// The CUDA release a stable-ABI build compiles with: the oldest archsmith provides (Debian's
-/// archive, older than torch's `cuda`) that builds every arch of `arch` and that the target
-/// release `target` supports (the knowledge base's `min_cuda_source_build` of it: 12.0 for
-/// 2.10), so the wheel runs on the oldest drivers (each CUDA major's minor-version-compatibility
-/// floor). Such a build links the runtime in and reaches torch only through C shims, so torch's
-/// own CUDA major does not bind it. Where nothing older fits, torch's `cuda`, compiled as
-/// [`compile_release`] would.
-fn oldest_covering_release(
-    target: &Version,
-    torch: &Version,
-    cuda: &Version,
-    arch: &str,
-) -> (Version, Option<&'static str>) {
-    let floor = kb()
-        .torch_row(target)
-        .and_then(|row| row.min_cuda_source_build.clone());
-    let mut older: Vec<Version> = kb()
-        .debian_archive_toolkits()
-        .map(|p| p.cuda.clone())
-        .filter(|c| *c < cuda.major_minor())
-        .filter(|c| floor.as_ref().is_none_or(|f| c >= f))
-        .collect();
-    older.sort();
-    for candidate in older {
-        let ctx = PlanContext::new(Some(base_version(torch)), Some(candidate.clone()));
-        if Plan::parse(&ctx, arch).is_ok() {
-            return (
-                candidate,
-                Some("from Debian's archive: the oldest that builds every asked arch, for the oldest drivers"),
-            );
-        }
-    }
-    compile_release(cuda)
-}
-
-/// The CUDA release a build for a torch of CUDA `cuda` compiles with, and where it comes from when
-/// it is another minor of the same major (torch's cpp_extension accepts any minor of its own
-/// major: it warns). In order: `cuda` where PyPI has it or the machine has it; the newest toolkit
-/// of that major on this machine; `cuda` where Debian's archive has it; the newest of that major
-/// the archive has. Installs nothing; `cuda` when nothing of the major is known (the install then
-/// says what to do).
-fn compile_release(cuda: &Version) -> (Version, Option<&'static str>) {
-    if toolchain::from_pypi(cuda) {
-        return (cuda.clone(), None);
-    }
-    let usable: Vec<Version> = toolchain::discover()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| t.usable)
-        .filter_map(|t| t.cuda)
-        .filter(|c| c.major() == cuda.major())
-        .collect();
-    if usable.iter().any(|c| c.major_minor() == cuda.major_minor()) {
-        return (cuda.clone(), None);
-    }
-    if let Some(found) = usable.into_iter().max() {
-        return (found, Some("found on this machine"));
-    }
-    if kb().debian_archive_toolkit(cuda).is_some() {
-        return (cuda.clone(), None);
-    }
-    match kb().debian_archive_releases(cuda.major()).pop() {
-        Some(archive) => (archive, Some("from Debian's archive")),
-        None => (cuda.clone(), None),
-    }
 }
 
 /// The front end: `uv build` when uv is at hand (on PATH, or bootstrapped into archsmith's tools),
@@ -624,6 +560,9 @@ impl Outcome {
             "TORCH_CUDA_ARCH_LIST".to_string(),
             o.torch_cuda_arch_list.clone(),
         ]);
+        if let Some(cover) = &o.ptx_cover {
+            t.row(["PTX cover".to_string(), cover.said.clone()]);
+        }
         t.row([
             "jobs".to_string(),
             format!(
@@ -685,28 +624,6 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A stable-ABI build compiles with the oldest toolkit archsmith provides that builds the
-    /// asked archs and that its target release supports: Debian's 12.4 for sm_90 on a 2.10
-    /// target (12.0 and up), torch's own CUDA where an arch needs a newer one (sm_120) or the
-    /// target supports nothing older (2.15: 12.6 and up). Read from the knowledge base only.
-    #[test]
-    fn a_stable_build_compiles_with_the_oldest_toolkit_that_covers_its_archs() {
-        let v = |s: &str| -> Version { s.parse().unwrap() };
-        let target = crate::codemod::catalogue::torch_target_release("0x020a000000000000");
-        assert_eq!(target, Some(v("2.10.0")));
-        assert_eq!(
-            crate::codemod::catalogue::torch_target_release("2.10"),
-            None
-        );
-        let (torch, cuda) = (v("2.15.0"), v("13.2"));
-        let chosen =
-            |target: &str, arch: &str| oldest_covering_release(&v(target), &torch, &cuda, arch);
-        assert_eq!(chosen("2.10.0", "9.0").0, v("12.4"));
-        assert_eq!(chosen("2.10.0", "7.5,8.9,9.0").0, v("12.4"));
-        assert_eq!(chosen("2.10.0", "9.0,12.0"), (v("13.2"), None));
-        assert_eq!(chosen("2.15.0", "9.0"), (v("13.2"), None));
-    }
 
     #[test]
     fn extension_lines_of_the_build_hooks() {

@@ -31,6 +31,8 @@ pub struct Job<'r> {
     pub env: EnvInfo,
     pub tc: Toolchain,
     pub plan: Plan,
+    /// Asked archs covered by PTX instead of SASS (a stable build's older toolkit).
+    pub cover: Option<super::compiling_cuda::PtxCover>,
     pub src: source::Resolved,
     pub builder: &'static str,
     pub inputs: stamp_inputs::Inputs,
@@ -133,8 +135,12 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
 pub fn resolve(req: &Request) -> Result<Job<'_>> {
     let started = Instant::now();
     let submodules = source::unfilled_submodules(&req.source, req.skip_missing_submodules)?;
-    let Prepared { env, tc, plan } =
-        prepare(&req.target, &req.arch, req.stable_abi_target.as_deref())?;
+    let Prepared {
+        env,
+        tc,
+        plan,
+        cover,
+    } = prepare(&req.target, &req.arch, req.stable_abi_target.as_deref())?;
     let arch_list = plan.torch_cuda_arch_list();
     let src = source::resolve(&req.source)?;
     let builder = front_end(&env)?;
@@ -151,6 +157,7 @@ pub fn resolve(req: &Request) -> Result<Job<'_>> {
         env,
         tc,
         plan,
+        cover,
         src,
         builder,
         inputs,
@@ -689,6 +696,7 @@ pub fn stamp(
         cuda: job.tc.cuda.to_string(),
         nvcc: job.tc.nvcc_version.to_string(),
         torch_cuda_arch_list: job.plan.torch_cuda_arch_list(),
+        ptx_cover: job.cover.clone(),
         jobs: ws.par.jobs,
         nvcc_threads: ws.par.nvcc_threads,
         builder: job.builder.to_string(),

@@ -101,6 +101,10 @@ pub struct StableAbi {
     /// the CUDA major it was compiled with (the knowledge base's `[[cuda_major]]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver_floor: Option<String>,
+    /// The oldest driver that JIT-compiles its PTX, where asked archs run only that
+    /// (`build.ptx_cover`: the compiling release's own minimum, above the major's floor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptx_driver_floor: Option<String>,
     /// The built wheel's platform tag (`manylinux_2_34_x86_64`: the manylinux policy its files
     /// allow, as auditwheel judges it with torch's libraries left to torch; `linux_x86_64` when
     /// none does, which PyPI refuses).
@@ -141,6 +145,9 @@ pub struct BuildSummary {
     pub log: Option<PathBuf>,
     /// What reached nvcc: the archs the extension asked for that were built as the plan instead.
     pub arch_guard: Option<build_ext::arch_guard::Report>,
+    /// Asked archs built as the PTX of an older toolkit's newest arch (a stable build).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptx_cover: Option<build_ext::compiling_cuda::PtxCover>,
     pub warnings: Vec<String>,
 }
 
@@ -258,6 +265,7 @@ impl BuildSummary {
             imported: b.imported.clone(),
             log: b.log.clone(),
             arch_guard: b.arch_guard.clone(),
+            ptx_cover: b.ptx_cover.clone(),
             warnings: b.warnings.clone(),
         }
     }

@@ -464,6 +464,7 @@ pub fn apply_rules(job: &mut Job) -> Result<RulesApplied> {
                 torch_target_macro: codemod::catalogue::torch_target_macro(&version),
                 cuda_runtime: None,
                 driver_floor: None,
+                ptx_driver_floor: None,
                 platform_tag: None,
             });
         }
@@ -630,6 +631,10 @@ fn cuda_runtime_of(stable: &mut super::StableAbi, b: &build_ext::Outcome) -> Res
     stable.driver_floor = kb()
         .cuda_major(cuda.major())
         .map(|m| m.minor_compat_min_driver.to_string());
+    stable.ptx_driver_floor = b
+        .ptx_cover
+        .as_ref()
+        .and_then(|c| c.jit_driver_floor.clone());
     Ok(())
 }
 

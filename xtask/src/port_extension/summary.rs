@@ -158,6 +158,9 @@ fn stable_row(st: &super::StableAbi, t: &mut Table) {
     if let Some(d) = &st.driver_floor {
         line.push_str(&format!("; needs driver >= {d}"));
     }
+    if let Some(d) = &st.ptx_driver_floor {
+        line.push_str(&format!(" (>= {d} where only its PTX runs)"));
+    }
     if let Some(p) = &st.platform_tag {
         line.push_str(&format!("; wheel {p}"));
     }
@@ -204,6 +207,9 @@ fn build_rows(b: &super::BuildSummary, t: &mut Table) {
                 b.torch_cuda_arch_list
             ),
         ]);
+    }
+    if let Some(cover) = &b.ptx_cover {
+        t.row(["PTX cover".to_string(), cover.said.clone()]);
     }
     t.row(["imported".to_string(), b.imported.join(", ")]);
     if let Some(w) = b.warnings.iter().find(|w| w.contains("asked nvcc for")) {
