@@ -200,6 +200,14 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
         ("stable", vec!["2.10.0".to_string(), "2.11.0".to_string()]),
         "{verdict:?}"
     );
+    // The verdict reads the same JIT floor from the file: its PTX's ISA 8.4 is CUDA 12.4's.
+    let device = range.files[0].device_code.clone().expect("device code");
+    assert_eq!(device.ptx_isa, ["8.4"], "{device:?}");
+    assert_eq!(
+        device.jit_driver_floor,
+        Some(jit_floor.clone()),
+        "{device:?}"
+    );
     let out = Command::new(&old.python)
         .arg(repo_root().join("env_scripts/smoke/nms_roialign.py"))
         .args(["--module", "legacy_demo._C", "--roi-align-aligned-arg"])

@@ -47,6 +47,22 @@ impl KnowledgeBase {
             })
     }
 
+    /// The oldest release whose nvcc writes PTX ISA `isa` or a newer one: a driver older than
+    /// that release's cannot JIT such PTX. None where `isa` is newer than every release's, or
+    /// no newer than the oldest recorded one's while older releases are unrecorded (the writer
+    /// could be one of them).
+    pub fn ptx_isa_release(&self, isa: &Version) -> Option<&Version> {
+        let mut recorded: Vec<(&Version, &Version)> = self
+            .cuda
+            .iter()
+            .filter_map(|c| Some((c.ptx_isa.as_ref()?, &c.version)))
+            .collect();
+        recorded.sort_by(|a, b| a.1.cmp(b.1));
+        let at = recorded.iter().position(|(i, _)| *i >= isa)?;
+        let unrecorded_before = self.cuda.iter().any(|c| c.version < *recorded[0].1);
+        (at > 0 || !unrecorded_before).then_some(recorded[at].1)
+    }
+
     /// The oldest driver that runs anything on GPU `name` (CC `cc`): the GPU's own `min_driver`,
     /// else the driver of the first CUDA release whose nvcc compiled for its CC, since an older
     /// driver predates the architecture (an RTX 5090 needs the 570 branch whatever the wheel's

@@ -36,6 +36,12 @@ pub struct CudaRow {
     pub max_gcc: Option<u32>,
     pub max_clang: Option<u32>,
     pub host_compiler_source: String,
+    /// The PTX ISA its nvcc writes (`.version 8.4` for 12.4): its ptxas's "current version",
+    /// read by `kb check` from the release's PyPI wheel; absent where PyPI has no wheel of it.
+    #[serde(default)]
+    pub ptx_isa: Option<Version>,
+    #[serde(default)]
+    pub ptx_isa_source: Option<String>,
     /// Patch releases that raised a limit (12.2.128 accepts clang 16, 12.2.91 does not), oldest first.
     #[serde(default, rename = "update")]
     pub updates: Vec<HostCompilerUpdate>,
@@ -214,6 +220,9 @@ pub(super) fn validate(kb: &KnowledgeBase) -> Result<(), KbError> {
     for c in &kb.cuda {
         if blank(&c.driver_source) || blank(&c.host_compiler_source) {
             return invalid(format!("cuda {} has an empty source", c.version));
+        }
+        if c.ptx_isa.is_some() && c.ptx_isa_source.as_deref().is_none_or(blank) {
+            return invalid(format!("cuda {}: ptx_isa has no ptx_isa_source", c.version));
         }
         for u in &c.updates {
             if u.from.major_minor() != c.version.major_minor() || u.from.parts().len() < 3 {

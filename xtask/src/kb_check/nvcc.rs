@@ -66,6 +66,8 @@ pub struct VersionCheck {
     pub lists_agree: Option<bool>,
     pub max_gcc: Compared<Option<u32>>,
     pub max_clang: Compared<Option<u32>>,
+    /// The PTX ISA its ptxas reads at most ("current version is '8.4'"), against `ptx_isa`.
+    pub ptx_isa: Compared<Option<String>>,
     pub ok: bool,
 }
 
@@ -179,6 +181,8 @@ struct ToolFacts {
     /// Every `sm_*` in the tool's `--help` "Allowed values".
     allowed: BTreeSet<Arch>,
     limits: HostCompilerLimits,
+    /// ptxas's "current version" of the PTX ISA.
+    ptx_isa: Version,
 }
 
 fn check_one(kb: &KnowledgeBase, version: &Version) -> Result<VersionCheck> {
@@ -213,11 +217,18 @@ fn check_one(kb: &KnowledgeBase, version: &Version) -> Result<VersionCheck> {
     let lists_agree = facts.listed.as_ref().map(|l| *l == help_plain);
     let max_gcc = Compared::new(facts.limits.max_gcc, kb_limits.max_gcc);
     let max_clang = Compared::new(facts.limits.max_clang, kb_limits.max_clang);
+    let ptx_isa = Compared::new(
+        Some(facts.ptx_isa.to_string()),
+        kb.cuda_row(version)
+            .and_then(|r| r.ptx_isa.as_ref())
+            .map(ToString::to_string),
+    );
     let ok = plain_targets.ok
         && variant_targets.ok
         && lists_agree != Some(false)
         && max_gcc.ok
-        && max_clang.ok;
+        && max_clang.ok
+        && ptx_isa.ok;
     Ok(VersionCheck {
         version: version.to_string(),
         asked: row.compiler_tool.name(),
@@ -226,6 +237,7 @@ fn check_one(kb: &KnowledgeBase, version: &Version) -> Result<VersionCheck> {
         lists_agree,
         max_gcc,
         max_clang,
+        ptx_isa,
         ok,
     })
 }
@@ -237,7 +249,7 @@ fn ask_nvcc(row: &CudaMajorRow, version: &Version, tmp: &Path) -> Result<ToolFac
     let bin = tmp.join("bin");
     fs::create_dir_all(&bin)?;
     // nvcc reads nvcc.profile next to itself.
-    for name in ["nvcc", "nvcc.profile"] {
+    for name in ["nvcc", "nvcc.profile", "ptxas"] {
         extract(
             &nvcc_wheel,
             &format!("{prefix}/bin/{name}"),
@@ -246,6 +258,8 @@ fn ask_nvcc(row: &CudaMajorRow, version: &Version, tmp: &Path) -> Result<ToolFac
     }
     let nvcc = bin.join("nvcc");
     make_executable(&nvcc)?;
+    make_executable(&bin.join("ptxas"))?;
+    let ptx_isa = ask_ptx_isa(&bin.join("ptxas"), tmp)?;
     check_tool_version(&nvcc, version, &nvcc_wheel)?;
     let listed = parse_list_gpu_code(&Cmd::new(&nvcc).arg("--list-gpu-code").read()?)?;
     let allowed = parse_allowed_targets(&Cmd::new(&nvcc).arg("--help").read()?, "--gpu-code")?;
@@ -254,6 +268,7 @@ fn ask_nvcc(row: &CudaMajorRow, version: &Version, tmp: &Path) -> Result<ToolFac
         listed: Some(listed),
         allowed,
         limits,
+        ptx_isa,
     })
 }
 
@@ -271,7 +286,37 @@ fn ask_ptxas(row: &CudaMajorRow, version: &Version, tmp: &Path) -> Result<ToolFa
         listed: None,
         allowed,
         limits,
+        ptx_isa: ask_ptx_isa(&ptxas, tmp)?,
     })
+}
+
+/// The newest PTX ISA `ptxas` reads: given PTX of ISA 99.9, it refuses it naming its own
+/// ("Unsupported .version 99.9; current version is '8.4'").
+fn ask_ptx_isa(ptxas: &Path, tmp: &Path) -> Result<Version> {
+    let ptx = tmp.join("isa-probe.ptx");
+    fs::write(&ptx, ".version 99.9\n.target sm_75\n.address_size 64\n")?;
+    let out = Cmd::new(ptxas)
+        .arg("-arch=sm_75")
+        .arg(&ptx)
+        .arg("-o")
+        .arg(tmp.join("isa-probe.cubin"))
+        .output()?;
+    parse_current_ptx_isa(&out.stderr).with_context(|| {
+        format!(
+            "`{} isa-probe.ptx` did not name its PTX ISA: {}",
+            ptxas.display(),
+            out.stderr
+        )
+    })
+}
+
+/// `X.Y` of ptxas's "current version is 'X.Y'".
+pub fn parse_current_ptx_isa(stderr: &str) -> Result<Version> {
+    let (_, rest) = stderr
+        .split_once("current version is '")
+        .context("no \"current version is\"")?;
+    let (isa, _) = rest.split_once('\'').context("an unterminated version")?;
+    Ok(isa.parse()?)
 }
 
 /// The tool must be the release its wheel claims (`… release 13.0, V13.0.48`).
@@ -388,25 +433,11 @@ impl CheckReport {
             "a/f targets",
             "max gcc",
             "max clang",
+            "PTX ISA",
             "result",
         ]);
-        let count = |c: &Compared<Vec<String>>| {
-            if c.ok {
-                format!("ok ({})", c.tool.len())
-            } else {
-                "DIFFERS".to_string()
-            }
-        };
-        let show = |n: Option<u32>| n.map_or("-".to_string(), |n| n.to_string());
-        let limit = |c: &Compared<Option<u32>>| {
-            if c.ok {
-                format!("{} ok", show(c.tool))
-            } else {
-                format!("{} (kb {})", show(c.tool), show(c.kb))
-            }
-        };
         for c in &report.checked {
-            let mut plain = count(&c.plain_targets);
+            let mut plain = shown_count(&c.plain_targets);
             if c.lists_agree == Some(false) {
                 plain.push_str(" (--help disagrees)");
             }
@@ -415,15 +446,17 @@ impl CheckReport {
                 c.version.clone(),
                 c.asked.to_string(),
                 plain,
-                count(&c.variant_targets),
-                limit(&c.max_gcc),
-                limit(&c.max_clang),
+                shown_count(&c.variant_targets),
+                shown_limit(&c.max_gcc),
+                shown_limit(&c.max_clang),
+                shown_isa(&c.ptx_isa),
                 result.to_string(),
             ]);
         }
         for f in &report.failures {
             t.row([
                 f.version.clone(),
+                "-".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),
@@ -454,6 +487,32 @@ impl CheckReport {
             ));
         }
         out
+    }
+}
+
+/// A target list's cell: `ok (N)` or `DIFFERS`.
+fn shown_count(c: &Compared<Vec<String>>) -> String {
+    match c.ok {
+        true => format!("ok ({})", c.tool.len()),
+        false => "DIFFERS".to_string(),
+    }
+}
+
+/// A host compiler limit's cell: `15 ok` or `15 (kb 14)`.
+fn shown_limit(c: &Compared<Option<u32>>) -> String {
+    let show = |n: Option<u32>| n.map_or("-".to_string(), |n| n.to_string());
+    match c.ok {
+        true => format!("{} ok", show(c.tool)),
+        false => format!("{} (kb {})", show(c.tool), show(c.kb)),
+    }
+}
+
+/// The PTX ISA's cell: `8.4 ok` or `8.4 (kb -)`.
+fn shown_isa(c: &Compared<Option<String>>) -> String {
+    let tool = c.tool.as_deref().unwrap_or("-");
+    match c.ok {
+        true => format!("{tool} ok"),
+        false => format!("{tool} (kb {})", c.kb.as_deref().unwrap_or("-")),
     }
 }
 
@@ -687,7 +746,20 @@ mod tests {
             lists_agree: Some(true),
             max_gcc: Compared::new(Some(gcc.0), Some(gcc.1)),
             max_clang: Compared::new(Some(22), Some(22)),
+            ptx_isa: Compared::new(Some("9.0".into()), Some("9.0".into())),
             ok,
+        }
+    }
+
+    /// What ptxas says of PTX newer than it reads (CUDA 12.4.131's and 13.2.86's, verbatim).
+    #[test]
+    fn the_ptx_isa_is_read_from_ptxas_refusal() {
+        let said = "ptxas isa-probe.ptx, line 1; fatal   : Unsupported .version 99.9; current version is '8.4'\nptxas fatal   : Ptx assembly aborted due to errors\n";
+        assert_eq!(parse_current_ptx_isa(said).unwrap(), v("8.4"));
+        let said = "ptxas isa-probe.ptx, line 1; fatal   : Unsupported .version 99.9; current version is '9.2'\n";
+        assert_eq!(parse_current_ptx_isa(said).unwrap(), v("9.2"));
+        for bad in ["", "current version is '", "current version is 'x.y'"] {
+            assert!(parse_current_ptx_isa(bad).is_err(), "{bad}");
         }
     }
 
