@@ -435,6 +435,8 @@ assert torch.equal(square, r.pow(2)) and square.dtype == r.dtype
 m = torch.arange(12.0).reshape(4, 3)
 want = m.clone()
 want[0], want[1], want[2] = m[1], m[0], 0
+want[3] += m[0]
+want[3][1] *= 2
 assert torch.equal(ops.rows_swapped(m), want) and torch.equal(m, torch.arange(12.0).reshape(4, 3))
 try:
     ops.batched_products(a[0], b)
@@ -464,10 +466,10 @@ fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wra
     assert_eq!(report.review_items, 0, "{:#?}", report.files[0].review);
     // Nine functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic, and six
     // calls whose Scalar arguments are numbers (`addmm`, `addmm_`, `sub`, `add`, `add_`, `elu`,
-    // `pow`: hand-written helpers), five subscripts of a tensor (two assigned into); two bindings
-    // return a tensor list, one takes one.
+    // `pow`: hand-written helpers), eight runs of subscripts of a tensor (two assigned into, two
+    // compound-assigned); two bindings return a tensor list, one takes one.
     let rewrites = &report.rewrites;
-    assert_eq!(rewrites.get("stable-dispatch"), Some(&26), "{rewrites:?}");
+    assert_eq!(rewrites.get("stable-dispatch"), Some(&29), "{rewrites:?}");
     assert_eq!(
         rewrites.get("stable-bindings-lists"),
         Some(&2),

@@ -615,10 +615,15 @@ ARCHSMITH_NUMBER_OPERATOR(<=)
 ARCHSMITH_NUMBER_OPERATOR(>)
 ARCHSMITH_NUMBER_OPERATOR(>=)
 #undef ARCHSMITH_NUMBER_OPERATOR
+// A temporary too: `select(x, 0, i) += e` (`x[i] += e`, codemod/tensor_subscripts.rs) writes
+// through the view into `x`, as ATen's in-place op on `x[i]` does.
 #define ARCHSMITH_COMPOUND_OPERATOR(op)                                            \
   inline Tensor& operator op##=(Tensor& a, const Tensor& b) { torch::stable::copy_(a, a op b); return a; } \
   template <class N, class = std::enable_if_t<std::is_arithmetic_v<N>>>            \
-  Tensor& operator op##=(Tensor& a, N n) { torch::stable::copy_(a, a op n); return a; }
+  Tensor& operator op##=(Tensor& a, N n) { torch::stable::copy_(a, a op n); return a; } \
+  inline Tensor operator op##=(Tensor&& a, const Tensor& b) { torch::stable::copy_(a, a op b); return a; } \
+  template <class N, class = std::enable_if_t<std::is_arithmetic_v<N>>>            \
+  Tensor operator op##=(Tensor&& a, N n) { torch::stable::copy_(a, a op n); return a; }
 ARCHSMITH_COMPOUND_OPERATOR(+)
 ARCHSMITH_COMPOUND_OPERATOR(-)
 ARCHSMITH_COMPOUND_OPERATOR(*)

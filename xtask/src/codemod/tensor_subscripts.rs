@@ -7,8 +7,9 @@
 //! `x[i][j]` becomes `torch::stable::select(torch::stable::select(x, 0, i), 0, j)`, and an
 //! assignment `x[i] = e` becomes `archsmith_aten::assign(torch::stable::select(x, 0, i), e)`
 //! (ATen's assignment to a view copies into it; to the temporary a select returns, it would
-//! change nothing). Every edit is an insertion or a bracket or `=`
-//! replaced: the index and right-hand expressions are left as they are.
+//! change nothing). A compound assignment `x[i] += e` stays one on the select: the header's
+//! compound operators take a temporary and write through the view. Every edit is an insertion
+//! or a bracket or `=` replaced: the index and right-hand expressions are left as they are.
 
 use super::lexer::{lex_c, Kind, Token};
 use std::collections::HashMap;
