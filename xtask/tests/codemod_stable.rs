@@ -437,6 +437,8 @@ want = m.clone()
 want[0], want[1], want[2] = m[1], m[0], 0
 want[3] += m[0]
 want[3][1] *= 2
+p = torch.randint(-99, 99, (1000,), generator=g).double()
+assert torch.equal(ops.parallel_squares(p), p * p)
 assert torch.equal(ops.rows_swapped(m), want) and torch.equal(m, torch.arange(12.0).reshape(4, 3))
 try:
     ops.batched_products(a[0], b)
