@@ -51,7 +51,13 @@ pub fn namespace_of(path: Option<&std::path::PathBuf>) -> String {
             p.file_name().map(|n| n.to_string_lossy().into_owned())
         })
         .unwrap_or_default();
-    let mut ns = identifier(&name);
+    namespace_named(&name)
+}
+
+/// `name` as an operator namespace: an identifier, `ext_` before one that is empty or starts
+/// with a digit (`neural-renderer-pytorch` → `neural_renderer_pytorch`).
+pub fn namespace_named(name: &str) -> String {
+    let mut ns = identifier(name);
     if ns.is_empty() || ns.starts_with(|c: char| c.is_ascii_digit()) {
         ns.insert_str(0, "ext_");
     }

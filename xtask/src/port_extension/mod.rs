@@ -389,12 +389,14 @@ pub fn recipe_less(src: &str) -> Result<Recipe> {
 }
 
 /// `--stable-namespace` (`explicit`), else the package of the recipe's module (`legacy_demo._C` →
-/// `legacy_demo`), else the source directory's name.
+/// `legacy_demo`), else the source directory's name, else (a `pypi:` or `git+` source, no
+/// directory to name it) the recipe's name, which is the package's: `neural_renderer_pytorch`,
+/// not a bare `ext_`.
 pub fn stable_namespace(explicit: Option<&str>, src: Option<&str>, recipe: &Recipe) -> String {
     if let Some(ns) = explicit {
         return ns.to_string();
     }
-    let src = src.map(PathBuf::from);
+    let src = src.map(PathBuf::from).filter(|p| p.exists());
     match recipe
         .build
         .module
@@ -403,7 +405,8 @@ pub fn stable_namespace(explicit: Option<&str>, src: Option<&str>, recipe: &Reci
         .filter(|p| !p.is_empty())
     {
         Some(package) => package.to_string(),
-        None => crate::codemod::stable_bindings::namespace_of(src.as_ref()),
+        None if src.is_some() => crate::codemod::stable_bindings::namespace_of(src.as_ref()),
+        None => crate::codemod::stable_bindings::namespace_named(&recipe.name),
     }
 }
 
@@ -680,6 +683,32 @@ pub fn smoke(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `pypi:` source has no directory to name the namespace: the package's name does
+    /// (neural-renderer-pytorch's operators were `torch.ops.ext_*` before).
+    #[test]
+    fn a_stable_namespace_is_named_after_the_package() {
+        let source = |pypi: Option<&str>| recipe::Source {
+            path: None,
+            git: None,
+            commit: None,
+            pypi: pypi.map(String::from),
+            sha256: None,
+        };
+        let r = Recipe::generic(
+            "neural-renderer-pytorch",
+            source(Some("neural-renderer-pytorch==1.1.3")),
+        );
+        let ns = |src: Option<&str>| stable_namespace(None, src, &r);
+        assert_eq!(
+            ns(Some("pypi:neural-renderer-pytorch==1.1.3")),
+            "neural_renderer_pytorch"
+        );
+        assert_eq!(ns(None), "neural_renderer_pytorch");
+        let dir = tempfile::Builder::new().prefix("3d-ops").tempdir().unwrap();
+        assert!(ns(dir.path().to_str()).starts_with("ext_3d_ops"));
+        assert_eq!(stable_namespace(Some("mine"), None, &r), "mine");
+    }
 
     fn item(file: &str, line: usize, rule: &str, code: &str) -> Item {
         Item {
