@@ -439,6 +439,14 @@ want[3] += m[0]
 want[3][1] *= 2
 p = torch.randint(-99, 99, (1000,), generator=g).double()
 assert torch.equal(ops.parallel_squares(p), p * p)
+for q in (t, t.contiguous()):  # strided and contiguous
+    got = ops.accessor_sums(q)
+    assert got.dtype == q.dtype and torch.allclose(got, q.sum(1) + 0.5, rtol=0, atol=1e-9), (got, q.sum(1))
+try:
+    ops.accessor_sums(p)
+    print("no error for a 1-D input")
+except RuntimeError as e:
+    assert "x must be 2-D" in str(e), e
 assert torch.equal(ops.rows_swapped(m), want) and torch.equal(m, torch.arange(12.0).reshape(4, 3))
 try:
     ops.batched_products(a[0], b)

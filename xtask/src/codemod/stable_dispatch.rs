@@ -430,6 +430,7 @@ pub fn header(release: &super::aten_schema::Release, names: &BTreeSet<String>) -
          #include <torch/csrc/stable/library.h>\n\
          #include <torch/csrc/stable/ops.h>\n\
          #include <torch/csrc/stable/tensor.h>\n\
+         #include <torch/headeronly/core/TensorAccessor.h>\n\
          #include <torch/headeronly/util/Exception.h>\n\
          #if __has_include(<cuda_runtime.h>)\n#include <cuda_runtime.h>\n#endif\n\
          #include <array>\n#include <cstdint>\n#include <initializer_list>\n#include <limits>\n#include <mutex>\n\
@@ -679,6 +680,55 @@ inline torch::stable::Tensor full(IntList size, double fill_value, const Options
 inline torch::stable::Tensor full(IntList size, double fill_value,
                                   std::optional<torch::headeronly::ScalarType> dtype = std::nullopt) {
   return torch::stable::full(size.values, fill_value, dtype);
+}
+
+// ATen's tensor accessors (`x.packed_accessor32<T, N, PtrTraits>()`, `x.accessor<T, N>()`,
+// their types in kernel signatures): torch::headeronly's, with ATen's template parameters, built
+// over the stable tensor's data pointer, sizes and strides with ATen's checks.
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits,
+          typename index_t = int64_t>
+using GenericPackedTensorAccessor = torch::headeronly::HeaderOnlyGenericPackedTensorAccessor<T, N, PtrTraits, index_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits,
+          typename index_t = int64_t>
+using PackedTensorAccessor = GenericPackedTensorAccessor<T, N, PtrTraits, index_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits>
+using PackedTensorAccessor32 = GenericPackedTensorAccessor<T, N, PtrTraits, int32_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits>
+using PackedTensorAccessor64 = GenericPackedTensorAccessor<T, N, PtrTraits, int64_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits,
+          typename index_t = int64_t>
+using TensorAccessor = torch::headeronly::HeaderOnlyTensorAccessor<T, N, PtrTraits, index_t>;
+
+template <typename T, size_t N>
+T* accessor_data(const torch::stable::Tensor& t) {
+  STD_TORCH_CHECK(t.dim() == static_cast<int64_t>(N), "TensorAccessor expected ", N,
+                  " dims but tensor has ", t.dim());
+  return static_cast<T*>(t.mutable_data_ptr());
+}
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits,
+          typename index_t = int64_t>
+GenericPackedTensorAccessor<T, N, PtrTraits, index_t> generic_packed_accessor(const torch::stable::Tensor& t) {
+  return GenericPackedTensorAccessor<T, N, PtrTraits, index_t>(
+      accessor_data<T, N>(t), t.sizes().data(), t.strides().data());
+}
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits,
+          typename index_t = int64_t>
+PackedTensorAccessor<T, N, PtrTraits, index_t> packed_accessor(const torch::stable::Tensor& t) {
+  return generic_packed_accessor<T, N, PtrTraits, index_t>(t);
+}
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits>
+PackedTensorAccessor32<T, N, PtrTraits> packed_accessor32(const torch::stable::Tensor& t) {
+  STD_TORCH_CHECK(t.numel() <= static_cast<int64_t>(std::numeric_limits<int32_t>::max()),
+                  "numel needs to be smaller than int32_t max; otherwise, please use packed_accessor64");
+  return generic_packed_accessor<T, N, PtrTraits, int32_t>(t);
+}
+template <typename T, size_t N, template <typename U> class PtrTraits = torch::headeronly::DefaultPtrTraits>
+PackedTensorAccessor64<T, N, PtrTraits> packed_accessor64(const torch::stable::Tensor& t) {
+  return generic_packed_accessor<T, N, PtrTraits, int64_t>(t);
+}
+template <typename T, size_t N>
+TensorAccessor<T, N> accessor(const torch::stable::Tensor& t) {
+  return TensorAccessor<T, N>(accessor_data<T, N>(t), t.sizes().data(), t.strides().data());
 }
 
 // at::Tensor's assignment into a view (`x[i] = e`, rewritten by codemod/tensor_subscripts.rs): a copy into
@@ -963,7 +1013,9 @@ fn already_called(src: &[u8]) -> BTreeSet<String> {
         .collect();
     let text = |i: usize| toks.get(i).map_or(&b""[..], |t| t.text(src));
     (0..toks.len())
-        .filter(|&i| text(i) == NAMESPACE.as_bytes() && text(i + 1) == b"::" && text(i + 3) == b"(")
+        .filter(|&i| text(i) == NAMESPACE.as_bytes() && text(i + 1) == b"::")
+        // A call, a template's (`CPU_tensor_apply2<float>(`) or a type's (`PackedTensorAccessor32<`).
+        .filter(|&i| matches!(text(i + 3), b"(" | b"<"))
         .map(|i| String::from_utf8_lossy(text(i + 2)).into_owned())
         .collect()
 }
