@@ -443,6 +443,14 @@ for q in (t, t.contiguous()):  # strided and contiguous
     got = ops.accessor_sums(q)
     assert got.dtype == q.dtype and torch.allclose(got, q.sum(1) + 0.5, rtol=0, atol=1e-9), (got, q.sum(1))
 try:
+    ops.accessor_sums(t.float())
+    print("no error for a float input")
+except RuntimeError as e:
+    assert "x must be double" in str(e), e
+block = torch.zeros_like(t)
+block[1:3, 1:3] = t[1:3, 1:3]
+assert torch.equal(ops.middle_block(t), block)
+try:
     ops.accessor_sums(p)
     print("no error for a 1-D input")
 except RuntimeError as e:
