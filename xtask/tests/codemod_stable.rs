@@ -449,6 +449,7 @@ except RuntimeError as e:
     assert "x must be double" in str(e), e
 block = torch.zeros_like(t)
 block[1:3, 1:3] = t[1:3, 1:3]
+block[4] = t[4]
 assert torch.equal(ops.middle_block(t), block)
 try:
     ops.accessor_sums(p)
@@ -485,9 +486,10 @@ fn aten_calls_with_no_stable_function_reach_the_dispatcher_through_generated_wra
     // Nine functions, two methods (`resize_`, `repeat`), one line of tensor arithmetic, and six
     // calls whose Scalar arguments are numbers (`addmm`, `addmm_`, `sub`, `add`, `add_`, `elu`,
     // `pow`: hand-written helpers), eight runs of subscripts of a tensor (two assigned into, two
-    // compound-assigned); two bindings return a tensor list, one takes one.
+    // compound-assigned), a `slice()` and the assignment into it; two bindings return a tensor
+    // list, one takes one.
     let rewrites = &report.rewrites;
-    assert_eq!(rewrites.get("stable-dispatch"), Some(&29), "{rewrites:?}");
+    assert_eq!(rewrites.get("stable-dispatch"), Some(&31), "{rewrites:?}");
     assert_eq!(
         rewrites.get("stable-bindings-lists"),
         Some(&2),

@@ -7,7 +7,8 @@
 //! `x[i][j]` becomes `torch::stable::select(torch::stable::select(x, 0, i), 0, j)`, and an
 //! assignment `x[i] = e` becomes `archsmith_aten::assign(torch::stable::select(x, 0, i), e)`
 //! (ATen's assignment to a view copies into it; to the temporary a select returns, it would
-//! change nothing). A compound assignment `x[i] += e` stays one on the select: the header's
+//! change nothing); so does an assignment into what a stable call returns (`c.slice() = e`,
+//! by then `archsmith_aten::slice(c) = e`). A compound assignment `x[i] += e` stays one on the select: the header's
 //! compound operators take a temporary and write through the view. Every edit is an insertion
 //! or a bracket or `=` replaced: the index and right-hand expressions are left as they are.
 
@@ -95,9 +96,58 @@ pub fn edits(src: &[u8]) -> (Vec<Edit>, Vec<usize>) {
         sites.push(start);
         k = e;
     }
+    for (start, close, semi) in assignments_into_calls(src, &toks, &brackets) {
+        out.extend(assign_edits(&toks, start, close, semi));
+        sites.push(toks[start].start);
+    }
     // The right-hand side's own subscripts come after its closing insertion: in text order.
     out.sort_by_key(|x| (x.0, x.1));
     (out, sites)
+}
+
+/// `slice(x) = e;` (tokens `start`, its `)` at `close`, the `;` at `semi`) as `assign(slice(x),
+/// e);`, as `x[i] = e` reads.
+fn assign_edits(toks: &[Token], start: usize, close: usize, semi: usize) -> [Edit; 3] {
+    [
+        (toks[start].start, toks[start].start, ASSIGN.to_vec()),
+        (toks[close].end, toks[close + 1].end, b",".to_vec()),
+        (toks[semi].start, toks[semi].start, b")".to_vec()),
+    ]
+}
+
+/// Statements that assign into the tensor a stable call returns (`archsmith_aten::slice(c) =
+/// e;`, from `c.slice() = e;`): ATen's assignment to a temporary tensor copies into it (a view
+/// writes through); the stable tensor's replaces a handle nobody keeps, and the write is lost.
+/// Each as (the call's first token, its `)`, the statement's end).
+fn assignments_into_calls(
+    src: &[u8],
+    toks: &[Token],
+    brackets: &Brackets,
+) -> Vec<(usize, usize, usize)> {
+    let text = |k: usize| toks.get(k).map_or(&b""[..], |t| t.text(src));
+    let mut out = Vec::new();
+    for k in 0..toks.len() {
+        let open = match (text(k), text(k + 1), text(k + 2), text(k + 3)) {
+            (b"archsmith_aten", b"::", _, b"(") => k + 3,
+            (b"torch", b"::", b"stable", b"::") if text(k + 5) == b"(" => k + 5,
+            _ => continue,
+        };
+        if toks[open - 1].kind != Kind::Ident || toks[open - 1].text(src) == b"assign" {
+            continue;
+        }
+        // At the start of a statement: not an argument, an operand or a declaration's value.
+        let statement = k == 0 || matches!(text(k - 1), b";" | b"{" | b"}" | b"else");
+        let Some(close) = brackets.partner[open].filter(|_| statement) else {
+            continue;
+        };
+        if text(close + 1) != b"=" || text(close + 2) == b"=" {
+            continue;
+        }
+        if let Some(semi) = assignment_end(toks, src, close + 1).filter(|&e| text(e) == b";") {
+            out.push((k, close, semi));
+        }
+    }
+    out
 }
 
 /// Each bracket's partner and each token's innermost open bracket, from one pass.
@@ -233,6 +283,15 @@ mod tests {
             "void f(torch::stable::Tensor out, const torch::stable::Tensor& w, float* p) {\n  g(torch::stable::select(w, 0, i), p[i]);\n  archsmith_aten::assign(torch::stable::select(torch::stable::select(out, 0, e), 0, k), h(torch::stable::select(torch::stable::select(out, 0, e), 0, k), torch::stable::select(w, 0, k)));\n  torch::stable::Tensor c = w;\n  archsmith_aten::assign(torch::stable::select(c, 0, 0), 1);\n  if (torch::stable::select(out, 0, 0) == 2) archsmith_aten::assign(torch::stable::select(c, 0, 1), torch::stable::select(w, 0, 0));\n}\nvoid k(float* out) { out[1] = 0; }\n"
         );
         // Nothing to do where no stable tensor is declared; a second run finds nothing more.
+        let once = rewritten(src);
+        assert_eq!(rewritten(&once), once);
+        // An assignment into what a stable call returns copies into it (a view writes through);
+        // a call's value assigned elsewhere, or compared, is left alone.
+        let src = "void i(const torch::stable::Tensor h, torch::stable::Tensor c) {\n  archsmith_aten::slice(c) = archsmith_aten::narrow(h, 2, 0, c.size(2));\n  torch::stable::narrow(c, 0, 0, 1) = 0;\n  auto d = archsmith_aten::slice(c);\n  if (g(archsmith_aten::slice(c)) == 1) {}\n}\n";
+        assert_eq!(
+            rewritten(src),
+            "void i(const torch::stable::Tensor h, torch::stable::Tensor c) {\n  archsmith_aten::assign(archsmith_aten::slice(c), archsmith_aten::narrow(h, 2, 0, c.size(2)));\n  archsmith_aten::assign(torch::stable::narrow(c, 0, 0, 1), 0);\n  auto d = archsmith_aten::slice(c);\n  if (g(archsmith_aten::slice(c)) == 1) {}\n}\n"
+        );
         let once = rewritten(src);
         assert_eq!(rewritten(&once), once);
         assert!(edits(b"int a[3]; a[1] = 2;").0.is_empty());
