@@ -214,6 +214,10 @@ impl<'a> Matcher<'a> {
                             return None; // the middle of a chain: its start matches instead
                         }
                         self.postfix_ends(ti)
+                    } else if ti > 0 && self.text(ti - 1) == b"::" {
+                        // A name's last part (`x::TensorAccessor`): the name matches from its
+                        // first part, or not at all.
+                        return None;
                     } else {
                         vec![ti + 1]
                     };
