@@ -214,9 +214,13 @@ impl<'a> Matcher<'a> {
                             return None; // the middle of a chain: its start matches instead
                         }
                         self.postfix_ends(ti)
-                    } else if ti > 0 && self.text(ti - 1) == b"::" {
-                        // A name's last part (`x::TensorAccessor`): the name matches from its
-                        // first part, or not at all.
+                    } else if ti > 1
+                        && self.text(ti - 1) == b"::"
+                        && self.toks[ti - 2].kind == Kind::Ident
+                    {
+                        // A later part of a qualified name (`x::TensorAccessor`): the name
+                        // matches from its first part, or not at all. (`::at::Tensor`, from
+                        // the global scope, still starts at `at`.)
                         return None;
                     } else {
                         vec![ti + 1]
@@ -499,6 +503,23 @@ mod tests {
                 "AT_DISPATCH_FLOATING_TYPES(in[i].contiguous().type(), \"n\", [&] { f(); });"
             ),
             vec!["M=AT_DISPATCH_FLOATING_TYPES X=in[i].contiguous()"]
+        );
+    }
+
+    /// A one-token leading hole names a whole qualified name's first part, never a later one:
+    /// `archsmith_aten::TensorAccessor` is no bare `TensorAccessor`, `::at::kLong` starts at `at`.
+    #[test]
+    fn a_leading_hole_starts_a_qualified_name() {
+        assert_eq!(
+            find(
+                "$A<",
+                "TensorAccessor<float, 1> a; archsmith_aten::TensorAccessor<float, 1> b;"
+            ),
+            vec!["A=TensorAccessor"]
+        );
+        assert_eq!(
+            find("$NS::$K", "auto t = ::at::kLong; auto u = c10::at::kInt;"),
+            vec!["K=kLong NS=at", "K=at NS=c10"]
         );
     }
 
