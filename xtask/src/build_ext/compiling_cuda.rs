@@ -91,7 +91,7 @@ pub fn oldest_covering_release(
         .filter(|c| floor.as_ref().is_none_or(|f| c >= f))
         .collect();
     older.sort();
-    let torch = Version::new(torch.parts());
+    let torch = super::base_version(torch);
     let ctx = |c: &Version| PlanContext::new(Some(torch.clone()), Some(c.clone()));
     if let Some(c) = older.iter().find(|c| Plan::parse(&ctx(c), arch).is_ok()) {
         return CompilingCuda {

@@ -7,10 +7,11 @@
 //! `x[i][j]` becomes `torch::stable::select(torch::stable::select(x, 0, i), 0, j)`, and an
 //! assignment `x[i] = e` becomes `archsmith_aten::assign(torch::stable::select(x, 0, i), e)`
 //! (ATen's assignment to a view copies into it; to the temporary a select returns, it would
-//! change nothing); so does an assignment into what a stable call returns (`c.slice() = e`,
-//! by then `archsmith_aten::slice(c) = e`). A compound assignment `x[i] += e` stays one on the select: the header's
-//! compound operators take a temporary and write through the view. Every edit is an insertion
-//! or a bracket or `=` replaced: the index and right-hand expressions are left as they are.
+//! change nothing); so does an assignment into what a stable call returns (`c.slice() = e`, by
+//! then `archsmith_aten::slice(c) = e`). A compound assignment `x[i] += e` stays one on the
+//! select: the header's compound operators take a temporary and write through the view. Every
+//! edit is an insertion or a bracket or `=` replaced: the index and right-hand expressions are
+//! left as they are.
 
 use super::lexer::{lex_c, Kind, Token};
 use std::collections::HashMap;
@@ -132,7 +133,7 @@ fn assignments_into_calls(
             (b"torch", b"::", b"stable", b"::") if text(k + 5) == b"(" => k + 5,
             _ => continue,
         };
-        if toks[open - 1].kind != Kind::Ident || toks[open - 1].text(src) == b"assign" {
+        if toks[open - 1].kind != Kind::Ident {
             continue;
         }
         // At the start of a statement: not an argument, an operand or a declaration's value.
