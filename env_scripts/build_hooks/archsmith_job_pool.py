@@ -46,7 +46,7 @@ class Jobserver:
     process that made it holds the first slot). Children join it through MAKEFLAGS.
 
     Inside a pool that builds beside this one share (ARCHSMITH_JOB_POOL names its pipe: a tree's
-    packages built at once, xtask/src/build_ext/job_pool.rs), it joins that pool instead: this
+    packages built at once, crates/workflows/src/build_ext/job_pool.rs), it joins that pool instead: this
     process's slot is the one the pool's driver took for this build, and every further child
     takes a token from the shared pipe, so all builds together stay within its slots."""
 

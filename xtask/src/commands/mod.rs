@@ -2,12 +2,14 @@
 
 pub mod archs;
 pub mod audit;
+#[cfg(feature = "maintainer")]
 pub mod bench;
 pub mod build_ext;
 pub mod build_torch;
 pub mod codemod;
 pub mod corpus;
 pub mod doctor;
+#[cfg(feature = "maintainer")]
 pub mod kb;
 pub mod kernels;
 pub mod port_extension;
@@ -49,6 +51,7 @@ pub enum Command {
     /// Audits of a project's sources: `audit upgrade --from 2.3.1 --to 2.6.0 [PATH]`.
     Audit(audit::AuditArgs),
     /// Measured comparisons with the usual tools: `bench audit`, `bench build-ext`.
+    #[cfg(feature = "maintainer")]
     Bench(bench::BenchArgs),
     /// Build a torch C++/CUDA extension for exactly the chosen archs, audit the wheel, import it.
     #[command(
@@ -86,7 +89,15 @@ pub enum Command {
     /// wheels), `verify env` (a Python env with torch), `verify pins` (a repository's requirements).
     Verify(verify::VerifyArgs),
     /// The compatibility knowledge base: `kb check` re-verifies it against NVIDIA's PyPI wheels.
+    #[cfg(feature = "maintainer")]
     Kb(kb::KbArgs),
+    /// `bench` and `kb` in a build without the maintainer's commands: says where they are.
+    #[cfg(not(feature = "maintainer"))]
+    #[command(hide = true, name = "bench", alias = "kb")]
+    MaintainerOnly {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// The arch guard's nvcc (build_ext/arch_guard.rs): run by the wrapper a build's CUDA_HOME
     /// holds, never by hand.
     #[command(hide = true)]
@@ -116,6 +127,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Archs(args) => archs::run(&args),
         Command::Audit(args) => audit::run(args),
+        #[cfg(feature = "maintainer")]
         Command::Bench(args) => bench::run(args),
         Command::BuildExt(args) => build_ext::run(args),
         Command::BuildTorch(args) => build_torch::run(args),
@@ -127,7 +139,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Toolchain(args) => toolchain::run(args),
         Command::TraceBuild(args) => trace_build::run(&args),
         Command::Verify(args) => verify::run(args),
+        #[cfg(feature = "maintainer")]
         Command::Kb(args) => kb::run(&args),
+        #[cfg(not(feature = "maintainer"))]
+        Command::MaintainerOnly { .. } => anyhow::bail!(
+            "`bench` and `kb check` are archsmith's maintainer commands, left out of this build: \
+             run them in archsmith's checkout as `cargo xtask bench …` / `cargo xtask kb check`, \
+             or build with `--features maintainer`"
+        ),
         Command::NvccGuard { args } => crate::build_ext::arch_guard::run(&args).map(Exit::Program),
         Command::CompileMeter { args } => {
             crate::build_insight::compile_meter::run(&args).map(Exit::Program)

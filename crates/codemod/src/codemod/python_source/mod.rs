@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 pub const BUILTIN_NAME: &str = "patches/rules/torch-python.toml";
-const BUILTIN: &str = include_str!("../../../../patches/rules/torch-python.toml");
+const BUILTIN: &str = include_str!("../../../../../patches/rules/torch-python.toml");
 
 /// One API change: what, when, why, the fix, where it is documented, and how to rewrite it when
 /// that is safe.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The probe's source, compiled in so archsmith works from any directory.
-pub const SCRIPT: &str = include_str!("../../../env_scripts/probes/python_env.py");
+pub const SCRIPT: &str = include_str!("../../../../env_scripts/probes/python_env.py");
 
 /// How much to ask: reading files only, or importing torch as well.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

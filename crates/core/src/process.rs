@@ -8,7 +8,7 @@
 //! converted into a [`Cmd`], so they still run, fail and report through this runner:
 //!
 //! ```no_run
-//! # use archsmith::process::{shell, Cmd};
+//! # use archsmith_core::process::{shell, Cmd};
 //! let sh = shell()?;
 //! let nvcc = "/opt/cuda/bin/nvcc";
 //! let text = Cmd::from(xshell::cmd!(sh, "{nvcc} --version")).read()?;

@@ -89,7 +89,7 @@ pub fn launcher(kind: CacheKind) -> Result<PathBuf> {
 /// Writes an executable wrapper script, leaving an identical one untouched: ccache hashes the
 /// mtime of the compilers it sees (nvcc's host compiler is found on PATH, i.e. a wrapper), so a
 /// rewritten wrapper would turn every later compile into a miss.
-pub(super) fn write_wrapper(path: &Path, comment: &str, command: &[String]) -> Result<()> {
+pub fn write_wrapper(path: &Path, comment: &str, command: &[String]) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let words: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
     let text = format!("#!/bin/sh\n# {comment}\nexec {} \"$@\"\n", words.join(" "));

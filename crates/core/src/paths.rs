@@ -86,11 +86,16 @@ pub fn toolchains_dir() -> PathBuf {
     cache_dir().join("toolchains")
 }
 
-/// The repository root (the workspace that holds `xtask/`), for commands that read `patches/`,
-/// `kernels/` or `env_scripts/`.
+/// The repository root (the workspace that holds `xtask/` and `crates/`), for commands that read
+/// `patches/`, `kernels/` or `env_scripts/`: two folders above this crate's manifest
+/// (`crates/core`).
 pub fn repo_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
+    manifest
+        .ancestors()
+        .nth(2)
+        .unwrap_or(manifest)
+        .to_path_buf()
 }
 
 /// The entries of `dir` whose names start with `prefix` (`cuda-`), sorted; none if `dir` is missing.

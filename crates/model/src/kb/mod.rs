@@ -1,6 +1,6 @@
 //! The compatibility knowledge base: every fact that changes with NVIDIA and PyTorch releases.
 //!
-//! The facts live in one data file, `xtask/data/knowledge-base.toml`, each row with its source. It
+//! The facts live in one data file, `crates/model/data/knowledge-base.toml`, each row with its source. It
 //! is compiled into the binary so archsmith answers offline; `cargo xtask kb check` re-verifies the
 //! rows that can be checked against real NVIDIA wheels. Code asks questions through the methods here
 //! and never carries its own copy of a version table.
@@ -36,7 +36,7 @@ pub use gpu_models::*;
 pub use toolkits::*;
 pub use torch_releases::*;
 
-pub const KB_PATH: &str = "xtask/data/knowledge-base.toml";
+pub const KB_PATH: &str = "crates/model/data/knowledge-base.toml";
 const KB_TEXT: &str = include_str!("../../data/knowledge-base.toml");
 
 #[derive(Debug, Deserialize)]

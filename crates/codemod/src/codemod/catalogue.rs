@@ -25,15 +25,15 @@ pub const BUILTIN_NAME: &str = "patches/rules/torch-legacy.toml";
 pub const BUNDLED: [(&str, &str); 3] = [
     (
         "archsmith_thc_blas.h",
-        include_str!("../../../patches/rules/compat/archsmith_thc_blas.h"),
+        include_str!("../../../../patches/rules/compat/archsmith_thc_blas.h"),
     ),
     (
         "archsmith_thc_tensor.h",
-        include_str!("../../../patches/rules/compat/archsmith_thc_tensor.h"),
+        include_str!("../../../../patches/rules/compat/archsmith_thc_tensor.h"),
     ),
     (
         "archsmith_th_blas.h",
-        include_str!("../../../patches/rules/compat/archsmith_th_blas.h"),
+        include_str!("../../../../patches/rules/compat/archsmith_th_blas.h"),
     ),
 ];
 
@@ -41,7 +41,7 @@ pub const BUNDLED: [(&str, &str); 3] = [
 pub fn bundled(name: &str) -> Option<&'static str> {
     BUNDLED.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
-const BUILTIN: &str = include_str!("../../../patches/rules/torch-legacy.toml");
+const BUILTIN: &str = include_str!("../../../../patches/rules/torch-legacy.toml");
 pub const STABLE_NAME: &str = "patches/rules/torch-stable.toml";
 /// The id reports give the `--stable-abi` bindings step ([`super::stable_bindings`]).
 pub const STABLE_BINDINGS: &str = "stable-bindings";
@@ -54,7 +54,7 @@ pub const STABLE_DISPATCH: &str = "stable-dispatch";
 pub const STABLE_BINDINGS_LISTS: &str = "stable-bindings-lists";
 pub const STABLE_DISPATCH_WHY: &str = "An ATen operator with no torch::stable function: called through torch_call_dispatcher by name and overload, with the schema of the torch the build uses, so the binary binds no ATen symbol.";
 pub const STABLE_DISPATCH_SINCE: &str = "2.10";
-const STABLE: &str = include_str!("../../../patches/rules/torch-stable.toml");
+const STABLE: &str = include_str!("../../../../patches/rules/torch-stable.toml");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]

@@ -11,9 +11,9 @@ use include_dir::{include_dir, Dir};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-static PATCHES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../patches");
-static KERNELS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../kernels");
-static ENV_SCRIPTS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../env_scripts");
+static PATCHES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../patches");
+static KERNELS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../kernels");
+static ENV_SCRIPTS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../env_scripts");
 
 /// Forces the embedded copies even inside the checkout (tests of an installed binary).
 pub const EMBEDDED_ENV: &str = "ARCHSMITH_EMBEDDED_DATA";
