@@ -159,7 +159,8 @@ fn catalogue_covers_the_researched_legacy_apis() {
 #[test]
 fn every_rule_records_when_the_old_form_broke() {
     let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../patches/rules/torch-legacy.toml"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../crates/codemod/rules/torch-legacy.toml"),
     )
     .unwrap();
     let rules_in_file = text.matches("[[rule]]").count();

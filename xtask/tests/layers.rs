@@ -1179,7 +1179,7 @@ fn nothing_cites_a_path_outside_the_repository() {
         "xtask/data",
         "patches",
         "docs",
-        "env_scripts",
+        "verify",
         "ci",
         "README.md",
     ]

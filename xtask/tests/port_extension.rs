@@ -209,7 +209,7 @@ fn legacy_demo_on_the_stable_abi_is_built_once_and_matches_torchvision_on_anothe
         "{device:?}"
     );
     let out = Command::new(&old.python)
-        .arg(repo_root().join("env_scripts/smoke/nms_roialign.py"))
+        .arg(repo_root().join("verify/smoke/nms_roialign.py"))
         .args(["--module", "legacy_demo._C", "--roi-align-aligned-arg"])
         .env("PYTHONPATH", &site)
         .current_dir(&home)
@@ -389,7 +389,7 @@ fn the_smoke_test_fails_on_wrong_results_and_reports_real_numbers() {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
     let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let script = repo_root().join("env_scripts/smoke/nms_roialign.py");
+    let script = repo_root().join("verify/smoke/nms_roialign.py");
     // one stand-in module per mode: torchvision, with the mode's deliberate error
     let smoke = |mode: &str| {
         let module = format!("fake_{}", mode.replace('-', "_"));
@@ -427,7 +427,7 @@ fn the_generic_smoke_test_calls_typed_functions_and_contains_a_crash() {
     let torch = archsmith::kb::kb().releases.newest_torch.clone();
     let env = archsmith::python::ensure_torch_env(&torch).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let script = repo_root().join("env_scripts/smoke/generic_ops.py");
+    let script = repo_root().join("verify/smoke/generic_ops.py");
     // pybind11 writes the signature as the docstring's first line; these stand-ins do the same.
     let module = |name: &str, body: &str| {
         std::fs::write(dir.path().join(format!("{name}.py")), body).unwrap();
@@ -587,8 +587,8 @@ fn one_file_recipe(root: &Path, name: &str, text: &str, patch: (&str, &str)) -> 
     std::fs::write(
         rdir.join("recipe.toml"),
         format!(
-            "[source]\npath = \"src\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\"ext.cpp\"]\n[build]\nmodule = \"x._C\"\n[smoke]\nscript = \"env_scripts/smoke/nms_roialign.py\"\n",
-            repo_root().join("patches/rules/torch-legacy.toml").display()
+            "[source]\npath = \"src\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\"ext.cpp\"]\n[build]\nmodule = \"x._C\"\n[smoke]\nscript = \"verify/smoke/nms_roialign.py\"\n",
+            repo_root().join("crates/codemod/rules/torch-legacy.toml").display()
         ),
     )
     .unwrap();
@@ -870,8 +870,8 @@ fn a_pypi_sdist_source_is_checked_against_its_sha256() {
         std::fs::write(
             rdir.join("recipe.toml"),
             format!(
-                "[source]\npypi = \"torchsort==0.1.10\"\nsha256 = \"{sha}\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\".\"]\n[build]\nmodule = \"torchsort.isotonic_cpu\"\n[smoke]\nscript = \"env_scripts/smoke/nms_roialign.py\"\n",
-                repo_root().join("patches/rules/torch-legacy.toml").display()
+                "[source]\npypi = \"torchsort==0.1.10\"\nsha256 = \"{sha}\"\n[rules]\ncatalogues = [\"{}\"]\npaths = [\".\"]\n[build]\nmodule = \"torchsort.isotonic_cpu\"\n[smoke]\nscript = \"verify/smoke/nms_roialign.py\"\n",
+                repo_root().join("crates/codemod/rules/torch-legacy.toml").display()
             ),
         )
         .unwrap();

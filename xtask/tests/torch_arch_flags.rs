@@ -100,7 +100,7 @@ struct ProbeResult {
 
 /// Runs the probe with `python` (optionally on another torch wheel's function) over the corpus.
 fn run_probe(python: &Path, wheel: Option<&Path>) -> ProbeOutput {
-    let probe = repo_root().join("env_scripts/probes/torch_arch_flags.py");
+    let probe = repo_root().join("verify/probes/torch_arch_flags.py");
     let mut cmd = Command::new(python);
     cmd.arg(&probe);
     if let Some(w) = wheel {

@@ -108,7 +108,7 @@ fn archsmith_reads_lists_like_each_older_torch_cmake() {
 /// Runs the corpus through `module` with the real cmake and through archsmith's table for `torch`;
 /// panics where they disagree. Returns how many lists both accepted and both rejected.
 fn agree_with_real_cmake(cmake: &Path, module: &Path, torch: &Version) -> (usize, usize) {
-    let script = repo_root().join("env_scripts/probes/torch_cmake_arch_flags.cmake");
+    let script = repo_root().join("verify/probes/torch_cmake_arch_flags.cmake");
     let module = module.display();
     let (mut agree_ok, mut agree_err) = (0, 0);
     for spec in CORPUS {

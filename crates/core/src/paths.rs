@@ -87,7 +87,7 @@ pub fn toolchains_dir() -> PathBuf {
 }
 
 /// The repository root (the workspace that holds `xtask/` and `crates/`), for commands that read
-/// `patches/`, `kernels/` or `env_scripts/`: two folders above this crate's manifest
+/// `patches/`, `kernels/` or `verify/`: two folders above this crate's manifest
 /// (`crates/core`).
 pub fn repo_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -1,5 +1,7 @@
-//! archsmith's data files (`patches/`: recipes, rule catalogues, patches, smoke tests; `kernels/`:
-//! the test kernels) wherever the binary runs. Built in this repository (the binary under its
+//! archsmith's data files wherever the binary runs: `patches/` (recipes and their patches),
+//! `kernels/` (the test kernels), `verify/` (the probes and smoke tests that run inside an env),
+//! the rule catalogues beside the codemod engine and the build and JIT hooks beside build-ext
+//! (each under its path in the repository, [`DIRS`]). Built in this repository (the binary under its
 //! `target/`), they are read from the checkout, so edits show at once; installed anywhere else
 //! (`cargo install`, the Python wheel), the copies compiled into the binary are written once under
 //! the cache (`cache_dir()/data/<content hash>`, build-once) and read from there.
@@ -13,7 +15,27 @@ use std::path::{Path, PathBuf};
 
 static PATCHES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../patches");
 static KERNELS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../kernels");
-static ENV_SCRIPTS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../env_scripts");
+static VERIFY: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../verify");
+static RULES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../codemod/rules");
+static BUILD_HOOKS_DIR: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/src/build_ext/build_hooks");
+static JIT_HOOK_DIR: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/src/build_ext/jit_hook");
+
+/// The rule catalogues a recipe names by file name (`torch-legacy.toml`), under the data root.
+pub const RULES_DIR: &str = "crates/codemod/rules";
+/// What build-ext puts on a build's `PYTHONPATH` (`sitecustomize.py`, the job pool).
+pub const BUILD_HOOKS: &str = "crates/workflows/src/build_ext/build_hooks";
+/// The load() hook of a JIT tree's prebuild.
+pub const JIT_HOOK: &str = "crates/workflows/src/build_ext/jit_hook";
+
+/// Each embedded folder and its path under the data root, which is the repository's path.
+static DIRS: [(&str, &Dir<'_>); 6] = [
+    ("patches", &PATCHES),
+    ("kernels", &KERNELS),
+    ("verify", &VERIFY),
+    (RULES_DIR, &RULES),
+    (BUILD_HOOKS, &BUILD_HOOKS_DIR),
+    (JIT_HOOK, &JIT_HOOK_DIR),
+];
 
 /// Forces the embedded copies even inside the checkout (tests of an installed binary).
 pub const EMBEDDED_ENV: &str = "ARCHSMITH_EMBEDDED_DATA";
@@ -40,15 +62,12 @@ fn files<'a>(dir: &'a Dir<'a>, out: &mut Vec<&'a include_dir::File<'a>>) {
 /// sha256 of every embedded path and its bytes.
 fn content_hash() -> String {
     let mut h = Sha256::new();
-    for (name, dir) in [
-        ("patches/", &PATCHES),
-        ("kernels/", &KERNELS),
-        ("env_scripts/", &ENV_SCRIPTS),
-    ] {
+    for (name, dir) in DIRS {
         let mut all = Vec::new();
         files(dir, &mut all);
         for f in all {
             h.update(name.as_bytes());
+            h.update(b"/");
             h.update(f.path().to_string_lossy().as_bytes());
             h.update([0]);
             h.update(f.contents());
@@ -70,7 +89,8 @@ fn write_all(dir: &Dir<'_>, root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The directory that holds `patches/`, `kernels/` and `env_scripts/`.
+/// The directory that holds `patches/`, `kernels/`, `verify/` and the rest of [`DIRS`], each at its
+/// path in the repository.
 pub fn data_root() -> Result<PathBuf> {
     if running_from_checkout() {
         return Ok(repo_root());
@@ -83,9 +103,10 @@ pub fn data_root() -> Result<PathBuf> {
         "archsmith's data files",
         &|d| Ok(d.join("patches").is_dir().then(|| d.to_path_buf())),
         &mut |staging, _| {
-            write_all(&PATCHES, &staging.join("patches"))?;
-            write_all(&KERNELS, &staging.join("kernels"))?;
-            write_all(&ENV_SCRIPTS, &staging.join("env_scripts"))
+            for (name, dir) in DIRS {
+                write_all(dir, &staging.join(name))?;
+            }
+            Ok(())
         },
         &mut |_| {},
     )
@@ -102,9 +123,14 @@ mod tests {
         assert!(all
             .iter()
             .any(|f| f.path().ends_with("legacy-demo/recipe.toml")));
-        for f in all {
-            let on_disk = std::fs::read(repo_root().join("patches").join(f.path())).unwrap();
-            assert_eq!(on_disk, f.contents(), "{}", f.path().display());
+        for (name, dir) in DIRS {
+            let mut all = Vec::new();
+            files(dir, &mut all);
+            assert!(!all.is_empty(), "{name}");
+            for f in all {
+                let on_disk = std::fs::read(repo_root().join(name).join(f.path())).unwrap();
+                assert_eq!(on_disk, f.contents(), "{name}/{}", f.path().display());
+            }
         }
     }
 }

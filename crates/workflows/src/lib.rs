@@ -5,7 +5,7 @@
 pub use archsmith_codemod::*;
 pub use archsmith_verify::*;
 
-// Data: archsmith's own files (patches/, kernels/, env_scripts/) wherever the binary runs.
+// Data: archsmith's own files (patches/, kernels/, verify/, rules, hooks) wherever the binary runs.
 pub mod data;
 
 // Workflows: what the commands do, callable from tests and from each other along the edges listed.

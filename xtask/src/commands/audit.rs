@@ -32,7 +32,7 @@ pub struct UpgradeArgs {
     /// The project: directories or files (default: the current directory).
     #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
-    /// More API changes, in the format of patches/rules/torch-python.toml (repeatable).
+    /// More API changes, in the format of crates/codemod/rules/torch-python.toml (repeatable).
     #[arg(long = "changes", value_name = "FILE")]
     pub changes: Vec<PathBuf>,
     /// Also read this env's installed compiled packages against the target torch: which would

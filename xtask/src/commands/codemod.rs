@@ -35,7 +35,7 @@ pub struct CodemodArgs {
     /// Rule catalogue to use instead of the built-in one.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
-    /// Then move the code onto torch's stable ABI (patches/rules/torch-stable.toml; pybind11
+    /// Then move the code onto torch's stable ABI (crates/codemod/rules/torch-stable.toml; pybind11
     /// bindings become operators): a binary that loads on every later torch; what it cannot
     /// express is a review item.
     #[arg(long)]

@@ -61,7 +61,7 @@ pub struct PortExtensionArgs {
     /// at once (default from cores and available memory).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
-    /// Port onto torch's stable ABI (patches/rules/torch-stable.toml after the legacy rules;
+    /// Port onto torch's stable ABI (crates/codemod/rules/torch-stable.toml after the legacy rules;
     /// the recipe's stable/*.patch): one abi3 wheel that loads on every torch from the version
     /// the rewritten code needs (`verify binary --target` says which).
     #[arg(long)]

@@ -1,6 +1,6 @@
 //! The rule catalogue: data (TOML), validated into [`Rule`]s.
 //!
-//! The built-in catalogue is `patches/rules/torch-legacy.toml`, compiled into the binary; `--rules`
+//! The built-in catalogue is `crates/codemod/rules/torch-legacy.toml`, compiled into the binary; `--rules`
 //! loads another file with the same schema. Every rule records the torch release where the old form
 //! broke (or `never` when it only warns), the replacement and at least one before/after test that
 //! the test suite runs.
@@ -18,22 +18,22 @@ use std::sync::OnceLock;
 /// Counter key for the includes the engine adds on behalf of other rules.
 pub const ADD_INCLUDE: &str = "add-include";
 
-pub const BUILTIN_NAME: &str = "patches/rules/torch-legacy.toml";
+pub const BUILTIN_NAME: &str = "crates/codemod/rules/torch-legacy.toml";
 
 /// Headers a rule may add beside the files it rewrites (`bundle = NAME`): small compatibility
-/// layers a reviewer reads in one screen, compiled into the binary from `patches/rules/compat/`.
+/// layers a reviewer reads in one screen, compiled into the binary from `crates/codemod/rules/compat/`.
 pub const BUNDLED: [(&str, &str); 3] = [
     (
         "archsmith_thc_blas.h",
-        include_str!("../../../../patches/rules/compat/archsmith_thc_blas.h"),
+        include_str!("../../rules/compat/archsmith_thc_blas.h"),
     ),
     (
         "archsmith_thc_tensor.h",
-        include_str!("../../../../patches/rules/compat/archsmith_thc_tensor.h"),
+        include_str!("../../rules/compat/archsmith_thc_tensor.h"),
     ),
     (
         "archsmith_th_blas.h",
-        include_str!("../../../../patches/rules/compat/archsmith_th_blas.h"),
+        include_str!("../../rules/compat/archsmith_th_blas.h"),
     ),
 ];
 
@@ -41,8 +41,8 @@ pub const BUNDLED: [(&str, &str); 3] = [
 pub fn bundled(name: &str) -> Option<&'static str> {
     BUNDLED.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
-const BUILTIN: &str = include_str!("../../../../patches/rules/torch-legacy.toml");
-pub const STABLE_NAME: &str = "patches/rules/torch-stable.toml";
+const BUILTIN: &str = include_str!("../../rules/torch-legacy.toml");
+pub const STABLE_NAME: &str = "crates/codemod/rules/torch-stable.toml";
 /// The id reports give the `--stable-abi` bindings step ([`super::stable_bindings`]).
 pub const STABLE_BINDINGS: &str = "stable-bindings";
 pub const STABLE_BINDINGS_WHY: &str = "pybind11 bindings tie a module to libtorch_python and one CPython; the stable ABI registers each function as an operator (STABLE_TORCH_LIBRARY, TORCH_BOX), called as torch.ops.NAMESPACE.name.";
@@ -54,7 +54,7 @@ pub const STABLE_DISPATCH: &str = "stable-dispatch";
 pub const STABLE_BINDINGS_LISTS: &str = "stable-bindings-lists";
 pub const STABLE_DISPATCH_WHY: &str = "An ATen operator with no torch::stable function: called through torch_call_dispatcher by name and overload, with the schema of the torch the build uses, so the binary binds no ATen symbol.";
 pub const STABLE_DISPATCH_SINCE: &str = "2.10";
-const STABLE: &str = include_str!("../../../../patches/rules/torch-stable.toml");
+const STABLE: &str = include_str!("../../rules/torch-stable.toml");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]

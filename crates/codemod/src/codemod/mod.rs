@@ -1,5 +1,5 @@
 //! The codemod engine: brings legacy PyTorch C++/CUDA extension sources (torch 0.4–1.x era) to
-//! modern torch, driven by a rule catalogue that is data (`patches/rules/torch-legacy.toml`).
+//! modern torch, driven by a rule catalogue that is data (`crates/codemod/rules/torch-legacy.toml`).
 //!
 //! * [`lexer`] tokenizes C/C++/CUDA and Python on bytes, so rules never match inside comments or
 //!   literals and non-UTF-8 files are handled, not refused.

@@ -14,7 +14,7 @@
 //!
 //! The cache lives in the build's scratch dir: it starts empty, so a clean build stays a clean
 //! build, and every hit is a file another extension of the same build compiled. The build hooks
-//! (`env_scripts/build_hooks`) put the wrappers first on `PATH` only for the extensions that share
+//! (`crates/workflows/src/build_ext/build_hooks`) put the wrappers first on `PATH` only for the extensions that share
 //! a file, and start one only once the running extensions that share its file have compiled it.
 //! nvcc gets the real host compiler (`NVCC_CCBIN`): its own host steps compile temporary files
 //! that never hit.

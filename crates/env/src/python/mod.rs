@@ -1,6 +1,6 @@
 //! Python environments: which interpreter, what it holds, and how packages get into it.
 //!
-//! * [`probe`]: the one answer to "which Python / torch / CUDA is this" (`env_scripts/probes/python_env.py`).
+//! * [`probe`]: the one answer to "which Python / torch / CUDA is this" (`verify/probes/python_env.py`).
 //! * [`import_check`]: what loading a compiled file in a fresh interpreter really does (the
 //!   ground truth of the load check).
 //! * [`installer`]: "uv or pip", the one way packages are installed (envs, toolchains, tools).

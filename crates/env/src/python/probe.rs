@@ -1,4 +1,4 @@
-//! The one probe of a Python environment. `env_scripts/probes/python_env.py` (standard library only) runs
+//! The one probe of a Python environment. `verify/probes/python_env.py` (standard library only) runs
 //! inside the target interpreter and prints JSON; [`probe`] runs it and returns [`PythonInfo`].
 //! `build-ext`, `port-extension`, the torch envs and `doctor` all ask it; `verify env` extends it.
 
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The probe's source, compiled in so archsmith works from any directory.
-pub const SCRIPT: &str = include_str!("../../../../env_scripts/probes/python_env.py");
+pub const SCRIPT: &str = include_str!("../../../../verify/probes/python_env.py");
 
 /// How much to ask: reading files only, or importing torch as well.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! `audit upgrade --from A --to B [PATH]`: what in a project's sources a torch upgrade breaks or
 //! deprecates. Python sources are read as syntax trees and matched against the Python rule
-//! catalogue (`patches/rules/torch-python.toml`, the rows the port rewrites with; a source and
+//! catalogue (`crates/codemod/rules/torch-python.toml`, the rows the port rewrites with; a source and
 //! real-wheel evidence per row, extendable with `--changes FILE`); C++/CUDA sources go through the
 //! port's token rule catalogue (the codemod's, in dry-run). Files are walked with `ignore`
 //! (git-ignored and hidden files skipped).
@@ -305,7 +305,7 @@ fn rules(
     known.extend(changes.iter().map(|c| c.api.clone()));
     req.selection.check_known(
         &known,
-        "the rows of patches/rules/torch-python.toml and `codemod --list-rules`",
+        "the rows of crates/codemod/rules/torch-python.toml and `codemod --list-rules`",
     )?;
     changes.retain(|c| req.selection.allows(&c.api));
     Ok((

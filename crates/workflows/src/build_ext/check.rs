@@ -184,7 +184,7 @@ pub fn extension_modules<'a>(members: impl IntoIterator<Item = &'a str>) -> Vec<
 
 /// The import sweep probe: imports torch at once, then the module names it is handed, and
 /// classifies each failure.
-const IMPORT_SWEEP: &str = include_str!("../../../../env_scripts/probes/import_sweep.py");
+const IMPORT_SWEEP: &str = include_str!("../../../../verify/probes/import_sweep.py");
 
 /// Why a module of the package did not import.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

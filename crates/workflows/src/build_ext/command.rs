@@ -222,14 +222,14 @@ fn hooks_on_path() -> Vec<(String, String)> {
     let Ok(root) = crate::data::data_root() else {
         return Vec::new();
     };
-    let hooks = root.join("env_scripts").join("build_hooks");
+    let hooks = root.join(crate::data::BUILD_HOOKS);
     vec![(
         "PYTHONPATH".into(),
         prepend("PYTHONPATH", vec![hooks.display().to_string()]),
     )]
 }
 
-/// The build hooks (env_scripts/build_hooks/sitecustomize.py) build that many extensions at once
+/// The build hooks (build_ext/build_hooks/sitecustomize.py) build that many extensions at once
 /// in one pool of as many job slots (a jobserver every extension's ninja joins; MAX_JOBS shared
 /// out between them where ninja is older than 1.13), and turn ninja back on where a package
 /// switched it off.

@@ -7,7 +7,7 @@
 //! 1. [`open`]: a private copy of the source and its calls, read from the tree's syntax
 //!    ([`find`], [`jit_calls`]), each reduced to the code that runs it (a module import, or a
 //!    top-level function with no arguments); what cannot be reached is reported, not guessed;
-//! 2. [`compile`]: the tree's own code runs those triggers (env_scripts/jit_hook/
+//! 2. [`compile`]: the tree's own code runs those triggers (crates/workflows/src/build_ext/jit_hook/
 //!    prebuild_driver.py) in the environment of a build-ext compile (the toolkit, the arch guard's
 //!    nvcc, `TORCH_CUDA_ARCH_LIST`, ninja), with archsmith's load() hook recording each compile, so
 //!    names, sources and flags resolve exactly as at run time: through the tree's own wrappers;
@@ -577,9 +577,7 @@ fn unreached_list(sites: &[CallSite]) -> String {
 /// The driver over `triggers`, run from the tree (a relative `sources=` resolves as it would
 /// for a user who runs the code from the repository's root).
 fn driver(python: &Path, tree: &Path, triggers: &Path) -> Result<Cmd> {
-    let dir = crate::data::data_root()?
-        .join("env_scripts")
-        .join("jit_hook");
+    let dir = crate::data::data_root()?.join(crate::data::JIT_HOOK);
     Ok(Cmd::new(python)
         .arg(dir.join("prebuild_driver.py"))
         .arg(triggers)
@@ -785,8 +783,7 @@ pub const HOOK_PTH_LINE: &str = "import os; (os.environ.get('ARCHSMITH_JIT_PREBU
 /// left there would otherwise be the one the driver's Python imports first, through its `.pth`).
 pub fn install_hook(purelib: &Path) -> Result<PathBuf> {
     let hook = crate::data::data_root()?
-        .join("env_scripts")
-        .join("jit_hook")
+        .join(crate::data::JIT_HOOK)
         .join(HOOK_MODULE);
     let code = fs::read(&hook)?;
     crate::codemod::write_atomic(&purelib.join(HOOK_MODULE), &code)?;

@@ -1,6 +1,6 @@
 //! One pool of job slots that several builds share: the packages of a tree built at once
 //! (`port-extension --src ROOT`), as a package's extensions share one in the build hooks
-//! (env_scripts/build_hooks/archsmith_job_pool.py).
+//! (crates/workflows/src/build_ext/build_hooks/archsmith_job_pool.py).
 //!
 //! The pool is a GNU make jobserver: a named pipe holding one token per slot. A build starts
 //! when its driver takes a token (the build's own slot, which its compiles use first), and each

@@ -104,7 +104,7 @@ pub struct Request {
     pub skip_missing_submodules: bool,
     /// A port to torch's stable ABI: the `TORCH_TARGET_VERSION` value (`0x020a000000000000`)
     /// every extension is compiled with, on CPython's limited API, into an `abi3` wheel (the
-    /// build hooks set them; env_scripts/build_hooks/sitecustomize.py).
+    /// build hooks set them; crates/workflows/src/build_ext/build_hooks/sitecustomize.py).
     pub stable_abi_target: Option<String>,
     /// A pool of job slots and memory this build shares with others built at once (a tree's
     /// packages, [`job_pool`]): its compiles take their slots from it, not from `MAX_JOBS`.

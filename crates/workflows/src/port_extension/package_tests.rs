@@ -12,7 +12,7 @@
 //! What the tests find is reported: counts, each failure named, tests that fail only because the
 //! host has no GPU apart (`needs_gpu`), and files pytest could not collect, with why. Only a
 //! collected test that fails against the built wheel fails the port: a file the harness could not
-//! import is not the package's failure (`env_scripts/smoke/package_tests.py`).
+//! import is not the package's failure (`verify/smoke/package_tests.py`).
 
 use super::VerifyFailure;
 use crate::process::Cmd;
@@ -244,7 +244,7 @@ pub fn run(
     // After the wheel: the tests' own helpers, importable by name as the source tree had them.
     path.push(dir.clone());
     path.extend(copied.test_dirs.iter().filter(|d| **d != dir).cloned());
-    let script = super::recipe::data_root().join("env_scripts/smoke/package_tests.py");
+    let script = super::recipe::data_root().join("verify/smoke/package_tests.py");
     crate::errln!(
         "archsmith: the package's tests: {} file(s), against the built wheel",
         files.len()

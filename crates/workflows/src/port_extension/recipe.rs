@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Where `patches/` and `env_scripts/` are: this repository, or the copy an installed binary
+/// Where `patches/` and `verify/` are: this repository, or the copy an installed binary
 /// carries.
 pub(crate) fn data_root() -> PathBuf {
     crate::data::data_root().unwrap_or_else(|_| crate::paths::repo_root())
@@ -39,7 +39,7 @@ pub struct Recipe {
 
 /// The catalogues and smoke test of a recipe-less port.
 pub const GENERIC_CATALOGUES: [&str; 2] = ["rules/torch-legacy.toml", "rules/torch-python.toml"];
-pub const GENERIC_SMOKE: &str = "env_scripts/smoke/generic_ops.py";
+pub const GENERIC_SMOKE: &str = "verify/smoke/generic_ops.py";
 
 /// Exactly one of `path`, `git` + `commit`, `pypi` + `sha256`.
 #[derive(Debug, Clone, Deserialize)]
@@ -245,18 +245,35 @@ impl Recipe {
         Ok(out)
     }
 
-    /// The catalogue files, resolved against `patches/`.
+    /// The catalogue files: a bare file name (`torch-legacy.toml`) is one of archsmith's own,
+    /// beside the codemod engine; `rules/NAME`, their place before they moved there, reads the
+    /// same; any other path is resolved against `patches/`.
     pub fn catalogue_paths(&self) -> Vec<PathBuf> {
         let base = self.dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        self.rules.catalogues.iter().map(|c| base.join(c)).collect()
+        let builtin = data_root().join(crate::data::RULES_DIR);
+        self.rules
+            .catalogues
+            .iter()
+            .map(|c| {
+                let own = c.strip_prefix("rules").unwrap_or(c);
+                match own.components().count() == 1 && builtin.join(own).is_file() {
+                    true => builtin.join(own),
+                    false => base.join(c),
+                }
+            })
+            .collect()
     }
 
-    /// The smoke script under the data root. Recipes written before the scripts' folder was
-    /// renamed (`verify/` → `env_scripts/`) still name `verify/smoke/…`; that prefix is read as
-    /// the new one.
+    /// The smoke script under the data root. Recipes written while the scripts' folder was
+    /// named `env_scripts/` (between two layouts) name `env_scripts/smoke/…`; that prefix is
+    /// read as `verify/smoke/…`, where the scripts are again.
     pub fn smoke_script(&self) -> PathBuf {
-        let script = match self.smoke.script.strip_prefix("verify/smoke") {
-            Ok(rest) => Path::new("env_scripts/smoke").join(rest),
+        let script = match self
+            .smoke
+            .script
+            .strip_prefix(concat!("env_", "scripts/smoke"))
+        {
+            Ok(rest) => Path::new("verify/smoke").join(rest),
             Err(_) => self.smoke.script.clone(),
         };
         data_root().join(script)

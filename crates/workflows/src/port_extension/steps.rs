@@ -762,7 +762,7 @@ pub fn import_sweep(
     Ok(Err(BuildFailure {
         stage: "import",
         message: format!(
-            "the ported package still uses torch/NumPy APIs the target lacks, which no rule rewrote:\n{}\nadd a row to patches/rules/torch-python.toml (or a patch to the recipe)",
+            "the ported package still uses torch/NumPy APIs the target lacks, which no rule rewrote:\n{}\nadd a row to crates/codemod/rules/torch-python.toml (or a patch to the recipe)",
             removed.join("\n")
         ),
         first_error: None,

@@ -217,7 +217,7 @@ fn build_rows(b: &super::BuildSummary, t: &mut Table) {
     }
 }
 
-/// What the generic smoke test says of a CUDA op it could not call (env_scripts/smoke/generic_ops.py).
+/// What the generic smoke test says of a CUDA op it could not call (verify/smoke/generic_ops.py).
 const NO_GPU: &str = "CUDA ops: skipped: no GPU";
 
 /// The smoke test's numbers: per module of a generic test, per device of a numeric one.

@@ -1,5 +1,5 @@
 //! The Python rule catalogue: module APIs removed, deprecated or changed in behaviour
-//! (`patches/rules/torch-python.toml`, a source and, where a wheel shows it, real-wheel evidence
+//! (`crates/codemod/rules/torch-python.toml`, a source and, where a wheel shows it, real-wheel evidence
 //! per row). The same rows drive two front ends: the codemod ([`rewrite`]) applies a row's safe
 //! rewrite to a package's Python sources or lists it for review, and `audit upgrade` reports each
 //! row that breaks or warns between two torch releases. Sources are read as syntax trees
@@ -14,8 +14,8 @@ use crate::version::Version;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-pub const BUILTIN_NAME: &str = "patches/rules/torch-python.toml";
-const BUILTIN: &str = include_str!("../../../../../patches/rules/torch-python.toml");
+pub const BUILTIN_NAME: &str = "crates/codemod/rules/torch-python.toml";
+const BUILTIN: &str = include_str!("../../../rules/torch-python.toml");
 
 /// One API change: what, when, why, the fix, where it is documented, and how to rewrite it when
 /// that is safe.
