@@ -294,6 +294,26 @@ fn archs_in(flag: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 impl Guard {
+    /// The guard of one build, wheel or JIT tree alike: none when the package keeps its own arch
+    /// flags (`--own-arch-flags`); else written under `dir` in front of `real` (the toolkit's
+    /// nvcc, or the compiler cache's wrapper: then not `direct`), measuring against the build's
+    /// memory or its pool's.
+    pub fn for_build(
+        own_arch_flags: bool,
+        dir: &Path,
+        tc: &Toolchain,
+        plan: &Plan,
+        real: PathBuf,
+        pool: Option<&super::job_pool::PoolShare>,
+    ) -> Result<Option<Guard>> {
+        if own_arch_flags {
+            return Ok(None);
+        }
+        let direct = real == tc.nvcc();
+        let measure = Measure::of_build(pool, direct);
+        Guard::prepare(dir, tc, plan, real, measure).map(Some)
+    }
+
     /// Writes the guard's `CUDA_HOME` under `dir`: links to every entry of the toolkit's home and
     /// of its `bin/`, except `bin/nvcc`, a wrapper that runs this executable's `nvcc-guard`.
     /// `real` is what the guard runs (the toolkit's nvcc or the compiler cache's wrapper).

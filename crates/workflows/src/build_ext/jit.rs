@@ -469,18 +469,14 @@ fn open(req: &Request) -> Result<Job> {
 /// compile: what each trigger did, the record, the output lines.
 fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     let (env, tc, plan) = (&job.env, &job.tc, &job.plan);
-    let guard = if req.own_arch_flags {
-        None
-    } else {
-        let measure = super::arch_guard::Measure::of_build(req.pool.as_ref(), true);
-        Some(Guard::prepare(
-            &job.scratch.path,
-            tc,
-            plan,
-            tc.nvcc(),
-            measure,
-        )?)
-    };
+    let guard = Guard::for_build(
+        req.own_arch_flags,
+        &job.scratch.path,
+        tc,
+        plan,
+        tc.nvcc(),
+        req.pool.as_ref(),
+    )?;
     // Triggers build at once in the driver's pool (the pool a package's extensions share), so
     // the build hooks' own extensions-at-once stays off (its patch of cpp_extension would also
     // stand before the load() hook's).

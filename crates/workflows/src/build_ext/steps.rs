@@ -215,21 +215,17 @@ pub fn provision(job: &Job, scratch: Scratch) -> Result<Workspace> {
         },
         _ => None,
     };
-    let guard = if req.own_arch_flags {
-        None
-    } else {
-        let real = compiler_cache
-            .as_ref()
-            .map_or_else(|| job.tc.nvcc(), |c| c.wrappers.join("nvcc"));
-        let measure = arch_guard::Measure::of_build(req.pool.as_ref(), compiler_cache.is_none());
-        Some(Guard::prepare(
-            &scratch.path,
-            &job.tc,
-            &job.plan,
-            real,
-            measure,
-        )?)
-    };
+    let real = compiler_cache
+        .as_ref()
+        .map_or_else(|| job.tc.nvcc(), |c| c.wrappers.join("nvcc"));
+    let guard = Guard::for_build(
+        req.own_arch_flags,
+        &scratch.path,
+        &job.tc,
+        &job.plan,
+        real,
+        req.pool.as_ref(),
+    )?;
     Ok(Workspace {
         scratch,
         tree,
