@@ -91,11 +91,16 @@ pub fn check_targets(
     paths: &[PathBuf],
 ) -> Result<(Option<LoadReport>, Option<release_range::RangeReport>)> {
     let (python, range) = LoadTarget::split(targets)?;
+    if python.is_none() && range.is_none() {
+        return Ok((None, None));
+    }
+    // A wheel is unpacked once for both checks.
+    let inputs = Inputs::read(paths)?;
     let load = python
-        .map(|python| LoadReport::check(python, paths))
+        .map(|python| LoadReport::of_inputs(python, &inputs))
         .transpose()?;
     let range = range
-        .map(|spec| release_range::RangeReport::check(spec, paths))
+        .map(|spec| release_range::RangeReport::of_inputs(spec, &inputs))
         .transpose()?;
     Ok((load, range))
 }
@@ -173,9 +178,14 @@ pub struct LoadReport {
 impl LoadReport {
     /// Checks `paths` against the env of `python`.
     pub fn check(python: &Path, paths: &[PathBuf]) -> Result<LoadReport> {
+        LoadReport::of_inputs(python, &Inputs::read(paths)?)
+    }
+
+    /// Checks files already read ([`Inputs::read`]) against the env of `python`.
+    fn of_inputs(python: &Path, inputs: &Inputs) -> Result<LoadReport> {
         let mut objects = Objects::default();
         let target = Target::from_python(python, &mut objects)?;
-        let modules = check_paths(&target, &mut objects, paths)?;
+        let modules = check_candidates(&target, &mut objects, &inputs.candidates)?;
         Ok(LoadReport {
             python: target.python.clone(),
             python_version: target.python_version.to_string(),
@@ -447,15 +457,40 @@ pub fn check_paths(
     objects: &mut Objects,
     paths: &[PathBuf],
 ) -> Result<Vec<LoadVerdict>> {
-    let (candidates, _unpacked) = candidates(paths)?;
+    check_candidates(target, objects, &Inputs::read(paths)?.candidates)
+}
+
+fn check_candidates(
+    target: &Target,
+    objects: &mut Objects,
+    candidates: &[Candidate],
+) -> Result<Vec<LoadVerdict>> {
     let mut verdicts = Vec::new();
     let mut packages = PackageLibraries::default();
-    for c in &candidates {
+    for c in candidates {
         if let Some(v) = check_file(target, objects, &mut packages, c)? {
             verdicts.push(v);
         }
     }
     Ok(verdicts)
+}
+
+/// The files a load check reads, read once per command: every ELF shared object under the
+/// paths given, with the temporary directories their wheels were unpacked to (alive as long as
+/// this is).
+pub struct Inputs {
+    candidates: Vec<Candidate>,
+    _unpacked: Vec<tempfile::TempDir>,
+}
+
+impl Inputs {
+    pub fn read(paths: &[PathBuf]) -> Result<Inputs> {
+        let (candidates, _unpacked) = candidates(paths)?;
+        Ok(Inputs {
+            candidates,
+            _unpacked,
+        })
+    }
 }
 
 /// Every ELF shared object under `paths`: files, directories walked, wheels unpacked to a

@@ -133,9 +133,15 @@ fn limited_api_of(
 impl RangeReport {
     /// Reads each release's exports (kept after the first read) and checks `paths` over them.
     pub fn check(spec: &str, paths: &[PathBuf]) -> Result<RangeReport> {
-        let versions = releases_in(spec)?;
         // The files first: a wrong path fails before any download.
-        let (candidates, _unpacked) = super::candidates(paths)?;
+        let inputs = super::Inputs::read(paths)?;
+        RangeReport::of_inputs(spec, &inputs)
+    }
+
+    /// Checks files already read ([`super::Inputs::read`]) over the releases of `spec`.
+    pub(super) fn of_inputs(spec: &str, inputs: &super::Inputs) -> Result<RangeReport> {
+        let versions = releases_in(spec)?;
+        let candidates = &inputs.candidates;
         let say = |line: &str| crate::errln!("{line}");
         let releases = versions
             .iter()
@@ -143,7 +149,7 @@ impl RangeReport {
             .collect::<Result<Vec<_>>>()?;
         let mut objects = Objects::default();
         let mut files = Vec::new();
-        for c in &candidates {
+        for c in candidates {
             let Ok(object) = objects.get(&c.file) else {
                 continue;
             };
