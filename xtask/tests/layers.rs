@@ -43,7 +43,10 @@ fn layers(lib_rs: &str) -> Vec<Layer> {
         }
         if let Some(rest) = comment {
             if let Some((name, _)) = rest.split_once(':') {
-                if !name.is_empty() && !name.contains(' ') {
+                // The same name again (the next crate's lib.rs: Readers in binary, then in
+                // codemod) goes on with that layer.
+                let goes_on = out.last().is_some_and(|l| l.name == name);
+                if !name.is_empty() && !name.contains(' ') && !goes_on {
                     out.push(Layer {
                         name: name.to_string(),
                         modules: Vec::new(),
@@ -535,9 +538,9 @@ const CRATES: &[&str] = &[
 ];
 
 /// The workspace read as one source tree, which every check here takes: each crate's `src/` laid
-/// side by side (`binary/elf.rs`, `commands/verify.rs`), and one lib.rs of their layer comments,
-/// `pub mod` lines and same-layer edges in [`CRATES`] order. A layer that goes on in the next
-/// crate (Readers: binary, then codemod) stays one layer. The compiler already refuses an import
+/// side by side (`binary/elf.rs`, `commands/verify.rs`), and their lib.rs files one after another
+/// in [`CRATES`] order, which [`layers`] reads as one (a layer that goes on in the next crate,
+/// Readers in binary and then codemod, stays one layer). The compiler already refuses an import
 /// of a crate above; what this adds is what crates cannot say: the layers inside a crate, the
 /// edges within one layer, cycles between a folder's files, lengths, printing and rendering.
 /// Built once per test process.
@@ -571,39 +574,11 @@ fn src_dir() -> PathBuf {
             in_workspace.difference(&listed).collect::<Vec<_>>()
         );
         let mut lib = String::new();
-        let mut last_layer = String::new();
         for krate in CRATES {
             let src = root.join(krate).join("src");
             copy_tree(&src, &view);
-            let text = fs::read_to_string(src.join("lib.rs")).unwrap();
-            for line in text.lines() {
-                if line.starts_with("// Same-layer uses:") {
-                    lib.push_str(line);
-                    lib.push('\n');
-                    continue;
-                }
-                let layer = line
-                    .strip_prefix("// ")
-                    .and_then(|c| c.split_once(':'))
-                    .map(|(name, _)| name)
-                    .filter(|n| !n.is_empty() && !n.contains(' '));
-                if let Some(name) = layer {
-                    if name != last_layer {
-                        lib.push_str(line);
-                        lib.push('\n');
-                    }
-                    last_layer = name.to_string();
-                } else if line.starts_with("// ") && lib.ends_with(",\n") {
-                    // A `// Same-layer uses:` list that goes on over several lines.
-                    lib.push_str(line);
-                    lib.push('\n');
-                } else if line.starts_with("pub mod ") {
-                    lib.push_str(line);
-                    lib.push('\n');
-                } else if line.is_empty() {
-                    lib.push('\n');
-                }
-            }
+            lib.push_str(&fs::read_to_string(src.join("lib.rs")).unwrap());
+            lib.push('\n');
         }
         fs::write(view.join("lib.rs"), lib).unwrap();
         view
