@@ -268,11 +268,7 @@ impl Recipe {
     /// named `env_scripts/` (between two layouts) name `env_scripts/smoke/…`; that prefix is
     /// read as `verify/smoke/…`, where the scripts are again.
     pub fn smoke_script(&self) -> PathBuf {
-        let script = match self
-            .smoke
-            .script
-            .strip_prefix(concat!("env_", "scripts/smoke"))
-        {
+        let script = match self.smoke.script.strip_prefix("env_scripts/smoke") {
             Ok(rest) => Path::new("verify/smoke").join(rest),
             Err(_) => self.smoke.script.clone(),
         };
@@ -496,6 +492,21 @@ mod tests {
             }
             assert!(r.smoke_script().is_file(), "{n}");
         }
+    }
+
+    /// archsmith's catalogues by file name or by their old `rules/` place; a smoke script by its
+    /// `env_scripts/` name; anything else as written.
+    #[test]
+    fn catalogues_and_smoke_scripts_resolve_under_their_old_names_too() {
+        let text = "[source]\npath = \"src\"\n[rules]\ncatalogues = [\"torch-legacy.toml\", \"rules/torch-python.toml\", \"mine/extra.toml\"]\npaths = [\"csrc\"]\n[build]\nmodule = \"demo._C\"\n[smoke]\nscript = \"env_scripts/smoke/generic_ops.py\"\n";
+        let r = parse(text).unwrap();
+        let rules = data_root().join(crate::data::RULES_DIR);
+        let paths = r.catalogue_paths();
+        assert_eq!(paths[0], rules.join("torch-legacy.toml"));
+        assert_eq!(paths[1], rules.join("torch-python.toml"));
+        assert!(paths[2].ends_with("mine/extra.toml") && !paths[2].starts_with(&rules));
+        assert_eq!(r.smoke_script(), data_root().join(GENERIC_SMOKE));
+        assert!(r.smoke_script().is_file());
     }
 
     #[test]
