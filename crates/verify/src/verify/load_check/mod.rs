@@ -484,56 +484,51 @@ pub struct Inputs {
 }
 
 impl Inputs {
+    /// Every ELF shared object under `paths`: files, directories walked, wheels unpacked to a
+    /// temporary directory so that `$ORIGIN` works.
     pub fn read(paths: &[PathBuf]) -> Result<Inputs> {
-        let (candidates, _unpacked) = candidates(paths)?;
+        let mut out = Vec::new();
+        let mut unpacked = Vec::new();
+        for path in paths {
+            if path.extension().is_some_and(|e| e == "whl") {
+                let dir =
+                    tempfile::tempdir().context("creating a directory to unpack the wheel")?;
+                crate::wheel::Wheel::open(path)?.extract_all(dir.path())?;
+                out.extend(shared_objects(dir.path())?.into_iter().map(|f| Candidate {
+                    shown: format!(
+                        "{}!{}",
+                        path.display(),
+                        f.strip_prefix(dir.path()).unwrap_or(&f).display()
+                    ),
+                    file: f,
+                    site: Some(dir.path().to_path_buf()),
+                }));
+                unpacked.push(dir);
+            } else if path.is_dir() {
+                out.extend(shared_objects(path)?.into_iter().map(|f| Candidate {
+                    shown: f.display().to_string(),
+                    site: site_of(&f),
+                    file: f,
+                }));
+            } else {
+                if !path.is_file() {
+                    anyhow::bail!(
+                        "{} does not exist: name a .so file, a directory or a wheel",
+                        path.display()
+                    );
+                }
+                out.push(Candidate {
+                    shown: path.display().to_string(),
+                    site: site_of(path),
+                    file: path.clone(),
+                });
+            }
+        }
         Ok(Inputs {
-            candidates,
-            _unpacked,
+            candidates: out,
+            _unpacked: unpacked,
         })
     }
-}
-
-/// Every ELF shared object under `paths`: files, directories walked, wheels unpacked to a
-/// temporary directory (returned with them, alive as long as the caller needs the files) so
-/// that `$ORIGIN` works.
-fn candidates(paths: &[PathBuf]) -> Result<(Vec<Candidate>, Vec<tempfile::TempDir>)> {
-    let mut out = Vec::new();
-    let mut unpacked = Vec::new();
-    for path in paths {
-        if path.extension().is_some_and(|e| e == "whl") {
-            let dir = tempfile::tempdir().context("creating a directory to unpack the wheel")?;
-            crate::wheel::Wheel::open(path)?.extract_all(dir.path())?;
-            out.extend(shared_objects(dir.path())?.into_iter().map(|f| Candidate {
-                shown: format!(
-                    "{}!{}",
-                    path.display(),
-                    f.strip_prefix(dir.path()).unwrap_or(&f).display()
-                ),
-                file: f,
-                site: Some(dir.path().to_path_buf()),
-            }));
-            unpacked.push(dir);
-        } else if path.is_dir() {
-            out.extend(shared_objects(path)?.into_iter().map(|f| Candidate {
-                shown: f.display().to_string(),
-                site: site_of(&f),
-                file: f,
-            }));
-        } else {
-            if !path.is_file() {
-                anyhow::bail!(
-                    "{} does not exist: name a .so file, a directory or a wheel",
-                    path.display()
-                );
-            }
-            out.push(Candidate {
-                shown: path.display().to_string(),
-                site: site_of(path),
-                file: path.clone(),
-            });
-        }
-    }
-    Ok((out, unpacked))
 }
 
 /// `path` as a site-packages report names it: relative to `site` when under it.
