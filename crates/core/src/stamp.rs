@@ -54,8 +54,10 @@ fn record_path(out: &Path, wheel_name: &str) -> PathBuf {
 }
 
 /// The wheel and outcome recorded for `key` in `out`, if the wheel is still there unchanged.
-/// Records of another shape (another command's) are skipped.
-pub fn lookup<O: DeserializeOwned>(out: &Path, key: &str) -> Option<(PathBuf, O)> {
+/// A record counts only when its outcome reads back as exactly what was written: one of another
+/// shape (another command's, or written before a field was added or renamed) is skipped, so the
+/// wheel is built again rather than reported with a field made up by a default.
+pub fn lookup<O: Serialize + DeserializeOwned>(out: &Path, key: &str) -> Option<(PathBuf, O)> {
     for entry in fs::read_dir(out).ok()?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(wheel_name) = name.strip_suffix(".archsmith.json") else {
@@ -64,18 +66,28 @@ pub fn lookup<O: DeserializeOwned>(out: &Path, key: &str) -> Option<(PathBuf, O)
         let Ok(text) = fs::read(entry.path()) else {
             continue;
         };
-        let Ok(rec) = serde_json::from_slice::<Record<serde_json::Value, O>>(&text) else {
+        let Ok(rec) = serde_json::from_slice::<Record<serde_json::Value, serde_json::Value>>(&text)
+        else {
             continue;
         };
         if rec.stamp != key {
             continue;
         }
+        let Some(outcome) = read_exactly::<O>(&rec.outcome) else {
+            continue;
+        };
         let wheel = out.join(wheel_name);
         if hash_file(&wheel).ok().as_deref() == Some(rec.wheel_sha256.as_str()) {
-            return Some((wheel, rec.outcome));
+            return Some((wheel, outcome));
         }
     }
     None
+}
+
+/// `value` as an `O`, when writing that `O` gives `value` back: nothing missing, nothing unknown.
+fn read_exactly<O: Serialize + DeserializeOwned>(value: &serde_json::Value) -> Option<O> {
+    let o = O::deserialize(value).ok()?;
+    (serde_json::to_value(&o).ok()? == *value).then_some(o)
 }
 
 /// Removes `.NAME.partial-PID` files that a killed run (Ctrl-C during the final copy) left in `out`.
@@ -201,6 +213,35 @@ mod tests {
         let wheel = deliver(&built, out.path()).unwrap();
         let i = Inputs { arch: "9.0" };
         record(out.path(), &i, &wheel, &"a string outcome").unwrap();
+        assert!(lookup::<Outcome>(out.path(), &key(&i)).is_none());
+    }
+
+    #[test]
+    fn a_record_written_before_a_field_was_added_or_after_one_went_is_stale() {
+        #[derive(Serialize, Deserialize)]
+        struct Grown {
+            seconds: u32,
+            #[serde(default)]
+            jobs: u32,
+            note: Option<String>,
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let built = scratch.path().join("z-1.0-py3-none-any.whl");
+        fs::write(&built, b"w").unwrap();
+        let wheel = deliver(&built, out.path()).unwrap();
+        let i = Inputs { arch: "8.9" };
+        record(out.path(), &i, &wheel, &Outcome { seconds: 3 }).unwrap();
+        // Serde would read it with jobs 0 and note None; the record no longer describes a Grown.
+        assert!(lookup::<Grown>(out.path(), &key(&i)).is_none());
+        let grown = Grown {
+            seconds: 3,
+            jobs: 2,
+            note: None,
+        };
+        record(out.path(), &i, &wheel, &grown).unwrap();
+        assert!(lookup::<Grown>(out.path(), &key(&i)).is_some());
+        // A field the reader no longer has (serde ignores unknown fields): stale too.
         assert!(lookup::<Outcome>(out.path(), &key(&i)).is_none());
     }
 }

@@ -334,7 +334,7 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
     let first = crate::build_ext::run(&req_a)??;
     let clean = t.elapsed().as_secs_f64();
     let clean_cpu = cpu_s() - cpu;
-    r.extensions_at_once = first.extensions_at_once;
+    r.extensions_at_once = first.record.extensions_at_once;
     r.archsmith_audit = Some(WheelAudit::of(&first.wheel, &p.plan, req.cpu_only));
     if first.reused {
         bail!("archsmith's clean build found a stamp in a fresh output dir");

@@ -185,7 +185,7 @@ fn build(
     };
     match built {
         Ok(o) => {
-            row.cuda = o.cuda.clone();
+            row.cuda = o.record.cuda.clone();
             row.wheel_bytes = fs::metadata(&o.wheel)
                 .with_context(|| format!("{}", o.wheel.display()))?
                 .len();

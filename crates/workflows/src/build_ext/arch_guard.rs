@@ -260,7 +260,6 @@ pub struct Report {
     pub flags: Vec<String>,
     /// The compile whose largest process had the highest peak resident memory: its `.cu` file,
     /// the peak in bytes and the compile's milliseconds (measured, not the jobs model's estimate).
-    #[serde(default)]
     pub heaviest: Option<(String, u64, u64)>,
 }
 

@@ -27,7 +27,6 @@ pub struct AuditSummary {
     /// Images beyond the plan (not a failure: nvcc flags of the extension may add some).
     pub extra: Vec<String>,
     /// No device code, and the package declares no CUDA code: the arch list did not apply.
-    #[serde(default)]
     pub cpu_only: bool,
 }
 

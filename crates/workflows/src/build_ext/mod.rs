@@ -33,6 +33,7 @@ pub mod insight;
 pub mod jit;
 pub mod job_pool;
 pub mod jobs;
+pub mod record;
 pub mod scratch;
 pub mod source;
 pub mod stamp_inputs;
@@ -51,6 +52,7 @@ use fs_err as fs;
 use std::path::{Path, PathBuf};
 
 pub use crate::compiler_cache::CacheKind;
+pub use record::{ExtensionBuilt, LoadSummary, Record};
 pub use scratch::scratch_root;
 pub use source::SourceSpec;
 pub use steps::run;
@@ -125,91 +127,29 @@ impl BuildFailure {
     }
 }
 
-/// A finished (or reused) build.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+/// A finished (or reused) build: the wheel, what it is recorded as ([`Record`]), and what this
+/// run did.
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Outcome {
     pub wheel: PathBuf,
     /// True when the stamp matched and nothing was built.
     pub reused: bool,
     pub stamp: String,
-    pub source: String,
-    pub torch: String,
-    pub cuda: String,
-    pub nvcc: String,
-    pub torch_cuda_arch_list: String,
-    /// Asked archs that got no SASS, covered by the PTX of the compiling toolkit's newest arch
-    /// (a stable build with an older toolkit than an asked arch needs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ptx_cover: Option<compiling_cuda::PtxCover>,
-    pub jobs: u32,
-    pub nvcc_threads: u32,
-    pub builder: String,
+    #[serde(flatten)]
+    pub record: Record,
+    /// This run's log; None for a reuse (nothing ran).
     pub log: Option<PathBuf>,
-    pub build_seconds: f64,
     pub total_seconds: f64,
-    pub audit: check::AuditSummary,
-    pub imported: Vec<String>,
-    /// Those of `imported` that are operator libraries (no `PyInit_`), loaded with
-    /// `torch.ops.load_library` as their package loads them.
-    #[serde(default)]
-    pub operator_libraries: Vec<String>,
-    /// The load check's verdict on the wheel's shared objects in the build env.
-    #[serde(default)]
-    pub load: Option<LoadSummary>,
-    pub warnings: Vec<String>,
     pub cache_stats: Option<String>,
     /// Compiles of files that several extensions share, and how many of them another extension's
     /// compile of the same file served ([`crate::compiler_cache::shared_sources`]). None when no
     /// extension shared a file, with `--cache`, or without ccache.
-    #[serde(default)]
     pub shared_sources: Option<crate::compiler_cache::shared_sources::SharedSourceStats>,
-    /// What the arch guard saw: compiles, and the archs the extension asked for instead of the
-    /// plan's. None with `--own-arch-flags` (and for a reused wheel recorded before the guard).
-    #[serde(default)]
-    pub arch_guard: Option<arch_guard::Report>,
-    /// Extensions built at once (1: one after another), and each one's time where they ran
-    /// concurrently (the build hooks' `archsmith-ext:` lines).
-    #[serde(default = "one")]
-    pub extensions_at_once: u32,
-    #[serde(default)]
-    pub extensions: Vec<ExtensionBuilt>,
-    /// The package switched ninja off and the hooks switched it back on.
-    #[serde(default)]
-    pub ninja_turned_on: bool,
     /// With `--dist`: compiles per build server, and failed distributions (sccache's statistics).
-    #[serde(default)]
     pub distributed: Option<crate::compiler_cache::dist::DistStats>,
     /// With `--torch-range`: the wheel's shared objects over those torch releases by their real
-    /// exports ([`Outcome::check_torch_range`]; worked out for each run, not kept in the record).
-    #[serde(default, skip_deserializing)]
+    /// exports ([`Outcome::check_torch_range`]).
     pub torch_range: Option<crate::verify::load_check::release_range::RangeReport>,
-    /// Where the build's time and memory went: its trace, timeline and summary.
-    #[serde(default)]
-    pub insight: Option<insight::Insight>,
-}
-
-/// The load check's verdict on a built wheel: whether every shared object loads after
-/// `import torch` in the env it was built for, and each one that does not.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct LoadSummary {
-    pub loads: bool,
-    pub files: usize,
-    pub problems: Vec<String>,
-    /// Per shared object that needs torch: `FILE: stable ABI: …` or `FILE: tied to torch …`.
-    #[serde(default)]
-    pub torch_abi: Vec<String>,
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// One extension of a package built concurrently with others.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ExtensionBuilt {
-    pub name: String,
-    pub seconds: f64,
-    pub ok: bool,
 }
 
 /// `archsmith-ext: done NAME (k/total, Ns)` / `FAILED …` lines of the build hooks.
@@ -516,7 +456,7 @@ impl Outcome {
 
     /// The nvcc compile with the highest measured peak resident memory, for the summary.
     fn heaviest_compile(&self) -> Option<(&'static str, String)> {
-        let (file, peak, ms) = self.arch_guard.as_ref()?.heaviest.as_ref()?;
+        let (file, peak, ms) = self.record.arch_guard.as_ref()?.heaviest.as_ref()?;
         let name = std::path::Path::new(file)
             .file_name()
             .map_or(file.clone(), |n| n.to_string_lossy().into_owned());
@@ -540,7 +480,7 @@ impl Outcome {
             ),
             false => format!(
                 "built in {:.0} s (compile {:.0} s)",
-                self.total_seconds, self.build_seconds
+                self.total_seconds, self.record.build_seconds
             ),
         }
     }
@@ -551,38 +491,39 @@ impl Outcome {
         let mut t = Table::headerless();
         t.row(["wheel".to_string(), o.wheel.display().to_string()]);
         t.row(["result".to_string(), o.verdict()]);
-        t.row(["source".to_string(), o.source.clone()]);
+        t.row(["source".to_string(), o.record.source.clone()]);
         t.row([
             "torch / CUDA".to_string(),
-            format!("{} / nvcc {}", o.torch, o.nvcc),
+            format!("{} / nvcc {}", o.record.torch, o.record.nvcc),
         ]);
         t.row([
             "TORCH_CUDA_ARCH_LIST".to_string(),
-            o.torch_cuda_arch_list.clone(),
+            o.record.torch_cuda_arch_list.clone(),
         ]);
-        if let Some(cover) = &o.ptx_cover {
+        if let Some(cover) = &o.record.ptx_cover {
             t.row(["PTX cover".to_string(), cover.said.clone()]);
         }
         t.row([
             "jobs".to_string(),
             format!(
                 "MAX_JOBS={}, nvcc --threads={} ({})",
-                o.jobs, o.nvcc_threads, o.builder
+                o.record.jobs, o.record.nvcc_threads, o.record.builder
             ),
         ]);
-        for (what, detail) in o.audit.rows() {
+        for (what, detail) in o.record.audit.rows() {
             t.row([what.to_string(), detail]);
         }
         let imports: Vec<String> = o
+            .record
             .imported
             .iter()
-            .map(|m| match o.operator_libraries.contains(m) {
+            .map(|m| match o.record.operator_libraries.contains(m) {
                 true => format!("{m} (operator library)"),
                 false => m.clone(),
             })
             .collect();
         t.row(["imports".to_string(), imports.join(", ")]);
-        if let Some(l) = &o.load {
+        if let Some(l) = &o.record.load {
             let verdict = match l.loads {
                 true => format!("all {} shared objects load after import torch", l.files),
                 false => l.problems.join("; "),
@@ -598,7 +539,8 @@ impl Outcome {
             }
         }
         for (what, detail) in o.heaviest_compile().into_iter().chain(
-            o.insight
+            o.record
+                .insight
                 .as_ref()
                 .map(|i| i.written.rows())
                 .unwrap_or_default(),
@@ -614,7 +556,7 @@ impl Outcome {
         if let Some(l) = &o.log {
             t.row(["log".to_string(), l.display().to_string()]);
         }
-        for w in &o.warnings {
+        for w in &o.record.warnings {
             t.row(["warning".to_string(), w.clone()]);
         }
         t.render()

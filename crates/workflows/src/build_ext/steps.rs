@@ -9,7 +9,7 @@ use super::jobs::{self, Parallelism};
 use super::scratch::Scratch;
 use super::{
     front_end, parse_extension_line, prepare, source, stamp_inputs, BuildFailure, EnvInfo,
-    LoadSummary, Outcome, Prepared, Request,
+    LoadSummary, Outcome, Prepared, Record, Request,
 };
 use crate::arch::spec::Plan;
 use crate::build_output::{log, progress};
@@ -166,17 +166,22 @@ pub fn resolve(req: &Request) -> Result<Job<'_>> {
     })
 }
 
-/// Step 2: the outcome recorded for the wheel in the output dir whose stamp is the job's, as a
-/// reuse of it: no log and no cache statistics (nothing ran), this run's time.
+/// Step 2: the record kept for the wheel in the output dir whose stamp is the job's, as a reuse
+/// of it: no log, no cache statistics (nothing ran), this run's time.
 pub fn reuse(job: &Job) -> Option<Outcome> {
-    let (wheel, mut hit): (PathBuf, Outcome) = crate::stamp::lookup(&job.req.out, &job.key)?;
-    hit.wheel = wheel;
-    hit.reused = true;
-    hit.total_seconds = job.started.elapsed().as_secs_f64();
-    hit.log = None;
-    hit.cache_stats = None;
-    hit.shared_sources = None;
-    Some(hit)
+    let (wheel, record): (PathBuf, Record) = crate::stamp::lookup(&job.req.out, &job.key)?;
+    Some(Outcome {
+        wheel,
+        reused: true,
+        stamp: job.key.clone(),
+        record,
+        log: None,
+        total_seconds: job.started.elapsed().as_secs_f64(),
+        cache_stats: None,
+        shared_sources: None,
+        distributed: None,
+        torch_range: None,
+    })
 }
 
 /// Step 3: the source copied into the scratch dir, the jobs model, the output dir and its log,
@@ -683,10 +688,7 @@ pub fn stamp(
             None
         }
     };
-    let outcome = Outcome {
-        wheel,
-        reused: false,
-        stamp: job.key.clone(),
+    let record = Record {
         source: job.src.spec.label(),
         torch: job.env.torch.to_string(),
         cuda: job.tc.cuda.to_string(),
@@ -696,16 +698,12 @@ pub fn stamp(
         jobs: ws.par.jobs,
         nvcc_threads: ws.par.nvcc_threads,
         builder: job.builder.to_string(),
-        log: Some(ws.log_path.clone()),
         build_seconds: compiled.build_seconds,
-        total_seconds: job.started.elapsed().as_secs_f64(),
         audit: checked.audit,
         imported: checked.sweep.imported,
         operator_libraries: checked.sweep.operator_libraries,
         load: checked.load,
         warnings,
-        cache_stats: collected.cache_stats,
-        shared_sources: collected.shared_sources,
         arch_guard: collected.arch_guard,
         // The hooks say what ran at once; without their lines (one extension, or a build that
         // is not setuptools' build_ext) one thing built at a time, whatever the slots.
@@ -714,11 +712,21 @@ pub fn stamp(
         ninja_turned_on: lines
             .iter()
             .any(|l| l.starts_with("archsmith-ext: ninja turned back on")),
-        distributed: collected.distributed,
-        torch_range: None,
         insight,
     };
-    crate::stamp::record(&ws.out, &job.inputs, &outcome.wheel, &outcome)?;
+    crate::stamp::record(&ws.out, &job.inputs, &wheel, &record)?;
+    let outcome = Outcome {
+        wheel,
+        reused: false,
+        stamp: job.key.clone(),
+        record,
+        log: Some(ws.log_path.clone()),
+        total_seconds: job.started.elapsed().as_secs_f64(),
+        cache_stats: collected.cache_stats,
+        shared_sources: collected.shared_sources,
+        distributed: collected.distributed,
+        torch_range: None,
+    };
     drop(ws);
     Ok(outcome)
 }

@@ -218,9 +218,10 @@ fn kernels_layout_of(
         let (Some(o), Some(own)) = (&v.outcome, own) else {
             continue;
         };
-        let torch: Version = o.torch.parse()?;
+        let torch: Version = o.record.torch.parse()?;
         let variant = hf_kernels::variant_name(&torch, own.cuda.as_deref(), own.cxx_abi)?;
         let archs: Vec<String> = o
+            .record
             .torch_cuda_arch_list
             .split(';')
             .map(|a| a.trim_end_matches("+PTX").to_string())
@@ -316,12 +317,13 @@ impl Variants {
             match &v.outcome {
                 Some(o) => t.row([
                     match &v.python_release {
-                        Some(p) => format!("{} py{p}", o.torch),
-                        None => o.torch.clone(),
+                        Some(p) => format!("{} py{p}", o.record.torch),
+                        None => o.record.torch.clone(),
                     },
-                    o.nvcc.clone(),
+                    o.record.nvcc.clone(),
                     o.wheel.display().to_string(),
-                    o.audit
+                    o.record
+                        .audit
                         .files
                         .iter()
                         .flat_map(|f| f.sass.iter().chain(&f.ptx).cloned())
@@ -332,7 +334,7 @@ impl Variants {
                     if o.reused {
                         "reused".into()
                     } else {
-                        format!("{:.0} s", o.build_seconds)
+                        format!("{:.0} s", o.record.build_seconds)
                     },
                 ]),
                 None if v.skipped.is_some() => t.row([

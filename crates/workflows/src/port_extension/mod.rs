@@ -127,28 +127,17 @@ pub struct ReviewRow {
     pub explained: bool,
 }
 
+/// What a port reports of its build: build-ext's own outcome, as `build-ext --json` prints it,
+/// and the archs each shared object carries.
 #[derive(Debug, Clone, Serialize)]
 pub struct BuildSummary {
-    pub wheel: PathBuf,
-    pub reused: bool,
-    pub build_seconds: f64,
-    pub total_seconds: f64,
-    pub torch_cuda_arch_list: String,
-    pub torch: String,
-    pub cuda: String,
+    #[serde(flatten)]
+    pub built: build_ext::Outcome,
     /// SASS archs per audited shared object.
     pub sass: BTreeMap<String, Vec<String>>,
     pub ptx: BTreeMap<String, Vec<String>>,
     /// The package declares no CUDA code (C++ extensions only): no device code, none planned.
     pub cpu_only: bool,
-    pub imported: Vec<String>,
-    pub log: Option<PathBuf>,
-    /// What reached nvcc: the archs the extension asked for that were built as the plan instead.
-    pub arch_guard: Option<build_ext::arch_guard::Report>,
-    /// Asked archs built as the PTX of an older toolkit's newest arch (a stable build).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ptx_cover: Option<build_ext::compiling_cuda::PtxCover>,
-    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -243,30 +232,20 @@ impl PortFailure {
 
 impl BuildSummary {
     /// What a port reports of build-ext's outcome.
-    pub fn of(b: &build_ext::Outcome) -> BuildSummary {
+    pub fn of(built: build_ext::Outcome) -> BuildSummary {
+        let audit = &built.record.audit;
         let per_file = |images: fn(&build_ext::check::SoAudit) -> &Vec<String>| {
-            b.audit
+            audit
                 .files
                 .iter()
                 .map(|f| (f.path.clone(), images(f).clone()))
                 .collect()
         };
         BuildSummary {
-            wheel: b.wheel.clone(),
-            reused: b.reused,
-            build_seconds: b.build_seconds,
-            total_seconds: b.total_seconds,
-            torch_cuda_arch_list: b.torch_cuda_arch_list.clone(),
-            torch: b.torch.clone(),
-            cuda: b.cuda.clone(),
             sass: per_file(|f| &f.sass),
             ptx: per_file(|f| &f.ptx),
-            cpu_only: b.audit.cpu_only,
-            imported: b.imported.clone(),
-            log: b.log.clone(),
-            arch_guard: b.arch_guard.clone(),
-            ptx_cover: b.ptx_cover.clone(),
-            warnings: b.warnings.clone(),
+            cpu_only: audit.cpu_only,
+            built,
         }
     }
 }

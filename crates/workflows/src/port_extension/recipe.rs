@@ -329,7 +329,15 @@ pub fn write(name: &str, recipe: &Recipe, port: &super::Outcome) -> Result<PathB
     let mut b = Table::new();
     b.insert(
         "module".into(),
-        Value::String(build.imported.first().cloned().unwrap_or_default()),
+        Value::String(
+            build
+                .built
+                .record
+                .imported
+                .first()
+                .cloned()
+                .unwrap_or_default(),
+        ),
     );
     let mut smoke = Table::new();
     smoke.insert("script".into(), Value::String(GENERIC_SMOKE.into()));
@@ -337,6 +345,8 @@ pub fn write(name: &str, recipe: &Recipe, port: &super::Outcome) -> Result<PathB
         "args".into(),
         strings(
             build
+                .built
+                .record
                 .imported
                 .iter()
                 .flat_map(|m| ["--module".to_string(), m.clone()])
@@ -361,7 +371,7 @@ pub fn write(name: &str, recipe: &Recipe, port: &super::Outcome) -> Result<PathB
 # audited and imported. Add patch files (NNNN-*.patch) here and a numeric smoke test; replace
 # each NOT REVIEWED YET reason once the item is checked.
 {}",
-        build.torch_cuda_arch_list,
+        build.built.record.torch_cuda_arch_list,
         toml::to_string(&doc).context("writing the recipe as TOML")?
     );
     let dir = data_root().join("patches").join(name);

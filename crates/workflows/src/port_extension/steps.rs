@@ -552,12 +552,13 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
         Err(f) => return Ok(Err(f)),
     };
     let mut images: Vec<String> = b
+        .record
         .audit
         .files
         .iter()
         .map(|f| format!("{}: {}", f.path, f.sass.join(" ")))
         .collect();
-    if b.audit.cpu_only {
+    if b.record.audit.cpu_only {
         images.push(
             "no device code: the package declares no CUDA code, so the arch list did not apply"
                 .into(),
@@ -571,20 +572,20 @@ pub fn build(job: &mut Job) -> Result<Result<build_ext::Outcome, BuildFailure>> 
             "built"
         },
         built_name(r, &b),
-        b.torch_cuda_arch_list,
-        b.build_seconds,
+        b.record.torch_cuda_arch_list,
+        b.record.build_seconds,
         images.join("; "),
-        b.imported.join(", ")
+        b.record.imported.join(", ")
     );
-    if !r.build.module.is_empty() && !b.imported.contains(&r.build.module) {
+    if !r.build.module.is_empty() && !b.record.imported.contains(&r.build.module) {
         bail!(
             "the wheel's extension modules are {:?}, not {} as recipe {} expects",
-            b.imported,
+            b.record.imported,
             r.build.module,
             r.name
         );
     }
-    job.out.build = Some(BuildSummary::of(&b));
+    job.out.build = Some(BuildSummary::of(b.clone()));
     if let Some(stable) = job.out.stable_abi.as_mut() {
         cuda_runtime_of(stable, &b)?;
     }
@@ -602,7 +603,7 @@ fn cuda_runtime_of(stable: &mut super::StableAbi, b: &build_ext::Outcome) -> Res
         .and_then(|s| s.to_str())
         .and_then(|s| s.rsplit_once('-'))
         .map(|(_, platform)| platform.to_string());
-    if b.audit.cpu_only {
+    if b.record.audit.cpu_only {
         return Ok(());
     }
     let mut wheel = crate::wheel::Wheel::open(&b.wheel)?;
@@ -623,7 +624,7 @@ fn cuda_runtime_of(stable: &mut super::StableAbi, b: &build_ext::Outcome) -> Res
             );
         }
     }
-    let cuda: crate::version::Version = b.cuda.parse()?;
+    let cuda: crate::version::Version = b.record.cuda.parse()?;
     stable.cuda_runtime = Some(match needed.is_empty() {
         true => format!("linked in (CUDA {})", cuda.major_minor()),
         false => needed.into_iter().collect::<Vec<_>>().join(", "),
@@ -632,6 +633,7 @@ fn cuda_runtime_of(stable: &mut super::StableAbi, b: &build_ext::Outcome) -> Res
         .cuda_major(cuda.major())
         .map(|m| m.minor_compat_min_driver.to_string());
     stable.ptx_driver_floor = b
+        .record
         .ptx_cover
         .as_ref()
         .and_then(|c| c.jit_driver_floor.clone());
@@ -853,6 +855,7 @@ fn smoke_modules(
     // in a fresh one.
     let imported: &[String] = sweep.map_or(&[], |s| &s.imported);
     let mut modules: Vec<String> = built
+        .record
         .imported
         .iter()
         .chain(imported.iter().filter(|m| imports_alone(m, imported)))

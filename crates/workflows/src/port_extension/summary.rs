@@ -170,19 +170,22 @@ fn stable_row(st: &super::StableAbi, t: &mut Table) {
 fn build_rows(b: &super::BuildSummary, t: &mut Table) {
     t.row([
         "build".to_string(),
-        if b.reused {
+        if b.built.reused {
             format!(
                 "reused: the wheel of an identical port and toolchain (it took {:.0} s compiling)",
-                b.build_seconds
+                b.built.record.build_seconds
             )
         } else {
             format!(
                 "{:.0} s compiling, {:.0} s with audit and import (torch {}, CUDA {})",
-                b.build_seconds, b.total_seconds, b.torch, b.cuda
+                b.built.record.build_seconds,
+                b.built.total_seconds,
+                b.built.record.torch,
+                b.built.record.cuda
             )
         },
     ]);
-    t.row(["wheel".to_string(), b.wheel.display().to_string()]);
+    t.row(["wheel".to_string(), b.built.wheel.display().to_string()]);
     for (f, sass) in &b.sass {
         let ptx = b.ptx.get(f).cloned().unwrap_or_default();
         t.row([
@@ -195,7 +198,7 @@ fn build_rows(b: &super::BuildSummary, t: &mut Table) {
                 } else {
                     format!(", PTX {}", ptx.join(" "))
                 },
-                b.torch_cuda_arch_list
+                b.built.record.torch_cuda_arch_list
             ),
         ]);
     }
@@ -204,15 +207,21 @@ fn build_rows(b: &super::BuildSummary, t: &mut Table) {
             "archs verified".to_string(),
             format!(
                 "none to verify: the package declares no CUDA code (C++ extensions only), so the arch list {} did not apply",
-                b.torch_cuda_arch_list
+                b.built.record.torch_cuda_arch_list
             ),
         ]);
     }
-    if let Some(cover) = &b.ptx_cover {
+    if let Some(cover) = &b.built.record.ptx_cover {
         t.row(["PTX cover".to_string(), cover.said.clone()]);
     }
-    t.row(["imported".to_string(), b.imported.join(", ")]);
-    if let Some(w) = b.warnings.iter().find(|w| w.contains("asked nvcc for")) {
+    t.row(["imported".to_string(), b.built.record.imported.join(", ")]);
+    if let Some(w) = b
+        .built
+        .record
+        .warnings
+        .iter()
+        .find(|w| w.contains("asked nvcc for"))
+    {
         t.row(["arch guard".to_string(), w.clone()]);
     }
 }
