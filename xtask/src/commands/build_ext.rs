@@ -107,6 +107,7 @@ pub fn run(args: BuildExtArgs) -> Result<Exit> {
         skip_missing_submodules: args.skip_missing_submodules,
         stable_abi_target: None,
         pool: None,
+        prepared: None,
         cpu_only: args.cpu_only,
         dist: crate::compiler_cache::dist::Dist::from_flags(
             args.dist.as_deref(),

@@ -327,6 +327,7 @@ fn archsmith_round(side: &Sides, round: u32, load: f64, r: &mut BenchReport) -> 
         skip_missing_submodules: false,
         stable_abi_target: None,
         pool: None,
+        prepared: None,
         cpu_only: req.cpu_only,
         dist: None,
     };

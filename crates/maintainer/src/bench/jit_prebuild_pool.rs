@@ -159,6 +159,7 @@ fn request(
         skip_missing_submodules: false,
         stable_abi_target: None,
         pool: None,
+        prepared: None,
     }
 }
 

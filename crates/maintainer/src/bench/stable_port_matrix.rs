@@ -166,6 +166,7 @@ fn build(
         skip_missing_submodules: false,
         stable_abi_target: stable_target.map(str::to_string),
         pool: None,
+        prepared: None,
         cpu_only: false,
         dist: None,
     };

@@ -3,7 +3,8 @@
 //! exactly the plan, into the directory and under the names torch's JIT uses, so a process with
 //! `TORCH_EXTENSIONS_DIR` set to it loads them with no compiler, ninja or `CUDA_HOME`.
 //!
-//! Steps, over the same preparation as a wheel build ([`super::prepare`]):
+//! Steps, over the same [`Job`] as a wheel build ([`super::steps::resolve`]: env, toolkit, plan,
+//! source, stamp):
 //! 1. [`open`]: a private copy of the source and its calls, read from the tree's syntax
 //!    ([`find`], [`jit_calls`]), each reduced to the code that runs it (a module import, or a
 //!    top-level function with no arguments); what cannot be reached is reported, not guessed;
@@ -25,7 +26,8 @@ use super::arch_guard::Guard;
 use super::check::{audit_wheel, SoAudit};
 use super::command::Setup;
 use super::scratch::Scratch;
-use super::{prepare, source, BuildFailure, Prepared, Request, SourceSpec};
+use super::steps::{Job, Product};
+use super::{source, BuildFailure, Request, SourceSpec};
 use crate::build_output::{log, progress};
 use crate::codemod::python_source::jit_calls::{self, CallSite, SourceFile};
 use crate::output::Table;
@@ -35,7 +37,6 @@ use fs_err as fs;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 /// The manifest the hook reads, at the root of the extensions directory.
 pub const MANIFEST: &str = "archsmith-jit.json";
@@ -213,9 +214,9 @@ fn find_among(tree: &Path, rels: &[PathBuf]) -> jit_calls::Scan {
 
 /// Prebuilds every JIT extension of `req.source` into `req.out/torch-extensions`.
 pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
-    let job = open(req)?;
-    let hook = install_hook(&job.env.purelib)?;
-    let compiled = compile(req, &job)?;
+    let pre = open(req)?;
+    let hook = install_hook(&pre.job.env.purelib)?;
+    let compiled = compile(&pre)?;
     let trigger_times = compiled
         .lines
         .iter()
@@ -227,19 +228,23 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
         lines,
         at_once,
     } = compiled;
-    let not_built = match settle(&job, &runs, &recorded, &lines) {
+    let not_built = match settle(&pre, &runs, &recorded, &lines) {
         Ok(n) => n,
         Err(failure) => return Ok(Err(*failure)),
     };
-    let mut extensions = to_entries(&recorded, &job.ext_dir)?;
-    if let Some(f) = audit(&mut extensions, &job.ext_dir, &job.plan, &job.log_path) {
+    let mut extensions = to_entries(&recorded, &pre.ext_dir)?;
+    if let Some(f) = audit(&mut extensions, &pre.ext_dir, &pre.job.plan, &pre.log_path) {
         return Ok(Err(f));
     }
-    let arch_list = job.plan.torch_cuda_arch_list();
-    publish(&job.ext_dir, &extensions, &arch_list, &job.env)?;
-    let built_triggers = built_triggers_file(&job, &not_built)?;
-    let loaded_offline =
-        check_offline_load(&job.env.python, &job.tree, &built_triggers, &job.ext_dir)?;
+    let arch_list = pre.job.plan.torch_cuda_arch_list();
+    publish(&pre.ext_dir, &extensions, &arch_list, &pre.job.env)?;
+    let built_triggers = built_triggers_file(&pre, &not_built)?;
+    let loaded_offline = check_offline_load(
+        &pre.job.env.python,
+        &pre.tree,
+        &built_triggers,
+        &pre.ext_dir,
+    )?;
     if let Some(bad) = loaded_offline.iter().find(|r| !r.ok) {
         return Ok(Err(BuildFailure {
             stage: "import",
@@ -249,27 +254,27 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
                 bad.error.as_deref().unwrap_or("")
             ),
             first_error: None,
-            log: Some(job.log_path),
+            log: Some(pre.log_path),
         }));
     }
     Ok(Ok(Outcome {
-        manifest: job.ext_dir.join(MANIFEST),
-        extensions_dir: job.ext_dir,
+        manifest: pre.ext_dir.join(MANIFEST),
+        extensions_dir: pre.ext_dir,
         extensions,
-        sites: job.scan.sites,
-        wrappers: job.scan.wrappers,
+        sites: pre.scan.sites,
+        wrappers: pre.scan.wrappers,
         triggers: runs,
         triggers_at_once: at_once,
         trigger_times,
         not_built,
-        skipped_submodules: job.submodules.map(|u| u.paths()).unwrap_or_default(),
+        skipped_submodules: pre.job.submodules.map(|u| u.paths()).unwrap_or_default(),
         hook,
         loaded_offline,
-        torch: job.env.torch.to_string(),
-        nvcc: job.tc.nvcc_version.to_string(),
+        torch: pre.job.env.torch.to_string(),
+        nvcc: pre.job.tc.nvcc_version.to_string(),
         torch_cuda_arch_list: arch_list,
-        log: job.log_path,
-        total_seconds: job.started.elapsed().as_secs_f64(),
+        log: pre.log_path,
+        total_seconds: pre.job.started.elapsed().as_secs_f64(),
     }))
 }
 
@@ -277,18 +282,18 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
 /// submodules (`--skip-missing-submodules`): then the triggers that failed are the ones not
 /// built, and only a prebuild that built nothing fails.
 fn settle(
-    job: &Job,
+    pre: &Prebuild,
     runs: &[TriggerRun],
     recorded: &[Recorded],
     lines: &[String],
 ) -> Result<Vec<NotBuilt>, Box<BuildFailure>> {
-    let Some(failure) = prebuild_failure(job, runs, recorded, lines) else {
+    let Some(failure) = prebuild_failure(pre, runs, recorded, lines) else {
         return Ok(Vec::new());
     };
-    let Some(skipped) = &job.submodules else {
+    let Some(skipped) = &pre.job.submodules else {
         return Err(Box::new(failure));
     };
-    let not_built = not_built(job, runs, recorded, lines);
+    let not_built = not_built(pre, runs, recorded, lines);
     if recorded.iter().all(|r| r.module.is_none()) || not_built.is_empty() {
         return Err(Box::new(failure.with_submodules(Some(skipped))));
     }
@@ -298,12 +303,12 @@ fn settle(
 /// The triggers that failed, or whose compile failed (even where the tree's wrapper caught it):
 /// each with its error and the first compiler error of its output.
 fn not_built(
-    job: &Job,
+    pre: &Prebuild,
     runs: &[TriggerRun],
     recorded: &[Recorded],
     lines: &[String],
 ) -> Vec<NotBuilt> {
-    let first_errors = first_error_per_trigger(job, lines);
+    let first_errors = first_error_per_trigger(pre, lines);
     runs.iter()
         .filter_map(|r| {
             let label = r.label();
@@ -329,13 +334,13 @@ fn not_built(
 
 /// Each trigger's output ends with its result line, whether it ran alone or in the pool (a
 /// child's output is replayed whole): the first compiler error of each trigger's stretch.
-fn first_error_per_trigger(job: &Job, lines: &[String]) -> Vec<(String, log::CompilerError)> {
+fn first_error_per_trigger(pre: &Prebuild, lines: &[String]) -> Vec<(String, log::CompilerError)> {
     let (mut out, mut start) = (Vec::new(), 0);
     for (i, line) in lines.iter().enumerate() {
         let Some(run) = parse_trigger_line(line) else {
             continue;
         };
-        if let Some(mut e) = first_error(job, &lines[start..i]) {
+        if let Some(mut e) = first_error(pre, &lines[start..i]) {
             e.log_line += start;
             out.push((run.label(), e));
         }
@@ -346,20 +351,20 @@ fn first_error_per_trigger(job: &Job, lines: &[String]) -> Vec<(String, log::Com
 
 /// The first compiler error of `lines`, its file named as the user knows it (not archsmith's
 /// copy of the tree).
-fn first_error(job: &Job, lines: &[String]) -> Option<log::CompilerError> {
+fn first_error(pre: &Prebuild, lines: &[String]) -> Option<log::CompilerError> {
     let mut e = log::first_compiler_error(lines.iter().map(String::as_str))?;
     if let Some(file) = e.file.as_mut() {
-        source::user_path(file, &job.tree, &job.source);
+        source::user_path(file, &pre.tree, &pre.job.src.spec);
     }
     Some(e)
 }
 
 /// The triggers file of the offline load check: every trigger, less those not built.
-fn built_triggers_file(job: &Job, not_built: &[NotBuilt]) -> Result<PathBuf> {
+fn built_triggers_file(pre: &Prebuild, not_built: &[NotBuilt]) -> Result<PathBuf> {
     if not_built.is_empty() {
-        return Ok(job.triggers_file.clone());
+        return Ok(pre.triggers_file.clone());
     }
-    let built: Vec<&jit_calls::Trigger> = job
+    let built: Vec<&jit_calls::Trigger> = pre
         .triggers
         .iter()
         .filter(|t| {
@@ -368,7 +373,7 @@ fn built_triggers_file(job: &Job, not_built: &[NotBuilt]) -> Result<PathBuf> {
                 .any(|n| n.trigger == trigger_label(&t.module, t.call.as_deref()))
         })
         .collect();
-    let path = job.scratch.path.join("built-triggers.json");
+    let path = pre.scratch.path.join("built-triggers.json");
     fs::write(&path, serde_json::to_vec(&built)?)?;
     Ok(path)
 }
@@ -389,15 +394,10 @@ pub struct NotBuilt {
     pub first_error: Option<log::CompilerError>,
 }
 
-/// One prebuild: what [`open`] decided.
-struct Job {
-    started: Instant,
-    env: super::EnvInfo,
-    tc: crate::toolchain::Toolchain,
-    plan: crate::arch::spec::Plan,
-    label: String,
-    /// The source as the user gave it.
-    source: SourceSpec,
+/// One prebuild: the build-ext [`Job`] (env, toolkit, plan, source, stamp), and what [`open`]
+/// found in its copy of the source.
+struct Prebuild<'r> {
+    job: Job<'r>,
     /// Held (locked) until the prebuild ends, then removed.
     scratch: Scratch,
     /// archsmith's copy of the source, where the triggers run.
@@ -407,27 +407,20 @@ struct Job {
     sources: (u32, u32),
     triggers: Vec<jit_calls::Trigger>,
     triggers_file: PathBuf,
-    /// Empty git submodules the prebuild goes on without (`--skip-missing-submodules`).
-    submodules: Option<crate::git_submodules::Unfilled>,
     ext_dir: PathBuf,
     log_path: PathBuf,
 }
 
-/// Step 1: the env, toolkit and plan as for a wheel, a private copy of the source, its calls and
-/// triggers (none reachable: an error that lists each call and why), the output dirs.
-fn open(req: &Request) -> Result<Job> {
-    let started = Instant::now();
-    let submodules = source::unfilled_submodules(&req.source, req.skip_missing_submodules)?;
-    let Prepared { env, tc, plan, .. } = prepare(&req.target, &req.arch, None)?;
-    let src = source::resolve(&req.source)?;
-    let key = crate::stamp::key(&(
-        "jit",
-        &src.hash,
-        plan.torch_cuda_arch_list(),
-        env.torch.to_string(),
-    ));
-    let scratch = Scratch::new(&key)?;
-    let tree = source::materialize(&src, &scratch.path.join("src"), &env.python)?;
+/// Step 1: the env, toolkit and plan as for a wheel ([`super::steps::resolve`]), a private copy
+/// of the source, its calls and triggers (none reachable: an error that lists each call and why),
+/// the output dirs.
+fn open(req: &Request) -> Result<Prebuild<'_>> {
+    if req.stable_abi_target.is_some() {
+        bail!("a JIT prebuild is torch's own cpp_extension build against this torch, never the stable ABI: build the same sources from a setup.py for a stable-ABI wheel");
+    }
+    let job = super::steps::resolve(req, Product::JitPrebuild)?;
+    let scratch = Scratch::new(&job.key)?;
+    let tree = source::materialize(&job.src, &scratch.path.join("src"), &job.env.python)?;
     // One walk of the copy: the calls, and the translation units the jobs model counts.
     let files = source::tree_files(&tree)?;
     let scan = find_among(&tree, &files);
@@ -436,7 +429,7 @@ fn open(req: &Request) -> Result<Job> {
     if triggers.is_empty() {
         bail!(
             "{}: no load()/load_inline() call the prebuild can reach:{}",
-            src.path.display(),
+            job.src.path.display(),
             unreached_list(&scan.sites)
         );
     }
@@ -446,32 +439,27 @@ fn open(req: &Request) -> Result<Job> {
     fs::create_dir_all(&ext_dir)?;
     let triggers_file = scratch.path.join("triggers.json");
     fs::write(&triggers_file, serde_json::to_vec(&triggers)?)?;
-    Ok(Job {
-        started,
-        env,
-        tc,
-        plan,
-        label: src.spec.label(),
-        source: src.spec.clone(),
+    let log_path = out.join(format!("jit-{}.log", &job.key[..12]));
+    Ok(Prebuild {
+        job,
         scratch,
         tree,
         scan,
         sources,
         triggers,
         triggers_file,
-        submodules,
         ext_dir,
-        log_path: out.join(format!("jit-{}.log", &key[..12])),
+        log_path,
     })
 }
 
 /// Step 2: the triggers run in a build-ext compile's environment, the hook recording each
 /// compile: what each trigger did, the record, the output lines.
-fn compile(req: &Request, job: &Job) -> Result<Compiled> {
-    let (env, tc, plan) = (&job.env, &job.tc, &job.plan);
+fn compile(pre: &Prebuild) -> Result<Compiled> {
+    let (req, env, tc, plan) = (pre.job.req, &pre.job.env, &pre.job.tc, &pre.job.plan);
     let guard = Guard::for_build(
         req.own_arch_flags,
-        &job.scratch.path,
+        &pre.scratch.path,
         tc,
         plan,
         tc.nvcc(),
@@ -482,12 +470,12 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
     // stand before the load() hook's).
     let images = plan.sass().len() as u32;
     let (cores, mem) = (crate::host::cores(), crate::host::mem_available_gib());
-    let (units, cu_files) = job.sources;
+    let (units, cu_files) = pre.sources;
     let mut par = super::jobs::parallelism(cores, mem, units, cu_files, images, req.jobs);
     if let Some(pool) = &req.pool {
         par.in_pool(pool);
     }
-    let at_once = triggers_at_once(&par, job.triggers.len(), req.serial_extensions);
+    let at_once = triggers_at_once(&par, pre.triggers.len(), req.serial_extensions);
     par.extensions = 1;
     let ninja_dir = super::command::ninja_for(env, true)?;
     let setup = Setup {
@@ -495,7 +483,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
         tc,
         plan,
         par: &par,
-        builder: "torch.utils.cpp_extension",
+        builder: pre.job.builder,
         cache: None,
         shared_sources: None,
         guard: guard.as_ref(),
@@ -504,18 +492,18 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
         ninja_dir: ninja_dir.as_deref(),
         pool: req.pool.as_ref(),
     };
-    let record = job.scratch.path.join("prebuild.jsonl");
+    let record = pre.scratch.path.join("prebuild.jsonl");
     crate::errln!(
         "archsmith: prebuilding {} JIT trigger(s) of {} for {} with torch {} / CUDA {}; log: {}",
-        job.triggers.len(),
-        job.label,
+        pre.triggers.len(),
+        pre.job.src.spec.label(),
         plan.torch_cuda_arch_list(),
         env.torch,
         tc.nvcc_version,
-        job.log_path.display()
+        pre.log_path.display()
     );
-    let mut cmd = driver(&env.python, &job.tree, &job.triggers_file)?
-        .env("TORCH_EXTENSIONS_DIR", &job.ext_dir)
+    let mut cmd = driver(&env.python, &pre.tree, &pre.triggers_file)?
+        .env("TORCH_EXTENSIONS_DIR", &pre.ext_dir)
         .env("ARCHSMITH_JIT_PREBUILD", &record);
     cmd = setup
         .apply_env(cmd)
@@ -524,7 +512,7 @@ fn compile(req: &Request, job: &Job) -> Result<Compiled> {
             "ARCHSMITH_TRIGGER_MAX_JOBS",
             (par.jobs / at_once).max(1).to_string(),
         );
-    let (runs, lines) = prebuild(&cmd, &job.log_path, req.progress)?;
+    let (runs, lines) = prebuild(&cmd, &pre.log_path, req.progress)?;
     Ok(Compiled {
         runs,
         recorded: read_record(&record)?,
@@ -644,7 +632,7 @@ fn read_record(path: &Path) -> Result<Vec<Recorded>> {
 /// A compile that failed (even where the tree's wrapper caught it and fell back), or a trigger
 /// that failed before any compile: the first compiler error of the log, else the trigger's error.
 fn prebuild_failure(
-    job: &Job,
+    pre: &Prebuild,
     runs: &[TriggerRun],
     recorded: &[Recorded],
     lines: &[String],
@@ -672,8 +660,8 @@ fn prebuild_failure(
     Some(BuildFailure {
         stage: "compile",
         message,
-        first_error: first_error(job, lines),
-        log: Some(job.log_path.clone()),
+        first_error: first_error(pre, lines),
+        log: Some(pre.log_path.clone()),
     })
 }
 

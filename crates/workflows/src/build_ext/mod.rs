@@ -111,6 +111,9 @@ pub struct Request {
     /// A pool of job slots and memory this build shares with others built at once (a tree's
     /// packages, [`job_pool`]): its compiles take their slots from it, not from `MAX_JOBS`.
     pub pool: Option<job_pool::PoolShare>,
+    /// The env, toolkit and arch plan the caller already resolved for `target` and `arch` (a
+    /// port does, before it copies the source): built with as they are, `arch` not parsed again.
+    pub prepared: Option<std::sync::Arc<Prepared>>,
 }
 
 impl BuildFailure {
@@ -280,6 +283,7 @@ fn base_version(v: &Version) -> Version {
 }
 
 /// The env, toolchain and plan for a request: steps 1–3, before anything is built.
+#[derive(Debug, Clone)]
 pub struct Prepared {
     pub env: EnvInfo,
     pub tc: Toolchain,

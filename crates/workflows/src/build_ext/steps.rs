@@ -24,7 +24,18 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// One build: the request and everything decided before anything is built.
+/// What a build-ext run makes from its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Product {
+    /// A wheel, through the package's build script ([`run`]).
+    Wheel,
+    /// The extensions a tree builds at run time with torch's load(), built ahead of time
+    /// ([`super::jit`]).
+    JitPrebuild,
+}
+
+/// One build, a wheel's or a JIT tree's prebuild: the request and everything decided before
+/// anything is built.
 pub struct Job<'r> {
     pub req: &'r Request,
     pub started: Instant,
@@ -34,6 +45,8 @@ pub struct Job<'r> {
     /// Asked archs covered by PTX instead of SASS (a stable build's older toolkit).
     pub cover: Option<super::compiling_cuda::PtxCover>,
     pub src: source::Resolved,
+    /// What runs the build: the wheel's front end (`uv build`, `pip wheel`), or torch's
+    /// cpp_extension for a prebuild.
     pub builder: &'static str,
     pub inputs: stamp_inputs::Inputs,
     /// The stamp: the hash of `inputs`.
@@ -91,7 +104,7 @@ pub struct Checked {
 /// Builds (or reuses) the wheel for `req`. `Ok(Err(_))`: the build ran and failed (compile, audit
 /// or import), with the first error and the log; `Err(_)`: it could not run (bad input, no env).
 pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
-    let job = resolve(req)?;
+    let job = resolve(req, Product::Wheel)?;
     if let Some(hit) = reuse(&job) {
         return Ok(Ok(hit));
     }
@@ -131,8 +144,8 @@ pub fn run(req: &Request) -> Result<Result<Outcome, BuildFailure>> {
 }
 
 /// Step 1: the env and its torch, the CUDA (torch's major), the arch plan, the toolchain, the
-/// source and its hash, the front end, and the stamp's inputs.
-pub fn resolve(req: &Request) -> Result<Job<'_>> {
+/// source and its hash, what builds it, and the stamp's inputs.
+pub fn resolve(req: &Request, product: Product) -> Result<Job<'_>> {
     let started = Instant::now();
     let submodules = source::unfilled_submodules(&req.source, req.skip_missing_submodules)?;
     let Prepared {
@@ -140,10 +153,17 @@ pub fn resolve(req: &Request) -> Result<Job<'_>> {
         tc,
         plan,
         cover,
-    } = prepare(&req.target, &req.arch, req.stable_abi_target.as_deref())?;
+    } = match &req.prepared {
+        Some(p) => Prepared::clone(p),
+        None => prepare(&req.target, &req.arch, req.stable_abi_target.as_deref())?,
+    };
     let arch_list = plan.torch_cuda_arch_list();
     let src = source::resolve(&req.source)?;
-    let builder = front_end(&env)?;
+    let builder = match product {
+        Product::Wheel => front_end(&env)?,
+        // The tree's own code runs torch's cpp_extension.
+        Product::JitPrebuild => "torch.utils.cpp_extension",
+    };
     let inputs = stamp_inputs::Inputs {
         own_arch_flags: req.own_arch_flags,
         cpu_only: req.cpu_only,

@@ -280,16 +280,27 @@ fn validate(req: &Request) -> Result<()> {
             );
         }
     }
-    // The form was checked where it was typed; what this torch and CUDA accept is checked here,
-    // before the source is copied.
-    if let Some(arch) = &req.arch {
-        let ctx =
-            crate::arch::spec::PlanContext::new(req.target.torch.clone(), req.target.cuda.clone());
-        crate::arch::spec::Plan::parse(&ctx, arch)
-            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", crate::kb::user_input::echo(arch)))?;
+    // The form was checked where it was typed. A run that builds parses it once, against the
+    // env that compiles, before the source is copied (steps::prepare_build); a dry run or --check
+    // compiles nothing, so what the --torch and --cuda given accept is checked here.
+    match (&req.arch, req.mode) {
+        (None, RunMode::Full) => bail!("{ARCH_REQUIRED}"),
+        (Some(arch), RunMode::DryRun | RunMode::Check) => {
+            let ctx = crate::arch::spec::PlanContext::new(
+                req.target.torch.clone(),
+                req.target.cuda.clone(),
+            );
+            crate::arch::spec::Plan::parse(&ctx, arch).map_err(|e| {
+                anyhow::anyhow!("--arch {}: {e}", crate::kb::user_input::echo(arch))
+            })?;
+        }
+        _ => {}
     }
     Ok(())
 }
+
+/// A port that builds needs the archs to build for.
+pub const ARCH_REQUIRED: &str = "--arch SPEC is required to build the port (e.g. --arch 7.5,8.9,9.0); --dry-run and --check build nothing";
 
 /// The recipe of `--src` given without one: a directory, `pypi:NAME==VER` or `git+URL@REV`.
 pub fn recipe_less(src: &str) -> Result<Recipe> {

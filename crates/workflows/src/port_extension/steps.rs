@@ -7,7 +7,7 @@ use super::package_tests;
 use super::workdir::{Applied, WorkTree};
 use super::{
     fetch, rel, resolve_review, review_items, smoke, sweep_summary, validate, BuildSummary, Item,
-    Outcome, PortFailure, Request, RunMode, VerifyFailure,
+    Outcome, PortFailure, Request, RunMode, VerifyFailure, ARCH_REQUIRED,
 };
 use crate::build_ext::{self, BuildFailure, SourceSpec};
 use crate::codemod::{self, Catalogue, Mode};
@@ -18,6 +18,7 @@ use anyhow::{bail, Context, Result};
 use fs_err as fs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// One port: the request, the work tree it happens in (locked for the port's lifetime), and the
@@ -33,6 +34,8 @@ pub struct Job<'r> {
     /// Directories of the wheel's requirements installed beside the env for the import sweep:
     /// on the smoke test's and the package tests' path too.
     pub beside: Vec<PathBuf>,
+    /// The build's env, toolkit and plan ([`prepare_build`]).
+    pub prepared: Option<Arc<build_ext::Prepared>>,
 }
 
 impl Job<'_> {
@@ -92,9 +95,10 @@ pub fn run(req: &Request) -> Result<Result<Outcome, PortFailure>> {
         Ok(b) => b,
         Err(f) => return Ok(Err(PortFailure::Build(f))),
     };
-    let env_python = match &req.target.python {
-        Some(p) => p.clone(),
-        None => python::ensure_torch_env(&target_torch(req))?.python,
+    let env_python = match (&job.prepared, &req.target.python) {
+        (Some(p), _) => p.env.python.clone(),
+        (None, Some(p)) => p.clone(),
+        (None, None) => python::ensure_torch_env(&target_torch(req))?.python,
     };
     if let Err(f) = import_sweep(&mut job, &env_python, &built)? {
         return Ok(Err(PortFailure::Build(f)));
@@ -364,6 +368,7 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
     // A dry run or --check compiles nothing: it goes on and says so.
     let go_on = req.skip_missing_submodules || req.mode != RunMode::Full;
     build_ext::source::unfilled_submodules(&SourceSpec::Dir(src_dir.clone()), go_on)?;
+    let prepared = prepare_build(req)?;
     let mut base = port_dir(r, req.src.as_deref())?;
     if req.stable_abi.is_some() {
         // Its own work tree and wheels: the ordinary port of the same source stays as it was.
@@ -409,7 +414,20 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
         _lock: lock,
         out,
         beside: Vec::new(),
+        prepared,
     })
+}
+
+/// A build's env, toolkit and arch plan, resolved before the work tree is made: `--arch` is
+/// parsed once, against the env that compiles, and build-ext builds with this plan. None for a
+/// dry run or `--check` (nothing compiles: [`validate`] checked `--arch` against the flags), and
+/// for a stable-ABI port, whose toolkit depends on the target its rules find (build-ext resolves
+/// it then, once).
+fn prepare_build(req: &Request) -> Result<Option<Arc<build_ext::Prepared>>> {
+    let (RunMode::Full, None, Some(arch)) = (req.mode, &req.stable_abi, &req.arch) else {
+        return Ok(None);
+    };
+    Ok(Some(Arc::new(build_ext::prepare(&req.target, arch, None)?)))
 }
 
 /// Step 2: every catalogue of the recipe (its Python rows for the target torch) applied to the
@@ -662,7 +680,7 @@ fn built_name(r: &super::recipe::Recipe, b: &build_ext::Outcome) -> String {
 fn build_request(job: &Job, source: SourceSpec) -> Result<build_ext::Request> {
     let req = job.req;
     let Some(arch) = req.arch.clone() else {
-        bail!("--arch SPEC is required to build the port (e.g. --arch 7.5,8.9,9.0); --dry-run and --check build nothing")
+        bail!("{ARCH_REQUIRED}")
     };
     Ok(build_ext::Request {
         source,
@@ -687,6 +705,7 @@ fn build_request(job: &Job, source: SourceSpec) -> Result<build_ext::Request> {
             .as_ref()
             .map(|s| s.torch_target_macro.clone()),
         pool: req.pool.clone(),
+        prepared: job.prepared.clone(),
     })
 }
 
