@@ -169,8 +169,15 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
         extract: args.extract,
         threads: args.threads,
     };
-    let (load, range) = crate::verify::load_check::check_targets(&args.targets, &request.paths)?;
-    let (files, checks) = audit(&request)?;
+    let targets = crate::verify::load_check::check_targets(&args.targets, &request.paths)?;
+    let (load, range) = (targets.load, targets.range);
+    // The wheels the load check unpacked are audited from there: each read once.
+    let unpacked = targets
+        .inputs
+        .as_ref()
+        .map(|i| i.unpacked())
+        .unwrap_or_default();
+    let (files, checks) = audit(&request, unpacked)?;
     let report = Report::new(
         &files,
         checks.expectation.as_ref(),

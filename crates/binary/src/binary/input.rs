@@ -1,5 +1,6 @@
 //! From paths to audited files: ELF files, directories (walked), and wheels (every shared object
-//! read from the zip in memory, members inflated in parallel, nothing extracted to disk).
+//! read from the zip in memory, members inflated in parallel, nothing extracted to disk; or, where
+//! the same command's load check unpacked the wheel already, read from those files).
 
 use super::error::Error;
 use super::extract::{extract_elf, safe_component};
@@ -21,6 +22,10 @@ pub struct Options {
     /// containers but not all gets the kernel names of the others ([`ElfAudit::kernels`]), one
     /// decompressed cubin per such container.
     pub kernels_for: Vec<crate::cuda_arch::Cc>,
+    /// Wheels already unpacked whole by this command (a load check's copy), each as (the wheel's
+    /// path as given, the directory): their members are read from the unpacked files instead of
+    /// inflated a second time. A member missing there, or of another size, is read from the zip.
+    pub unpacked: Vec<(PathBuf, PathBuf)>,
 }
 
 /// One file and what reading it gave.
@@ -329,6 +334,11 @@ fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let unpacked = opts
+        .unpacked
+        .iter()
+        .find(|(wheel, _)| wheel == p)
+        .map(|(_, dir)| dir.as_path());
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, FileAudit)>> = Mutex::new(Vec::with_capacity(jobs.len()));
     let workers = threads(opts).min(jobs.len()).max(1);
@@ -344,7 +354,11 @@ fn audit_wheel(p: &Path, display: &str, opts: &Options, out: &mut Vec<FileAudit>
                     };
                     let path = format!("{display}!{name}");
                     let _held = budget.acquire(*size);
-                    let outcome = match read_member(&mut archive, wheel, *index) {
+                    let member = match unpacked.and_then(|d| unpacked_member(d, name, *size)) {
+                        Some(m) => Ok(m),
+                        None => read_member(&mut archive, wheel, *index),
+                    };
+                    let outcome = match member {
                         Err(e) => Outcome::Failed(e),
                         Ok(bytes) if !elf::is_elf(&bytes) => Outcome::Audited(ElfAudit::default()),
                         Ok(bytes) => {
@@ -370,6 +384,8 @@ enum Member<'a> {
     Empty,
     Stored(&'a [u8]),
     Inflated(memmap2::MmapMut),
+    /// Read from the file a load check unpacked ([`Options::unpacked`]).
+    Unpacked(memmap2::Mmap),
 }
 
 impl std::ops::Deref for Member<'_> {
@@ -379,8 +395,30 @@ impl std::ops::Deref for Member<'_> {
             Member::Empty => &[],
             Member::Stored(s) => s,
             Member::Inflated(m) => m,
+            Member::Unpacked(m) => m,
         }
     }
+}
+
+/// A wheel member as unpacked under `dir`: a regular file at the member's own path (plain
+/// components only) with the size the zip declares, mapped; None otherwise.
+fn unpacked_member(dir: &Path, name: &str, size: u64) -> Option<Member<'static>> {
+    let rel = Path::new(name);
+    if !rel
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+    {
+        return None;
+    }
+    let path = dir.join(rel);
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() != size {
+        return None;
+    }
+    if size == 0 {
+        return Some(Member::Empty);
+    }
+    map(&path).ok().map(Member::Unpacked)
 }
 
 /// Bytes of inflated members in memory at once, over all threads: a wheel's declared sizes are

@@ -326,6 +326,7 @@ fn wheels_are_read_in_memory_and_only_shared_objects_are_audited() {
             extract: None,
             threads: 2,
             kernels_for: Vec::new(),
+            unpacked: Vec::new(),
         },
     );
     let paths: Vec<&str> = files
@@ -351,6 +352,61 @@ fn wheels_are_read_in_memory_and_only_shared_objects_are_audited() {
     );
     assert!(matches!(&files[1].outcome, Outcome::Audited(a) if !a.has_device_code()));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A wheel the same command unpacked (a load check's copy) is audited from those files, not
+/// inflated again: a member is read from its file when that file has the member's size, and from
+/// the zip otherwise. Told apart here by giving the unpacked file other bytes of the same size.
+#[test]
+fn a_wheel_already_unpacked_is_read_from_its_files_of_the_members_size() {
+    use std::io::Write;
+    let root = std::env::temp_dir().join(format!("archsmith-unpacked-test-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    let (device, plain) = (
+        synth::sample_library(),
+        synth::elf64(&[(".text", vec![0; 8])]),
+    );
+    let len = device.len().max(plain.len());
+    let pad = |mut v: Vec<u8>| {
+        v.resize(len, 0);
+        v
+    };
+    let whl = root.join("pkg-1.0-py3-none-linux_x86_64.whl");
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
+    z.start_file("pkg/libk.so", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    z.write_all(&pad(plain.clone())).unwrap();
+    z.finish().unwrap();
+    let unpacked = root.join("unpacked");
+    std::fs::create_dir_all(unpacked.join("pkg")).unwrap();
+    let audit = |with: &[u8]| {
+        std::fs::write(unpacked.join("pkg/libk.so"), with).unwrap();
+        let files = audit_paths(
+            std::slice::from_ref(&whl),
+            &input::Options {
+                threads: 1,
+                unpacked: vec![(whl.clone(), unpacked.clone())],
+                ..Default::default()
+            },
+        );
+        assert_eq!(files.len(), 1);
+        assert!(
+            files[0].path.ends_with(".whl!pkg/libk.so"),
+            "{}",
+            files[0].path
+        );
+        match &files[0].outcome {
+            Outcome::Audited(a) => a.has_device_code(),
+            other => panic!("{other:?}"),
+        }
+    };
+    // The unpacked file, the member's size: read from there (the zip's member has no device code).
+    assert!(audit(&pad(device.clone())));
+    // Another size: not that member; the zip's own bytes are read.
+    let mut longer = pad(device);
+    longer.push(0);
+    assert!(!audit(&longer));
+    std::fs::remove_dir_all(&root).unwrap();
 }
 
 /// Regenerates `fuzz/corpus/binary_reader/` (run with ARCHSMITH_WRITE_FUZZ_SEEDS=1).

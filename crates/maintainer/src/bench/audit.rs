@@ -122,6 +122,7 @@ pub fn audit(args: &AuditRequest) -> Result<AuditReport> {
         extract: None,
         threads: args.threads,
         kernels_for: Vec::new(),
+        unpacked: Vec::new(),
     };
     let (mut ours, mut unzips, mut lists, mut totals) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());

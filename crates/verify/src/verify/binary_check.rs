@@ -30,7 +30,11 @@ pub struct BinaryRequest {
 
 /// Audits the request's paths and checks them: the files' audits, then the report over them.
 /// Bad input (an unparsable spec, an unknown GPU) is an error; unreadable files are reported.
-pub fn audit(req: &BinaryRequest) -> Result<(Vec<FileAudit>, Expectations)> {
+/// `unpacked`: wheels this command already unpacked (its load check's), read from there.
+pub fn audit(
+    req: &BinaryRequest,
+    unpacked: Vec<(PathBuf, PathBuf)>,
+) -> Result<(Vec<FileAudit>, Expectations)> {
     let expectation = req
         .expect_arch
         .as_ref()
@@ -48,6 +52,7 @@ pub fn audit(req: &BinaryRequest) -> Result<(Vec<FileAudit>, Expectations)> {
         extract: req.extract.clone(),
         threads: req.threads,
         kernels_for: devices.iter().map(|(_, cc)| *cc).collect(),
+        unpacked,
     };
     Ok((
         audit_paths(&req.paths, &opts),

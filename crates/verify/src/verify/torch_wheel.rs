@@ -87,6 +87,7 @@ pub fn audit_libraries(
             extract: None,
             threads: 0,
             kernels_for: kernels_for.to_vec(),
+            unpacked: Vec::new(),
         },
     );
     let mut items = Vec::new();
@@ -242,6 +243,7 @@ fn no_device_code(wheel: &Path) -> (Vec<Item>, Vec<FileAudit>) {
             extract: None,
             threads: 0,
             kernels_for: Vec::new(),
+            unpacked: Vec::new(),
         },
     );
     let mut items = Vec::new();

@@ -86,15 +86,12 @@ impl LoadTarget {
 }
 
 /// `verify binary --target`: `paths` against the env and/or the range among `targets`.
-pub fn check_targets(
-    targets: &[LoadTarget],
-    paths: &[PathBuf],
-) -> Result<(Option<LoadReport>, Option<release_range::RangeReport>)> {
+pub fn check_targets(targets: &[LoadTarget], paths: &[PathBuf]) -> Result<TargetChecks> {
     let (python, range) = LoadTarget::split(targets)?;
     if python.is_none() && range.is_none() {
-        return Ok((None, None));
+        return Ok(TargetChecks::default());
     }
-    // A wheel is unpacked once for both checks.
+    // A wheel is unpacked once for both checks (and the command's audit).
     let inputs = Inputs::read(paths)?;
     let load = python
         .map(|python| LoadReport::of_inputs(python, &inputs))
@@ -102,7 +99,19 @@ pub fn check_targets(
     let range = range
         .map(|spec| release_range::RangeReport::of_inputs(spec, &inputs))
         .transpose()?;
-    Ok((load, range))
+    Ok(TargetChecks {
+        load,
+        range,
+        inputs: Some(inputs),
+    })
+}
+
+/// What `--target`s found, and the files they read (kept for the rest of the command).
+#[derive(Default)]
+pub struct TargetChecks {
+    pub load: Option<LoadReport>,
+    pub range: Option<release_range::RangeReport>,
+    pub inputs: Option<Inputs>,
 }
 
 /// How many undefined symbols a verdict lists.
@@ -480,7 +489,8 @@ fn check_candidates(
 /// this is).
 pub struct Inputs {
     candidates: Vec<Candidate>,
-    _unpacked: Vec<tempfile::TempDir>,
+    /// Each wheel as given and the directory it was unpacked to (removed when this is dropped).
+    unpacked: Vec<(PathBuf, tempfile::TempDir)>,
 }
 
 impl Inputs {
@@ -503,7 +513,7 @@ impl Inputs {
                     file: f,
                     site: Some(dir.path().to_path_buf()),
                 }));
-                unpacked.push(dir);
+                unpacked.push((path.clone(), dir));
             } else if path.is_dir() {
                 out.extend(shared_objects(path)?.into_iter().map(|f| Candidate {
                     shown: f.display().to_string(),
@@ -526,8 +536,17 @@ impl Inputs {
         }
         Ok(Inputs {
             candidates: out,
-            _unpacked: unpacked,
+            unpacked,
         })
+    }
+
+    /// Each wheel as given and where it is unpacked: for the audit of the same command, which
+    /// then reads its members from these files instead of inflating them again.
+    pub fn unpacked(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.unpacked
+            .iter()
+            .map(|(wheel, dir)| (wheel.clone(), dir.path().to_path_buf()))
+            .collect()
     }
 }
 
