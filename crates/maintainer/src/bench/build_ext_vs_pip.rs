@@ -60,8 +60,8 @@ pub struct WheelAudit {
 impl WheelAudit {
     pub fn of(wheel: &Path, plan: &crate::arch::spec::Plan, cpu_only: bool) -> WheelAudit {
         let a = match cpu_only {
-            true => crate::build_ext::check::audit_cpu_only(wheel, plan),
-            false => crate::build_ext::check::audit_wheel(wheel, plan, true),
+            true => crate::build_ext::check::audit_cpu_only(wheel, plan, Vec::new()),
+            false => crate::build_ext::check::audit_wheel(wheel, plan, true, Vec::new()),
         };
         WheelAudit {
             ok: a.ok,

@@ -8,7 +8,7 @@ use crate::binary::Kind;
 use crate::process::Cmd;
 use anyhow::{bail, Context, Result};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One shared object with device code.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -66,13 +66,23 @@ pub fn image_bytes(wheel: &Path) -> std::collections::BTreeMap<String, u64> {
 /// Audits every shared object in `wheel` against the plan: each file with device code must carry
 /// the planned SASS and PTX in every container; at least one file must have device code when the
 /// package `declares_cuda` (a package of C++ extensions only has none to plan, and says so).
-pub fn audit_wheel(wheel: &Path, plan: &Plan, declares_cuda: bool) -> AuditSummary {
+/// `unpacked`: where the same run's load check unpacked the wheel ([`Options::unpacked`]).
+pub fn audit_wheel(
+    wheel: &Path,
+    plan: &Plan,
+    declares_cuda: bool,
+    unpacked: Vec<(PathBuf, PathBuf)>,
+) -> AuditSummary {
     let expect = Expectation {
         sass: plan.sass(),
         ptx: plan.ptx(),
     };
     let mut s = AuditSummary::default();
-    for f in audit_paths(&[wheel.to_path_buf()], &Options::default()) {
+    let opts = Options {
+        unpacked,
+        ..Options::default()
+    };
+    for f in audit_paths(&[wheel.to_path_buf()], &opts) {
         let short = f.path.rsplit('!').next().unwrap_or(&f.path).to_string();
         match &f.outcome {
             Outcome::Failed(e) => s.problems.push(format!("{short}: unreadable: {e}")),
@@ -136,8 +146,12 @@ impl AuditSummary {
 
 /// A build meant to compile no GPU code (`--cpu-only`): any file with device code is a problem
 /// (CUDA was built after all: the package's own switch did not apply).
-pub fn audit_cpu_only(wheel: &Path, plan: &Plan) -> AuditSummary {
-    let mut s = audit_wheel(wheel, plan, false);
+pub fn audit_cpu_only(
+    wheel: &Path,
+    plan: &Plan,
+    unpacked: Vec<(PathBuf, PathBuf)>,
+) -> AuditSummary {
+    let mut s = audit_wheel(wheel, plan, false, unpacked);
     for f in &s.files {
         s.problems.push(format!(
             "{}: carries device code ({}), but the build was --cpu-only",

@@ -718,7 +718,7 @@ fn audit(
 ) -> Option<BuildFailure> {
     for e in entries.iter_mut() {
         let path = ext_dir.join(&e.dir).join(&e.file);
-        let a = audit_wheel(&path, plan, e.with_cuda);
+        let a = audit_wheel(&path, plan, e.with_cuda, Vec::new());
         if let Some(SoAudit { sass, ptx, .. }) = a.files.first() {
             e.sass = sass.clone();
             e.ptx = ptx.clone();

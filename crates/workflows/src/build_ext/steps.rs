@@ -547,11 +547,14 @@ pub fn check(
     warnings: &mut Vec<String>,
 ) -> Result<Checked> {
     let started = crate::build_insight::compile_record::now_ms();
+    // The wheel is unpacked once, for the load check and the audit both.
+    let inputs = crate::verify::load_check::Inputs::read(&[wheel.to_path_buf()]);
+    let unpacked = inputs.as_ref().map(|i| i.unpacked()).unwrap_or_default();
     let audit = match job.req.cpu_only {
-        true => check::audit_cpu_only(wheel, &job.plan),
-        false => check::audit_wheel(wheel, &job.plan, source::declares_cuda(&ws.tree)?),
+        true => check::audit_cpu_only(wheel, &job.plan, unpacked),
+        false => check::audit_wheel(wheel, &job.plan, source::declares_cuda(&ws.tree)?, unpacked),
     };
-    let load = load_summary(&job.env.python, wheel, warnings);
+    let load = load_summary(&job.env.python, inputs, warnings);
     let mut sweep = import_check.run(wheel, false)?;
     if !sweep.missing().is_empty() {
         match python::requirements::declared(wheel)
@@ -593,8 +596,13 @@ pub fn check(
 
 /// What the load check says of the built wheel in the env it was built for; a check that cannot
 /// run is a warning, never a failed build.
-fn load_summary(python: &Path, wheel: &Path, warnings: &mut Vec<String>) -> Option<LoadSummary> {
-    match crate::verify::load_check::LoadReport::check(python, &[wheel.to_path_buf()]) {
+fn load_summary(
+    python: &Path,
+    inputs: Result<crate::verify::load_check::Inputs>,
+    warnings: &mut Vec<String>,
+) -> Option<LoadSummary> {
+    let report = inputs.and_then(|i| crate::verify::load_check::LoadReport::of_inputs(python, &i));
+    match report {
         Ok(report) => Some(LoadSummary {
             loads: report.loads,
             files: report.modules.len(),

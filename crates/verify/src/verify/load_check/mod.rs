@@ -191,7 +191,7 @@ impl LoadReport {
     }
 
     /// Checks files already read ([`Inputs::read`]) against the env of `python`.
-    fn of_inputs(python: &Path, inputs: &Inputs) -> Result<LoadReport> {
+    pub fn of_inputs(python: &Path, inputs: &Inputs) -> Result<LoadReport> {
         let mut objects = Objects::default();
         let target = Target::from_python(python, &mut objects)?;
         let modules = check_candidates(&target, &mut objects, &inputs.candidates)?;
