@@ -170,14 +170,7 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
         threads: args.threads,
     };
     let targets = crate::verify::load_check::check_targets(&args.targets, &request.paths)?;
-    let (load, range) = (targets.load, targets.range);
-    // The wheels the load check unpacked are audited from there: each read once.
-    let unpacked = targets
-        .inputs
-        .as_ref()
-        .map(|i| i.unpacked())
-        .unwrap_or_default();
-    let (files, checks) = audit(&request, unpacked)?;
+    let (files, checks) = audit(&request, targets.unpacked())?;
     let report = Report::new(
         &files,
         checks.expectation.as_ref(),
@@ -187,20 +180,13 @@ fn binary(args: BinaryArgs) -> Result<Exit> {
     let spec = request.expect_arch.as_deref();
     if args.output.json {
         let mut doc = report.json(spec);
-        load.as_ref().map(|l| l.add_to(&mut doc)).transpose()?;
-        range.as_ref().map(|r| r.add_to(&mut doc)).transpose()?;
+        targets.add_to(&mut doc)?;
         crate::output::print_json(documents::VERIFY_BINARY, &doc)?;
     } else {
-        crate::out!("{}", report.table(spec));
-        if let Some(load) = &load {
-            crate::out!("\n{}", load.table());
-        }
-        if let Some(range) = &range {
-            crate::out!("\n{}", range.table());
-        }
+        crate::out!("{}{}", report.table(spec), targets.tables());
     }
     crate::verify::binary_check::print_read_errors(&files);
-    let loads =
-        load.as_ref().is_none_or(|l| l.loads) && range.as_ref().is_none_or(|r| r.loads_everywhere);
-    Ok(Exit::from_code(report.exit_code.max(i32::from(!loads))))
+    Ok(Exit::from_code(
+        report.exit_code.max(i32::from(!targets.loads())),
+    ))
 }

@@ -114,6 +114,44 @@ pub struct TargetChecks {
     pub inputs: Option<Inputs>,
 }
 
+impl TargetChecks {
+    /// The wheels the checks unpacked, for the command's audit to read from: each wheel read
+    /// once ([`Inputs::unpacked`]).
+    pub fn unpacked(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.inputs
+            .as_ref()
+            .map(Inputs::unpacked)
+            .unwrap_or_default()
+    }
+
+    /// Everything loads where it was checked (true when nothing was).
+    pub fn loads(&self) -> bool {
+        self.load.as_ref().is_none_or(|l| l.loads)
+            && self.range.as_ref().is_none_or(|r| r.loads_everywhere)
+    }
+
+    /// The checks' sections of `verify binary`'s JSON document.
+    pub fn add_to(&self, doc: &mut serde_json::Value) -> Result<()> {
+        if let Some(l) = &self.load {
+            l.add_to(doc)?;
+        }
+        if let Some(r) = &self.range {
+            r.add_to(doc)?;
+        }
+        Ok(())
+    }
+
+    /// The checks' tables, each after a blank line (empty when none ran).
+    pub fn tables(&self) -> String {
+        let load = self.load.as_ref().map(|l| l.table());
+        let range = self.range.as_ref().map(|r| r.table());
+        load.into_iter()
+            .chain(range)
+            .map(|t| format!("\n{t}"))
+            .collect()
+    }
+}
+
 /// How many undefined symbols a verdict lists.
 const SHOWN_SYMBOLS: usize = 5;
 
