@@ -1193,6 +1193,30 @@ fn recipe_less_sources_are_checked_before_any_work() {
     );
 }
 
+/// A port that builds parses `--arch` once, against the env and CUDA that will compile (torch
+/// 2.15's env, CUDA 13), before its work tree is made; and it needs one. (A dry run checks it
+/// against the flags given: `hostile_input`.) Before, it was parsed against the flags (the
+/// knowledge base's defaults where none was given) and again by build-ext against the env.
+#[test]
+fn a_building_port_checks_its_arch_against_the_compiling_env_before_any_work_tree() {
+    let home = private_home("arch-once");
+    let r = xtask(
+        &["port-extension", "legacy-demo", "--arch", "3.5"],
+        Some(&home),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--arch 3.5:") && r.stderr.contains("CUDA 13"),
+        "{}",
+        r.stderr
+    );
+    let r = xtask(&["port-extension", "legacy-demo"], Some(&home));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--arch <SPEC>"), "{}", r.stderr);
+    assert!(!home.join("port").exists(), "a work tree was made");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 /// Issue 62: a review item the compiler will certainly reject (a THC header torch 2.15 does not
 /// have, a c10 header it dropped — named with the release that last shipped it and where the
 /// target has it now, read from the releases' include trees —, a THC name nothing declares, a
