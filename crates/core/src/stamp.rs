@@ -172,13 +172,19 @@ mod tests {
         seconds: u32,
     }
 
-    #[test]
-    fn a_record_counts_only_for_its_stamp_and_its_unchanged_wheel() {
+    /// A wheel named `name` delivered into a new output dir.
+    fn delivered(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
         let scratch = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();
-        let built = scratch.path().join("x-1.0-cp311-cp311-linux_x86_64.whl");
-        fs::write(&built, b"wheel bytes").unwrap();
+        let built = scratch.path().join(name);
+        fs::write(&built, bytes).unwrap();
         let wheel = deliver(&built, out.path()).unwrap();
+        (out, wheel)
+    }
+
+    #[test]
+    fn a_record_counts_only_for_its_stamp_and_its_unchanged_wheel() {
+        let (out, wheel) = delivered("x-1.0-cp311-cp311-linux_x86_64.whl", b"wheel bytes");
         let i = Inputs { arch: "7.5" };
         record(out.path(), &i, &wheel, &Outcome { seconds: 3 }).unwrap();
         let (found, o) = lookup::<Outcome>(out.path(), &key(&i)).unwrap();
@@ -206,11 +212,7 @@ mod tests {
 
     #[test]
     fn a_record_of_another_shape_is_not_a_hit() {
-        let scratch = tempfile::tempdir().unwrap();
-        let out = tempfile::tempdir().unwrap();
-        let built = scratch.path().join("y-1.0-py3-none-any.whl");
-        fs::write(&built, b"w").unwrap();
-        let wheel = deliver(&built, out.path()).unwrap();
+        let (out, wheel) = delivered("y-1.0-py3-none-any.whl", b"w");
         let i = Inputs { arch: "9.0" };
         record(out.path(), &i, &wheel, &"a string outcome").unwrap();
         assert!(lookup::<Outcome>(out.path(), &key(&i)).is_none());
@@ -225,11 +227,7 @@ mod tests {
             jobs: u32,
             note: Option<String>,
         }
-        let scratch = tempfile::tempdir().unwrap();
-        let out = tempfile::tempdir().unwrap();
-        let built = scratch.path().join("z-1.0-py3-none-any.whl");
-        fs::write(&built, b"w").unwrap();
-        let wheel = deliver(&built, out.path()).unwrap();
+        let (out, wheel) = delivered("z-1.0-py3-none-any.whl", b"w");
         let i = Inputs { arch: "8.9" };
         record(out.path(), &i, &wheel, &Outcome { seconds: 3 }).unwrap();
         // Serde would read it with jobs 0 and note None; the record no longer describes a Grown.
