@@ -1210,6 +1210,20 @@ fn a_building_port_checks_its_arch_against_the_compiling_env_before_any_work_tre
         "{}",
         r.stderr
     );
+    // A stable port's plan is made at the build (its toolkit follows its rules' target): the
+    // flags are checked first, so a bad arch still stops before the work tree.
+    let r = xtask(
+        &[
+            "port-extension",
+            "legacy-demo",
+            "--stable-abi",
+            "--arch",
+            "3.5",
+        ],
+        Some(&home),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--arch 3.5:"), "{}", r.stderr);
     let r = xtask(&["port-extension", "legacy-demo"], Some(&home));
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("--arch <SPEC>"), "{}", r.stderr);

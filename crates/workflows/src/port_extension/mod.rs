@@ -282,10 +282,13 @@ fn validate(req: &Request) -> Result<()> {
     }
     // The form was checked where it was typed. A run that builds parses it once, against the
     // env that compiles, before the source is copied (steps::prepare_build); a dry run or --check
-    // compiles nothing, so what the --torch and --cuda given accept is checked here.
+    // compiles nothing, so what the --torch and --cuda given accept is checked here. So is a
+    // stable port's: its toolkit depends on the target its rules find, so build-ext makes its
+    // plan only at the build, and a bad arch must not wait for the work tree and the rules.
+    let checked_here = req.mode != RunMode::Full || req.stable_abi.is_some();
     match (&req.arch, req.mode) {
         (None, RunMode::Full) => bail!("{ARCH_REQUIRED}"),
-        (Some(arch), RunMode::DryRun | RunMode::Check) => {
+        (Some(arch), _) if checked_here => {
             let ctx = crate::arch::spec::PlanContext::new(
                 req.target.torch.clone(),
                 req.target.cuda.clone(),

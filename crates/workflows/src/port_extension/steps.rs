@@ -421,8 +421,8 @@ pub fn open(req: &Request) -> Result<Job<'_>> {
 /// A build's env, toolkit and arch plan, resolved before the work tree is made: `--arch` is
 /// parsed once, against the env that compiles, and build-ext builds with this plan. None for a
 /// dry run or `--check` (nothing compiles: [`validate`] checked `--arch` against the flags), and
-/// for a stable-ABI port, whose toolkit depends on the target its rules find (build-ext resolves
-/// it then, once).
+/// for a stable-ABI port, whose toolkit depends on the target its rules find (build-ext makes
+/// its plan then; [`validate`] checked the flags so that a bad arch still fails first).
 fn prepare_build(req: &Request) -> Result<Option<Arc<build_ext::Prepared>>> {
     let (RunMode::Full, None, Some(arch)) = (req.mode, &req.stable_abi, &req.arch) else {
         return Ok(None);
