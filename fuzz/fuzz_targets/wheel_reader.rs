@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
         extract: None,
         threads: 1,
         kernels_for: vec![archsmith::cuda_arch::Cc { major: 7, minor: 5 }],
+        unpacked: Vec::new(),
     };
     std::hint::black_box(audit_paths(&[p.clone()], &opts));
 });
